@@ -1,0 +1,42 @@
+# The two commands a newcomer needs: `make run` (web + worker + beat on the embedded defaults) and
+# `make test` (lint, types and the whole suite). Both create .venv and install pinned packages first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install run test lint format bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-1} $(BIN)/python manage.py dev_admin
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-1} BIN=$(BIN) bash scripts/run-all.sh
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+bench-quick: install
+	$(BIN)/python -m bench --quick $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

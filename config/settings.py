@@ -1,0 +1,181 @@
+"""Django settings, read from the environment through the strict helpers in config.env.
+
+With no environment at all the project runs on its embedded defaults: SQLite (WAL) in ./var and kombu's
+filesystem transport as the broker, so a fresh clone works on a bare machine. DATABASE_URL=postgres://...
+and CELERY_BROKER_URL=amqp://... switch to PostgreSQL and RabbitMQ (production and CI).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+from config.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("REMINDERS_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# Without DJANGO_SECRET_KEY the process runs with a development key; `check --deploy` reports it, so a
+# production deployment cannot pass its checks on it.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "django-insecure-development-key-set-DJANGO_SECRET_KEY-in-production")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "django_celery_beat",
+    "reminders",
+    "trainings",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+
+def _database(url: str) -> dict[str, Any]:
+    config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # WAL lets the web, the worker and beat read while one of them writes; IMMEDIATE takes the write
+        # lock at BEGIN so two writers queue on the busy timeout instead of failing with "database is locked".
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        }
+    return config
+
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
+DATABASES = {"default": _database(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- Security (production values come from the environment) -------------------------------------------
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
+
+# --- API ---------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 100,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Reminders API",
+    "DESCRIPTION": "A durable scheduler: one-off and recurring reminders delivered to RabbitMQ, HTTP or "
+    "in-process handlers, and the trainings reminders built on it.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Celery ------------------------------------------------------------------------------------------
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for sub in ("queue", "processed"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CELERY_ENABLE_UTC = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+# --- Reminders engine (see reminders/conf.py for what each one means) --------------------------------
+REMINDERS_CALLBACK_BROKER_URL = env_str("REMINDERS_CALLBACK_BROKER_URL", CELERY_BROKER_URL)
+REMINDERS_BATCH_SIZE = env_int("REMINDERS_BATCH_SIZE", 1000, minimum=1, maximum=20000)
+REMINDERS_LEASE_SECONDS = env_int("REMINDERS_LEASE_SECONDS", 60, minimum=5)
+REMINDERS_EARLY_SECONDS = env_int("REMINDERS_EARLY_SECONDS", 0, minimum=0, maximum=3600)
+REMINDERS_MAX_ATTEMPTS = env_int("REMINDERS_MAX_ATTEMPTS", 10, minimum=1, maximum=100)
+REMINDERS_RETRY_BASE_SECONDS = env_float("REMINDERS_RETRY_BASE_SECONDS", 5.0, minimum=0.0)
+REMINDERS_RETRY_MAX_SECONDS = env_float("REMINDERS_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
+REMINDERS_SCAN_SECONDS = env_float("REMINDERS_SCAN_SECONDS", 1.0, minimum=0.0)
+REMINDERS_POLL_SECONDS = env_float("REMINDERS_POLL_SECONDS", 0.05, minimum=0.001)
+REMINDERS_RETENTION_DAYS = env_int("REMINDERS_RETENTION_DAYS", 7, minimum=0)
+REMINDERS_PURGE_BATCH = env_int("REMINDERS_PURGE_BATCH", 5000, minimum=1)
+REMINDERS_MAX_SCHEDULES = env_int("REMINDERS_MAX_SCHEDULES", 1000, minimum=1)
+REMINDERS_MAX_PAYLOAD_BYTES = env_int("REMINDERS_MAX_PAYLOAD_BYTES", 65536, minimum=1)
+REMINDERS_PAST_TOLERANCE_SECONDS = env_int("REMINDERS_PAST_TOLERANCE_SECONDS", 86400, minimum=0)
+REMINDERS_HTTP_SIGNING_SECRET = env_str("REMINDERS_HTTP_SIGNING_SECRET", "")
+REMINDERS_HTTP_ALLOW_PRIVATE = env_bool("REMINDERS_HTTP_ALLOW_PRIVATE", False)
+REMINDERS_HTTP_CONNECT_TIMEOUT = env_float("REMINDERS_HTTP_CONNECT_TIMEOUT", 3.0, minimum=0.1)
+REMINDERS_HTTP_READ_TIMEOUT = env_float("REMINDERS_HTTP_READ_TIMEOUT", 10.0, minimum=0.1)
+REMINDERS_HTTP_CONCURRENCY = env_int("REMINDERS_HTTP_CONCURRENCY", 16, minimum=1, maximum=256)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from rest_framework.authtoken.models import Token
+
+
+class Command(BaseCommand):
+    help = "Development only (DJANGO_DEBUG=1): ensure an `admin` superuser exists and print its API token."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG:
+            raise CommandError("dev_admin only runs with DJANGO_DEBUG=1; use createsuperuser in production")
+        user_model = get_user_model()
+        user, created = user_model.objects.get_or_create(
+            username="admin", defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            user.set_password("admin")
+            user.save()
+        token, _ = Token.objects.get_or_create(user=user)
+        self.stdout.write(
+            "Admin: http://127.0.0.1:8000/admin/ (admin / admin)   API docs: http://127.0.0.1:8000/api/docs/\n"
+            f"API token: {token.key}   e.g. curl -H 'Authorization: Token {token.key}' "
+            "http://127.0.0.1:8000/api/jobs/"
+        )

@@ -1,0 +1,20 @@
+"""Reads, scoped to what the caller may see: staff see everything, other users their own jobs."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from reminders.models import Job, Occurrence
+
+
+def jobs_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    if getattr(user, "is_staff", False):
+        return Job.objects.all()
+    return Job.objects.filter(owner_id=user.pk)
+
+
+def occurrences_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Occurrence]:
+    if getattr(user, "is_staff", False):
+        return Occurrence.objects.all()
+    return Occurrence.objects.filter(job__owner_id=user.pk)

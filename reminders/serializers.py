@@ -1,0 +1,201 @@
+"""API shapes. The job input is seed 000's JSON: key, ISO 8601 schedules, callback {type, data}."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from reminders import handlers
+from reminders.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, CallbackType, Job, Occurrence
+from reminders.netguard import UnsafeURL, validate_callback_url
+from reminders.services import Callback
+
+KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}"
+_QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
+
+
+class AwareDateTimeField(serializers.Field):
+    """An ISO 8601 instant with an explicit offset or Z. Naive values are refused, never assumed UTC."""
+
+    default_error_messages = {
+        "invalid": "'{value}' is not an ISO 8601 datetime (e.g. 2020-12-24T14:00:00Z).",
+        "naive": "'{value}' has no time zone; add Z or an offset such as +01:00.",
+    }
+
+    def to_internal_value(self, data: Any) -> datetime:
+        if not isinstance(data, str):
+            self.fail("invalid", value=str(data)[:50])
+        try:
+            value = parse_datetime(data.strip())
+        except ValueError:
+            value = None
+        if value is None:
+            self.fail("invalid", value=data[:50])
+        assert value is not None
+        if timezone.is_naive(value):
+            self.fail("naive", value=data[:50])
+        return value
+
+    def to_representation(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+def _payload_size_ok(payload: Any) -> Any:
+    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    if size > settings.REMINDERS_MAX_PAYLOAD_BYTES:
+        raise serializers.ValidationError(
+            f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
+        )
+    return payload
+
+
+class RabbitMQDataSerializer(serializers.Serializer):
+    queue = serializers.CharField(max_length=255)
+    payload = serializers.JSONField(validators=[_payload_size_ok])
+
+    def validate_queue(self, value: str) -> str:
+        if not _QUEUE_PATTERN.match(value):
+            raise serializers.ValidationError("use letters, digits, '.', '_', ':' or '-' (at most 255).")
+        if value.startswith("amq."):
+            raise serializers.ValidationError("queue names starting with 'amq.' are reserved by RabbitMQ.")
+        return value
+
+
+class HTTPDataSerializer(serializers.Serializer):
+    url = serializers.CharField(max_length=2000)
+    payload = serializers.JSONField(validators=[_payload_size_ok])
+    secret = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
+
+    def validate_url(self, value: str) -> str:
+        try:
+            validate_callback_url(value, allow_private=settings.REMINDERS_HTTP_ALLOW_PRIVATE)
+        except UnsafeURL as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value
+
+
+class HandlerDataSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    payload = serializers.JSONField(required=False, default=dict, validators=[_payload_size_ok])
+
+    def validate_name(self, value: str) -> str:
+        if handlers.get(value) is None:
+            known = ", ".join(handlers.names()) or "none"
+            raise serializers.ValidationError(f"no handler registered as {value!r} (registered: {known}).")
+        return value
+
+
+_DATA_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
+    CallbackType.RABBITMQ: RabbitMQDataSerializer,
+    CallbackType.HTTP: HTTPDataSerializer,
+    CallbackType.HANDLER: HandlerDataSerializer,
+}
+_TARGET_FIELD = {CallbackType.RABBITMQ: "queue", CallbackType.HTTP: "url", CallbackType.HANDLER: "name"}
+
+
+class CallbackSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=CallbackType.choices)
+    data = serializers.DictField()
+
+    def validate(self, attrs: dict[str, Any]) -> Callback:
+        callback_type = attrs["type"]
+        data = _DATA_SERIALIZERS[callback_type](data=attrs["data"])
+        if not data.is_valid():
+            raise serializers.ValidationError({"data": data.errors})
+        values = data.validated_data
+        return Callback(
+            type=CallbackType(callback_type),
+            target=values[_TARGET_FIELD[callback_type]],
+            payload=values.get("payload", {}),
+            secret=values.get("secret", ""),
+        )
+
+
+class JobInputSerializer(serializers.Serializer):
+    key = serializers.RegexField(
+        rf"^{KEY_PATTERN}$",
+        max_length=200,
+        error_messages={"invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."},
+    )
+    schedules = serializers.ListField(child=AwareDateTimeField(), allow_empty=False)
+    callback = CallbackSerializer()
+    priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT)
+    deadline_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    def validate_schedules(self, value: list[datetime]) -> list[datetime]:
+        limit = settings.REMINDERS_MAX_SCHEDULES
+        if len(value) > limit:
+            raise serializers.ValidationError(f"at most {limit} instants per job ({len(value)} given).")
+        oldest_allowed = timezone.now() - timedelta(seconds=settings.REMINDERS_PAST_TOLERANCE_SECONDS)
+        errors = {
+            index: [f"{instant.isoformat()} is more than {settings.REMINDERS_PAST_TOLERANCE_SECONDS} s in the past."]
+            for index, instant in enumerate(value)
+            if instant < oldest_allowed
+        }
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+
+class OccurrenceSerializer(serializers.ModelSerializer):
+    job = serializers.SlugRelatedField(slug_field="key", read_only=True)
+
+    class Meta:
+        model = Occurrence
+        fields = [
+            "id",
+            "job",
+            "fire_at",
+            "status",
+            "attempts",
+            "next_attempt_at",
+            "delivered_at",
+            "last_error",
+            "idempotency_key",
+            "priority",
+        ]
+        read_only_fields = fields
+
+
+class JobOccurrenceSerializer(OccurrenceSerializer):
+    class Meta(OccurrenceSerializer.Meta):
+        fields = [f for f in OccurrenceSerializer.Meta.fields if f != "job"]
+        read_only_fields = fields
+
+
+class JobCallbackOutputSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    data = serializers.DictField()
+
+
+class JobSerializer(serializers.ModelSerializer):
+    callback = serializers.SerializerMethodField()
+    occurrences = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = ["key", "version", "priority", "deadline_seconds", "callback", "created_at", "updated_at", "occurrences"]
+        read_only_fields = fields
+
+    @extend_schema_field(JobCallbackOutputSerializer)
+    def get_callback(self, job: Job) -> dict[str, Any]:
+        return {"type": job.callback_type, "data": {_TARGET_FIELD[job.callback_type]: job.target, "payload": job.payload}}
+
+    @extend_schema_field(JobOccurrenceSerializer(many=True))
+    def get_occurrences(self, job: Job) -> list[dict[str, Any]]:
+        rows = job.occurrences.order_by("fire_at", "id")
+        return JobOccurrenceSerializer(rows, many=True).data  # type: ignore[return-value]
+
+
+class JobSummarySerializer(JobSerializer):
+    class Meta(JobSerializer.Meta):
+        fields = [f for f in JobSerializer.Meta.fields if f != "occurrences"]
+        read_only_fields = fields

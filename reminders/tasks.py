@@ -1,0 +1,33 @@
+"""Celery entry points: thin wrappers that call one service each."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from reminders.dispatch import occurrences_dispatch_for
+from reminders.services import occurrences_purge_old
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(name="reminders.tasks.scan_due", ignore_result=True)
+def scan_due() -> dict[str, int]:
+    totals, backlog = occurrences_dispatch_for(seconds=settings.REMINDERS_SCAN_SECONDS)
+    if backlog:
+        # A full last batch means more is due: drain it now instead of waiting for the next beat tick.
+        scan_due.apply_async(expires=30)
+    if totals.claimed:
+        logger.info(
+            "scan: claimed=%d delivered=%d retried=%d failed=%d skipped=%d released=%d lost_lease=%d",
+            totals.claimed, totals.delivered, totals.retried, totals.failed, totals.skipped,
+            totals.released, totals.lost_lease,
+        )  # fmt: skip
+    return {"claimed": totals.claimed, "delivered": totals.delivered}
+
+
+@shared_task(name="reminders.tasks.purge_old", ignore_result=True)
+def purge_old() -> int:
+    return occurrences_purge_old()

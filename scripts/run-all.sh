@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the three processes of the service in the foreground; Ctrl-C (or any one exiting) stops all three.
+set -euo pipefail
+BIN=${BIN:-.venv/bin}
+ADDR=${ADDR:-127.0.0.1:8000}
+trap 'trap - EXIT INT TERM; kill 0 2>/dev/null' EXIT INT TERM
+"$BIN/celery" -A config worker --loglevel=INFO --concurrency=2 --hostname "worker@%h" &
+"$BIN/celery" -A config beat --loglevel=INFO --scheduler django_celery_beat.schedulers:DatabaseScheduler \
+    --pidfile= &
+"$BIN/python" manage.py runserver "$ADDR" --noreload &
+wait -n
