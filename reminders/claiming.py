@@ -25,10 +25,12 @@ _TABLE = Occurrence._meta.db_table
 # One index range scan per priority level, highest first; each level stops at `now`, so the claim never
 # touches future rows (see occurrence_due_idx). SKIP LOCKED sits inside each level so a concurrent claimer's
 # locked rows are passed over rather than waited on. The outer LIMIT stops pulling (and locking) early.
+# `= ANY(ARRAY(...))` makes the id list an InitPlan, so the UPDATE finds its rows through the primary key
+# whatever the planner estimates; `IN (subquery)` was planned as a hash join over a full table scan.
 _CLAIM_SQL_POSTGRES = f"""
 UPDATE {_TABLE} AS o
    SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
- WHERE o.id IN (
+ WHERE o.id = ANY(ARRAY(
     SELECT d.id
       FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
      CROSS JOIN LATERAL (
@@ -38,7 +40,7 @@ UPDATE {_TABLE} AS o
          LIMIT %(limit)s
            FOR UPDATE SKIP LOCKED
      ) AS d
-     LIMIT %(limit)s)
+     LIMIT %(limit)s))
 RETURNING o.id, o.job_id, o.fire_at, o.attempts, o.idempotency_key, o.priority
 """  # noqa: S608 - table and bounds are constants, values are bound parameters
 
@@ -85,7 +87,10 @@ def occurrences_claim_due(*, now: datetime, limit: int, lease_seconds: int, earl
                 .values_list("id", flat=True)[:limit]
             )
             Occurrence.objects.filter(id__in=ids, status=OccurrenceStatus.SCHEDULED).update(
-                status=OccurrenceStatus.CLAIMED, lease_token=token, claimed_until=until, attempts=F("attempts") + 1
+                status=OccurrenceStatus.CLAIMED,
+                lease_token=token,
+                claimed_until=until,
+                attempts=F("attempts") + 1,
             )
             rows = [
                 ClaimedOccurrence(*values)
@@ -99,15 +104,21 @@ def occurrences_claim_due(*, now: datetime, limit: int, lease_seconds: int, earl
 
 def occurrences_mark_delivered(*, token: uuid.UUID, ids: Iterable[int], now: datetime) -> int:
     """Mark delivered the rows this lease still holds; returns how many it still held."""
-    return Occurrence.objects.filter(id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED).update(
-        status=OccurrenceStatus.DELIVERED, delivered_at=now, finished_at=now, claimed_until=None, last_error=""
+    return Occurrence.objects.filter(
+        id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED
+    ).update(
+        status=OccurrenceStatus.DELIVERED,
+        delivered_at=now,
+        finished_at=now,
+        claimed_until=None,
+        last_error="",
     )
 
 
 def occurrences_mark_skipped(*, token: uuid.UUID, ids: Iterable[int], now: datetime, reason: str) -> int:
-    return Occurrence.objects.filter(id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED).update(
-        status=OccurrenceStatus.SKIPPED, finished_at=now, claimed_until=None, last_error=reason[:2000]
-    )
+    return Occurrence.objects.filter(
+        id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED
+    ).update(status=OccurrenceStatus.SKIPPED, finished_at=now, claimed_until=None, last_error=reason[:2000])
 
 
 def occurrences_mark_failed(
@@ -128,7 +139,10 @@ def occurrences_mark_failed(
             else:
                 retry_at = now + timedelta(seconds=policy.delay(failure.attempts))
                 changed += held.update(
-                    status=OccurrenceStatus.SCHEDULED, next_attempt_at=retry_at, claimed_until=None, last_error=error
+                    status=OccurrenceStatus.SCHEDULED,
+                    next_attempt_at=retry_at,
+                    claimed_until=None,
+                    last_error=error,
                 )
     return changed
 
