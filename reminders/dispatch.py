@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 # How many deliveries of one type go out between two lease checks and marks. RabbitMQ publishes a whole
 # batch in one transaction; HTTP and handlers are slower per item, so they are marked as they go.
-_CHUNK = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, CallbackType.HANDLER: 50}
+_CHUNK: dict[str, int] = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, CallbackType.HANDLER: 50}
 # Stop starting new chunks when less than this is left of the lease: the rest is released, not risked.
 _LEASE_MARGIN = timedelta(seconds=5)
 
@@ -52,7 +52,9 @@ class ScanResult:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-def occurrences_dispatch_batch(*, batch_size: int | None = None, policy: RetryPolicy | None = None) -> ScanResult:
+def occurrences_dispatch_batch(
+    *, batch_size: int | None = None, policy: RetryPolicy | None = None
+) -> ScanResult:
     """Deliver one batch of due occurrences.
 
     1. Claim: one statement leases up to `batch_size` due rows (a new token, attempts + 1), committed at
@@ -80,7 +82,9 @@ def occurrences_dispatch_batch(*, batch_size: int | None = None, policy: RetryPo
     now = timezone.now()
     for occurrence in claim.occurrences:
         job = jobs[occurrence.job_id]
-        if job.deadline_seconds is not None and now - occurrence.fire_at > timedelta(seconds=job.deadline_seconds):
+        if job.deadline_seconds is not None and now - occurrence.fire_at > timedelta(
+            seconds=job.deadline_seconds
+        ):
             late.append(occurrence.id)
             continue
         groups[job.callback_type].append(_delivery(occurrence, job))
@@ -127,9 +131,9 @@ def _deliver_and_mark(
 
 def _release(claim: Claim, ids: list[int]) -> int:
     """Hand rows back untried (the lease is nearly over); the attempt they were charged is refunded."""
-    return Occurrence.objects.filter(id__in=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED).update(
-        status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1
-    )
+    return Occurrence.objects.filter(
+        id__in=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED
+    ).update(status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1)
 
 
 def _delivery(occurrence: ClaimedOccurrence, job: Job) -> Delivery:

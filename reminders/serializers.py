@@ -98,12 +98,16 @@ _DATA_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
     CallbackType.HTTP: HTTPDataSerializer,
     CallbackType.HANDLER: HandlerDataSerializer,
 }
-_TARGET_FIELD = {CallbackType.RABBITMQ: "queue", CallbackType.HTTP: "url", CallbackType.HANDLER: "name"}
+_TARGET_FIELD: dict[str, str] = {
+    CallbackType.RABBITMQ: "queue",
+    CallbackType.HTTP: "url",
+    CallbackType.HANDLER: "name",
+}
 
 
 class CallbackSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=CallbackType.choices)
-    data = serializers.DictField()
+    data = serializers.DictField()  # type: ignore[assignment]  # DRF pops declared fields off the class
 
     def validate(self, attrs: dict[str, Any]) -> Callback:
         callback_type = attrs["type"]
@@ -123,20 +127,25 @@ class JobInputSerializer(serializers.Serializer):
     key = serializers.RegexField(
         rf"^{KEY_PATTERN}$",
         max_length=200,
-        error_messages={"invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."},
+        error_messages={
+            "invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
+        },
     )
     schedules = serializers.ListField(child=AwareDateTimeField(), allow_empty=False)
     callback = CallbackSerializer()
-    priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT)
+    priority = serializers.IntegerField(
+        min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT
+    )
     deadline_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def validate_schedules(self, value: list[datetime]) -> list[datetime]:
         limit = settings.REMINDERS_MAX_SCHEDULES
         if len(value) > limit:
             raise serializers.ValidationError(f"at most {limit} instants per job ({len(value)} given).")
-        oldest_allowed = timezone.now() - timedelta(seconds=settings.REMINDERS_PAST_TOLERANCE_SECONDS)
+        tolerance = settings.REMINDERS_PAST_TOLERANCE_SECONDS
+        oldest_allowed = timezone.now() - timedelta(seconds=tolerance)
         errors = {
-            index: [f"{instant.isoformat()} is more than {settings.REMINDERS_PAST_TOLERANCE_SECONDS} s in the past."]
+            str(index): [f"{instant.isoformat()} is more than {tolerance} s in the past."]
             for index, instant in enumerate(value)
             if instant < oldest_allowed
         }
@@ -146,7 +155,7 @@ class JobInputSerializer(serializers.Serializer):
 
 
 class OccurrenceSerializer(serializers.ModelSerializer):
-    job = serializers.SlugRelatedField(slug_field="key", read_only=True)
+    job: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="key", read_only=True)
 
     class Meta:
         model = Occurrence
@@ -173,7 +182,7 @@ class JobOccurrenceSerializer(OccurrenceSerializer):
 
 class JobCallbackOutputSerializer(serializers.Serializer):
     type = serializers.CharField()
-    data = serializers.DictField()
+    data = serializers.DictField()  # type: ignore[assignment]
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -182,12 +191,24 @@ class JobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Job
-        fields = ["key", "version", "priority", "deadline_seconds", "callback", "created_at", "updated_at", "occurrences"]
+        fields = [
+            "key",
+            "version",
+            "priority",
+            "deadline_seconds",
+            "callback",
+            "created_at",
+            "updated_at",
+            "occurrences",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(JobCallbackOutputSerializer)
     def get_callback(self, job: Job) -> dict[str, Any]:
-        return {"type": job.callback_type, "data": {_TARGET_FIELD[job.callback_type]: job.target, "payload": job.payload}}
+        return {
+            "type": job.callback_type,
+            "data": {_TARGET_FIELD[job.callback_type]: job.target, "payload": job.payload},
+        }
 
     @extend_schema_field(JobOccurrenceSerializer(many=True))
     def get_occurrences(self, job: Job) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import amqp
 import pytest
 from django.conf import settings
 from kombu import Connection
@@ -37,9 +38,9 @@ def _rabbitmq_reachable() -> bool:
 
 @pytest.fixture(autouse=True)
 def _require_services(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("postgres"):
-        if not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-            _missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
+    postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    if request.node.get_closest_marker("postgres") and not postgres:
+        _missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
     if request.node.get_closest_marker("rabbitmq") and not _rabbitmq_reachable():
         _missing("needs RabbitMQ: set CELERY_BROKER_URL=amqp://... to a running broker")
 
@@ -101,7 +102,10 @@ def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -
     with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
         channel = conn.default_channel
         while time.monotonic() < deadline:
-            message = channel.basic_get(name, no_ack=False)
+            try:
+                message = channel.basic_get(name, no_ack=False)
+            except amqp.exceptions.NotFound:  # the queue was never declared: nothing on it
+                return messages
             if message is None:
                 if expect is None or len(messages) >= expect:
                     break
