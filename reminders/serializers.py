@@ -22,6 +22,7 @@ KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}"
 _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 
 
+@extend_schema_field({"type": "string", "format": "date-time"})
 class AwareDateTimeField(serializers.Field):
     """An ISO 8601 instant with an explicit offset or Z. Naive values are refused, never assumed UTC."""
 
