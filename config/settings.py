@@ -180,4 +180,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # The scan runs every second: Celery's per-task "received"/"succeeded" lines would drown everything
+    # else. The scan logs its own summary when it claimed something.
+    "loggers": {
+        name: {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")}
+        for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
+    },
 }
