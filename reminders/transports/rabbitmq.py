@@ -19,11 +19,13 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import amqp
+from amqp import spec
 from django.conf import settings
 from kombu import Connection, Producer, Queue
 
@@ -96,6 +98,11 @@ class RabbitMQTransport:
     ) -> dict[int, TransportError]:
         channel: Any = connection.default_channel
         self._returned = {}
+        # py-amqp's basic_publish polls the socket after every message to notice `connection.blocked`;
+        # once per batch is enough (a blocked broker makes tx.commit fail or time out, and the batch
+        # retries), and it is a third of the publishing cost.
+        with contextlib.suppress(socket.timeout):
+            connection.connection.drain_events(timeout=0)
         for delivery in deliveries:
             if delivery.target not in self._declared:
                 channel.queue_declare(queue=delivery.target, durable=True, auto_delete=False)
@@ -108,7 +115,7 @@ class RabbitMQTransport:
                 message_id=delivery.idempotency_key,
                 application_headers=_amqp_headers(delivery),
             )
-            channel.basic_publish(message, exchange="", routing_key=delivery.target, mandatory=True)
+            channel.send_method(spec.Basic.Publish, "Bssbb", (0, "", delivery.target, True, False), message)
         channel.tx_commit()
         return {
             d.occurrence_id: TransportError(self._returned[d.idempotency_key])
