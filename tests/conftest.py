@@ -93,24 +93,31 @@ def queue_name() -> Iterator[str]:
             pass
 
 
-def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -> list:  # type: ignore[type-arg]
-    """Read every message now on the queue (acking them) with a real AMQP consumer."""
+def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -> list[amqp.Message]:
+    """Consume every message now on the queue (acking them) with a real AMQP consumer.
+
+    Returns once `expect` messages arrived (or, without `expect`, once the queue stays empty for a short
+    moment), or when `timeout` runs out.
+    """
+    import socket
     import time
 
-    messages: list = []  # type: ignore[type-arg]
+    messages: list[amqp.Message] = []
     deadline = time.monotonic() + timeout
     with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
-        channel = conn.default_channel
-        while time.monotonic() < deadline:
+        channel = conn.channel()
+        try:
+            channel.queue_declare(name, passive=True)
+        except amqp.exceptions.NotFound:  # never declared: nothing on it
+            return messages
+        channel = conn.channel()
+        channel.basic_qos(0, 1000, False)
+        channel.basic_consume(name, callback=messages.append, no_ack=True)
+        idle = 0.3 if expect is None else timeout
+        while time.monotonic() < deadline and (expect is None or len(messages) < expect):
             try:
-                message = channel.basic_get(name, no_ack=False)
-            except amqp.exceptions.NotFound:  # the queue was never declared: nothing on it
-                return messages
-            if message is None:
-                if expect is None or len(messages) >= expect:
+                conn.drain_events(timeout=min(idle, max(deadline - time.monotonic(), 0.01)))
+            except (TimeoutError, socket.timeout):
+                if expect is None:
                     break
-                time.sleep(0.05)
-                continue
-            channel.basic_ack(message.delivery_tag)
-            messages.append(message)
     return messages
