@@ -152,6 +152,8 @@ CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Lets several deployments (or test runs) share one broker vhost without taking each other's kicks.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 
 # --- Reminders engine (see reminders/conf.py for what each one means) --------------------------------
 REMINDERS_CALLBACK_BROKER_URL = env_str("REMINDERS_CALLBACK_BROKER_URL", CELERY_BROKER_URL)

@@ -99,17 +99,19 @@ def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -
     Returns once `expect` messages arrived (or, without `expect`, once the queue stays empty for a short
     moment), or when `timeout` runs out.
     """
-    import socket
     import time
 
     messages: list[amqp.Message] = []
     deadline = time.monotonic() + timeout
     with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
-        channel = conn.channel()
-        try:
-            channel.queue_declare(name, passive=True)
-        except amqp.exceptions.NotFound:  # never declared: nothing on it
-            return messages
+        while True:
+            try:
+                conn.channel().queue_declare(name, passive=True)
+                break
+            except amqp.exceptions.NotFound:  # not declared (yet): nothing on it
+                if expect is None or time.monotonic() >= deadline:
+                    return messages
+                time.sleep(0.1)
         channel = conn.channel()
         channel.basic_qos(0, 1000, False)
         channel.basic_consume(name, callback=messages.append, no_ack=True)
@@ -117,7 +119,7 @@ def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -
         while time.monotonic() < deadline and (expect is None or len(messages) < expect):
             try:
                 conn.drain_events(timeout=min(idle, max(deadline - time.monotonic(), 0.01)))
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 if expect is None:
                     break
     return messages
