@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -153,6 +154,29 @@ class JobInputSerializer(serializers.Serializer):
         if errors:
             raise serializers.ValidationError(errors)
         return value
+
+
+class BulkJobsInputSerializer(serializers.Serializer):
+    jobs = serializers.ListField(child=JobInputSerializer(), allow_empty=False)
+
+    def validate_jobs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(value) > settings.REMINDERS_MAX_BULK_JOBS:
+            raise serializers.ValidationError(f"at most {settings.REMINDERS_MAX_BULK_JOBS} jobs per request.")
+        total = sum(len(job["schedules"]) for job in value)
+        if total > settings.REMINDERS_MAX_BULK_INSTANTS:
+            raise serializers.ValidationError(
+                f"at most {settings.REMINDERS_MAX_BULK_INSTANTS} instants per request ({total} given)."
+            )
+        duplicates = sorted(key for key, n in Counter(job["key"] for job in value).items() if n > 1)
+        if duplicates:
+            raise serializers.ValidationError(f"keys appear more than once: {', '.join(duplicates[:10])}.")
+        return value
+
+
+class BulkResultSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    replaced = serializers.IntegerField()
+    instants = serializers.IntegerField()
 
 
 class OccurrenceSerializer(serializers.ModelSerializer):

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, User
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -67,7 +67,7 @@ def job_upsert(
     cover is not scheduled twice. Returns (job, created).
     """
     _require_aware(schedules)
-    wanted = {instant.astimezone(UTC) for instant in schedules}
+    wanted = set(_instants(schedules))
     fields = {
         "callback_type": callback.type,
         "target": callback.target,
@@ -93,12 +93,15 @@ def job_upsert(
                 setattr(job, name, value)
             job.version += 1
             job.save()
-        _occurrences_replace_pending(job, wanted)
+        _occurrences_replace_pending(job, wanted, created=created)
     _kick_on_commit(min(wanted) if wanted else None)
     return job, created
 
 
-def _occurrences_replace_pending(job: Job, wanted: set[datetime]) -> None:
+def _occurrences_replace_pending(job: Job, wanted: set[datetime], *, created: bool) -> None:
+    if created:  # nothing to replace: skip the three queries below
+        occurrences_insert([(job, instant) for instant in sorted(wanted)])
+        return
     now = timezone.now()
     existing = list(
         job.occurrences.exclude(status=OccurrenceStatus.CANCELLED).values_list("id", "fire_at", "status")
@@ -118,6 +121,34 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime]) -> None:
     job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
         priority=job.priority, job_version=job.version
     )
+    occurrences_insert([(job, instant) for instant in sorted(wanted - covered)])
+
+
+_COPY_COLUMNS = (
+    "job_id, fire_at, next_attempt_at, priority, status, attempts, last_error, idempotency_key, job_version, "
+    "created_at"
+)
+
+
+def occurrences_insert(rows: Sequence[tuple[Job, datetime]]) -> int:
+    """Insert new `scheduled` occurrences, one per (job, instant), each with a fresh idempotency key.
+
+    On PostgreSQL the rows are streamed with COPY, several times faster than INSERT batches (bulk
+    scheduling is measured by the benchmark); either way it runs inside the caller's transaction.
+    """
+    if not rows:
+        return 0
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
+            with raw.copy(f"COPY {Occurrence._meta.db_table} ({_COPY_COLUMNS}) FROM STDIN") as copy:
+                for job, instant in rows:
+                    copy.write_row(
+                        (job.pk, instant, instant, job.priority, OccurrenceStatus.SCHEDULED.value, 0, "",
+                         new_idempotency_key(), job.version, now)
+                    )  # fmt: skip
+        return len(rows)
     Occurrence.objects.bulk_create(
         [
             Occurrence(
@@ -128,10 +159,82 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime]) -> None:
                 job_version=job.version,
                 idempotency_key=new_idempotency_key(),
             )
-            for instant in sorted(wanted - covered)
+            for job, instant in rows
         ],
         batch_size=2000,
     )
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    key: str
+    schedules: Sequence[datetime]
+    callback: Callback
+    priority: int = PRIORITY_DEFAULT
+    deadline_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    created: int
+    replaced: int
+    instants: int  # instants now scheduled for these jobs (new ones inserted, existing ones kept)
+
+
+class ConcurrentCreate(Exception):
+    """Another request created one of these keys at the same moment; the whole bulk request rolled back."""
+
+
+def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser | None = None) -> BulkResult:
+    """Create or replace many jobs in one transaction: all of them or none.
+
+    New keys are inserted together (one INSERT for the jobs, one COPY for their occurrences), which is
+    what makes bulk scheduling fast; keys that exist go through `job_upsert`'s replace rules.
+    """
+    for spec in specs:
+        _require_aware(spec.schedules)
+    with transaction.atomic():
+        existing = set(Job.objects.filter(key__in=[s.key for s in specs]).values_list("key", flat=True))
+        fresh = [s for s in specs if s.key not in existing]
+        try:
+            with transaction.atomic():
+                jobs = Job.objects.bulk_create(
+                    Job(
+                        key=s.key,
+                        owner_id=owner.pk if owner is not None else None,
+                        callback_type=s.callback.type,
+                        target=s.callback.target,
+                        payload=s.callback.payload,
+                        http_secret=s.callback.secret,
+                        priority=s.priority,
+                        deadline_seconds=s.deadline_seconds,
+                    )
+                    for s in fresh
+                )
+        except IntegrityError as exc:
+            raise ConcurrentCreate(str(exc)) from exc
+        count = occurrences_insert(
+            [(job, instant) for job, s in zip(jobs, fresh, strict=True) for instant in _instants(s.schedules)]
+        )
+        for spec in specs:
+            if spec.key in existing:
+                job_upsert(
+                    key=spec.key,
+                    schedules=spec.schedules,
+                    callback=spec.callback,
+                    priority=spec.priority,
+                    deadline_seconds=spec.deadline_seconds,
+                    owner=owner,
+                )
+                count += len(_instants(spec.schedules))
+    earliest = min((min(s.schedules) for s in specs if s.schedules), default=None)
+    _kick_on_commit(earliest)
+    return BulkResult(created=len(fresh), replaced=len(specs) - len(fresh), instants=count)
+
+
+def _instants(schedules: Iterable[datetime]) -> list[datetime]:
+    return sorted({instant.astimezone(UTC) for instant in schedules})
 
 
 def job_cancel(*, job: Job) -> int:

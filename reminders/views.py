@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -17,12 +18,21 @@ from reminders.models import Job, Occurrence, OccurrenceStatus
 from reminders.selectors import jobs_visible_to, occurrences_visible_to
 from reminders.serializers import (
     KEY_PATTERN,
+    BulkJobsInputSerializer,
+    BulkResultSerializer,
     JobInputSerializer,
     JobSerializer,
     JobSummarySerializer,
     OccurrenceSerializer,
 )
-from reminders.services import OwnershipError, job_cancel, job_upsert
+from reminders.services import (
+    ConcurrentCreate,
+    JobSpec,
+    OwnershipError,
+    job_cancel,
+    job_upsert,
+    jobs_bulk_upsert,
+)
 
 
 class JobViewSet(
@@ -40,6 +50,8 @@ class JobViewSet(
             return JobSummarySerializer
         if self.action == "create":
             return JobInputSerializer
+        if self.action == "bulk":
+            return BulkJobsInputSerializer
         return JobSerializer
 
     @extend_schema(
@@ -66,6 +78,38 @@ class JobViewSet(
         return Response(
             JobSerializer(job).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
+
+    @extend_schema(
+        request=BulkJobsInputSerializer,
+        responses={200: BulkResultSerializer, 400: OpenApiResponse(description="Field errors by job index.")},
+        description="Create or replace many jobs in one transaction: all of them or none. Each job follows "
+        "the rules of POST /api/jobs/. Errors are reported under jobs.<index>.",
+    )
+    @action(detail=False, methods=["post"], url_path="bulk")
+    def bulk(self, request: Request) -> Response:
+        data = BulkJobsInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        specs = [
+            JobSpec(
+                key=job["key"],
+                schedules=job["schedules"],
+                callback=job["callback"],
+                priority=job["priority"],
+                deadline_seconds=job["deadline_seconds"],
+            )
+            for job in data.validated_data["jobs"]
+        ]
+        try:
+            result = jobs_bulk_upsert(specs=specs, owner=request.user)  # type: ignore[arg-type]
+        except OwnershipError as exc:
+            raise PermissionDenied(str(exc)) from None
+        except ConcurrentCreate:
+            return Response(
+                {"detail": "another request created one of these keys at the same moment; nothing was "
+                 "stored, retry the request."},
+                status=status.HTTP_409_CONFLICT,
+            )  # fmt: skip
+        return Response(BulkResultSerializer(result).data)
 
     @extend_schema(
         responses={
