@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from reminders.claiming import (
@@ -16,6 +15,7 @@ from reminders.claiming import (
 )
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.retry import RetryPolicy
+from tests.concurrency import run_together
 from tests.factories import JobFactory, OccurrenceFactory
 
 POLICY = RetryPolicy(max_attempts=3, base_seconds=1, max_seconds=10)
@@ -69,30 +69,15 @@ def test_it_respects_the_limit_and_the_early_window() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_claimers_never_take_the_same_row() -> None:
     rows = _due(3000)
-    barrier = threading.Barrier(2)
-    taken: list[list[int]] = [[], []]
-    errors: list[BaseException] = []
 
-    def claimer(slot: int) -> None:
-        try:
-            barrier.wait()
-            while True:
-                claim = occurrences_claim_due(now=timezone.now(), limit=100, lease_seconds=60)
-                if not claim.occurrences:
-                    return
-                taken[slot].extend(o.id for o in claim.occurrences)
-        except BaseException as exc:  # surfaced in the main thread
-            errors.append(exc)
-        finally:
-            connections.close_all()
+    def claim_all(_: int) -> list[int]:
+        taken: list[int] = []
+        while claim := occurrences_claim_due(now=timezone.now(), limit=100, lease_seconds=60).occurrences:
+            taken.extend(o.id for o in claim)
+        return taken
 
-    threads = [threading.Thread(target=claimer, args=(slot,)) for slot in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    taken = run_together(claim_all)
 
-    assert not errors
     assert set(taken[0]).isdisjoint(taken[1])
     assert sorted(taken[0] + taken[1]) == sorted(o.id for o in rows)
     # Both really ran concurrently rather than one draining everything first.

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from reminders.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus, new_idempotency_key
+from tests.concurrency import run_together
 from tests.conftest import drain_queue
 from tests.factories import JobFactory
 
@@ -25,27 +24,15 @@ def test_two_scans_at_once_deliver_every_occurrence_exactly_once(queue_name: str
         Occurrence(job=job, fire_at=due, next_attempt_at=due, idempotency_key=new_idempotency_key())
         for _ in range(2000)
     )
-    barrier = threading.Barrier(2)
-    delivered = [0, 0]
-    errors: list[BaseException] = []
 
-    def scan(slot: int) -> None:
-        try:
-            barrier.wait()
-            while (result := occurrences_dispatch_batch(batch_size=100)).claimed:
-                delivered[slot] += result.delivered
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
+    def scan(_: int) -> int:
+        delivered = 0
+        while (result := occurrences_dispatch_batch(batch_size=100)).claimed:
+            delivered += result.delivered
+        return delivered
 
-    threads = [threading.Thread(target=scan, args=(slot,)) for slot in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    delivered = run_together(scan)
 
-    assert not errors
     assert delivered[0] > 0 and delivered[1] > 0
     assert sum(delivered) == 2000
     assert Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED, attempts=1).count() == 2000
