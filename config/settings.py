@@ -21,7 +21,9 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # Without DJANGO_SECRET_KEY the process runs with a development key; `check --deploy` reports it, so a
 # production deployment cannot pass its checks on it.
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "django-insecure-development-key-set-DJANGO_SECRET_KEY-in-production")
+SECRET_KEY = env_str(
+    "DJANGO_SECRET_KEY", "django-insecure-development-key-set-DJANGO_SECRET_KEY-in-production"
+)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 

@@ -37,7 +37,16 @@ class JobAdmin(admin.ModelAdmin):
 
 @admin.register(Occurrence)
 class OccurrenceAdmin(admin.ModelAdmin):
-    list_display = ["id", "job", "fire_at", "status", "attempts", "next_attempt_at", "delivered_at", "short_error"]
+    list_display = [
+        "id",
+        "job",
+        "fire_at",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "short_error",
+    ]
     list_filter = ["status", "fire_at", "priority"]
     search_fields = ["job__key", "idempotency_key"]
     date_hierarchy = "fire_at"

@@ -85,7 +85,10 @@ def occurrences_claim_due(*, now: datetime, limit: int, lease_seconds: int, earl
                 .values_list("id", flat=True)[:limit]
             )
             Occurrence.objects.filter(id__in=ids, status=OccurrenceStatus.SCHEDULED).update(
-                status=OccurrenceStatus.CLAIMED, lease_token=token, claimed_until=until, attempts=F("attempts") + 1
+                status=OccurrenceStatus.CLAIMED,
+                lease_token=token,
+                claimed_until=until,
+                attempts=F("attempts") + 1,
             )
             rows = [
                 ClaimedOccurrence(*values)
@@ -99,15 +102,21 @@ def occurrences_claim_due(*, now: datetime, limit: int, lease_seconds: int, earl
 
 def occurrences_mark_delivered(*, token: uuid.UUID, ids: Iterable[int], now: datetime) -> int:
     """Mark delivered the rows this lease still holds; returns how many it still held."""
-    return Occurrence.objects.filter(id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED).update(
-        status=OccurrenceStatus.DELIVERED, delivered_at=now, finished_at=now, claimed_until=None, last_error=""
+    return Occurrence.objects.filter(
+        id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED
+    ).update(
+        status=OccurrenceStatus.DELIVERED,
+        delivered_at=now,
+        finished_at=now,
+        claimed_until=None,
+        last_error="",
     )
 
 
 def occurrences_mark_skipped(*, token: uuid.UUID, ids: Iterable[int], now: datetime, reason: str) -> int:
-    return Occurrence.objects.filter(id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED).update(
-        status=OccurrenceStatus.SKIPPED, finished_at=now, claimed_until=None, last_error=reason[:2000]
-    )
+    return Occurrence.objects.filter(
+        id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED
+    ).update(status=OccurrenceStatus.SKIPPED, finished_at=now, claimed_until=None, last_error=reason[:2000])
 
 
 def occurrences_mark_failed(
@@ -128,7 +137,10 @@ def occurrences_mark_failed(
             else:
                 retry_at = now + timedelta(seconds=policy.delay(failure.attempts))
                 changed += held.update(
-                    status=OccurrenceStatus.SCHEDULED, next_attempt_at=retry_at, claimed_until=None, last_error=error
+                    status=OccurrenceStatus.SCHEDULED,
+                    next_attempt_at=retry_at,
+                    claimed_until=None,
+                    last_error=error,
                 )
     return changed
 

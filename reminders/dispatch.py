@@ -52,7 +52,9 @@ class ScanResult:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-def occurrences_dispatch_batch(*, batch_size: int | None = None, policy: RetryPolicy | None = None) -> ScanResult:
+def occurrences_dispatch_batch(
+    *, batch_size: int | None = None, policy: RetryPolicy | None = None
+) -> ScanResult:
     """Deliver one batch of due occurrences.
 
     1. Claim: one statement leases up to `batch_size` due rows (a new token, attempts + 1), committed at
@@ -80,7 +82,9 @@ def occurrences_dispatch_batch(*, batch_size: int | None = None, policy: RetryPo
     now = timezone.now()
     for occurrence in claim.occurrences:
         job = jobs[occurrence.job_id]
-        if job.deadline_seconds is not None and now - occurrence.fire_at > timedelta(seconds=job.deadline_seconds):
+        if job.deadline_seconds is not None and now - occurrence.fire_at > timedelta(
+            seconds=job.deadline_seconds
+        ):
             late.append(occurrence.id)
             continue
         groups[job.callback_type].append(_delivery(occurrence, job))
@@ -127,9 +131,9 @@ def _deliver_and_mark(
 
 def _release(claim: Claim, ids: list[int]) -> int:
     """Hand rows back untried (the lease is nearly over); the attempt they were charged is refunded."""
-    return Occurrence.objects.filter(id__in=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED).update(
-        status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1
-    )
+    return Occurrence.objects.filter(
+        id__in=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED
+    ).update(status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1)
 
 
 def _delivery(occurrence: ClaimedOccurrence, job: Job) -> Delivery:

@@ -50,7 +50,11 @@ def new_idempotency_key() -> str:
 class Job(models.Model):
     key = models.CharField(max_length=200, unique=True, help_text="Caller-chosen unique key.")
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="reminder_jobs"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="reminder_jobs",
     )
     callback_type = models.CharField(max_length=10, choices=CallbackType.choices)
     target = models.CharField(max_length=2000, help_text="Queue name, URL or handler name.")
@@ -81,9 +85,13 @@ class Job(models.Model):
 class Occurrence(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="occurrences", db_index=False)
     fire_at = models.DateTimeField(help_text="The instant this occurrence is for (never moved by retries).")
-    next_attempt_at = models.DateTimeField(help_text="When the scan may next claim it (fire_at, then backoff).")
+    next_attempt_at = models.DateTimeField(
+        help_text="When the scan may next claim it (fire_at, then backoff)."
+    )
     priority = models.PositiveSmallIntegerField(default=PRIORITY_DEFAULT, help_text="Copied from the job.")
-    status = models.CharField(max_length=10, choices=OccurrenceStatus.choices, default=OccurrenceStatus.SCHEDULED)
+    status = models.CharField(
+        max_length=10, choices=OccurrenceStatus.choices, default=OccurrenceStatus.SCHEDULED
+    )
     attempts = models.PositiveIntegerField(default=0)
     claimed_until = models.DateTimeField(null=True, blank=True)
     lease_token = models.UUIDField(null=True, blank=True, help_text="Changes on every claim.")
@@ -105,7 +113,9 @@ class Occurrence(models.Model):
                 name="occurrence_due_idx",
             ),
             # The lease reaper: status='claimed' AND claimed_until < now. Holds only in-flight rows.
-            models.Index(fields=["claimed_until"], condition=Q(status="claimed"), name="occurrence_lease_idx"),
+            models.Index(
+                fields=["claimed_until"], condition=Q(status="claimed"), name="occurrence_lease_idx"
+            ),
             # Retention: status IN (delivered, cancelled, skipped) AND finished_at < cutoff.
             models.Index(
                 fields=["finished_at"],
@@ -120,7 +130,8 @@ class Occurrence(models.Model):
                 condition=Q(status__in=OccurrenceStatus.values), name="occurrence_status_valid"
             ),
             models.CheckConstraint(
-                condition=~Q(status="claimed") | (Q(lease_token__isnull=False) & Q(claimed_until__isnull=False)),
+                condition=~Q(status="claimed")
+                | (Q(lease_token__isnull=False) & Q(claimed_until__isnull=False)),
                 name="occurrence_claim_has_lease",
             ),
             models.CheckConstraint(

@@ -123,11 +123,15 @@ class JobInputSerializer(serializers.Serializer):
     key = serializers.RegexField(
         rf"^{KEY_PATTERN}$",
         max_length=200,
-        error_messages={"invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."},
+        error_messages={
+            "invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
+        },
     )
     schedules = serializers.ListField(child=AwareDateTimeField(), allow_empty=False)
     callback = CallbackSerializer()
-    priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT)
+    priority = serializers.IntegerField(
+        min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT
+    )
     deadline_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def validate_schedules(self, value: list[datetime]) -> list[datetime]:
@@ -136,7 +140,9 @@ class JobInputSerializer(serializers.Serializer):
             raise serializers.ValidationError(f"at most {limit} instants per job ({len(value)} given).")
         oldest_allowed = timezone.now() - timedelta(seconds=settings.REMINDERS_PAST_TOLERANCE_SECONDS)
         errors = {
-            index: [f"{instant.isoformat()} is more than {settings.REMINDERS_PAST_TOLERANCE_SECONDS} s in the past."]
+            index: [
+                f"{instant.isoformat()} is more than {settings.REMINDERS_PAST_TOLERANCE_SECONDS} s in the past."
+            ]
             for index, instant in enumerate(value)
             if instant < oldest_allowed
         }
@@ -182,12 +188,24 @@ class JobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Job
-        fields = ["key", "version", "priority", "deadline_seconds", "callback", "created_at", "updated_at", "occurrences"]
+        fields = [
+            "key",
+            "version",
+            "priority",
+            "deadline_seconds",
+            "callback",
+            "created_at",
+            "updated_at",
+            "occurrences",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(JobCallbackOutputSerializer)
     def get_callback(self, job: Job) -> dict[str, Any]:
-        return {"type": job.callback_type, "data": {_TARGET_FIELD[job.callback_type]: job.target, "payload": job.payload}}
+        return {
+            "type": job.callback_type,
+            "data": {_TARGET_FIELD[job.callback_type]: job.target, "payload": job.payload},
+        }
 
     @extend_schema_field(JobOccurrenceSerializer(many=True))
     def get_occurrences(self, job: Job) -> list[dict[str, Any]]:

@@ -82,7 +82,12 @@ def job_upsert(
         if job is None:
             job = Job.objects.create(key=key, owner=owner if owner and owner.pk else None, **fields)
         else:
-            if owner is not None and job.owner_id is not None and job.owner_id != owner.pk and not _is_staff(owner):
+            if (
+                owner is not None
+                and job.owner_id is not None
+                and job.owner_id != owner.pk
+                and not _is_staff(owner)
+            ):
                 raise OwnershipError(f"job {key!r} belongs to another owner")
             for name, value in fields.items():
                 setattr(job, name, value)
@@ -99,12 +104,20 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime]) -> None:
         job.occurrences.exclude(status=OccurrenceStatus.CANCELLED).values_list("id", "fire_at", "status")
     )
     covered = {fire_at for _, fire_at, status in existing}
-    stale = [oid for oid, fire_at, status in existing if status == OccurrenceStatus.SCHEDULED and fire_at not in wanted]
+    stale = [
+        oid
+        for oid, fire_at, status in existing
+        if status == OccurrenceStatus.SCHEDULED and fire_at not in wanted
+    ]
     if stale:
         Occurrence.objects.filter(id__in=stale, status=OccurrenceStatus.SCHEDULED).update(
-            status=OccurrenceStatus.CANCELLED, finished_at=now, last_error="replaced by a new version of the job"
+            status=OccurrenceStatus.CANCELLED,
+            finished_at=now,
+            last_error="replaced by a new version of the job",
         )
-    job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(priority=job.priority, job_version=job.version)
+    job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
+        priority=job.priority, job_version=job.version
+    )
     Occurrence.objects.bulk_create(
         [
             Occurrence(
@@ -182,7 +195,9 @@ def scan_kick() -> None:
 
 
 def _kick_on_commit(earliest: datetime | None) -> None:
-    if earliest is not None and earliest <= timezone.now() + timedelta(seconds=settings.REMINDERS_SCAN_SECONDS):
+    if earliest is not None and earliest <= timezone.now() + timedelta(
+        seconds=settings.REMINDERS_SCAN_SECONDS
+    ):
         transaction.on_commit(scan_kick)
 
 

@@ -69,7 +69,9 @@ class JobViewSet(
 
     @extend_schema(
         responses={
-            200: inline_serializer("JobCancelled", {"key": serializers.CharField(), "cancelled": serializers.IntegerField()})
+            200: inline_serializer(
+                "JobCancelled", {"key": serializers.CharField(), "cancelled": serializers.IntegerField()}
+            )
         },
         description="Cancel every occurrence of the job that has not fired. One being delivered right now "
         "(claimed) completes.",

@@ -26,6 +26,8 @@ class HandlerTransport:
             except TransportError as exc:
                 errors[delivery.occurrence_id] = exc
             except Exception as exc:
-                logger.exception("handler %s failed for occurrence %s", delivery.target, delivery.occurrence_id)
+                logger.exception(
+                    "handler %s failed for occurrence %s", delivery.target, delivery.occurrence_id
+                )
                 errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
         return errors

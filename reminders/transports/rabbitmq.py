@@ -92,7 +92,9 @@ class RabbitMQTransport:
         message_id = message.properties.get("message_id", "")
         self._returned[message_id] = f"returned by broker: {exc} (routing key {routing_key!r})"
 
-    def _publish_transaction(self, connection: Connection, deliveries: Sequence[Delivery]) -> dict[int, TransportError]:
+    def _publish_transaction(
+        self, connection: Connection, deliveries: Sequence[Delivery]
+    ) -> dict[int, TransportError]:
         channel: amqp.Channel = connection.default_channel
         self._returned = {}
         for delivery in deliveries:
@@ -115,7 +117,9 @@ class RabbitMQTransport:
             if d.idempotency_key in self._returned
         }
 
-    def _publish_kombu(self, connection: Connection, deliveries: Sequence[Delivery]) -> dict[int, TransportError]:
+    def _publish_kombu(
+        self, connection: Connection, deliveries: Sequence[Delivery]
+    ) -> dict[int, TransportError]:
         producer = Producer(connection.default_channel)
         for delivery in deliveries:
             queue = Queue(delivery.target, routing_key=delivery.target, durable=True)
