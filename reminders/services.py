@@ -26,6 +26,7 @@ from reminders.models import (
     Job,
     Occurrence,
     OccurrenceStatus,
+    ThrottlePolicy,
     new_idempotency_key,
 )
 
@@ -58,13 +59,17 @@ def job_upsert(
     priority: int = PRIORITY_DEFAULT,
     deadline_seconds: int | None = None,
     owner: AbstractBaseUser | None = None,
+    batch_size: int = 1,
+    throttle: ThrottlePolicy | None = None,
 ) -> tuple[Job, bool]:
     """Create the job `key` or replace it: its callback, priority and pending occurrences.
 
     Pending (`scheduled`) occurrences whose instant is still wanted are kept with their idempotency key;
     the others are cancelled; instants not yet present are added. Occurrences in flight or finished
     (claimed, delivered, failed, skipped) are history and stay as they are, and an instant they already
-    cover is not scheduled twice. Returns (job, created).
+    cover is not scheduled twice. With `batch_size` n each instant is n occurrences (batch_index 0..n-1),
+    each with its own idempotency key; a throttle policy with a window spreads them over it.
+    Returns (job, created).
     """
     _require_aware(schedules)
     wanted = {instant.astimezone(UTC) for instant in schedules}
@@ -75,6 +80,8 @@ def job_upsert(
         "http_secret": callback.secret,
         "priority": priority,
         "deadline_seconds": deadline_seconds,
+        "batch_size": batch_size,
+        "throttle": throttle,
     }
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(key=key).first()
@@ -100,14 +107,17 @@ def job_upsert(
 
 def _occurrences_replace_pending(job: Job, wanted: set[datetime]) -> None:
     now = timezone.now()
+    slots = {(instant, index) for instant in wanted for index in range(job.batch_size)}
     existing = list(
-        job.occurrences.exclude(status=OccurrenceStatus.CANCELLED).values_list("id", "fire_at", "status")
+        job.occurrences.exclude(status=OccurrenceStatus.CANCELLED).values_list(
+            "id", "fire_at", "batch_index", "status"
+        )
     )
-    covered = {fire_at for _, fire_at, status in existing}
+    covered = {(fire_at, index) for _, fire_at, index, _ in existing}
     stale = [
         oid
-        for oid, fire_at, status in existing
-        if status == OccurrenceStatus.SCHEDULED and fire_at not in wanted
+        for oid, fire_at, index, status in existing
+        if status == OccurrenceStatus.SCHEDULED and (fire_at, index) not in slots
     ]
     if stale:
         Occurrence.objects.filter(id__in=stale, status=OccurrenceStatus.SCHEDULED).update(
@@ -116,22 +126,32 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime]) -> None:
             last_error="replaced by a new version of the job",
         )
     job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
-        priority=job.priority, job_version=job.version
+        priority=job.priority, job_version=job.version, throttle=job.throttle_id
     )
     Occurrence.objects.bulk_create(
         [
             Occurrence(
                 job=job,
                 fire_at=instant,
-                next_attempt_at=instant,
+                next_attempt_at=instant + batch_offset(job, index),
                 priority=job.priority,
                 job_version=job.version,
+                batch_index=index,
+                throttle_id=job.throttle_id,
                 idempotency_key=new_idempotency_key(),
             )
-            for instant in sorted(wanted - covered)
+            for instant, index in sorted(slots - covered)
         ],
         batch_size=2000,
     )
+
+
+def batch_offset(job: Job, index: int) -> timedelta:
+    """How far after its instant event `index` of a batch is due: spread over the policy's window, if any."""
+    window = job.throttle.window_seconds if job.throttle is not None else None
+    if not window or job.batch_size <= 1:
+        return timedelta(0)
+    return timedelta(seconds=window * index / job.batch_size)
 
 
 def job_cancel(*, job: Job) -> int:
