@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -113,7 +114,7 @@ def occurrences_claim_due(
         sql = _CLAIM_SQL_POSTGRES.format(
             scope=_SCOPE_THROTTLED if throttle_id is not None else _SCOPE_UNTHROTTLED
         )
-        params = {
+        params: dict[str, Any] = {
             "token": token,
             "until": until,
             "due": due,

@@ -38,6 +38,7 @@ from django.utils import timezone
 from reminders.cron import AtTimeline, Timeline, timeline_for
 from reminders.models import (
     PRIORITY_DEFAULT,
+    CallbackType,
     Job,
     MisfirePolicy,
     Occurrence,
@@ -106,8 +107,11 @@ def schedule_spec(schedule: Schedule) -> ScheduleSpec:
     return ScheduleSpec(
         expression=schedule.expression,
         callback=Callback(
-            type=job.callback_type, target=job.target, payload=job.payload, secret=job.http_secret
-        ),  # type: ignore[arg-type]
+            type=CallbackType(job.callback_type),
+            target=job.target,
+            payload=job.payload,
+            secret=job.http_secret,
+        ),
         timezone=schedule.timezone,
         priority=job.priority,
         batch_size=job.batch_size,

@@ -60,6 +60,8 @@ class JobViewSet(
                 priority=values["priority"],
                 deadline_seconds=values["deadline_seconds"],
                 owner=request.user,  # type: ignore[arg-type]
+                batch_size=values["batch_size"],
+                throttle=values["throttle"],
             )
         except OwnershipError as exc:
             raise PermissionDenied(str(exc)) from None
