@@ -9,6 +9,7 @@ in both copies of a repeated hour.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from functools import cache
 from zoneinfo import ZoneInfo
 
@@ -125,7 +126,7 @@ def test_it_fires_strictly_later_each_time_and_only_when_the_expression_matches_
     fires = upcoming(timeline, after=start, count=12)
     assert len(fires) == 12
     assert fires[0] > start
-    assert all(later > earlier for earlier, later in zip(fires, fires[1:], strict=False))
+    assert all(later > earlier for earlier, later in itertools.pairwise(fires))
     fixed_time = not timeline.expression.split()[0].startswith("*") and not timeline.expression.split()[
         1
     ].startswith("*")
@@ -157,7 +158,7 @@ def test_it_agrees_with_the_evaluator_and_with_itself_from_any_point(
     ]
     reference = [f for f in reference if f > start]
     assert fires[: len(reference)] == reference[: len(fires)]
-    for earlier, later in zip(fires, fires[1:], strict=False):
+    for earlier, later in itertools.pairwise(fires):
         middle = earlier + (later - earlier) / 2
         assert timeline.next_after(middle) == later
         assert timeline.at_or_before(middle) == earlier
@@ -187,7 +188,7 @@ def test_an_every_15_minutes_job_fires_in_both_copies_of_the_repeated_hour() -> 
     timeline = timeline_for("*/15 * * * *", zone="Europe/Paris", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
     start = dt.datetime(2025, 10, 25, 23, 0, tzinfo=UTC)  # 01:00 CEST
     fires = upcoming(timeline, after=start - dt.timedelta(seconds=1), count=17)
-    assert all(b - a == dt.timedelta(minutes=15) for a, b in zip(fires, fires[1:], strict=False))
+    assert all(b - a == dt.timedelta(minutes=15) for a, b in itertools.pairwise(fires))
     two_oclock = [f.astimezone(PARIS) for f in fires if f.astimezone(PARIS).hour == 2]
     assert [(d.minute, d.fold) for d in two_oclock] == [
         (0, 0),
@@ -204,7 +205,7 @@ def test_an_every_15_minutes_job_fires_in_both_copies_of_the_repeated_hour() -> 
 def test_an_every_15_minutes_job_skips_the_missing_hour_on_real_time() -> None:
     timeline = timeline_for("*/15 * * * *", zone="Europe/Paris", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
     fires = upcoming(timeline, after=dt.datetime(2025, 3, 30, 0, 0, tzinfo=UTC), count=6)
-    assert all(b - a == dt.timedelta(minutes=15) for a, b in zip(fires, fires[1:], strict=False))
+    assert all(b - a == dt.timedelta(minutes=15) for a, b in itertools.pairwise(fires))
     assert [f.astimezone(PARIS).strftime("%H:%M") for f in fires] == [
         "01:15",
         "01:30",

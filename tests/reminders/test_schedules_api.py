@@ -42,7 +42,7 @@ def test_it_creates_a_schedule_with_its_next_fire_materialised(api: APIClient) -
     assert data["version"] == 1
     assert data["timezone"] == "Europe/Paris"
     [pending] = _pending("renewals")
-    local = pending.fire_at.astimezone(dt.timezone.utc)
+    local = pending.fire_at.astimezone(dt.UTC)
     assert data["next_fire_at"].startswith(local.isoformat()[:16])
     assert pending.idempotency_key == f"renewals-{int(pending.fire_at.timestamp())}"
 
@@ -112,7 +112,7 @@ def test_it_patches_the_expression_and_replaces_the_pending_fire(api: APIClient)
     assert response.status_code == 200, response.json()
     assert response.json()["version"] == 2
     [new] = _pending("renewals")
-    assert new.fire_at.astimezone(dt.timezone.utc) != old.fire_at
+    assert new.fire_at.astimezone(dt.UTC) != old.fire_at
     old.refresh_from_db()
     assert old.status == OccurrenceStatus.CANCELLED
     assert new.job_version == 2

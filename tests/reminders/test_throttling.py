@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -84,14 +83,18 @@ def test_it_claims_only_what_the_policy_allows_and_nothing_early() -> None:
     assert much_later is not None
     assert all(o.fire_at <= now for o in much_later.occurrences)
     # The generic claim never takes throttled rows.
-    assert occurrences_claim_due(now=now + dt.timedelta(hours=1), limit=1000, lease_seconds=60).occurrences == []
+    assert (
+        occurrences_claim_due(now=now + dt.timedelta(hours=1), limit=1000, lease_seconds=60).occurrences == []
+    )
 
 
 def test_a_throttled_backlog_does_not_slow_unthrottled_jobs(seen: list[str]) -> None:
     policy = ThrottlePolicyFactory(max_per_second=10)
     due = timezone.now() - dt.timedelta(seconds=1)
     callback = Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={})
-    job_upsert(key="throttled", schedules=[due], callback=callback, batch_size=2000, throttle=policy, priority=9)
+    job_upsert(
+        key="throttled", schedules=[due], callback=callback, batch_size=2000, throttle=policy, priority=9
+    )
     job_upsert(key="plain", schedules=[due], callback=callback, batch_size=5, priority=0)
     result = occurrences_dispatch_batch(batch_size=100)
     assert seen.count("plain") == 5
@@ -128,7 +131,7 @@ class _Consumer(threading.Thread):
             while len(self.arrivals) < self.expect and time.monotonic() < deadline:
                 try:
                     conn.drain_events(timeout=0.2)
-                except (TimeoutError, socket.timeout):
+                except TimeoutError:
                     continue
 
 
@@ -157,7 +160,8 @@ def test_2000_events_due_at_once_under_500_per_second_arrive_over_about_4_second
 
     due_monotonic = time.monotonic() + (due - timezone.now()).total_seconds()
     stop = time.monotonic() + 12
-    while time.monotonic() < stop and Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count() < 2000:
+    delivered = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED)
+    while time.monotonic() < stop and delivered.count() < 2000:
         occurrences_dispatch_batch()
         time.sleep(0.02)
     consumer.join(timeout=10)
@@ -167,7 +171,9 @@ def test_2000_events_due_at_once_under_500_per_second_arrive_over_about_4_second
     assert len({message_id for _, message_id, _ in arrivals}) == 2000
     first, last = arrivals[0][0], arrivals[-1][0]
     assert first >= due_monotonic - 0.05  # none early
-    print(f"2000 events at 500/s: first {first - due_monotonic:.3f} s, last {last - due_monotonic:.3f} s after due")
+    print(
+        f"2000 events at 500/s: first {first - due_monotonic:.3f} s, last {last - due_monotonic:.3f} s late"
+    )
     assert 3.0 <= last - due_monotonic <= 6.0, last - due_monotonic
     order = [priorities[job] for _, _, job in arrivals]
     assert order == sorted(order, reverse=True)
