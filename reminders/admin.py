@@ -19,7 +19,7 @@ from reminders.services import occurrences_cancel, occurrences_retry_now
 class OccurrenceInline(admin.TabularInline):
     model = Occurrence
     fields = ["fire_at", "status", "attempts", "next_attempt_at", "delivered_at", "last_error"]
-    readonly_fields = fields
+    readonly_fields = ["fire_at", "status", "attempts", "next_attempt_at", "delivered_at", "last_error"]
     extra = 0
     can_delete = False
     show_change_link = True

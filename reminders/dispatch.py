@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 # How many deliveries of one type go out between two lease checks and marks. RabbitMQ publishes a whole
 # batch in one transaction; HTTP and handlers are slower per item, so they are marked as they go.
-_CHUNK = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, CallbackType.HANDLER: 50}
+_CHUNK: dict[str, int] = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, CallbackType.HANDLER: 50}
 # Stop starting new chunks when less than this is left of the lease: the rest is released, not risked.
 _LEASE_MARGIN = timedelta(seconds=5)
 

@@ -111,7 +111,7 @@ _TARGET_FIELD = {CallbackType.RABBITMQ: "queue", CallbackType.HTTP: "url", Callb
 
 class CallbackSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=CallbackType.choices)
-    data = serializers.DictField()
+    data = serializers.DictField()  # type: ignore[assignment]  # the field is named by seed 000's JSON
 
     def validate(self, attrs: dict[str, Any]) -> Callback:
         callback_type = attrs["type"]
@@ -164,21 +164,20 @@ class JobInputSerializer(serializers.Serializer):
         limit = settings.REMINDERS_MAX_SCHEDULES
         if len(value) > limit:
             raise serializers.ValidationError(f"at most {limit} instants per job ({len(value)} given).")
-        oldest_allowed = timezone.now() - timedelta(seconds=settings.REMINDERS_PAST_TOLERANCE_SECONDS)
+        tolerance = settings.REMINDERS_PAST_TOLERANCE_SECONDS
+        oldest_allowed = timezone.now() - timedelta(seconds=tolerance)
         errors = {
-            index: [
-                f"{instant.isoformat()} is more than {settings.REMINDERS_PAST_TOLERANCE_SECONDS} s in the past."
-            ]
+            index: [f"{instant.isoformat()} is more than {tolerance} s in the past."]
             for index, instant in enumerate(value)
             if instant < oldest_allowed
         }
         if errors:
-            raise serializers.ValidationError(errors)
+            raise serializers.ValidationError(errors)  # type: ignore[arg-type]  # a list's errors by index
         return value
 
 
 class OccurrenceSerializer(serializers.ModelSerializer):
-    job = serializers.SlugRelatedField(slug_field="key", read_only=True)
+    job: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="key", read_only=True)
 
     class Meta:
         model = Occurrence
@@ -206,7 +205,7 @@ class JobOccurrenceSerializer(OccurrenceSerializer):
 
 class JobCallbackOutputSerializer(serializers.Serializer):
     type = serializers.CharField()
-    data = serializers.DictField()
+    data = serializers.DictField()  # type: ignore[assignment]
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -234,7 +233,7 @@ class JobSerializer(serializers.ModelSerializer):
     def get_callback(self, job: Job) -> dict[str, Any]:
         return {
             "type": job.callback_type,
-            "data": {_TARGET_FIELD[job.callback_type]: job.target, "payload": job.payload},
+            "data": {_TARGET_FIELD[CallbackType(job.callback_type)]: job.target, "payload": job.payload},
         }
 
     @extend_schema_field(JobOccurrenceSerializer(many=True))

@@ -87,7 +87,7 @@ def job_upsert(
         job = Job.objects.select_for_update().filter(key=key).first()
         created = job is None
         if job is None:
-            job = Job.objects.create(key=key, owner=owner if owner and owner.pk else None, **fields)
+            job = Job.objects.create(key=key, owner_id=owner.pk if owner and owner.pk else None, **fields)
         else:
             if (
                 owner is not None

@@ -49,8 +49,10 @@ def occurrences_claim_throttled(
                 early_seconds=early_seconds,
                 throttle_id=policy.pk,
             )
-        if policy.max_per_second:
-            taken = len(claim.occurrences) if claim is not None else 0
+        taken = len(claim.occurrences) if claim is not None else 0
+        if policy.max_per_second and taken:
+            # Only a claim changes the bucket: an idle refill is recomputed the same way next time, so an
+            # idle policy costs no write per scan.
             refilled_at = max(now, policy.refilled_at) if policy.refilled_at is not None else now
             ThrottlePolicy.objects.filter(pk=policy.pk).update(tokens=tokens - taken, refilled_at=refilled_at)
         return claim

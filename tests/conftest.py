@@ -37,9 +37,9 @@ def _rabbitmq_reachable() -> bool:
 
 @pytest.fixture(autouse=True)
 def _require_services(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("postgres"):
-        if not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-            _missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
+    postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    if request.node.get_closest_marker("postgres") and not postgres:
+        _missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
     if request.node.get_closest_marker("rabbitmq") and not _rabbitmq_reachable():
         _missing("needs RabbitMQ: set CELERY_BROKER_URL=amqp://... to a running broker")
 

@@ -15,6 +15,7 @@ transport writes each message to disk synchronously and has no transactions to w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -65,10 +66,8 @@ class RabbitMQTransport:
         connection, self._connection = self._connection, None
         self._declared.clear()
         if connection is not None:
-            try:
+            with contextlib.suppress(Exception):  # the connection is already broken; nothing to save
                 connection.release()
-            except Exception:  # noqa: S110 - the connection is already broken; nothing to save
-                pass
 
     def _connect(self) -> Connection:
         if self._connection is not None and self._pid != os.getpid():
@@ -83,7 +82,7 @@ class RabbitMQTransport:
             connection.ensure_connection(max_retries=1)
             self._connection, self._pid = connection, os.getpid()
             if connection.transport.driver_type == "amqp":
-                channel = connection.default_channel
+                channel: Any = connection.default_channel
                 channel.tx_select()
                 channel.events["basic_return"].add(self._on_return)
         return self._connection
@@ -95,7 +94,7 @@ class RabbitMQTransport:
     def _publish_transaction(
         self, connection: Connection, deliveries: Sequence[Delivery]
     ) -> dict[int, TransportError]:
-        channel: amqp.Channel = connection.default_channel
+        channel: Any = connection.default_channel
         self._returned = {}
         for delivery in deliveries:
             if delivery.target not in self._declared:
