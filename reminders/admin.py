@@ -8,11 +8,18 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.db import transaction
 from django.utils import timezone
 
 from reminders.cron import ExpressionError, timeline_for
-from reminders.models import Job, Occurrence, Schedule, ThrottlePolicy
-from reminders.schedules import schedule_delete, schedule_pause, schedule_resume, schedule_update
+from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
+from reminders.schedules import (
+    schedule_delete,
+    schedule_pause,
+    schedule_resume,
+    schedule_update,
+    schedules_advance,
+)
 from reminders.services import occurrences_cancel, occurrences_retry_now
 
 
@@ -86,7 +93,13 @@ class OccurrenceAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel selected (those not fired yet)")
     def cancel(self, request: HttpRequest, queryset: QuerySet[Occurrence]) -> None:
-        count = occurrences_cancel(queryset, reason=f"cancelled by {request.user} in the admin")
+        with transaction.atomic():
+            ids = list(queryset.filter(status=OccurrenceStatus.SCHEDULED).values_list("id", flat=True))
+            count = occurrences_cancel(
+                Occurrence.objects.filter(id__in=ids), reason=f"cancelled by {request.user} in the admin"
+            )
+            # Cancelling a schedule's pending fire skips that one fire; the schedule goes on to the next.
+            schedules_advance(occurrence_ids=ids, now=timezone.now())
         self.message_user(request, f"{count} occurrence(s) cancelled.", messages.SUCCESS)
 
     @admin.action(description="Retry now (failed or waiting ones)")
