@@ -6,9 +6,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.db import transaction
 from django.utils import timezone
 
 from reminders.cron import ExpressionError, timeline_for

@@ -49,7 +49,7 @@ def test_editing_a_schedule_in_the_admin_bumps_the_version_and_replaces_the_pend
     schedule.refresh_from_db()
     assert schedule.version == 2
     [pending] = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED)
-    assert pending.fire_at.astimezone(dt.timezone.utc).hour in (8, 9)  # 10:00 in Paris
+    assert pending.fire_at.astimezone(dt.UTC).hour in (8, 9)  # 10:00 in Paris
     bad = staff.post(
         f"/admin/reminders/schedule/{schedule.pk}/change/",
         {"expression": "@every 1s", "timezone": "UTC", "misfire_policy": "fire_once"},

@@ -178,3 +178,35 @@ def test_2000_events_due_at_once_under_500_per_second_arrive_over_about_4_second
     order = [priorities[job] for _, _, job in arrivals]
     assert order == sorted(order, reverse=True)
     assert Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count() == 2000
+
+
+def test_10000_events_due_at_once_under_100_per_second_are_staggered_at_that_rate_none_lost_none_early() -> (
+    None
+):
+    """A simulated clock, one claim a second (a bucket of one second's worth, so the test makes 100 claims
+    rather than 1,000): never more than the bucket allows, all of them in the end."""
+    policy = ThrottlePolicyFactory(max_per_second=100, burst=100)
+    due = timezone.now()
+    job_upsert(
+        key="ten-thousand",
+        schedules=[due],
+        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={}),
+        batch_size=10000,
+        throttle=policy,
+    )
+    early = occurrences_claim_throttled(
+        policy_id=policy.id, now=due - dt.timedelta(milliseconds=1), limit=10000, lease_seconds=3600
+    )
+    assert early is None or early.occurrences == []  # none early
+    taken: set[int] = set()
+    step = dt.timedelta(seconds=1)
+    for tick in range(1, 120):
+        now = due + tick * step
+        claim = occurrences_claim_throttled(policy_id=policy.id, now=now, limit=10000, lease_seconds=3600)
+        taken.update(o.id for o in (claim.occurrences if claim else []))
+        elapsed = (now - due).total_seconds()
+        assert 100 * elapsed <= len(taken) <= 100 + 100 * elapsed
+        if len(taken) == 10000:
+            break
+    assert len(taken) == 10000
+    assert elapsed == 100  # 10,000 at 100/s: 100 a second from the first claim after the due time
