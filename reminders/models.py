@@ -231,7 +231,8 @@ class Schedule(models.Model):
     is materialised in the same transaction (reminders/schedules.py). The schedule's version is its job's.
     """
 
-    key = models.CharField(max_length=200, unique=True, help_text="Caller-chosen unique key.")
+    # 190 so that the backing job's key, "schedule:<key>", fits Job.key.
+    key = models.CharField(max_length=190, unique=True, help_text="Caller-chosen unique key.")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -187,9 +187,15 @@ def schedule_upsert(
 def schedule_update(
     *, schedule: Schedule, changes: dict[str, Any], owner: AbstractBaseUser | None = None
 ) -> Schedule:
-    """Apply a partial update (field name -> value, as in ScheduleSpec)."""
-    spec = replace(schedule_spec(schedule), **changes)
-    updated, _ = schedule_upsert(key=schedule.key, spec=spec, owner=owner)
+    """Apply a partial update (field name -> value, as in ScheduleSpec).
+
+    The current settings are read under the row lock, so two concurrent partial updates of different
+    fields both survive.
+    """
+    with transaction.atomic():
+        current = _locked(schedule)
+        spec = replace(schedule_spec(current), **changes)
+        updated, _ = schedule_upsert(key=current.key, spec=spec, owner=owner)
     return updated
 
 

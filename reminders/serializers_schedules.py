@@ -22,7 +22,6 @@ from reminders.models import (
 )
 from reminders.serializers import (
     _TARGET_FIELD,
-    KEY_PATTERN,
     AwareDateTimeField,
     CallbackSerializer,
     JobCallbackOutputSerializer,
@@ -54,10 +53,10 @@ class ScheduleInputSerializer(serializers.Serializer):
     """Create or replace (all fields) or, with `partial=True`, change some fields of a schedule."""
 
     key = serializers.RegexField(
-        rf"^{KEY_PATTERN}$",
-        max_length=200,
+        r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,189}$",
+        max_length=190,
         error_messages={
-            "invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
+            "invalid": "use 1-190 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
         },
     )
     expression = serializers.CharField(max_length=200, help_text=EXPRESSION_HELP)

@@ -66,6 +66,7 @@ def test_it_creates_a_schedule_with_its_next_fire_materialised(api: APIClient) -
         ({"start_at": "2030-01-02T00:00:00"}, "start_at"),
         ({"start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"}, "end_at"),
         ({"key": "bad key"}, "key"),
+        ({"key": "k" * 191}, "key"),
     ],
 )
 def test_it_rejects_bad_input_naming_the_field(api: APIClient, overrides: dict[str, Any], field: str) -> None:
