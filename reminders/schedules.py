@@ -178,8 +178,9 @@ def schedule_upsert(
         schedule.misfire_policy = spec.misfire_policy
         schedule.paused = spec.paused
         if timeline_changed:
-            schedule.anchor_at = spec.start_at or now
-        schedule_timeline(schedule)  # raises ExpressionError before anything is saved
+            # Whole seconds, so an @every fire time is exactly its event id's unix time.
+            schedule.anchor_at = spec.start_at or now.replace(microsecond=0)
+        schedule_timeline(schedule)  # an ExpressionError here rolls the whole change back
         _rematerialise(schedule, now=now, allow_past_at=True)
     return schedule, created
 
