@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
 
@@ -172,6 +173,13 @@ REMINDERS_MAX_BULK_JOBS = env_int("REMINDERS_MAX_BULK_JOBS", 10000, minimum=1)
 REMINDERS_MAX_BULK_INSTANTS = env_int("REMINDERS_MAX_BULK_INSTANTS", 200000, minimum=1)
 REMINDERS_MAX_PAYLOAD_BYTES = env_int("REMINDERS_MAX_PAYLOAD_BYTES", 65536, minimum=1)
 REMINDERS_PAST_TOLERANCE_SECONDS = env_int("REMINDERS_PAST_TOLERANCE_SECONDS", 86400, minimum=0)
+# Schedules, batches, throttling, priority (reminders/schedules.py, throttling.py, claiming.py).
+REMINDERS_MAX_BATCH_SIZE = env_int("REMINDERS_MAX_BATCH_SIZE", 10000, minimum=1, maximum=100000)
+REMINDERS_PREVIEW_MAX = env_int("REMINDERS_PREVIEW_MAX", 100, minimum=1)
+REMINDERS_PRIORITY_AGING_SECONDS = env_float("REMINDERS_PRIORITY_AGING_SECONDS", 60.0, minimum=0.0)
+REMINDERS_PRIORITY_AGED_SHARE = env_float("REMINDERS_PRIORITY_AGED_SHARE", 0.1, minimum=0.0)
+if REMINDERS_PRIORITY_AGED_SHARE > 1:
+    raise ImproperlyConfigured("REMINDERS_PRIORITY_AGED_SHARE is a fraction of a batch, between 0 and 1")
 REMINDERS_HTTP_SIGNING_SECRET = env_str("REMINDERS_HTTP_SIGNING_SECRET", "")
 REMINDERS_HTTP_ALLOW_PRIVATE = env_bool("REMINDERS_HTTP_ALLOW_PRIVATE", False)
 REMINDERS_HTTP_CONNECT_TIMEOUT = env_float("REMINDERS_HTTP_CONNECT_TIMEOUT", 3.0, minimum=0.1)

@@ -9,11 +9,14 @@ by someone else can no longer write over the newer claim.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
@@ -25,24 +28,50 @@ _TABLE = Occurrence._meta.db_table
 # One index range scan per priority level, highest first; each level stops at `now`, so the claim never
 # touches future rows (see occurrence_due_idx). SKIP LOCKED sits inside each level so a concurrent claimer's
 # locked rows are passed over rather than waited on. The outer LIMIT stops pulling (and locking) early.
+#
+# Anti-starvation (seed 003): strict priority alone could keep a low-priority row waiting for as long as
+# higher ones keep arriving. So a share of every batch (REMINDERS_PRIORITY_AGED_SHARE, rounded up) first
+# goes to rows that have been due for longer than REMINDERS_PRIORITY_AGING_SECONDS, oldest first whatever
+# their priority; the rest of the batch is strict priority. An aged row therefore waits at most behind the
+# aged rows older than itself. The aged scan is the same per-level range scan with an earlier bound.
 # `= ANY(ARRAY(...))` makes the id list an InitPlan, so the UPDATE finds its rows through the primary key
 # whatever the planner estimates; `IN (subquery)` was planned as a hash join over a full table scan.
+# `{scope}` is "throttle_id IS NULL" for the generic claim, "throttle_id = %(throttle)s" for one policy's.
 _CLAIM_SQL_POSTGRES = f"""
 UPDATE {_TABLE} AS o
    SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
  WHERE o.id = ANY(ARRAY(
-    SELECT d.id
-      FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
-     CROSS JOIN LATERAL (
-        SELECT id FROM {_TABLE}
-         WHERE status = 'scheduled' AND priority = p.level AND next_attempt_at <= %(due)s
-         ORDER BY next_attempt_at
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED
-     ) AS d
+    SELECT c.id FROM (
+        (SELECT a.id, 0 AS part, a.priority AS level, a.next_attempt_at AS due
+           FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
+          CROSS JOIN LATERAL (
+             SELECT id, priority, next_attempt_at FROM {_TABLE}
+              WHERE status = 'scheduled' AND {{scope}} AND priority = p.level AND next_attempt_at <= %(aged)s
+              ORDER BY next_attempt_at
+              LIMIT %(aged_limit)s
+                FOR UPDATE SKIP LOCKED
+          ) AS a
+          ORDER BY a.next_attempt_at
+          LIMIT %(aged_limit)s)
+        UNION ALL
+        (SELECT d.id, 1, d.priority, d.next_attempt_at
+           FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
+          CROSS JOIN LATERAL (
+             SELECT id, priority, next_attempt_at FROM {_TABLE}
+              WHERE status = 'scheduled' AND {{scope}} AND priority = p.level AND next_attempt_at <= %(due)s
+              ORDER BY next_attempt_at
+              LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED
+          ) AS d
+          LIMIT %(limit)s)
+    ) AS c
+     GROUP BY c.id
+     ORDER BY min(c.part), max(c.level) DESC, min(c.due)
      LIMIT %(limit)s))
 RETURNING o.id, o.job_id, o.fire_at, o.attempts, o.idempotency_key, o.priority
 """  # noqa: S608 - table and bounds are constants, values are bound parameters
+_SCOPE_UNTHROTTLED = "throttle_id IS NULL"
+_SCOPE_THROTTLED = "throttle_id = %(throttle)s"
 
 
 @dataclass(frozen=True)
@@ -70,22 +99,49 @@ class Failure:
     permanent: bool
 
 
-def occurrences_claim_due(*, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0) -> Claim:
-    """Lease up to `limit` due occurrences, highest priority first, then oldest first."""
+def occurrences_claim_due(
+    *, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0, throttle_id: int | None = None
+) -> Claim:
+    """Lease up to `limit` due occurrences: the aged share oldest first, then highest priority, oldest first.
+
+    Without `throttle_id` only unthrottled rows are taken; with it, only that policy's rows (the caller,
+    reminders/throttling.py, decides how many the policy allows now).
+    """
     token = uuid.uuid4()
     until = now + timedelta(seconds=lease_seconds)
     due = now + timedelta(seconds=early_seconds)
+    aged = now - timedelta(seconds=settings.REMINDERS_PRIORITY_AGING_SECONDS)
+    aged_limit = min(limit, math.ceil(limit * settings.REMINDERS_PRIORITY_AGED_SHARE))
     if connection.vendor == "postgresql":
+        sql = _CLAIM_SQL_POSTGRES.format(
+            scope=_SCOPE_THROTTLED if throttle_id is not None else _SCOPE_UNTHROTTLED
+        )
+        params: dict[str, Any] = {
+            "token": token,
+            "until": until,
+            "due": due,
+            "aged": aged,
+            "limit": limit,
+            "aged_limit": aged_limit,
+            "throttle": throttle_id,
+        }
         with connection.cursor() as cursor:
-            cursor.execute(_CLAIM_SQL_POSTGRES, {"token": token, "until": until, "due": due, "limit": limit})
+            cursor.execute(sql, params)
             rows = [ClaimedOccurrence(*row) for row in cursor.fetchall()]
     else:
         with transaction.atomic():
-            ids = list(
-                Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=due)
+            ready = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, throttle_id=throttle_id)
+            aged_ids = list(
+                ready.filter(next_attempt_at__lte=aged)
+                .order_by("next_attempt_at")
+                .values_list("id", flat=True)[:aged_limit]
+            )
+            strict_ids = list(
+                ready.filter(next_attempt_at__lte=due)
                 .order_by("-priority", "next_attempt_at")
                 .values_list("id", flat=True)[:limit]
             )
+            ids = list(dict.fromkeys(aged_ids + strict_ids))[:limit]
             Occurrence.objects.filter(id__in=ids, status=OccurrenceStatus.SCHEDULED).update(
                 status=OccurrenceStatus.CLAIMED,
                 lease_token=token,
@@ -104,21 +160,33 @@ def occurrences_claim_due(*, now: datetime, limit: int, lease_seconds: int, earl
 
 def occurrences_mark_delivered(*, token: uuid.UUID, ids: Iterable[int], now: datetime) -> int:
     """Mark delivered the rows this lease still holds; returns how many it still held."""
-    return Occurrence.objects.filter(
-        id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED
-    ).update(
-        status=OccurrenceStatus.DELIVERED,
-        delivered_at=now,
-        finished_at=now,
-        claimed_until=None,
-        last_error="",
-    )
+    ids = list(ids)
+    with transaction.atomic():
+        count = Occurrence.objects.filter(
+            id__in=ids, lease_token=token, status=OccurrenceStatus.CLAIMED
+        ).update(
+            status=OccurrenceStatus.DELIVERED,
+            delivered_at=now,
+            finished_at=now,
+            claimed_until=None,
+            last_error="",
+        )
+        if count:
+            _schedules_advance(ids, now)
+    return count
 
 
 def occurrences_mark_skipped(*, token: uuid.UUID, ids: Iterable[int], now: datetime, reason: str) -> int:
-    return Occurrence.objects.filter(
-        id__in=list(ids), lease_token=token, status=OccurrenceStatus.CLAIMED
-    ).update(status=OccurrenceStatus.SKIPPED, finished_at=now, claimed_until=None, last_error=reason[:2000])
+    ids = list(ids)
+    with transaction.atomic():
+        count = Occurrence.objects.filter(
+            id__in=ids, lease_token=token, status=OccurrenceStatus.CLAIMED
+        ).update(
+            status=OccurrenceStatus.SKIPPED, finished_at=now, claimed_until=None, last_error=reason[:2000]
+        )
+        if count:
+            _schedules_advance(ids, now)
+    return count
 
 
 def occurrences_mark_failed(
@@ -126,6 +194,7 @@ def occurrences_mark_failed(
 ) -> int:
     """Send each failed row back to `scheduled` after a backoff, or to `failed` when it cannot succeed."""
     changed = 0
+    ended: list[int] = []
     with transaction.atomic():
         for failure in failures:
             held = Occurrence.objects.filter(
@@ -133,9 +202,12 @@ def occurrences_mark_failed(
             )
             error = failure.error[:2000]
             if failure.permanent or policy.exhausted(failure.attempts):
-                changed += held.update(
+                count = held.update(
                     status=OccurrenceStatus.FAILED, finished_at=now, claimed_until=None, last_error=error
                 )
+                changed += count
+                if count:
+                    ended.append(failure.occurrence_id)
             else:
                 retry_at = now + timedelta(seconds=policy.delay(failure.attempts))
                 changed += held.update(
@@ -144,6 +216,8 @@ def occurrences_mark_failed(
                     claimed_until=None,
                     last_error=error,
                 )
+        if ended:
+            _schedules_advance(ended, now)
     return changed
 
 
@@ -155,12 +229,18 @@ def occurrences_reap_expired(*, now: datetime, policy: RetryPolicy) -> int:
     refused because the next claim changes the token.
     """
     expired = Occurrence.objects.filter(status=OccurrenceStatus.CLAIMED, claimed_until__lt=now)
-    failed = expired.filter(attempts__gte=policy.max_attempts).update(
-        status=OccurrenceStatus.FAILED,
-        finished_at=now,
-        claimed_until=None,
-        last_error="lease expired on the last allowed attempt",
-    )
+    with transaction.atomic():
+        ended = list(expired.filter(attempts__gte=policy.max_attempts).values_list("id", flat=True))
+        failed = Occurrence.objects.filter(
+            id__in=ended, status=OccurrenceStatus.CLAIMED, claimed_until__lt=now
+        ).update(
+            status=OccurrenceStatus.FAILED,
+            finished_at=now,
+            claimed_until=None,
+            last_error="lease expired on the last allowed attempt",
+        )
+        if failed:
+            _schedules_advance(ended, now)
     returned = expired.update(
         status=OccurrenceStatus.SCHEDULED,
         next_attempt_at=now,
@@ -168,3 +248,10 @@ def occurrences_reap_expired(*, now: datetime, policy: RetryPolicy) -> int:
         last_error="lease expired before the delivery was confirmed",
     )
     return failed + returned
+
+
+def _schedules_advance(ids: list[int], now: datetime) -> None:
+    """A schedule's occurrence ended: materialise its next fire point in this same transaction."""
+    from reminders.schedules import schedules_advance
+
+    schedules_advance(occurrence_ids=ids, now=now)

@@ -25,6 +25,8 @@ from reminders.claiming import (
 )
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from reminders.retry import RetryPolicy
+from reminders.schedules import event_envelope
+from reminders.throttling import throttled_claims
 from reminders.transports import Delivery, get_transport
 
 logger = logging.getLogger(__name__)
@@ -58,7 +60,8 @@ def occurrences_dispatch_batch(
     """Deliver one batch of due occurrences.
 
     1. Claim: one statement leases up to `batch_size` due rows (a new token, attempts + 1), committed at
-       once, so no lock is held while we talk to brokers or endpoints.
+       once, so no lock is held while we talk to brokers or endpoints. Throttled rows are claimed apart,
+       one claim per throttle policy, each at most what the policy allows now (reminders/throttling.py).
     2. Deliver outside any transaction, grouped by transport (one AMQP transaction per RabbitMQ group).
     3. Mark each row delivered, retrying or failed, only where our lease token still matches.
     A crash between 2 and 3 leaves the rows claimed; the reaper returns them when the lease expires and
@@ -66,22 +69,30 @@ def occurrences_dispatch_batch(
     """
     policy = policy or RetryPolicy.from_settings()
     result = ScanResult()
-    claim = occurrences_claim_due(
-        now=timezone.now(),
-        limit=batch_size or settings.REMINDERS_BATCH_SIZE,
-        lease_seconds=settings.REMINDERS_LEASE_SECONDS,
-        early_seconds=settings.REMINDERS_EARLY_SECONDS,
-    )
-    result.claimed = len(claim.occurrences)
-    if not claim.occurrences:
-        return result
+    limit = batch_size or settings.REMINDERS_BATCH_SIZE
+    claim_args = {
+        "limit": limit,
+        "lease_seconds": settings.REMINDERS_LEASE_SECONDS,
+        "early_seconds": settings.REMINDERS_EARLY_SECONDS,
+    }
+    claims = [occurrences_claim_due(now=timezone.now(), **claim_args)]
+    claims += throttled_claims(now=timezone.now(), **claim_args)
+    for claim in claims:
+        if claim.occurrences:
+            _dispatch_claim(claim, policy, result)
+    return result
 
-    jobs = Job.objects.in_bulk({o.job_id for o in claim.occurrences})
+
+def _dispatch_claim(claim: Claim, policy: RetryPolicy, result: ScanResult) -> None:
+    result.claimed += len(claim.occurrences)
+    jobs = Job.objects.select_related("schedule").in_bulk({o.job_id for o in claim.occurrences})
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = timezone.now()
     for occurrence in claim.occurrences:
-        job = jobs[occurrence.job_id]
+        job = jobs.get(occurrence.job_id)
+        if job is None:
+            continue  # deleted (with its occurrences) since the claim: nothing left to deliver or mark
         if job.deadline_seconds is not None and now - occurrence.fire_at > timedelta(
             seconds=job.deadline_seconds
         ):
@@ -101,7 +112,6 @@ def occurrences_dispatch_batch(
                 result.released += _release(claim, [d.occurrence_id for d in deliveries[start:]])
                 break
             _deliver_and_mark(callback_type, chunk, claim, policy, result)
-    return result
 
 
 def _deliver_and_mark(
@@ -137,6 +147,16 @@ def _release(claim: Claim, ids: list[int]) -> int:
 
 
 def _delivery(occurrence: ClaimedOccurrence, job: Job) -> Delivery:
+    payload = job.payload
+    schedule = getattr(job, "schedule", None)
+    if schedule is not None:
+        # A schedule's events carry seed 001's envelope; its id is the idempotency key.
+        payload = event_envelope(
+            schedule_key=schedule.key,
+            idempotency_key=occurrence.idempotency_key,
+            fire_at=occurrence.fire_at,
+            payload=job.payload,
+        )
     return Delivery(
         occurrence_id=occurrence.id,
         idempotency_key=occurrence.idempotency_key,
@@ -144,7 +164,7 @@ def _delivery(occurrence: ClaimedOccurrence, job: Job) -> Delivery:
         fire_at=occurrence.fire_at,
         attempt=occurrence.attempts,
         target=job.target,
-        payload=job.payload,
+        payload=payload,
         secret=job.http_secret,
     )
 

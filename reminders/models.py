@@ -11,7 +11,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class CallbackType(models.TextChoices):
@@ -47,6 +47,58 @@ def new_idempotency_key() -> str:
     return uuid.uuid4().hex
 
 
+class ThrottlePolicy(models.Model):
+    """A named limit shared by every job and schedule that names it (seed 002).
+
+    `max_per_second` is a token bucket refilled at that rate and holding at most `burst` tokens (default:
+    a tenth of a second's worth, at least 1), so a backlog drains at the rate instead of in one burst. The
+    bucket lives in `tokens`/`refilled_at`, changed only under SELECT ... FOR UPDATE in the transaction that
+    claims (reminders/throttling.py). `window_seconds` spreads the n events of one trigger evenly over
+    that window (event i is due at fire time + i * window / n). Either or both may be set.
+    """
+
+    name = models.SlugField(max_length=100, unique=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    max_per_second = models.FloatField(
+        null=True, blank=True, help_text="Events per second, all users together."
+    )
+    burst = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most events at once (default rate/10)."
+    )
+    window_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Spread the n events of one trigger over this many seconds."
+    )
+    tokens = models.FloatField(default=0, help_text="Token bucket state.")
+    refilled_at = models.DateTimeField(null=True, blank=True, help_text="Token bucket state.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_per_second__isnull=False) | Q(window_seconds__isnull=False),
+                name="throttle_has_a_limit",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_per_second__isnull=True) | Q(max_per_second__gt=0),
+                name="throttle_rate_positive",
+            ),
+        ]
+        verbose_name = "throttle policy"
+        verbose_name_plural = "throttle policies"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def capacity(self) -> float:
+        if self.burst:
+            return float(self.burst)
+        return max(1.0, (self.max_per_second or 0) / 10)
+
+
 class Job(models.Model):
     key = models.CharField(max_length=200, unique=True, help_text="Caller-chosen unique key.")
     owner = models.ForeignKey(
@@ -65,6 +117,12 @@ class Job(models.Model):
         null=True, blank=True, help_text="Skip an occurrence that is later than this when it is claimed."
     )
     version = models.PositiveIntegerField(default=1, help_text="Bumped on every update.")
+    batch_size = models.PositiveIntegerField(
+        default=1, db_default=1, help_text="Events per instant (seed 002)."
+    )
+    throttle = models.ForeignKey(
+        ThrottlePolicy, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -73,6 +131,7 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX), name="job_priority_range"
             ),
+            models.CheckConstraint(condition=Q(batch_size__gte=1), name="job_batch_size_positive"),
             models.CheckConstraint(
                 condition=Q(callback_type__in=CallbackType.values), name="job_callback_type_valid"
             ),
@@ -100,17 +159,31 @@ class Occurrence(models.Model):
     last_error = models.TextField(blank=True)
     idempotency_key = models.CharField(max_length=255, unique=True, default=new_idempotency_key)
     job_version = models.PositiveIntegerField(default=1)
+    batch_index = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Which of the n events of its instant."
+    )
+    # Copied from the job so the claim can tell throttled rows apart without a join.
+    throttle = models.ForeignKey(
+        ThrottlePolicy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [
-            # The due scan: status='scheduled' AND priority=p AND next_attempt_at <= now ORDER BY
-            # next_attempt_at, once per priority level (reminders/claiming.py). Future rows of other states
-            # are not in it, and the range condition stops at `now`, so cost does not grow with future rows.
+            # The due scan: status='scheduled' AND throttle IS NULL AND priority=p AND next_attempt_at <= now
+            # ORDER BY next_attempt_at, once per priority level (reminders/claiming.py). Future rows of other
+            # states are not in it, and the range condition stops at `now`, so cost does not grow with future
+            # rows. Throttled rows are not in it either, so a throttled backlog never slows unthrottled jobs.
             models.Index(
                 fields=["priority", "next_attempt_at"],
-                condition=Q(status="scheduled"),
+                condition=Q(status="scheduled", throttle__isnull=True),
                 name="occurrence_due_idx",
+            ),
+            # The same scan for one throttle policy (reminders/throttling.py).
+            models.Index(
+                fields=["throttle", "priority", "next_attempt_at"],
+                condition=Q(status="scheduled", throttle__isnull=False),
+                name="occurrence_throttled_due_idx",
             ),
             # The lease reaper: status='claimed' AND claimed_until < now. Holds only in-flight rows.
             models.Index(
@@ -142,3 +215,63 @@ class Occurrence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}@{self.fire_at.isoformat()} ({self.status})"
+
+
+class MisfirePolicy(models.TextChoices):
+    FIRE_ONCE = "fire_once", "Fire once for the missed runs, then continue"
+    SKIP = "skip", "Skip to the next future fire"
+
+
+class Schedule(models.Model):
+    """A recurring timeline (seed 001) backed by a `Job` that holds its callback, priority, batch size and
+    throttle, so its occurrences share the whole delivery path.
+
+    Only the next fire point is materialised (`next_fire_at`, as `batch_size` occurrences). When one of
+    them ends (delivered, skipped or failed), the fire after `next_fire_at` on the schedule's own timeline
+    is materialised in the same transaction (reminders/schedules.py). The schedule's version is its job's.
+    """
+
+    # 190 so that the backing job's key, "schedule:<key>", fits Job.key.
+    key = models.CharField(max_length=190, unique=True, help_text="Caller-chosen unique key.")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="reminder_schedules",
+    )
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="schedule")
+    expression = models.CharField(
+        max_length=200, help_text="Crontab, @nickname, @every <duration>, @at <unix>."
+    )
+    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA zone the crontab is read in.")
+    anchor_at = models.DateTimeField(help_text="What @every counts from: the start, else when it was set.")
+    start_at = models.DateTimeField(null=True, blank=True)
+    end_at = models.DateTimeField(null=True, blank=True)
+    misfire_policy = models.CharField(
+        max_length=10, choices=MisfirePolicy.choices, default=MisfirePolicy.FIRE_ONCE
+    )
+    paused = models.BooleanField(default=False)
+    next_fire_at = models.DateTimeField(
+        null=True, blank=True, help_text="The materialised fire point, if any."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(misfire_policy__in=MisfirePolicy.values), name="schedule_misfire_policy_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(start_at__isnull=True) | Q(end_at__isnull=True) | Q(end_at__gt=F("start_at")),
+                name="schedule_end_after_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def version(self) -> int:
+        return self.job.version

@@ -9,9 +9,11 @@ from reminders.models import Job, Occurrence
 
 
 def jobs_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    """Jobs, not the jobs backing schedules (those are managed through /api/schedules/)."""
+    jobs = Job.objects.filter(schedule__isnull=True)
     if getattr(user, "is_staff", False):
-        return Job.objects.all()
-    return Job.objects.filter(owner_id=user.pk)
+        return jobs
+    return jobs.filter(owner_id=user.pk)
 
 
 def occurrences_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Occurrence]:

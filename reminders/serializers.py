@@ -15,7 +15,15 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reminders import handlers
-from reminders.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, CallbackType, Job, Occurrence
+from reminders.models import (
+    PRIORITY_DEFAULT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    CallbackType,
+    Job,
+    Occurrence,
+    ThrottlePolicy,
+)
 from reminders.netguard import UnsafeURL, validate_callback_url
 from reminders.services import Callback
 
@@ -139,6 +147,24 @@ class JobInputSerializer(serializers.Serializer):
         min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT
     )
     deadline_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    batch_size = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.REMINDERS_MAX_BATCH_SIZE,
+        default=1,
+        help_text="Events per instant, each with its own idempotency key (REMINDERS_MAX_BATCH_SIZE at most).",
+    )
+    throttle = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=ThrottlePolicy.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+    )
+
+    def validate_key(self, value: str) -> str:
+        if value.startswith("schedule:"):
+            raise serializers.ValidationError("keys starting with 'schedule:' are reserved for schedules.")
+        return value
 
     def validate_schedules(self, value: list[datetime]) -> list[datetime]:
         limit = settings.REMINDERS_MAX_SCHEDULES
@@ -195,6 +221,7 @@ class OccurrenceSerializer(serializers.ModelSerializer):
             "last_error",
             "idempotency_key",
             "priority",
+            "batch_index",
         ]
         read_only_fields = fields
 
@@ -212,6 +239,7 @@ class JobCallbackOutputSerializer(serializers.Serializer):
 
 class JobSerializer(serializers.ModelSerializer):
     callback = serializers.SerializerMethodField()
+    throttle: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
     occurrences = serializers.SerializerMethodField()
 
     class Meta:
@@ -221,6 +249,8 @@ class JobSerializer(serializers.ModelSerializer):
             "version",
             "priority",
             "deadline_seconds",
+            "batch_size",
+            "throttle",
             "callback",
             "created_at",
             "updated_at",

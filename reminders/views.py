@@ -72,6 +72,8 @@ class JobViewSet(
                 priority=values["priority"],
                 deadline_seconds=values["deadline_seconds"],
                 owner=request.user,  # type: ignore[arg-type]
+                batch_size=values["batch_size"],
+                throttle=values["throttle"],
             )
         except OwnershipError as exc:
             raise PermissionDenied(str(exc)) from None
@@ -96,6 +98,8 @@ class JobViewSet(
                 callback=job["callback"],
                 priority=job["priority"],
                 deadline_seconds=job["deadline_seconds"],
+                batch_size=job["batch_size"],
+                throttle=job["throttle"],
             )
             for job in data.validated_data["jobs"]
         ]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from reminders.models import CallbackType, Job, Occurrence
+from reminders.models import CallbackType, Job, Occurrence, Schedule, ThrottlePolicy
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -39,3 +40,32 @@ class OccurrenceFactory(factory.django.DjangoModelFactory):
     fire_at = factory.LazyFunction(lambda: timezone.now() - dt.timedelta(seconds=1))
     next_attempt_at = factory.SelfAttribute("fire_at")
     priority = factory.SelfAttribute("job.priority")
+
+
+class ThrottlePolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ThrottlePolicy
+
+    name = factory.Sequence(lambda n: f"policy-{n}")
+    max_per_second = 100.0
+
+
+def schedule_create(
+    *,
+    key: str,
+    expression: str,
+    now: dt.datetime | None = None,
+    queue: str = "test.reminders.default",
+    **fields: Any,
+) -> Schedule:
+    """A schedule made through the service (schedules are never valid without their backing job)."""
+    from reminders.schedules import ScheduleSpec, schedule_upsert
+    from reminders.services import Callback
+
+    spec = ScheduleSpec(
+        expression=expression,
+        callback=Callback(type=CallbackType.RABBITMQ, target=queue, payload={"hello": "world"}),
+        **fields,
+    )
+    schedule, _ = schedule_upsert(key=key, spec=spec, now=now)
+    return schedule

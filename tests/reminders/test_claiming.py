@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from reminders.claiming import (
@@ -131,34 +130,3 @@ def test_an_unexpired_lease_is_left_alone() -> None:
     occurrences_claim_due(now=now, limit=1, lease_seconds=30)
     assert occurrences_reap_expired(now=now + dt.timedelta(seconds=29), policy=POLICY) == 0
     assert Occurrence.objects.filter(status=OccurrenceStatus.CLAIMED).count() == 1
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db
-def test_the_claim_uses_the_partial_due_index_and_never_reads_the_table_in_full() -> None:
-    from reminders.claiming import _CLAIM_SQL_POSTGRES
-
-    job = JobFactory()
-    _due(50)
-    with connection.cursor() as cursor:
-        # A realistic table: many future rows beside a few due ones.
-        cursor.execute(
-            """INSERT INTO reminders_occurrence (job_id, fire_at, next_attempt_at, priority, status, attempts,
-                   last_error, idempotency_key, job_version, created_at)
-               SELECT %s, now() + g * interval '1 second', now() + g * interval '1 second', 5, 'scheduled', 0,
-                   '', 'future-' || g, 1, now()
-                 FROM generate_series(1, 20000) AS g""",
-            [job.id],
-        )
-        cursor.execute("ANALYZE reminders_occurrence")
-        params = {
-            "token": "00000000-0000-0000-0000-000000000000",
-            "until": timezone.now(),
-            "due": timezone.now(),
-            "limit": 1000,
-        }
-        cursor.execute("EXPLAIN (FORMAT TEXT) " + _CLAIM_SQL_POSTGRES, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "occurrence_due_idx" in plan, plan
-    assert "Seq Scan" not in plan, plan
-    assert "Index Scan using reminders_occurrence_pkey" in plan, plan

@@ -1,0 +1,262 @@
+"""Timelines of schedule expressions: property tests across zones and expressions, and the DST weeks.
+
+The oracle for "what cron does" is cronsim's documented behaviour (Debian cron): a job at a specific time
+(minute and hour fields not starting with `*`) that falls in the skipped hour runs at the first valid
+minute after the gap and runs once in a repeated hour; more frequent jobs run on real time, so they fire
+in both copies of a repeated hour.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from functools import cache
+from zoneinfo import ZoneInfo
+
+import pytest
+from cronsim import CronSim
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reminders.cron import (
+    MIN_EVERY_SECONDS,
+    CronTimeline,
+    ExpressionError,
+    parse_duration,
+    timeline_for,
+    upcoming,
+)
+
+UTC = dt.UTC
+PARIS = ZoneInfo("Europe/Paris")
+ZONES = [
+    "UTC",
+    "Europe/Paris",
+    "Europe/London",
+    "America/New_York",
+    "America/Sao_Paulo",
+    "America/Santiago",
+    "America/St_Johns",
+    "Australia/Sydney",
+    "Australia/Lord_Howe",  # 30-minute DST shift
+    "Pacific/Chatham",  # +12:45 / +13:45
+    "Asia/Kolkata",
+    "Asia/Tehran",
+    "Africa/Casablanca",
+    "Pacific/Apia",
+    "Europe/Chisinau",
+    "America/Havana",  # DST changes at midnight
+]
+MINUTES = ["*", "*/15", "0", "30", "0,30", "5-10", "*/7", "59"]
+HOURS = ["*", "2", "*/6", "1-3", "9-17", "0", "23", "*/2"]
+DAYS = ["*", "1", "15", "28", "*/10"]
+MONTHS = ["*", "*/3", "3,10", "1-6"]
+WEEKDAYS = ["*", "1-5", "0", "SUN", "6"]
+
+expressions = st.builds(
+    lambda *fields: " ".join(fields),
+    st.sampled_from(MINUTES),
+    st.sampled_from(HOURS),
+    st.sampled_from(DAYS),
+    st.sampled_from(MONTHS),
+    st.sampled_from(WEEKDAYS),
+) | st.sampled_from(["@hourly", "@daily", "@weekly", "@monthly", "@yearly"])
+
+
+@cache
+def _transitions(zone_name: str, year: int) -> tuple[dt.datetime, ...]:
+    """The UTC instants in `year` where the zone's offset changes (found hour by hour)."""
+    zone = ZoneInfo(zone_name)
+    found = []
+    instant = dt.datetime(year, 1, 1, tzinfo=UTC)
+    previous = instant.astimezone(zone).utcoffset()
+    while instant.year == year:
+        instant += dt.timedelta(hours=1)
+        offset = instant.astimezone(zone).utcoffset()
+        if offset != previous:
+            found.append(instant)
+            previous = offset
+    return tuple(found)
+
+
+@st.composite
+def starts(draw: st.DrawFn, zone_name: str) -> dt.datetime:
+    """Mostly a few days before one of the zone's DST changes; otherwise anywhere in 2020-2030."""
+    year = draw(st.integers(2020, 2030))
+    changes = _transitions(zone_name, year)
+    if changes and draw(st.booleans()):
+        near = draw(st.sampled_from(changes))
+        return near - dt.timedelta(minutes=draw(st.integers(0, 3 * 24 * 60)))
+    return dt.datetime(year, 1, 1, tzinfo=UTC) + dt.timedelta(minutes=draw(st.integers(0, 365 * 24 * 60)))
+
+
+def _matches(expression: str, local: dt.datetime) -> bool:
+    """Does the wall-clock time `local` match the crontab (cronsim's own parse of the fields)?"""
+    spec = CronSim(expression, local.replace(tzinfo=None))
+    return (
+        local.second == 0
+        and local.minute in spec.minutes
+        and local.hour in spec.hours
+        and local.month in spec.months
+        and spec.match_day(local.date())
+    )
+
+
+def _right_after_a_gap(fire: dt.datetime, zone: ZoneInfo) -> bool:
+    """True when the wall clock jumped forward during the hour before `fire` (a spring-forward gap)."""
+    before = (fire - dt.timedelta(hours=1)).astimezone(zone)
+    return (
+        fire.astimezone(zone).utcoffset() != before.utcoffset()
+        and before.utcoffset()
+        < fire.astimezone(  # type: ignore[operator]
+            zone
+        ).utcoffset()
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), zone_name=st.sampled_from(ZONES), expression=expressions)
+def test_it_fires_strictly_later_each_time_and_only_when_the_expression_matches_in_the_zone(
+    data: st.DataObject, zone_name: str, expression: str
+) -> None:
+    zone = ZoneInfo(zone_name)
+    start = data.draw(starts(zone_name))
+    timeline = timeline_for(expression, zone=zone_name, anchor=start)
+    assert isinstance(timeline, CronTimeline)
+    fires = upcoming(timeline, after=start, count=12)
+    assert len(fires) == 12
+    assert fires[0] > start
+    assert all(later > earlier for earlier, later in itertools.pairwise(fires))
+    fixed_time = not timeline.expression.split()[0].startswith("*") and not timeline.expression.split()[
+        1
+    ].startswith("*")
+    for fire in fires:
+        local = fire.astimezone(zone)
+        # A specific time that does not exist that day runs at the first valid minute after the gap.
+        assert _matches(timeline.expression, local) or (fixed_time and _right_after_a_gap(fire, zone)), local
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    zone_name=st.sampled_from(ZONES),
+    expression=expressions,
+    start=st.datetimes(dt.datetime(2020, 1, 1), dt.datetime(2030, 1, 1), timezones=st.just(UTC)),
+)
+def test_it_agrees_with_the_evaluator_and_with_itself_from_any_point(
+    zone_name: str, expression: str, start: dt.datetime
+) -> None:
+    """Walking fire to fire gives what cronsim gives when asked from the start, and the latest fire at or
+    before any instant is the one the forward walk reached."""
+    timeline = timeline_for(expression, zone=zone_name, anchor=start)
+    assert isinstance(timeline, CronTimeline)
+    fires = upcoming(timeline, after=start, count=6)
+    reference = [
+        f.astimezone(UTC)
+        for f, _ in zip(
+            CronSim(timeline.expression, start.astimezone(ZoneInfo(zone_name))), range(6), strict=False
+        )
+    ]
+    reference = [f for f in reference if f > start]
+    assert fires[: len(reference)] == reference[: len(fires)]
+    for earlier, later in itertools.pairwise(fires):
+        middle = earlier + (later - earlier) / 2
+        assert timeline.next_after(middle) == later
+        assert timeline.at_or_before(middle) == earlier
+
+
+def test_a_daily_0230_job_in_paris_fires_once_on_each_day_of_the_spring_forward_week() -> None:
+    timeline = timeline_for("30 2 * * *", zone="Europe/Paris", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
+    fires = upcoming(timeline, after=dt.datetime(2025, 3, 26, 12, tzinfo=UTC), count=8)
+    local = [f.astimezone(PARIS) for f in fires]
+    assert [d.date().day for d in local] == [27, 28, 29, 30, 31, 1, 2, 3]
+    # 2025-03-30 02:30 does not exist in Paris; cron runs it at the first minute after the gap.
+    assert [(d.hour, d.minute) for d in local] == [(2, 30)] * 3 + [(3, 0)] + [(2, 30)] * 4
+    assert fires[3] == dt.datetime(2025, 3, 30, 1, 0, tzinfo=UTC)
+
+
+def test_a_daily_0230_job_in_paris_fires_once_on_each_day_of_the_fall_back_week() -> None:
+    timeline = timeline_for("30 2 * * *", zone="Europe/Paris", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
+    fires = upcoming(timeline, after=dt.datetime(2025, 10, 22, 12, tzinfo=UTC), count=8)
+    local = [f.astimezone(PARIS) for f in fires]
+    assert [d.date().day for d in local] == [23, 24, 25, 26, 27, 28, 29, 30]
+    assert all((d.hour, d.minute) == (2, 30) for d in local)
+    # 02:30 happens twice on 2025-10-26; cron runs the job once, in the first copy (CEST).
+    assert fires[3] == dt.datetime(2025, 10, 26, 0, 30, tzinfo=UTC)
+
+
+def test_an_every_15_minutes_job_fires_in_both_copies_of_the_repeated_hour() -> None:
+    timeline = timeline_for("*/15 * * * *", zone="Europe/Paris", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
+    start = dt.datetime(2025, 10, 25, 23, 0, tzinfo=UTC)  # 01:00 CEST
+    fires = upcoming(timeline, after=start - dt.timedelta(seconds=1), count=17)
+    assert all(b - a == dt.timedelta(minutes=15) for a, b in itertools.pairwise(fires))
+    two_oclock = [f.astimezone(PARIS) for f in fires if f.astimezone(PARIS).hour == 2]
+    assert [(d.minute, d.fold) for d in two_oclock] == [
+        (0, 0),
+        (15, 0),
+        (30, 0),
+        (45, 0),
+        (0, 1),
+        (15, 1),
+        (30, 1),
+        (45, 1),
+    ]
+
+
+def test_an_every_15_minutes_job_skips_the_missing_hour_on_real_time() -> None:
+    timeline = timeline_for("*/15 * * * *", zone="Europe/Paris", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
+    fires = upcoming(timeline, after=dt.datetime(2025, 3, 30, 0, 0, tzinfo=UTC), count=6)
+    assert all(b - a == dt.timedelta(minutes=15) for a, b in itertools.pairwise(fires))
+    assert [f.astimezone(PARIS).strftime("%H:%M") for f in fires] == [
+        "01:15",
+        "01:30",
+        "01:45",
+        "03:00",
+        "03:15",
+        "03:30",
+    ]
+
+
+def test_it_never_answers_before_the_instant_asked_from_inside_the_repeated_hour() -> None:
+    """cronsim drops the fold of a start in the second 02:xx; the timeline must still move forward."""
+    timeline = timeline_for("30 2 * * *", zone="Europe/Paris", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
+    second_copy = dt.datetime(2025, 10, 26, 1, 10, tzinfo=UTC)  # 02:10 CET, after the 02:30 CEST run
+    assert timeline.next_after(second_copy) == dt.datetime(2025, 10, 27, 1, 30, tzinfo=UTC)
+
+
+def test_every_counts_exact_durations_from_its_anchor_across_dst() -> None:
+    anchor = dt.datetime(2025, 3, 29, 23, 0, tzinfo=UTC)
+    timeline = timeline_for("@every 1h30m", zone="Europe/Paris", anchor=anchor)
+    fires = upcoming(timeline, after=anchor, count=4)
+    assert fires == [anchor + dt.timedelta(minutes=90 * k) for k in range(1, 5)]
+    with_start = timeline_for("@every 1h", zone="UTC", anchor=anchor, anchor_fires=True)
+    assert with_start.next_after(anchor - dt.timedelta(seconds=1)) == anchor
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("15m", 900), ("1h", 3600), ("1h30m", 5400), ("2d", 172800)]
+)
+def test_it_parses_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        f"@every {MIN_EVERY_SECONDS - 1}s",
+        "@every 0s",
+        "@every 1x",
+        "@every",
+        "0 0 30 2 *",
+        "@at -5",
+        "1 2 3",
+        "@weekly x",
+    ],
+)
+def test_it_refuses_expressions_it_cannot_fire(expression: str) -> None:
+    with pytest.raises(ExpressionError):
+        timeline_for(expression, zone="UTC", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
+
+
+def test_it_refuses_unknown_zones() -> None:
+    with pytest.raises(ExpressionError, match="time zone"):
+        timeline_for("@daily", zone="Mars/Olympus", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))

@@ -1,0 +1,177 @@
+"""The schedules and throttle-policies API: CRUD, pause/resume, preview, and 400s that name the field."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from reminders.cron import MIN_EVERY_SECONDS
+from reminders.models import Occurrence, OccurrenceStatus, Schedule
+from tests.factories import ThrottlePolicyFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "key": "renewals",
+        "expression": "30 2 * * *",
+        "timezone": "Europe/Paris",
+        "callback": {"type": "rabbitmq", "data": {"queue": "renewals", "payload": {"user": 1234}}},
+    }
+    body.update(overrides)
+    return body
+
+
+def _pending(key: str) -> list[Occurrence]:
+    return list(
+        Occurrence.objects.filter(job__schedule__key=key, status=OccurrenceStatus.SCHEDULED).order_by(
+            "fire_at"
+        )
+    )
+
+
+def test_it_creates_a_schedule_with_its_next_fire_materialised(api: APIClient) -> None:
+    response = api.post("/api/schedules/", _body(), format="json")
+    assert response.status_code == 201, response.json()
+    data = response.json()
+    assert data["version"] == 1
+    assert data["timezone"] == "Europe/Paris"
+    [pending] = _pending("renewals")
+    local = pending.fire_at.astimezone(dt.UTC)
+    assert data["next_fire_at"].startswith(local.isoformat()[:16])
+    assert pending.idempotency_key == f"renewals-{int(pending.fire_at.timestamp())}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"expression": "61 * * * *"}, "expression"),
+        ({"expression": "* * *"}, "expression"),
+        ({"expression": "@fortnightly"}, "expression"),
+        ({"expression": f"@every {MIN_EVERY_SECONDS - 1}s"}, "expression"),
+        ({"expression": "@every soon"}, "expression"),
+        ({"expression": "@at yesterday"}, "expression"),
+        ({"expression": "@at 1000"}, "expression"),
+        ({"timezone": "Europe/Atlantis"}, "timezone"),
+        ({"timezone": "/etc/passwd"}, "timezone"),
+        ({"batch_size": 10**6}, "batch_size"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"throttle": "no-such-policy"}, "throttle"),
+        ({"misfire_policy": "catch_up_all"}, "misfire_policy"),
+        ({"start_at": "2030-01-02T00:00:00"}, "start_at"),
+        ({"start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"}, "end_at"),
+        ({"key": "bad key"}, "key"),
+        ({"key": "k" * 191}, "key"),
+    ],
+)
+def test_it_rejects_bad_input_naming_the_field(api: APIClient, overrides: dict[str, Any], field: str) -> None:
+    response = api.post("/api/schedules/", _body(**overrides), format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+    assert not Schedule.objects.exists()
+    assert not Occurrence.objects.exists()
+
+
+def test_it_previews_upcoming_fires_in_utc_and_in_the_zone(api: APIClient) -> None:
+    api.post("/api/schedules/", _body(), format="json")
+    response = api.get("/api/schedules/renewals/preview/?count=5")
+    assert response.status_code == 200
+    fires = response.json()["fires"]
+    assert len(fires) == 5
+    for fire in fires:
+        assert fire["utc"].endswith("Z")
+        local = dt.datetime.fromisoformat(fire["local"])
+        assert (local.hour, local.minute) in {(2, 30), (3, 0)}  # 03:00 only on a spring-forward day
+        assert local == dt.datetime.fromisoformat(fire["utc"].replace("Z", "+00:00"))
+    assert api.get("/api/schedules/renewals/preview/?count=101").status_code == 400
+    assert "count" in api.get("/api/schedules/renewals/preview/?count=0").json()
+
+
+def test_it_pauses_and_resumes(api: APIClient) -> None:
+    api.post("/api/schedules/", _body(expression="@every 1h"), format="json")
+    paused = api.post("/api/schedules/renewals/pause/")
+    assert paused.status_code == 200
+    assert paused.json()["paused"] is True
+    assert paused.json()["next_fire_at"] is None
+    assert _pending("renewals") == []
+    resumed = api.post("/api/schedules/renewals/resume/").json()
+    assert resumed["paused"] is False
+    assert resumed["version"] == 3
+    [pending] = _pending("renewals")
+    assert pending.fire_at > timezone.now()
+
+
+def test_it_patches_the_expression_and_replaces_the_pending_fire(api: APIClient) -> None:
+    api.post("/api/schedules/", _body(), format="json")
+    [old] = _pending("renewals")
+    response = api.patch("/api/schedules/renewals/", {"expression": "0 9 * * *"}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["version"] == 2
+    [new] = _pending("renewals")
+    assert new.fire_at.astimezone(dt.UTC) != old.fire_at
+    old.refresh_from_db()
+    assert old.status == OccurrenceStatus.CANCELLED
+    assert new.job_version == 2
+    assert "expression" in api.patch("/api/schedules/renewals/", {"expression": "nope"}, format="json").json()
+
+
+def test_it_deletes_leaving_nothing_that_can_fire(api: APIClient) -> None:
+    api.post("/api/schedules/", _body(), format="json")
+    response = api.delete("/api/schedules/renewals/")
+    assert response.status_code == 200
+    assert response.json() == {"key": "renewals", "cancelled": 1}
+    assert not Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists()
+    assert api.get("/api/schedules/renewals/").status_code == 404
+
+
+def test_it_hides_other_owners_schedules_and_their_backing_jobs(api: APIClient) -> None:
+    api.post("/api/schedules/", _body(), format="json")
+    assert api.get("/api/jobs/").json()["results"] == []
+    other = APIClient()
+    from tests.factories import UserFactory
+
+    other.force_authenticate(UserFactory())
+    assert other.get("/api/schedules/renewals/").status_code == 404
+    assert other.post("/api/schedules/", _body(), format="json").status_code == 403
+
+
+def test_it_crud_throttle_policies_and_refuses_deleting_one_in_use(api: APIClient) -> None:
+    created = api.post("/api/throttle-policies/", {"name": "backups", "max_per_second": 100}, format="json")
+    assert created.status_code == 201, created.json()
+    assert "max_per_second" in api.post("/api/throttle-policies/", {"name": "empty"}, format="json").json()
+    assert (
+        api.post("/api/throttle-policies/", {"name": "neg", "max_per_second": -1}, format="json").status_code
+        == 400
+    )
+    assert (
+        api.patch("/api/throttle-policies/backups/", {"window_seconds": 60}, format="json").status_code == 200
+    )
+    api.post("/api/schedules/", _body(throttle="backups", batch_size=10), format="json")
+    assert api.delete("/api/throttle-policies/backups/").status_code == 409
+    api.delete("/api/schedules/renewals/")
+    assert api.delete("/api/throttle-policies/backups/").status_code == 204
+
+
+def test_jobs_take_batch_size_and_throttle_and_keep_seed_000_shape(api: APIClient) -> None:
+    policy = ThrottlePolicyFactory(name="push", max_per_second=None, window_seconds=60)
+    at = (timezone.now() + dt.timedelta(hours=1)).replace(microsecond=0)
+    body = {
+        "key": "training-1",
+        "schedules": [at.isoformat()],
+        "callback": {"type": "rabbitmq", "data": {"queue": "q", "payload": {"a": 1}}},
+    }
+    assert api.post("/api/jobs/", body, format="json").status_code == 201
+    response = api.post("/api/jobs/", {**body, "batch_size": 4, "throttle": policy.name}, format="json")
+    assert response.status_code == 200, response.json()
+    rows = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).order_by("batch_index")
+    assert [o.batch_index for o in rows] == [0, 1, 2, 3]
+    assert len({o.idempotency_key for o in rows}) == 4
+    assert [(o.next_attempt_at - at).total_seconds() for o in rows] == [0, 15, 30, 45]  # spread over 60 s
+    assert all(o.throttle_id == policy.id for o in rows)
+    assert "key" in api.post("/api/jobs/", {**body, "key": "schedule:x"}, format="json").json()
+    assert "batch_size" in api.post("/api/jobs/", {**body, "batch_size": 10**6}, format="json").json()

@@ -1,0 +1,212 @@
+"""Throttle policies: a due backlog goes out at the policy's rate, never early, and never slows the rest."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from kombu import Connection
+
+from reminders import handlers
+from reminders.claiming import occurrences_claim_due
+from reminders.dispatch import occurrences_dispatch_batch
+from reminders.models import CallbackType, Occurrence, OccurrenceStatus, ThrottlePolicy
+from reminders.services import Callback, job_upsert
+from reminders.throttling import bucket_refill, occurrences_claim_throttled
+from reminders.transports.base import Delivery
+from tests.factories import ThrottlePolicyFactory
+
+pytestmark = pytest.mark.django_db
+
+_seen: list[str] = []
+
+
+@handlers.register("test.throttling.record")
+def _record(delivery: Delivery) -> None:
+    _seen.append(delivery.job_key)
+
+
+@pytest.fixture
+def seen() -> Iterator[list[str]]:
+    _seen.clear()
+    yield _seen
+    _seen.clear()
+
+
+def test_it_refills_the_bucket_at_the_rate_up_to_its_capacity() -> None:
+    now = timezone.now()
+    policy = ThrottlePolicy(max_per_second=100, tokens=0, refilled_at=now)
+    assert policy.capacity == 10
+    assert bucket_refill(policy, now + dt.timedelta(milliseconds=50)) == pytest.approx(5)
+    assert bucket_refill(policy, now + dt.timedelta(seconds=60)) == 10
+    assert ThrottlePolicy(max_per_second=0.5).capacity == 1
+
+
+def test_it_claims_only_what_the_policy_allows_and_nothing_early() -> None:
+    policy = ThrottlePolicyFactory(max_per_second=100)
+    now = timezone.now()
+    job_upsert(
+        key="backlog",
+        schedules=[now - dt.timedelta(seconds=1)],
+        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={}),
+        batch_size=1000,
+        throttle=policy,
+    )
+    job_upsert(
+        key="future",
+        schedules=[now + dt.timedelta(minutes=5)],
+        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={}),
+        batch_size=50,
+        throttle=policy,
+    )
+    first = occurrences_claim_throttled(policy_id=policy.id, now=now, limit=1000, lease_seconds=60)
+    assert first is not None
+    assert len(first.occurrences) == 10  # a full bucket: a tenth of a second's worth
+    again = occurrences_claim_throttled(policy_id=policy.id, now=now, limit=1000, lease_seconds=60)
+    assert again is None or again.occurrences == []
+    later = occurrences_claim_throttled(
+        policy_id=policy.id, now=now + dt.timedelta(milliseconds=50), limit=1000, lease_seconds=60
+    )
+    assert later is not None
+    assert len(later.occurrences) == 5
+    # Even with a full bucket, nothing is taken before it is due.
+    much_later = occurrences_claim_throttled(
+        policy_id=policy.id, now=now + dt.timedelta(seconds=10), limit=1000, lease_seconds=60
+    )
+    assert much_later is not None
+    assert all(o.fire_at <= now for o in much_later.occurrences)
+    # The generic claim never takes throttled rows.
+    assert (
+        occurrences_claim_due(now=now + dt.timedelta(hours=1), limit=1000, lease_seconds=60).occurrences == []
+    )
+
+
+def test_a_throttled_backlog_does_not_slow_unthrottled_jobs(seen: list[str]) -> None:
+    policy = ThrottlePolicyFactory(max_per_second=10)
+    due = timezone.now() - dt.timedelta(seconds=1)
+    callback = Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={})
+    job_upsert(
+        key="throttled", schedules=[due], callback=callback, batch_size=2000, throttle=policy, priority=9
+    )
+    job_upsert(key="plain", schedules=[due], callback=callback, batch_size=5, priority=0)
+    result = occurrences_dispatch_batch(batch_size=100)
+    assert seen.count("plain") == 5
+    assert seen.count("throttled") == 1  # capacity of a 10/s bucket
+    assert result.delivered == 6
+
+
+def _declare(name: str) -> None:
+    with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
+        conn.default_channel.queue_declare(queue=name, durable=True, auto_delete=False)
+
+
+class _Consumer(threading.Thread):
+    """A real AMQP consumer recording when each message arrives."""
+
+    def __init__(self, queue: str, expect: int, timeout: float) -> None:
+        super().__init__(daemon=True)
+        self.queue, self.expect, self.timeout = queue, expect, timeout
+        self.arrivals: list[tuple[float, str, str]] = []
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
+            channel = conn.default_channel
+            channel.basic_qos(0, 2000, False)
+
+            def on_message(message):  # type: ignore[no-untyped-def]
+                body = json.loads(message.body)
+                self.arrivals.append((time.monotonic(), message.properties["message_id"], body["job"]))
+
+            channel.basic_consume(queue=self.queue, callback=on_message, no_ack=True)
+            self.ready.set()
+            deadline = time.monotonic() + self.timeout
+            while len(self.arrivals) < self.expect and time.monotonic() < deadline:
+                try:
+                    conn.drain_events(timeout=0.2)
+                except TimeoutError:
+                    continue
+
+
+@pytest.mark.postgres
+@pytest.mark.rabbitmq
+def test_2000_events_due_at_once_under_500_per_second_arrive_over_about_4_seconds_in_priority_order(
+    queue_name: str,
+) -> None:
+    assert connection.vendor == "postgresql"
+    policy = ThrottlePolicyFactory(max_per_second=500)
+    priorities = {"low": 1, "mid": 5, "high": 9, "top": 8}
+    due = timezone.now() + dt.timedelta(seconds=0.5)
+    for key, priority in priorities.items():
+        job_upsert(
+            key=key,
+            schedules=[due],
+            callback=Callback(type=CallbackType.RABBITMQ, target=queue_name, payload={"job": key}),
+            batch_size=500,
+            throttle=policy,
+            priority=priority,
+        )
+    _declare(queue_name)
+    consumer = _Consumer(queue_name, expect=2000, timeout=15)
+    consumer.start()
+    consumer.ready.wait(5)
+
+    due_monotonic = time.monotonic() + (due - timezone.now()).total_seconds()
+    stop = time.monotonic() + 12
+    delivered = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED)
+    while time.monotonic() < stop and delivered.count() < 2000:
+        occurrences_dispatch_batch()
+        time.sleep(0.02)
+    consumer.join(timeout=10)
+
+    arrivals = consumer.arrivals
+    assert len(arrivals) == 2000
+    assert len({message_id for _, message_id, _ in arrivals}) == 2000
+    first, last = arrivals[0][0], arrivals[-1][0]
+    assert first >= due_monotonic - 0.05  # none early
+    print(
+        f"2000 events at 500/s: first {first - due_monotonic:.3f} s, last {last - due_monotonic:.3f} s late"
+    )
+    assert 3.0 <= last - due_monotonic <= 6.0, last - due_monotonic
+    order = [priorities[job] for _, _, job in arrivals]
+    assert order == sorted(order, reverse=True)
+    assert Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count() == 2000
+
+
+def test_10000_events_due_at_once_under_100_per_second_are_staggered_at_that_rate_none_lost_none_early() -> (
+    None
+):
+    """A simulated clock, one claim a second (a bucket of one second's worth, so the test makes 100 claims
+    rather than 1,000): never more than the bucket allows, all of them in the end."""
+    policy = ThrottlePolicyFactory(max_per_second=100, burst=100)
+    due = timezone.now()
+    job_upsert(
+        key="ten-thousand",
+        schedules=[due],
+        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={}),
+        batch_size=10000,
+        throttle=policy,
+    )
+    early = occurrences_claim_throttled(
+        policy_id=policy.id, now=due - dt.timedelta(milliseconds=1), limit=10000, lease_seconds=3600
+    )
+    assert early is None or early.occurrences == []  # none early
+    taken: set[int] = set()
+    step = dt.timedelta(seconds=1)
+    for tick in range(1, 120):
+        now = due + tick * step
+        claim = occurrences_claim_throttled(policy_id=policy.id, now=now, limit=10000, lease_seconds=3600)
+        taken.update(o.id for o in (claim.occurrences if claim else []))
+        elapsed = (now - due).total_seconds()
+        assert 100 * elapsed <= len(taken) <= 100 + 100 * elapsed
+        if len(taken) == 10000:
+            break
+    assert len(taken) == 10000
+    assert elapsed == 100  # 10,000 at 100/s: 100 a second from the first claim after the due time
