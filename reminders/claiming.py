@@ -163,7 +163,7 @@ def occurrences_mark_delivered(*, token: uuid.UUID, ids: Iterable[int], now: dat
     ids = list(ids)
     with transaction.atomic():
         count = Occurrence.objects.filter(
-            id__in=ids, lease_token=token, status=OccurrenceStatus.CLAIMED
+            id__any=ids, lease_token=token, status=OccurrenceStatus.CLAIMED
         ).update(
             status=OccurrenceStatus.DELIVERED,
             delivered_at=now,
@@ -180,7 +180,7 @@ def occurrences_mark_skipped(*, token: uuid.UUID, ids: Iterable[int], now: datet
     ids = list(ids)
     with transaction.atomic():
         count = Occurrence.objects.filter(
-            id__in=ids, lease_token=token, status=OccurrenceStatus.CLAIMED
+            id__any=ids, lease_token=token, status=OccurrenceStatus.CLAIMED
         ).update(
             status=OccurrenceStatus.SKIPPED, finished_at=now, claimed_until=None, last_error=reason[:2000]
         )
@@ -232,7 +232,7 @@ def occurrences_reap_expired(*, now: datetime, policy: RetryPolicy) -> int:
     with transaction.atomic():
         ended = list(expired.filter(attempts__gte=policy.max_attempts).values_list("id", flat=True))
         failed = Occurrence.objects.filter(
-            id__in=ended, status=OccurrenceStatus.CLAIMED, claimed_until__lt=now
+            id__any=ended, status=OccurrenceStatus.CLAIMED, claimed_until__lt=now
         ).update(
             status=OccurrenceStatus.FAILED,
             finished_at=now,

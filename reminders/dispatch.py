@@ -142,7 +142,7 @@ def _deliver_and_mark(
 def _release(claim: Claim, ids: list[int]) -> int:
     """Hand rows back untried (the lease is nearly over); the attempt they were charged is refunded."""
     return Occurrence.objects.filter(
-        id__in=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED
+        id__any=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED
     ).update(status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1)
 
 

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from reminders.lookups import AnyOf
+
 
 class CallbackType(models.TextChoices):
     RABBITMQ = "rabbitmq", "RabbitMQ queue"
@@ -275,3 +277,7 @@ class Schedule(models.Model):
     @property
     def version(self) -> int:
         return self.job.version
+
+
+# Batch marks filter by `id__any=[...]` (reminders/lookups.py).
+Occurrence._meta.get_field("id").register_lookup(AnyOf)
