@@ -89,6 +89,8 @@ class TrainingInputSerializer(serializers.Serializer):
             raise serializers.ValidationError({"cancelled": "a new training cannot be cancelled."})
         team: Team | None = attrs.get("team", instance.team if instance else None)
         players: list[Player] | None = attrs.get("players")
+        if instance is not None and team is not None and team != instance.team and players is None:
+            players = list(Player.objects.filter(invitations__training=instance))
         if team is not None and players is not None:
             members = active_member_ids(team)
             outsiders = sorted({p.pk for p in players} - members)

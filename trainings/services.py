@@ -121,6 +121,7 @@ _UNSET: Any = object()
 def training_update(
     *,
     training: Training,
+    team: Team = _UNSET,
     title: str = _UNSET,
     start: datetime = _UNSET,
     end: datetime = _UNSET,
@@ -133,7 +134,14 @@ def training_update(
 
     The row is locked first, so a concurrent rule rescan cannot schedule from the old times after us.
     """
-    changes = {"title": title, "start": start, "end": end, "time_zone": time_zone, "location": location}
+    changes = {
+        "team": team,
+        "title": title,
+        "start": start,
+        "end": end,
+        "time_zone": time_zone,
+        "location": location,
+    }
     changes["cancelled"] = cancelled
     with transaction.atomic():
         training = Training.objects.select_for_update().get(pk=training.pk)
