@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reminders.serializers import AwareDateTimeField
@@ -48,11 +50,13 @@ class TrainingSerializer(serializers.ModelSerializer):
         return sorted(invitation.player_id for invitation in training.invitations.all())
 
 
+@extend_schema_field(OpenApiTypes.INT)
 class _ScopedTeamField(serializers.PrimaryKeyRelatedField):
     def get_queryset(self) -> Any:
         return teams_visible_to(self.context["request"].user)
 
 
+@extend_schema_field(OpenApiTypes.INT)
 class _ScopedPlayerField(serializers.PrimaryKeyRelatedField):
     def get_queryset(self) -> Any:
         return players_visible_to(self.context["request"].user)
