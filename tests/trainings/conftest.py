@@ -44,5 +44,7 @@ def team(coach: Any) -> Team:
 
 def fire(occurrence: Occurrence) -> ScanResult:
     """Run one occurrence through the real engine now, as if its instant had come."""
-    Occurrence.objects.filter(pk=occurrence.pk).update(next_attempt_at=timezone.now() - dt.timedelta(seconds=1))
+    Occurrence.objects.filter(pk=occurrence.pk).update(
+        next_attempt_at=timezone.now() - dt.timedelta(seconds=1)
+    )
     return occurrences_dispatch_batch()

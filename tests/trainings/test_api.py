@@ -37,7 +37,11 @@ def team_b(db: None) -> Team:
 @pytest.fixture
 def training_b(team_b: Team) -> Training:
     return training_create(
-        team=team_b, title="B session", start=START, end=START + dt.timedelta(hours=1), time_zone="Europe/Paris"
+        team=team_b,
+        title="B session",
+        start=START,
+        end=START + dt.timedelta(hours=1),
+        time_zone="Europe/Paris",
     )
 
 
@@ -141,7 +145,9 @@ def test_it_records_an_answer_and_an_invitation_response(api_a, team) -> None:  
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     alice = Player.objects.get(name="Alice")
     url = f"/api/trainings/{created['id']}"
-    answer = api_a.post(f"{url}/answers/", {"player": alice.pk, "phase": "PRE", "answers": {"rpe": 6}}, format="json")
+    answer = api_a.post(
+        f"{url}/answers/", {"player": alice.pk, "phase": "PRE", "answers": {"rpe": 6}}, format="json"
+    )
     assert answer.status_code == 201, answer.json()
     assert QuestionnaireAnswer.objects.get(training_id=created["id"], player=alice).answers == {"rpe": 6}
 

@@ -95,8 +95,12 @@ def test_an_invitation_accepted_after_the_3_day_reminder_gets_no_2_day_one(train
     fire(three_days)
     assert _pushed(training, three_days) == ["Alice", "Bruno", "Chloe"]
 
-    invitation_respond(invitation=training.invitations.get(player__name="Alice"), status=InvitationStatus.ACCEPTED)
-    invitation_respond(invitation=training.invitations.get(player__name="Chloe"), status=InvitationStatus.DENIED)
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Alice"), status=InvitationStatus.ACCEPTED
+    )
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Chloe"), status=InvitationStatus.DENIED
+    )
 
     two_days = _occurrence(training, invitation, START - dt.timedelta(days=2))
     fire(two_days)
@@ -104,7 +108,9 @@ def test_an_invitation_accepted_after_the_3_day_reminder_gets_no_2_day_one(train
 
 
 def test_a_player_who_denied_is_not_chased_for_questionnaires(training, rules) -> None:  # type: ignore[no-untyped-def]
-    invitation_respond(invitation=training.invitations.get(player__name="Chloe"), status=InvitationStatus.DENIED)
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Chloe"), status=InvitationStatus.DENIED
+    )
     at_90 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=90))
     fire(at_90)
     assert _pushed(training, at_90) == ["Alice", "Bruno"]
@@ -141,7 +147,9 @@ def test_a_redelivered_occurrence_never_pushes_twice(training, rules, push_queue
 
 def test_a_cancelled_training_reaches_nobody_even_if_its_occurrence_was_in_flight(training, rules) -> None:  # type: ignore[no-untyped-def]
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
-    delivery = Delivery(at_15.pk, at_15.idempotency_key, at_15.job.key, at_15.fire_at, 1, "x", at_15.job.payload)
+    delivery = Delivery(
+        at_15.pk, at_15.idempotency_key, at_15.job.key, at_15.fire_at, 1, "x", at_15.job.payload
+    )
     training_cancel(training=training)  # the occurrence was claimed before, so it still fires
     run = reminder_fire(delivery=delivery)
     assert run.outcome == RunOutcome.CANCELLED
@@ -150,8 +158,12 @@ def test_a_cancelled_training_reaches_nobody_even_if_its_occurrence_was_in_fligh
 
 def test_an_occurrence_of_the_old_time_reaches_nobody_after_a_move(training, rules) -> None:  # type: ignore[no-untyped-def]
     at_90 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=90))
-    delivery = Delivery(at_90.pk, at_90.idempotency_key, at_90.job.key, at_90.fire_at, 1, "x", at_90.job.payload)
-    training_update(training=training, start=START + dt.timedelta(minutes=30), end=START + dt.timedelta(hours=2))
+    delivery = Delivery(
+        at_90.pk, at_90.idempotency_key, at_90.job.key, at_90.fire_at, 1, "x", at_90.job.payload
+    )
+    training_update(
+        training=training, start=START + dt.timedelta(minutes=30), end=START + dt.timedelta(hours=2)
+    )
     assert reminder_fire(delivery=delivery).outcome == RunOutcome.STALE
     assert not Push.objects.exists()
 

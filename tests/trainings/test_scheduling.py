@@ -56,7 +56,9 @@ def test_it_schedules_exactly_seed_000s_instants_for_each_rule(team, rules) -> N
         START - dt.timedelta(minutes=m) for m in (90, 75, 60, 45, 30, 15)
     ]
     end = START + dt.timedelta(minutes=90)
-    assert _pending(training, rules["post-questionnaire"]) == [end + dt.timedelta(minutes=m) for m in range(15, 181, 15)]
+    assert _pending(training, rules["post-questionnaire"]) == [
+        end + dt.timedelta(minutes=m) for m in range(15, 181, 15)
+    ]
     assert _pending(training, rules["invitation"]) == [
         START - dt.timedelta(days=3),
         START - dt.timedelta(days=2),
@@ -85,14 +87,19 @@ def test_it_invites_the_active_members_by_default(team) -> None:  # type: ignore
 def test_it_does_not_schedule_offsets_already_past(team, rules) -> None:  # type: ignore[no-untyped-def]
     start = timezone.now() + dt.timedelta(minutes=50)
     training = _create(team, start=start)
-    assert _pending(training, rules["pre-questionnaire"]) == [start - dt.timedelta(minutes=m) for m in (45, 30, 15)]
+    assert _pending(training, rules["pre-questionnaire"]) == [
+        start - dt.timedelta(minutes=m) for m in (45, 30, 15)
+    ]
     # Every invitation offset is past, so no job row at all for that rule.
     assert not Job.objects.filter(key=job_key(training_id=training.pk, rule=rules["invitation"])).exists()
 
 
 def test_moving_by_30_minutes_moves_every_pending_reminder_and_leaves_none_stale(team, rules) -> None:  # type: ignore[no-untyped-def]
     training = _create(team)
-    before = {o.fire_at: o.idempotency_key for o in Occurrence.objects.filter(job__key__startswith=f"training-{training.pk}-")}
+    before = {
+        o.fire_at: o.idempotency_key
+        for o in Occurrence.objects.filter(job__key__startswith=f"training-{training.pk}-")
+    }
     moved = START + dt.timedelta(minutes=30)
 
     training_update(training=training, start=moved, end=moved + dt.timedelta(minutes=90))
@@ -145,7 +152,9 @@ def test_deleting_cancels_everything_pending(team) -> None:  # type: ignore[no-u
     pk = training.pk
     assert training_delete(training=training) == 22
     assert not Training.objects.filter(pk=pk).exists()
-    statuses = set(Occurrence.objects.filter(job__key__startswith=f"training-{pk}-").values_list("status", flat=True))
+    statuses = set(
+        Occurrence.objects.filter(job__key__startswith=f"training-{pk}-").values_list("status", flat=True)
+    )
     assert statuses == {OccurrenceStatus.CANCELLED}
 
 
@@ -176,7 +185,10 @@ def test_a_rule_change_reschedules_future_trainings_in_batches(team, rules) -> N
     assert batches == 3
     for training in trainings:
         start = training.start
-        assert _pending(training, rule) == [start - dt.timedelta(minutes=120), start - dt.timedelta(minutes=10)]
+        assert _pending(training, rule) == [
+            start - dt.timedelta(minutes=120),
+            start - dt.timedelta(minutes=10),
+        ]
     assert not Job.objects.filter(key=job_key(training_id=past.pk, rule=rule)).exists()
 
 
