@@ -197,7 +197,7 @@ TRAININGS_REMINDER_PRIORITY = env_int("TRAININGS_REMINDER_PRIORITY", 5, minimum=
 TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECONDS", 900, minimum=1)
 # Trainings rescheduled per task run after a rule changes.
 TRAININGS_RESCHEDULE_BATCH = env_int("TRAININGS_RESCHEDULE_BATCH", 500, minimum=1, maximum=10000)
-# Distinct OpenAPI enum names for the trainings' status choices (the engine's occurrence status is `status` too).
+# Distinct OpenAPI enum names: three choice sets (occurrence, invitation, response) share the name `status`.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     **SPECTACULAR_SETTINGS.get("ENUM_NAME_OVERRIDES", {}),  # type: ignore[dict-item]
     "OccurrenceStatusEnum": "reminders.models.OccurrenceStatus",

@@ -36,7 +36,7 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.offsets import MAX_OFFSET
+from trainings.offsets import MAX_OFFSET, Offset
 from trainings.rendering import push_render
 from trainings.selectors import active_member_ids, job_key, reminder_recipients
 
@@ -265,11 +265,10 @@ def reminder_fire(*, delivery: Delivery) -> ReminderRun:
        TransportError: the engine retries the occurrence and the retry publishes only what is not sent,
        with the same idempotency keys.
     """
-    payload = delivery.payload if isinstance(delivery.payload, dict) else {}
     occurrence_key = delivery.idempotency_key
-    training = Training.objects.select_related("team").filter(pk=str(payload.get("training", ""))).first()
-    rule = ReminderRule.objects.prefetch_related("templates").filter(pk=payload.get("rule") or 0).first()
-    outcome: RunOutcome | None = None
+    training, rule = _fire_targets(delivery.payload)
+    outcome: RunOutcome
+    offset: Offset | None = None
     recipients: list[Player] = []
     if training is None or rule is None:
         outcome = RunOutcome.GONE
@@ -278,8 +277,7 @@ def reminder_fire(*, delivery: Delivery) -> ReminderRun:
     elif not rule.active:
         outcome = RunOutcome.INACTIVE
     else:
-        offsets = dict(rule.instants_for(training))
-        offset = offsets.get(delivery.fire_at)
+        offset = dict(rule.instants_for(training)).get(delivery.fire_at)
         if offset is None:
             outcome = RunOutcome.STALE
         else:
@@ -289,11 +287,11 @@ def reminder_fire(*, delivery: Delivery) -> ReminderRun:
     now = timezone.now()
     with transaction.atomic():
         if recipients:
-            assert training is not None and rule is not None
+            assert training is not None and rule is not None and offset is not None
             templates = list(rule.templates.all())
             pushes = []
             for player in recipients:
-                rendered = push_render(templates=templates, training=training, player=player, offset=offset)  # type: ignore[arg-type]
+                rendered = push_render(templates=templates, training=training, player=player, offset=offset)
                 pushes.append(
                     Push(
                         key=f"{occurrence_key}.{player.pk}",
@@ -329,6 +327,20 @@ def reminder_fire(*, delivery: Delivery) -> ReminderRun:
         )
     pushes_publish(occurrence_key=occurrence_key, job_key=delivery.job_key, attempt=delivery.attempt)
     return run
+
+
+def _fire_targets(payload: Any) -> tuple[Training | None, ReminderRule | None]:
+    """The training and rule an occurrence names; None for one deleted (or a payload not ours)."""
+    if not isinstance(payload, dict):
+        return None, None
+    try:
+        training_id = uuid.UUID(str(payload.get("training")))
+        rule_id = int(payload.get("rule"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None, None
+    training = Training.objects.select_related("team").filter(pk=training_id).first()
+    rule = ReminderRule.objects.prefetch_related("templates").filter(pk=rule_id).first()
+    return training, rule
 
 
 def pushes_publish(*, occurrence_key: str, job_key: str, attempt: int) -> int:

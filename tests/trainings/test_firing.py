@@ -211,3 +211,21 @@ def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_
         Push.objects.filter(occurrence_key=at_45.idempotency_key).values_list("player__name", "status")
     )
     assert statuses == {"Alice": PushStatus.WITHDRAWN, "Bruno": PushStatus.SENT, "Chloe": PushStatus.SENT}
+
+
+@pytest.mark.parametrize("payload", [{}, {"training": "not-a-uuid", "rule": 1}, {"training": None}, ["x"]])
+def test_a_payload_naming_nothing_is_recorded_as_gone_not_retried(payload) -> None:  # type: ignore[no-untyped-def]
+    delivery = Delivery(1, "occ-gone", "training-x-y", START, 1, "trainings.reminder", payload)
+    assert reminder_fire(delivery=delivery).outcome == RunOutcome.GONE
+    assert not Push.objects.exists()
+
+
+def test_a_deleted_training_whose_occurrence_was_in_flight_is_gone(training, rules) -> None:  # type: ignore[no-untyped-def]
+    from trainings.services import training_delete
+
+    at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
+    delivery = Delivery(
+        at_15.pk, at_15.idempotency_key, at_15.job.key, at_15.fire_at, 1, "x", at_15.job.payload
+    )
+    training_delete(training=training)
+    assert reminder_fire(delivery=delivery).outcome == RunOutcome.GONE
