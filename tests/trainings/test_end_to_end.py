@@ -36,7 +36,7 @@ def _worker(tmp_path: Path, push_queue: str) -> subprocess.Popen[bytes]:
         "REMINDERS_SCAN_SECONDS": "1",
     }
     log = (tmp_path / "worker.log").open("wb")
-    return subprocess.Popen(  # noqa: S603 - fixed argv
+    return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=INFO",
          "--without-mingle", "--without-gossip", "--hostname", f"e2e-{push_queue}@%h"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=settings.BASE_DIR,
