@@ -10,8 +10,17 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reminders.serializers import AwareDateTimeField
-from trainings.models import Invitation, InvitationStatus, Phase, Player, Team, Training
-from trainings.offsets import is_time_zone
+from trainings.models import (
+    Invitation,
+    InvitationStatus,
+    Phase,
+    Player,
+    ReminderRule,
+    RuleKind,
+    Team,
+    Training,
+)
+from trainings.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 
 
@@ -150,3 +159,38 @@ class TimelineEntrySerializer(serializers.Serializer):
     outcome = serializers.CharField(allow_null=True, help_text="What the handler found when it fired.")
     recipients = serializers.IntegerField(allow_null=True, help_text="Players still pending when it fired.")
     players_reached = serializers.IntegerField(help_text="Pushes published to the push queue.")
+
+
+class ReminderTemplateSerializer(serializers.Serializer):
+    language = serializers.CharField()
+    title = serializers.CharField()
+    body = serializers.CharField()
+
+
+class ReminderRuleSerializer(serializers.ModelSerializer):
+    templates = ReminderTemplateSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = ReminderRule
+        fields = ["slug", "kind", "offsets", "active", "templates", "updated_at"]
+        read_only_fields = fields
+
+
+class ReminderRuleInputSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=RuleKind.choices, required=False)
+    offsets = serializers.ListField(
+        child=serializers.CharField(max_length=10),
+        required=False,
+        allow_empty=False,
+        max_length=100,
+        help_text='Offsets such as "90m", "6h", "3d": before the start for PRE and INVITATION, after the '
+        "end for POST. Minutes and hours are exact durations; days keep the wall time in the zone.",
+    )
+    active = serializers.BooleanField(required=False)
+
+    def validate_offsets(self, value: list[str]) -> list[str]:
+        try:
+            parse_offsets(value)
+        except OffsetError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value

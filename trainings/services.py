@@ -239,6 +239,21 @@ def rule_reschedule_on_commit(*, rule: ReminderRule) -> None:
     transaction.on_commit(lambda: rule_reschedule.delay(rule_id))
 
 
+def rule_update(
+    *, rule: ReminderRule, kind: str = _UNSET, offsets: list[str] = _UNSET, active: bool = _UNSET
+) -> ReminderRule:
+    """Change a rule; once committed, its future trainings are rescheduled in batches by a worker."""
+    with transaction.atomic():
+        rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
+        for name, value in {"kind": kind, "offsets": offsets, "active": active}.items():
+            if value is not _UNSET:
+                setattr(rule, name, value)
+        rule.full_clean()
+        rule.save()
+        rule_reschedule_on_commit(rule=rule)
+    return rule
+
+
 def rule_delete(*, rule: ReminderRule) -> int:
     """Delete a rule and cancel everything it still had pending. Returns how many occurrences."""
     with transaction.atomic():

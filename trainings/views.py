@@ -11,19 +11,22 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from trainings.models import Training
-from trainings.selectors import training_timeline, trainings_visible_to
+from trainings.models import ReminderRule, Training
+from trainings.selectors import training_timeline, trainings_visible_to, user_sees_all_teams
 from trainings.serializers import (
     AnswerInputSerializer,
     AnswerSerializer,
     InvitationResponseSerializer,
     InvitationSerializer,
+    ReminderRuleInputSerializer,
+    ReminderRuleSerializer,
     TimelineEntrySerializer,
     TrainingInputSerializer,
     TrainingSerializer,
@@ -31,6 +34,7 @@ from trainings.serializers import (
 from trainings.services import (
     answer_record,
     invitation_respond,
+    rule_update,
     training_create,
     training_delete,
     training_update,
@@ -147,3 +151,47 @@ class TrainingViewSet(viewsets.ModelViewSet):
         training = self.get_object()
         entries = training_timeline(training=training)
         return Response(TimelineEntrySerializer(entries, many=True).data)
+
+
+class IsOperatorOrReadOnly(BasePermission):
+    """Rules are global: anyone signed in reads them, only operators change them."""
+
+    message = "Only operators (superusers or trainings.manage_all_teams) change reminder rules."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return request.method in SAFE_METHODS or user_sees_all_teams(request.user)
+
+
+@extend_schema_view(
+    update=extend_schema(
+        request=ReminderRuleInputSerializer,
+        responses={200: ReminderRuleSerializer, 400: OpenApiResponse(description="Field errors.")},
+        description="Change a rule (operators). Future trainings are rescheduled in batches after commit.",
+    ),
+    partial_update=extend_schema(
+        request=ReminderRuleInputSerializer,
+        responses={200: ReminderRuleSerializer, 400: OpenApiResponse(description="Field errors.")},
+        description="Change some of a rule's fields (operators). Future trainings are rescheduled "
+        "after commit.",
+    ),
+)
+class ReminderRuleViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = ReminderRuleSerializer
+    permission_classes = [IsAuthenticated, IsOperatorOrReadOnly]
+    lookup_field = "slug"
+    pagination_class = None
+
+    def get_queryset(self) -> QuerySet[ReminderRule]:
+        return ReminderRule.objects.prefetch_related("templates").order_by("kind", "slug")
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        rule = self.get_object()
+        data = ReminderRuleInputSerializer(data=request.data, partial=kwargs.get("partial", False))
+        data.is_valid(raise_exception=True)
+        try:
+            rule = rule_update(rule=rule, **data.validated_data)
+        except DjangoValidationError as exc:
+            raise _as_drf(exc) from None
+        return Response(ReminderRuleSerializer(self.get_queryset().get(pk=rule.pk)).data)

@@ -239,3 +239,52 @@ def test_operators_see_every_team(training_b) -> None:  # type: ignore[no-untype
     assert _client(operator).get(f"/api/trainings/{training_b.pk}/").status_code == 200
     superuser = UserFactory(username="root", is_staff=True, is_superuser=True)
     assert _client(superuser).get(f"/api/trainings/{training_b.pk}/").status_code == 200
+
+
+# --- reminder rules -------------------------------------------------------------------------------------
+
+
+def test_anyone_signed_in_reads_the_rules(api_a) -> None:  # type: ignore[no-untyped-def]
+    rules = api_a.get("/api/reminder-rules/").json()
+    assert {r["slug"]: r["offsets"] for r in rules}["invitation"] == ["3d", "2d", "1d", "6h"]
+    assert APIClient().get("/api/reminder-rules/").status_code == 401
+
+
+def test_a_coach_cannot_change_a_rule(api_a) -> None:  # type: ignore[no-untyped-def]
+    response = api_a.patch("/api/reminder-rules/invitation/", {"offsets": ["1d"]}, format="json")
+    assert response.status_code == 403
+
+
+def test_an_operator_changes_a_rule_and_future_trainings_are_rescheduled_after_commit(
+    team, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    from config.celery import app
+
+    training = training_create(
+        team=team, title="T", start=START, end=START + dt.timedelta(hours=1), time_zone="Europe/Paris"
+    )
+    operator = _client(UserFactory(username="root", is_staff=True, is_superuser=True))
+    app.conf.task_always_eager = True
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = operator.patch(
+                "/api/reminder-rules/invitation/", {"offsets": ["1d", "2h"]}, format="json"
+            )
+    finally:
+        app.conf.task_always_eager = False
+    assert response.status_code == 200, response.json()
+    pending = Occurrence.objects.filter(
+        job__key=f"training-{training.pk}-invitation", status=OccurrenceStatus.SCHEDULED
+    ).order_by("fire_at")
+    assert list(pending.values_list("fire_at", flat=True)) == [
+        START - dt.timedelta(days=1),
+        START - dt.timedelta(hours=2),
+    ]
+
+
+@pytest.mark.parametrize("body", [{"offsets": ["90 minutes"]}, {"offsets": []}, {"kind": "LATER"}])
+def test_a_bad_rule_change_is_a_400_naming_the_field(body) -> None:  # type: ignore[no-untyped-def]
+    operator = _client(UserFactory(username="root", is_staff=True, is_superuser=True))
+    response = operator.patch("/api/reminder-rules/invitation/", body, format="json")
+    assert response.status_code == 400
+    assert set(response.json()) == set(body)

@@ -217,3 +217,17 @@ def test_the_rule_change_task_runs_one_batch_then_chains(team, rules, settings) 
     rule.save()
     rule_reschedule.apply(args=(rule.pk,))
     assert _pending(training, rule) == [training.end + dt.timedelta(minutes=5)]
+
+
+def test_a_paris_training_the_day_after_spring_forward_gets_its_1_day_reminder_at_10_paris(
+    team, rules
+) -> None:  # type: ignore[no-untyped-def]
+    # Clocks go 02:00 CET -> 03:00 CEST on Sunday 2027-03-28. Training Monday 29 March 10:00 Paris = 08:00Z.
+    start = dt.datetime(2027, 3, 29, 8, tzinfo=dt.UTC)
+    training = _create(team, start=start)
+    assert _pending(training, rules["invitation"]) == [
+        dt.datetime(2027, 3, 26, 9, tzinfo=dt.UTC),  # Friday 10:00 CET
+        dt.datetime(2027, 3, 27, 9, tzinfo=dt.UTC),  # Saturday 10:00 CET
+        dt.datetime(2027, 3, 28, 8, tzinfo=dt.UTC),  # Sunday 10:00 CEST: "1 day before", same wall time
+        dt.datetime(2027, 3, 29, 2, tzinfo=dt.UTC),  # 6 h: an exact duration
+    ]
