@@ -272,7 +272,11 @@ class Push(models.Model):
             models.UniqueConstraint(fields=["occurrence_key", "player"], name="push_unique_per_occurrence"),
             models.CheckConstraint(condition=Q(status__in=PushStatus.values), name="push_status_valid"),
         ]
-        indexes = [models.Index(fields=["training", "occurrence_key"], name="push_training_occ_idx")]
+        indexes = [
+            # The timeline's "players reached": training = t AND occurrence_key IN (...), grouped by key.
+            # (The fire path's occurrence_key = k uses the unique (occurrence_key, player) index.)
+            models.Index(fields=["training", "occurrence_key"], name="push_training_occ_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.key

@@ -82,7 +82,11 @@ class TrainingInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200)
     start = AwareDateTimeField()
     end = AwareDateTimeField()
-    time_zone = serializers.CharField(max_length=64, help_text="IANA zone name, e.g. Europe/Paris.")
+    time_zone = serializers.CharField(
+        max_length=64,
+        required=False,
+        help_text="IANA zone name, e.g. Europe/Paris; defaults to the team's zone.",
+    )
     location = serializers.CharField(max_length=200, required=False, allow_blank=True)
     cancelled = serializers.BooleanField(required=False)
     players = serializers.ListField(child=_ScopedPlayerField(), required=False, max_length=1000)
@@ -98,6 +102,8 @@ class TrainingInputSerializer(serializers.Serializer):
         end = attrs.get("end", instance.end if instance else None)
         if start is not None and end is not None and end <= start:
             raise serializers.ValidationError({"end": "must be after start."})
+        if instance is None and "time_zone" not in attrs and "team" in attrs:
+            attrs["time_zone"] = attrs["team"].time_zone
         if instance is None and attrs.get("cancelled"):
             raise serializers.ValidationError({"cancelled": "a new training cannot be cancelled."})
         team: Team | None = attrs.get("team", instance.team if instance else None)

@@ -37,7 +37,7 @@ from trainings.models import (
     Training,
 )
 from trainings.offsets import MAX_OFFSET, Offset
-from trainings.rendering import push_render
+from trainings.rendering import Rendered, push_render
 from trainings.selectors import active_member_ids, job_key, reminder_recipients
 
 logger = logging.getLogger(__name__)
@@ -305,8 +305,14 @@ def reminder_fire(*, delivery: Delivery) -> ReminderRun:
             assert training is not None and rule is not None and offset is not None
             templates = list(rule.templates.all())
             pushes = []
+            rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
             for player in recipients:
-                rendered = push_render(templates=templates, training=training, player=player, offset=offset)
+                audience = (player.language, player.time_zone)
+                if audience not in rendered_for:
+                    rendered_for[audience] = push_render(
+                        templates=templates, training=training, player=player, offset=offset
+                    )
+                rendered = rendered_for[audience]
                 pushes.append(
                     Push(
                         key=f"{occurrence_key}.{player.pk}",

@@ -288,3 +288,11 @@ def test_a_bad_rule_change_is_a_400_naming_the_field(body) -> None:  # type: ign
     response = operator.patch("/api/reminder-rules/invitation/", body, format="json")
     assert response.status_code == 400
     assert set(response.json()) == set(body)
+
+
+def test_the_time_zone_defaults_to_the_teams(api_a, team) -> None:  # type: ignore[no-untyped-def]
+    body = _body(team)
+    del body["time_zone"]
+    response = api_a.post("/api/trainings/", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["time_zone"] == team.time_zone
