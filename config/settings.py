@@ -199,3 +199,28 @@ LOGGING = {
         for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
     },
 }
+
+# --- Trainings (trainings/: reminders for questionnaires and invitations, push gateway) -----------------
+# Durable queue the reminder handler publishes one JSON push per player to (schema in trainings/handlers.py).
+TRAININGS_PUSH_QUEUE = env_str("TRAININGS_PUSH_QUEUE", "trainings.push")
+# Push gateway provider: "logging" (default, writes each push to the log) or "webhook" (POST to a URL).
+TRAININGS_PUSH_PROVIDER = env_str("TRAININGS_PUSH_PROVIDER", "logging")
+TRAININGS_PUSH_WEBHOOK_URL = env_str("TRAININGS_PUSH_WEBHOOK_URL", "")
+TRAININGS_PUSH_WEBHOOK_SECRET = env_str("TRAININGS_PUSH_WEBHOOK_SECRET", "")
+TRAININGS_PUSH_WEBHOOK_TIMEOUT = env_float("TRAININGS_PUSH_WEBHOOK_TIMEOUT", 10.0, minimum=0.1)
+# How long the gateway waits before handing a push the provider refused back to the queue.
+TRAININGS_GATEWAY_RETRY_SECONDS = env_float("TRAININGS_GATEWAY_RETRY_SECONDS", 5.0, minimum=0.0)
+TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 10, minimum=1, maximum=1000)
+# Engine priority of reminder jobs, and how late a reminder may still go out (a "75 min before" push
+# that is more than 15 min late would land after the next one).
+TRAININGS_REMINDER_PRIORITY = env_int("TRAININGS_REMINDER_PRIORITY", 5, minimum=0, maximum=9)
+TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECONDS", 900, minimum=1)
+# Trainings rescheduled per task run after a rule changes.
+TRAININGS_RESCHEDULE_BATCH = env_int("TRAININGS_RESCHEDULE_BATCH", 500, minimum=1, maximum=10000)
+# Distinct OpenAPI enum names: three choice sets (occurrence, invitation, response) share the name `status`.
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    **SPECTACULAR_SETTINGS.get("ENUM_NAME_OVERRIDES", {}),  # type: ignore[dict-item]
+    "OccurrenceStatusEnum": "reminders.models.OccurrenceStatus",
+    "InvitationStatusEnum": "trainings.models.InvitationStatus",
+    "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
+}

@@ -9,4 +9,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("reminders.urls")),
+    path("api/", include("trainings.urls")),
 ]

@@ -10,6 +10,14 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from reminders.models import CallbackType, Job, Occurrence, Schedule, ThrottlePolicy
+from trainings.models import (
+    Invitation,
+    Membership,
+    Player,
+    QuestionnaireAnswer,
+    Team,
+    Training,
+)
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -69,3 +77,71 @@ def schedule_create(
     )
     schedule, _ = schedule_upsert(key=key, spec=spec, now=now)
     return schedule
+
+
+# --- trainings ------------------------------------------------------------------------------------------
+
+
+class TeamFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Team
+        skip_postgeneration_save = True
+
+    name = factory.Sequence(lambda n: f"Team {n}")
+    time_zone = "Europe/Paris"
+
+    @factory.post_generation
+    def coaches(self, create: bool, extracted: list | None, **kwargs: object) -> None:  # type: ignore[type-arg]
+        if create and extracted:
+            self.coaches.set(extracted)
+
+
+class PlayerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Player
+
+    name = factory.Sequence(lambda n: f"Player {n}")
+    time_zone = "Europe/Paris"
+    language = "en"
+    device_tokens = factory.LazyAttribute(lambda p: [f"fcm:{p.name.replace(' ', '-').lower()}"])
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    team = factory.SubFactory(TeamFactory)
+    player = factory.SubFactory(PlayerFactory)
+
+
+class TrainingFactory(factory.django.DjangoModelFactory):
+    """A bare row: no invitations, nothing scheduled. Use trainings.services.training_create for those."""
+
+    class Meta:
+        model = Training
+
+    team = factory.SubFactory(TeamFactory)
+    title = factory.Sequence(lambda n: f"Training {n}")
+    start = factory.LazyFunction(lambda: timezone.now() + dt.timedelta(days=10))
+    end = factory.LazyAttribute(lambda t: t.start + dt.timedelta(minutes=90))
+    time_zone = "Europe/Paris"
+    location = "Stadium"
+
+
+class InvitationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Invitation
+
+    training = factory.SubFactory(TrainingFactory)
+    player = factory.SubFactory(PlayerFactory)
+
+
+class QuestionnaireAnswerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = QuestionnaireAnswer
+
+    training = factory.SubFactory(TrainingFactory)
+    player = factory.SubFactory(PlayerFactory)
+    phase = "PRE"
+    answered_at = factory.LazyFunction(timezone.now)
+    answers = factory.LazyFunction(lambda: {"fatigue": 3})

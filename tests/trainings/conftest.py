@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from reminders.dispatch import ScanResult, occurrences_dispatch_batch
+from reminders.models import Occurrence
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from trainings.defaults import rules_seed
+from trainings.models import ReminderRule, ReminderTemplate, Team
+
+
+@pytest.fixture(autouse=True)
+def rules(db: None) -> dict[str, ReminderRule]:
+    """Seed 000's rules (migration 0002 seeds them; a transactional test's flush removes them)."""
+    rules_seed(ReminderRule, ReminderTemplate)
+    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+
+
+@pytest.fixture
+def push_queue(settings: Any, queue_name: str) -> str:
+    """Pushes go to a unique queue, deleted afterwards."""
+    settings.TRAININGS_PUSH_QUEUE = queue_name
+    return queue_name
+
+
+@pytest.fixture
+def coach(db: None) -> Any:
+    return UserFactory(username="coach-a")
+
+
+@pytest.fixture
+def team(coach: Any) -> Team:
+    """A team coached by `coach`, with three active players and one who left."""
+    team = TeamFactory(name="U15", coaches=[coach])
+    for name, language in (("Alice", "en"), ("Bruno", "fr"), ("Chloe", "en")):
+        MembershipFactory(team=team, player=PlayerFactory(name=name, language=language))
+    MembershipFactory(team=team, player=PlayerFactory(name="Gone"), active=False)
+    return team
+
+
+def fire(occurrence: Occurrence) -> ScanResult:
+    """Run one occurrence through the real engine now, as if its instant had come."""
+    Occurrence.objects.filter(pk=occurrence.pk).update(
+        next_attempt_at=timezone.now() - dt.timedelta(seconds=1)
+    )
+    return occurrences_dispatch_batch()

@@ -1,0 +1,204 @@
+"""Admin: a coach sees and changes only their own teams; saves reschedule; rule edits reschedule."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from reminders.models import Occurrence, OccurrenceStatus
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from trainings.models import Player, ReminderRule, Team, Training
+from trainings.services import coach_group_ensure, training_create
+
+START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
+
+
+def _staff_coach(username: str) -> Any:
+    user = UserFactory(username=username, is_staff=True)
+    user.groups.add(coach_group_ensure())
+    return user
+
+
+@pytest.fixture
+def coach(db: None) -> Any:  # overrides the conftest coach: a staff user in the Coaches group
+    return _staff_coach("coach-a")
+
+
+@pytest.fixture
+def admin_a(coach: Any) -> Client:
+    client = Client()
+    client.force_login(coach)
+    return client
+
+
+@pytest.fixture
+def team_b(db: None) -> Team:
+    team = TeamFactory(name="Seniors B", coaches=[_staff_coach("coach-b")])
+    MembershipFactory(team=team, player=PlayerFactory(name="Zoe"))
+    return team
+
+
+def _training(team: Team, title: str) -> Training:
+    return training_create(
+        team=team, title=title, start=START, end=START + dt.timedelta(hours=1), time_zone="Europe/Paris"
+    )
+
+
+def _pending(training: Training) -> list[dt.datetime]:
+    return list(
+        Occurrence.objects.filter(
+            job__key=f"training-{training.pk}-pre-questionnaire", status=OccurrenceStatus.SCHEDULED
+        )
+        .order_by("fire_at")
+        .values_list("fire_at", flat=True)
+    )
+
+
+def test_a_coach_lists_only_their_teams_trainings(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+    _training(team, "A session")
+    _training(team_b, "B session")
+    page = admin_a.get("/admin/trainings/training/")
+    assert page.status_code == 200
+    assert b"A session" in page.content and b"B session" not in page.content
+
+
+def test_a_coach_cannot_open_or_change_another_teams_training(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+    theirs = _training(team_b, "B session")
+    url = f"/admin/trainings/training/{theirs.pk}/change/"
+    response = admin_a.get(url)
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+    response = admin_a.post(url, {"title": "hijacked"})
+    assert response.status_code == 302
+    assert admin_a.post(f"/admin/trainings/training/{theirs.pk}/delete/", {"post": "yes"}).status_code == 302
+    theirs.refresh_from_db()
+    assert theirs.title == "B session" and len(_pending(theirs)) == 6
+
+
+def test_a_coach_is_offered_only_their_teams_and_players(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+    page = admin_a.get("/admin/trainings/training/add/").content.decode()
+    assert "U15" in page and "Seniors B" not in page
+    assert "Alice" in page and "Zoe" not in page
+    assert admin_a.get("/admin/trainings/team/").content.count(b"Seniors B") == 0
+    assert admin_a.get("/admin/trainings/player/").content.count(b"Zoe") == 0
+
+
+def _inline_management(prefix: str, total: int) -> dict[str, Any]:
+    return {
+        f"{prefix}-TOTAL_FORMS": total,
+        f"{prefix}-INITIAL_FORMS": 0,
+        f"{prefix}-MIN_NUM_FORMS": 0,
+        f"{prefix}-MAX_NUM_FORMS": 1000,
+    }
+
+
+def test_a_coach_schedules_a_training_from_the_admin_and_sees_its_timeline(admin_a, team) -> None:  # type: ignore[no-untyped-def]
+    alice = Player.objects.get(name="Alice")
+    form = {
+        "team": team.pk,
+        "title": "Admin session",
+        "start_0": "2030-06-11",
+        "start_1": "16:00:00",
+        "end_0": "2030-06-11",
+        "end_1": "17:30:00",
+        "time_zone": "Europe/Paris",
+        "location": "Gym",
+        **_inline_management("invitations", 1),
+        "invitations-0-player": alice.pk,
+        "invitations-0-status": "PENDING",
+        **_inline_management("answers", 0),
+    }
+    response = admin_a.post("/admin/trainings/training/add/", form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    training = Training.objects.get(title="Admin session")
+    assert list(training.invitations.values_list("player__name", flat=True)) == ["Alice"]
+    assert _pending(training)[0] == START - dt.timedelta(minutes=90)
+    page = admin_a.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    assert "Reminder timeline" in page and "pre-questionnaire" in page and "2030-06-11T14:30+00:00" in page
+
+
+def test_a_coach_cannot_schedule_for_another_team_from_the_admin(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+    form = {
+        "team": team_b.pk,
+        "title": "Sneaky",
+        "start_0": "2030-06-11",
+        "start_1": "16:00:00",
+        "end_0": "2030-06-11",
+        "end_1": "17:00:00",
+        "time_zone": "Europe/Paris",
+        **_inline_management("invitations", 0),
+        **_inline_management("answers", 0),
+    }
+    response = admin_a.post("/admin/trainings/training/add/", form)
+    assert response.status_code == 200  # the form comes back with an error on `team`
+    assert not Training.objects.filter(title="Sneaky").exists()
+    assert not Occurrence.objects.exists()
+
+
+def test_a_coach_cannot_edit_rules(admin_a) -> None:  # type: ignore[no-untyped-def]
+    assert admin_a.get("/admin/trainings/reminderrule/").status_code == 403
+
+
+def test_an_operator_sees_every_team(admin_client, team, team_b) -> None:  # type: ignore[no-untyped-def]
+    _training(team_b, "B session")
+    assert b"B session" in admin_client.get("/admin/trainings/training/").content
+
+
+def test_editing_a_rule_in_the_admin_reschedules_after_commit(
+    admin_client, team, rules, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    from config.celery import app
+
+    training = _training(team, "A session")
+    rule: ReminderRule = rules["pre-questionnaire"]
+    templates = list(rule.templates.order_by("id"))
+    form: dict[str, Any] = {
+        "kind": "PRE",
+        "offsets": '["20m"]',
+        "active": "on",
+        "templates-TOTAL_FORMS": len(templates),
+        "templates-INITIAL_FORMS": len(templates),
+        "templates-MIN_NUM_FORMS": 0,
+        "templates-MAX_NUM_FORMS": 1000,
+    }
+    for index, template in enumerate(templates):
+        form |= {
+            f"templates-{index}-id": template.pk,
+            f"templates-{index}-rule": rule.pk,
+            f"templates-{index}-language": template.language,
+            f"templates-{index}-title": template.title,
+            f"templates-{index}-body": template.body,
+        }
+    app.conf.task_always_eager = True
+    try:
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            response = admin_client.post(f"/admin/trainings/reminderrule/{rule.pk}/change/", form)
+    finally:
+        app.conf.task_always_eager = False
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert len(callbacks) == 1
+    assert _pending(training) == [START - dt.timedelta(minutes=20)]
+
+
+def test_a_rule_with_a_bad_offset_or_placeholder_is_refused(admin_client, rules) -> None:  # type: ignore[no-untyped-def]
+    response = admin_client.post(
+        "/admin/trainings/reminderrule/add/",
+        {
+            "slug": "bad",
+            "kind": "PRE",
+            "offsets": '["90 minutes"]',
+            "active": "on",
+            "templates-TOTAL_FORMS": 1,
+            "templates-INITIAL_FORMS": 0,
+            "templates-MIN_NUM_FORMS": 0,
+            "templates-MAX_NUM_FORMS": 1000,
+            "templates-0-language": "en",
+            "templates-0-title": "{nope}",
+            "templates-0-body": "x",
+        },
+    )
+    assert response.status_code == 200
+    assert b"is not an offset" in response.content and b"unknown placeholder" in response.content
+    assert not ReminderRule.objects.filter(slug="bad").exists()

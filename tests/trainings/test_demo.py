@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import datetime as dt
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from reminders.models import Occurrence, OccurrenceStatus
+
+
+def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = True
+    out = StringIO()
+    call_command("demo_trainings", stdout=out)
+    soon = Occurrence.objects.filter(
+        status=OccurrenceStatus.SCHEDULED, fire_at__lte=timezone.now() + dt.timedelta(minutes=5)
+    )
+    assert sorted(key.rsplit("-", 1)[-1] for key in soon.values_list("job__key", flat=True)) == [
+        "invitation",
+        "questionnaire",
+        "questionnaire",
+    ]
+    assert min(soon.values_list("fire_at", flat=True)) <= timezone.now() + dt.timedelta(minutes=2)
+    assert "push_gateway" in out.getvalue()
+
+
+def test_the_demo_refuses_to_run_without_debug(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = False
+    with pytest.raises(CommandError):
+        call_command("demo_trainings")

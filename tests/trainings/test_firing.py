@@ -1,0 +1,231 @@
+"""At fire time the handler asks the database who is still pending, and pushes each of them once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from django.utils import timezone
+
+from reminders.models import Occurrence, OccurrenceStatus
+from reminders.transports import Delivery
+from tests.conftest import drain_queue
+from tests.trainings.conftest import fire
+from trainings.models import (
+    InvitationStatus,
+    Phase,
+    Player,
+    Push,
+    PushStatus,
+    ReminderRule,
+    ReminderRun,
+    RunOutcome,
+    Training,
+)
+from trainings.selectors import job_key
+from trainings.services import (
+    answer_record,
+    invitation_respond,
+    reminder_fire,
+    training_cancel,
+    training_create,
+    training_update,
+)
+
+START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
+
+
+@pytest.fixture(autouse=True)
+def _pushes_to_a_test_queue(push_queue: str) -> None:
+    pass
+
+
+@pytest.fixture
+def training(team) -> Training:  # type: ignore[no-untyped-def]
+    return training_create(
+        team=team,
+        title="Speed session",
+        start=START,
+        end=START + dt.timedelta(minutes=90),
+        time_zone="Europe/Paris",
+        location="Stadium",
+    )
+
+
+def _occurrence(training: Training, rule: ReminderRule, fire_at: dt.datetime) -> Occurrence:
+    return Occurrence.objects.get(job__key=job_key(training_id=training.pk, rule=rule), fire_at=fire_at)
+
+
+def _pushed(training: Training, occurrence: Occurrence) -> list[str]:
+    return sorted(
+        Push.objects.filter(occurrence_key=occurrence.idempotency_key, status=PushStatus.SENT).values_list(
+            "player__name", flat=True
+        )
+    )
+
+
+def _player(name: str) -> Player:
+    return Player.objects.get(name=name)
+
+
+def test_a_player_who_answers_after_the_75_minute_reminder_gets_none_at_60(training, rules) -> None:  # type: ignore[no-untyped-def]
+    pre = rules["pre-questionnaire"]
+    at_75 = _occurrence(training, pre, START - dt.timedelta(minutes=75))
+    assert fire(at_75).delivered == 1
+    assert _pushed(training, at_75) == ["Alice", "Bruno", "Chloe"]
+
+    answer_record(training=training, player=_player("Bruno"), phase=Phase.PRE, answers={"sleep": 7})
+
+    at_60 = _occurrence(training, pre, START - dt.timedelta(minutes=60))
+    assert fire(at_60).delivered == 1
+    assert _pushed(training, at_60) == ["Alice", "Chloe"]
+
+
+def test_a_post_answer_does_not_silence_the_pre_reminders(training, rules) -> None:  # type: ignore[no-untyped-def]
+    answer_record(training=training, player=_player("Alice"), phase=Phase.POST, answers={})
+    at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
+    fire(at_15)
+    assert _pushed(training, at_15) == ["Alice", "Bruno", "Chloe"]
+
+
+def test_an_invitation_accepted_after_the_3_day_reminder_gets_no_2_day_one(training, rules) -> None:  # type: ignore[no-untyped-def]
+    invitation = rules["invitation"]
+    three_days = _occurrence(training, invitation, START - dt.timedelta(days=3))
+    fire(three_days)
+    assert _pushed(training, three_days) == ["Alice", "Bruno", "Chloe"]
+
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Alice"), status=InvitationStatus.ACCEPTED
+    )
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Chloe"), status=InvitationStatus.DENIED
+    )
+
+    two_days = _occurrence(training, invitation, START - dt.timedelta(days=2))
+    fire(two_days)
+    assert _pushed(training, two_days) == ["Bruno"]
+
+
+def test_a_player_who_denied_is_not_chased_for_questionnaires(training, rules) -> None:  # type: ignore[no-untyped-def]
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Chloe"), status=InvitationStatus.DENIED
+    )
+    at_90 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=90))
+    fire(at_90)
+    assert _pushed(training, at_90) == ["Alice", "Bruno"]
+
+
+def test_nobody_left_is_a_normal_recorded_outcome(training, rules) -> None:  # type: ignore[no-untyped-def]
+    for player in training.invitations.values_list("player", flat=True):
+        answer_record(training=training, player=Player.objects.get(pk=player), phase=Phase.PRE, answers={})
+    at_30 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=30))
+    assert fire(at_30).delivered == 1
+    at_30.refresh_from_db()
+    assert at_30.status == OccurrenceStatus.DELIVERED
+    run = ReminderRun.objects.get(occurrence_key=at_30.idempotency_key)
+    assert (run.outcome, run.recipients) == (RunOutcome.NOBODY_LEFT, 0)
+    assert not Push.objects.filter(occurrence_key=at_30.idempotency_key).exists()
+
+
+def test_a_redelivered_occurrence_never_pushes_twice(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+    at_45 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=45))
+    delivery = Delivery(
+        occurrence_id=at_45.pk,
+        idempotency_key=at_45.idempotency_key,
+        job_key=at_45.job.key,
+        fire_at=at_45.fire_at,
+        attempt=1,
+        target="trainings.reminder",
+        payload=at_45.job.payload,
+    )
+    reminder_fire(delivery=delivery)
+    reminder_fire(delivery=delivery)  # at-least-once: the engine may deliver it again
+    assert Push.objects.filter(occurrence_key=at_45.idempotency_key).count() == 3
+    assert ReminderRun.objects.get(occurrence_key=at_45.idempotency_key).outcome == RunOutcome.SENT
+
+
+def test_a_cancelled_training_reaches_nobody_even_if_its_occurrence_was_in_flight(training, rules) -> None:  # type: ignore[no-untyped-def]
+    at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
+    delivery = Delivery(
+        at_15.pk, at_15.idempotency_key, at_15.job.key, at_15.fire_at, 1, "x", at_15.job.payload
+    )
+    training_cancel(training=training)  # the occurrence was claimed before, so it still fires
+    run = reminder_fire(delivery=delivery)
+    assert run.outcome == RunOutcome.CANCELLED
+    assert not Push.objects.exists()
+
+
+def test_an_occurrence_of_the_old_time_reaches_nobody_after_a_move(training, rules) -> None:  # type: ignore[no-untyped-def]
+    at_90 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=90))
+    delivery = Delivery(
+        at_90.pk, at_90.idempotency_key, at_90.job.key, at_90.fire_at, 1, "x", at_90.job.payload
+    )
+    training_update(
+        training=training, start=START + dt.timedelta(minutes=30), end=START + dt.timedelta(hours=2)
+    )
+    assert reminder_fire(delivery=delivery).outcome == RunOutcome.STALE
+    assert not Push.objects.exists()
+
+
+@pytest.mark.rabbitmq
+def test_pushes_are_rendered_in_each_players_language_and_zone(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+    bruno = _player("Bruno")
+    bruno.time_zone = "America/Montreal"
+    bruno.save()
+    at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
+    fire(at_15)
+    messages = {m["player"]: m for m in (json.loads(x.body) for x in drain_queue(push_queue, expect=3))}
+    alice = messages[_player("Alice").pk]
+    assert alice["title"] == "Pre-training questionnaire"
+    assert alice["body"] == "Speed session starts at 6 p.m.: please answer the pre-training questionnaire."
+    french = messages[bruno.pk]
+    assert french["title"] == "Questionnaire avant l'entraînement"
+    assert french["body"].startswith("Speed session commence à 12:00 :")  # 18:00 Paris is 12:00 in Montreal
+    assert french["device_tokens"] == ["fcm:bruno"]
+    assert french["training"] == str(training.pk)
+    assert french["kind"] == "PRE"
+    assert french["idempotency_key"] == f"{at_15.idempotency_key}.{bruno.pk}"
+
+
+def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_is_unsent(
+    training, rules, settings
+) -> None:  # type: ignore[no-untyped-def]
+    from reminders.transports import get_transport
+
+    at_45 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=45))
+    settings.REMINDERS_CALLBACK_BROKER_URL = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens there
+    get_transport.cache_clear()
+    result = fire(at_45)
+    assert result.retried == 1
+    at_45.refresh_from_db()
+    assert at_45.status == OccurrenceStatus.SCHEDULED and "pushes not published" in at_45.last_error
+    assert Push.objects.filter(occurrence_key=at_45.idempotency_key, status=PushStatus.PENDING).count() == 3
+
+    answer_record(training=training, player=_player("Alice"), phase=Phase.PRE, answers={})
+    settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL
+    get_transport.cache_clear()
+    Occurrence.objects.filter(pk=at_45.pk).update(next_attempt_at=timezone.now())
+    fire(at_45)
+    statuses = dict(
+        Push.objects.filter(occurrence_key=at_45.idempotency_key).values_list("player__name", "status")
+    )
+    assert statuses == {"Alice": PushStatus.WITHDRAWN, "Bruno": PushStatus.SENT, "Chloe": PushStatus.SENT}
+
+
+@pytest.mark.parametrize("payload", [{}, {"training": "not-a-uuid", "rule": 1}, {"training": None}, ["x"]])
+def test_a_payload_naming_nothing_is_recorded_as_gone_not_retried(payload) -> None:  # type: ignore[no-untyped-def]
+    delivery = Delivery(1, "occ-gone", "training-x-y", START, 1, "trainings.reminder", payload)
+    assert reminder_fire(delivery=delivery).outcome == RunOutcome.GONE
+    assert not Push.objects.exists()
+
+
+def test_a_deleted_training_whose_occurrence_was_in_flight_is_gone(training, rules) -> None:  # type: ignore[no-untyped-def]
+    from trainings.services import training_delete
+
+    at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
+    delivery = Delivery(
+        at_15.pk, at_15.idempotency_key, at_15.job.key, at_15.fire_at, 1, "x", at_15.job.payload
+    )
+    training_delete(training=training)
+    assert reminder_fire(delivery=delivery).outcome == RunOutcome.GONE

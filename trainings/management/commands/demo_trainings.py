@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from trainings.models import InvitationStatus, Membership, Phase, Player, Team, Training
+from trainings.selectors import training_timeline
+from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
+
+PLAYERS = [
+    ("Alice", "en", "Europe/Paris"),
+    ("Bruno", "fr", "Europe/Paris"),
+    ("Chloe", "en", "Europe/London"),
+    ("Dan", "fr", "America/Montreal"),
+]
+
+
+class Command(BaseCommand):
+    help = (
+        "Development only (DJANGO_DEBUG=1): a demo team, a coach (coach / coach) and three trainings whose "
+        "first reminders (pre, invitation, post) fire within a few minutes."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG:
+            raise CommandError(
+                "demo_trainings only runs with DJANGO_DEBUG=1 (it creates a coach / coach login)"
+            )
+        coach = self._coach()
+        team, _ = Team.objects.get_or_create(name="Demo U15", defaults={"time_zone": "Europe/Paris"})
+        team.coaches.add(coach)
+        players = {}
+        for name, language, zone in PLAYERS:
+            player, _ = Player.objects.get_or_create(
+                name=f"Demo {name}",
+                defaults={
+                    "language": language,
+                    "time_zone": zone,
+                    "device_tokens": [f"demo-token-{name.lower()}"],
+                },
+            )
+            Membership.objects.get_or_create(team=team, player=player)
+            players[name] = player
+
+        now = timezone.now().replace(microsecond=0)
+        # The 15-min pre-questionnaire reminder in 2 minutes; Alice has already answered, so she is skipped.
+        pre = self._training(team, "Demo pre-training", start=now + dt.timedelta(minutes=17), minutes=60)
+        answer_record(training=pre, player=players["Alice"], phase=Phase.PRE, answers={"sleep": 8})
+        # The 6-hour invitation reminder in 3 minutes; Bruno has accepted, so he is skipped.
+        invitation = self._training(
+            team, "Demo invitation", start=now + dt.timedelta(hours=6, minutes=3), minutes=90
+        )
+        invitation_respond(
+            invitation=invitation.invitations.get(player=players["Bruno"]), status=InvitationStatus.ACCEPTED
+        )
+        # The 15-min post-questionnaire reminder in 4 minutes (the training ended 11 minutes ago).
+        self._training(team, "Demo post-training", start=now - dt.timedelta(minutes=71), minutes=60)
+
+        self.stdout.write(self.style.SUCCESS(f"Demo team {team.name!r} with {len(players)} players."))
+        for training in Training.objects.filter(team=team, created_at__gte=now).order_by("created_at"):
+            upcoming = [e for e in training_timeline(training=training) if e.status == "scheduled"]
+            first = upcoming[0] if upcoming else None
+            when = f"{first.rule} at {first.fire_at:%H:%M:%S} UTC" if first else "nothing pending"
+            self.stdout.write(
+                f"  {training.title}: next reminder {when}   /api/trainings/{training.pk}/timeline/"
+            )
+        self.stdout.write(
+            "What to watch:\n"
+            "  1. keep `make run` going (worker + beat deliver the due reminders);\n"
+            f"  2. run `.venv/bin/python manage.py push_gateway`: each push is logged as a PUSH line "
+            f"(provider {settings.TRAININGS_PUSH_PROVIDER}, queue {settings.TRAININGS_PUSH_QUEUE});\n"
+            "  3. http://127.0.0.1:8000/admin/trainings/training/ (coach / coach sees only Demo U15): each "
+            "training's reminder timeline shows status, pending players and pushes sent."
+        )
+
+    def _coach(self) -> Any:
+        user, created = get_user_model().objects.get_or_create(username="coach", defaults={"is_staff": True})
+        if created:
+            user.set_password("coach")
+            user.save()
+        user.groups.add(coach_group_ensure())
+        return user
+
+    def _training(self, team: Team, title: str, *, start: dt.datetime, minutes: int) -> Training:
+        return training_create(
+            team=team,
+            title=title,
+            start=start,
+            end=start + dt.timedelta(minutes=minutes),
+            time_zone=team.time_zone,
+            location="Demo stadium",
+        )

@@ -1,0 +1,56 @@
+"""Rendering a rule's message for one player: their language, their time zone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.utils import formats, translation
+
+from trainings.models import Player, ReminderTemplate, Training, render_template
+from trainings.offsets import Offset, is_time_zone
+
+_FALLBACK_TITLE = "{title}"
+_FALLBACK_BODY = "Reminder: {title} starts {start_date} at {start_time}."
+
+
+@dataclass(frozen=True)
+class Rendered:
+    language: str
+    title: str
+    body: str
+
+
+def pick_template(templates: Iterable[ReminderTemplate], language: str) -> ReminderTemplate | None:
+    """The player's language, then its base language ("pt-br" -> "pt"), then the site default, then any."""
+    by_language = {t.language.lower(): t for t in templates}
+    for candidate in (language.lower(), language.lower().split("-")[0], settings.LANGUAGE_CODE.lower()):
+        if candidate in by_language:
+            return by_language[candidate]
+    return min(by_language.items())[1] if by_language else None
+
+
+def push_render(
+    *, templates: Iterable[ReminderTemplate], training: Training, player: Player, offset: Offset
+) -> Rendered:
+    template = pick_template(templates, player.language or settings.LANGUAGE_CODE)
+    language = template.language if template else settings.LANGUAGE_CODE
+    zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
+    local_start = training.start.astimezone(ZoneInfo(zone_name))
+    with translation.override(language):
+        values = {
+            "title": training.title,
+            "team": training.team.name,
+            "location": training.location,
+            "start_time": formats.time_format(local_start, "TIME_FORMAT"),
+            "start_date": formats.date_format(local_start, "DATE_FORMAT"),
+            "time_zone": zone_name,
+            "offset": offset.human(),
+        }
+    title = template.title if template else _FALLBACK_TITLE
+    body = template.body if template else _FALLBACK_BODY
+    return Rendered(
+        language=language, title=render_template(title, values), body=render_template(body, values)
+    )

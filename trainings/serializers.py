@@ -1,0 +1,202 @@
+"""API shapes for trainings. Related objects are scoped to what the caller may see, so naming another
+coach's team or player is a 400 on that field, indistinguishable from a missing id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from reminders.serializers import AwareDateTimeField
+from trainings.models import (
+    Invitation,
+    InvitationStatus,
+    Phase,
+    Player,
+    ReminderRule,
+    RuleKind,
+    Team,
+    Training,
+)
+from trainings.offsets import OffsetError, is_time_zone, parse_offsets
+from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Invitation
+        fields = ["player", "status", "responded_at"]
+        read_only_fields = fields
+
+
+class TrainingSerializer(serializers.ModelSerializer):
+    start = AwareDateTimeField()
+    end = AwareDateTimeField()
+    players = serializers.SerializerMethodField()
+    invitations = InvitationSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Training
+        fields = [
+            "id",
+            "team",
+            "title",
+            "start",
+            "end",
+            "time_zone",
+            "location",
+            "cancelled",
+            "players",
+            "invitations",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_players(self, training: Training) -> list[int]:
+        return sorted(invitation.player_id for invitation in training.invitations.all())
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class _ScopedTeamField(serializers.PrimaryKeyRelatedField):
+    def get_queryset(self) -> Any:
+        return teams_visible_to(self.context["request"].user)
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class _ScopedPlayerField(serializers.PrimaryKeyRelatedField):
+    def get_queryset(self) -> Any:
+        return players_visible_to(self.context["request"].user)
+
+
+class TrainingInputSerializer(serializers.Serializer):
+    """Create (all of team, title, start, end, time_zone required) or update (PUT/PATCH) a training.
+
+    `players` is the training's full player list (invitations); omitted on create it defaults to the
+    team's active members, omitted on update it stays as it is.
+    """
+
+    team = _ScopedTeamField()
+    title = serializers.CharField(max_length=200)
+    start = AwareDateTimeField()
+    end = AwareDateTimeField()
+    time_zone = serializers.CharField(
+        max_length=64,
+        required=False,
+        help_text="IANA zone name, e.g. Europe/Paris; defaults to the team's zone.",
+    )
+    location = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    cancelled = serializers.BooleanField(required=False)
+    players = serializers.ListField(child=_ScopedPlayerField(), required=False, max_length=1000)
+
+    def validate_time_zone(self, value: str) -> str:
+        if not is_time_zone(value):
+            raise serializers.ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        instance: Training | None = self.instance
+        start = attrs.get("start", instance.start if instance else None)
+        end = attrs.get("end", instance.end if instance else None)
+        if start is not None and end is not None and end <= start:
+            raise serializers.ValidationError({"end": "must be after start."})
+        if instance is None and "time_zone" not in attrs and "team" in attrs:
+            attrs["time_zone"] = attrs["team"].time_zone
+        if instance is None and attrs.get("cancelled"):
+            raise serializers.ValidationError({"cancelled": "a new training cannot be cancelled."})
+        team: Team | None = attrs.get("team", instance.team if instance else None)
+        players: list[Player] | None = attrs.get("players")
+        if instance is not None and team is not None and team != instance.team and players is None:
+            players = list(Player.objects.filter(invitations__training=instance))
+        if team is not None and players is not None:
+            members = active_member_ids(team)
+            outsiders = sorted({p.pk for p in players} - members)
+            if outsiders:
+                raise serializers.ValidationError(
+                    {"players": f"not active members of the team: {outsiders}."}
+                )
+            if len({p.pk for p in players}) != len(players):
+                raise serializers.ValidationError({"players": "a player is listed twice."})
+        return attrs
+
+
+class AnswerInputSerializer(serializers.Serializer):
+    player = serializers.IntegerField()
+    phase = serializers.ChoiceField(choices=Phase.choices)
+    answers = serializers.JSONField(required=False, default=dict)
+    answered_at = AwareDateTimeField(required=False)
+
+    def validate_player(self, value: int) -> Player:
+        training: Training = self.context["training"]
+        player = Player.objects.filter(pk=value, invitations__training=training).first()
+        if player is None:
+            raise serializers.ValidationError("not on this training's player list.")
+        return player
+
+
+class AnswerSerializer(serializers.Serializer):
+    player = serializers.IntegerField(source="player_id")
+    phase = serializers.CharField()
+    answered_at = serializers.DateTimeField()
+    answers = serializers.JSONField()
+
+
+class InvitationResponseSerializer(serializers.Serializer):
+    player = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=[InvitationStatus.ACCEPTED, InvitationStatus.DENIED])
+
+    def validate_player(self, value: int) -> Invitation:
+        training: Training = self.context["training"]
+        invitation = Invitation.objects.filter(training=training, player_id=value).first()
+        if invitation is None:
+            raise serializers.ValidationError("not on this training's player list.")
+        return invitation
+
+
+class TimelineEntrySerializer(serializers.Serializer):
+    occurrence_id = serializers.IntegerField()
+    rule = serializers.CharField(help_text="Rule slug.")
+    kind = serializers.CharField()
+    fire_at = serializers.DateTimeField()
+    status = serializers.CharField(help_text="scheduled, claimed, delivered, failed, cancelled or skipped.")
+    attempts = serializers.IntegerField()
+    outcome = serializers.CharField(allow_null=True, help_text="What the handler found when it fired.")
+    recipients = serializers.IntegerField(allow_null=True, help_text="Players still pending when it fired.")
+    players_reached = serializers.IntegerField(help_text="Pushes published to the push queue.")
+
+
+class ReminderTemplateSerializer(serializers.Serializer):
+    language = serializers.CharField()
+    title = serializers.CharField()
+    body = serializers.CharField()
+
+
+class ReminderRuleSerializer(serializers.ModelSerializer):
+    templates = ReminderTemplateSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = ReminderRule
+        fields = ["slug", "kind", "offsets", "active", "templates", "updated_at"]
+        read_only_fields = fields
+
+
+class ReminderRuleInputSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=RuleKind.choices, required=False)
+    offsets = serializers.ListField(
+        child=serializers.CharField(max_length=10),
+        required=False,
+        allow_empty=False,
+        max_length=100,
+        help_text='Offsets such as "90m", "6h", "3d": before the start for PRE and INVITATION, after the '
+        "end for POST. Minutes and hours are exact durations; days keep the wall time in the zone.",
+    )
+    active = serializers.BooleanField(required=False)
+
+    def validate_offsets(self, value: list[str]) -> list[str]:
+        try:
+            parse_offsets(value)
+        except OffsetError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value

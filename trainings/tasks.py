@@ -1,0 +1,17 @@
+"""Celery entry points for trainings: thin wrappers around one service each."""
+
+from __future__ import annotations
+
+import uuid
+
+from celery import shared_task
+
+from trainings.services import rule_reschedule_batch
+
+
+@shared_task(name="trainings.tasks.rule_reschedule", ignore_result=True)
+def rule_reschedule(rule_id: int, after: str | None = None) -> None:
+    """One bounded batch per task run; a full batch enqueues the next one, so no run holds a worker long."""
+    cursor = rule_reschedule_batch(rule_id=rule_id, after=uuid.UUID(after) if after else None)
+    if cursor is not None:
+        rule_reschedule.delay(rule_id, str(cursor))

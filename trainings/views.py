@@ -1,0 +1,197 @@
+"""Trainings API: thin views that validate, call one service or selector, and serialise.
+
+Scope: every lookup goes through `trainings_visible_to`, so another coach's training is a 404 and an
+anonymous caller a 401 (the token authenticator comes first and sends the challenge).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from trainings.models import ReminderRule, Training
+from trainings.selectors import training_timeline, trainings_visible_to, user_sees_all_teams
+from trainings.serializers import (
+    AnswerInputSerializer,
+    AnswerSerializer,
+    InvitationResponseSerializer,
+    InvitationSerializer,
+    ReminderRuleInputSerializer,
+    ReminderRuleSerializer,
+    TimelineEntrySerializer,
+    TrainingInputSerializer,
+    TrainingSerializer,
+)
+from trainings.services import (
+    answer_record,
+    invitation_respond,
+    rule_update,
+    training_create,
+    training_delete,
+    training_update,
+)
+
+
+def _as_drf(exc: DjangoValidationError) -> ValidationError:
+    return ValidationError(
+        exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+    )
+
+
+_WRITE: dict[str, Any] = {
+    "request": TrainingInputSerializer,
+    "responses": {200: TrainingSerializer, 400: OpenApiResponse(description="Field errors.")},
+}
+
+
+@extend_schema_view(
+    create=extend_schema(
+        request=TrainingInputSerializer,
+        responses={201: TrainingSerializer, 400: OpenApiResponse(description="Field errors.")},
+        description="Create a training and its player list; its reminders are scheduled in the same "
+        "transaction. `players` defaults to the team's active members.",
+    ),
+    update=extend_schema(**_WRITE, description="Replace the training; pending reminders move with it."),
+    partial_update=extend_schema(
+        **_WRITE,
+        description="Change some fields; pending reminders move with it. "
+        "`cancelled: true` cancels every pending reminder.",
+    ),
+    destroy=extend_schema(description="Delete the training and cancel every pending reminder."),
+)
+class TrainingViewSet(viewsets.ModelViewSet):
+    serializer_class = TrainingSerializer
+
+    def get_queryset(self) -> QuerySet[Training]:
+        return (
+            trainings_visible_to(self.request.user)
+            .select_related("team")
+            .prefetch_related("invitations")
+            .order_by("start", "id")
+        )
+
+    def _input(self, instance: Training | None = None, *, partial: bool = False) -> dict[str, Any]:
+        data = TrainingInputSerializer(
+            instance, data=self.request.data, partial=partial, context=self.get_serializer_context()
+        )
+        data.is_valid(raise_exception=True)
+        return dict(data.validated_data)
+
+    def _output(self, training: Training, code: int = status.HTTP_200_OK) -> Response:
+        training = self.get_queryset().get(pk=training.pk)
+        return Response(TrainingSerializer(training, context=self.get_serializer_context()).data, status=code)
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        values = self._input()
+        values.pop("cancelled", None)
+        try:
+            training = training_create(**values)
+        except DjangoValidationError as exc:
+            raise _as_drf(exc) from None
+        return self._output(training, status.HTTP_201_CREATED)
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        training = self.get_object()
+        values = self._input(training, partial=kwargs.get("partial", False))
+        try:
+            training = training_update(training=training, **values)
+        except DjangoValidationError as exc:
+            raise _as_drf(exc) from None
+        return self._output(training)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        training_delete(training=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        request=AnswerInputSerializer,
+        responses={201: AnswerSerializer, 400: OpenApiResponse(description="Field errors.")},
+        description="Record (or replace) a player's PRE or POST questionnaire answer. Later reminders for "
+        "that phase skip the player.",
+    )
+    @action(detail=True, methods=["post"])
+    def answers(self, request: Request, pk: str | None = None) -> Response:
+        training = self.get_object()
+        data = AnswerInputSerializer(data=request.data, context={"training": training})
+        data.is_valid(raise_exception=True)
+        answer = answer_record(training=training, **data.validated_data)
+        return Response(AnswerSerializer(answer).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=InvitationResponseSerializer,
+        responses={200: InvitationSerializer, 400: OpenApiResponse(description="Field errors.")},
+        description="Accept or deny the invitation on a player's behalf; later invitation reminders "
+        "skip them.",
+    )
+    @action(detail=True, methods=["post"])
+    def invitation(self, request: Request, pk: str | None = None) -> Response:
+        training = self.get_object()
+        data = InvitationResponseSerializer(data=request.data, context={"training": training})
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        invitation = invitation_respond(invitation=values["player"], status=values["status"])
+        return Response(InvitationSerializer(invitation).data)
+
+    @extend_schema(
+        responses={200: TimelineEntrySerializer(many=True)},
+        description="Every reminder occurrence of the training, by fire time: rule, status, and when it "
+        "has fired, how many players were still pending and how many pushes went out.",
+    )
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def timeline(self, request: Request, pk: str | None = None) -> Response:
+        training = self.get_object()
+        entries = training_timeline(training=training)
+        return Response(TimelineEntrySerializer(entries, many=True).data)
+
+
+class IsOperatorOrReadOnly(BasePermission):
+    """Rules are global: anyone signed in reads them, only operators change them."""
+
+    message = "Only operators (superusers or trainings.manage_all_teams) change reminder rules."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return request.method in SAFE_METHODS or user_sees_all_teams(request.user)
+
+
+@extend_schema_view(
+    update=extend_schema(
+        request=ReminderRuleInputSerializer,
+        responses={200: ReminderRuleSerializer, 400: OpenApiResponse(description="Field errors.")},
+        description="Change a rule (operators). Future trainings are rescheduled in batches after commit.",
+    ),
+    partial_update=extend_schema(
+        request=ReminderRuleInputSerializer,
+        responses={200: ReminderRuleSerializer, 400: OpenApiResponse(description="Field errors.")},
+        description="Change some of a rule's fields (operators). Future trainings are rescheduled "
+        "after commit.",
+    ),
+)
+class ReminderRuleViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = ReminderRuleSerializer
+    permission_classes = [IsAuthenticated, IsOperatorOrReadOnly]
+    lookup_field = "slug"
+    pagination_class = None
+
+    def get_queryset(self) -> QuerySet[ReminderRule]:
+        return ReminderRule.objects.prefetch_related("templates").order_by("kind", "slug")
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        rule = self.get_object()
+        data = ReminderRuleInputSerializer(data=request.data, partial=kwargs.get("partial", False))
+        data.is_valid(raise_exception=True)
+        try:
+            rule = rule_update(rule=rule, **data.validated_data)
+        except DjangoValidationError as exc:
+            raise _as_drf(exc) from None
+        return Response(ReminderRuleSerializer(self.get_queryset().get(pk=rule.pk)).data)
