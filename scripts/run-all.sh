@@ -3,7 +3,8 @@
 set -euo pipefail
 BIN=${BIN:-.venv/bin}
 ADDR=${ADDR:-127.0.0.1:8000}
-trap 'trap - EXIT INT TERM; kill 0 2>/dev/null' EXIT INT TERM
+# Signal only our three children: each shuts its own workers down cleanly.
+trap 'trap - EXIT INT TERM; kill $(jobs -p) 2>/dev/null; wait' EXIT INT TERM
 "$BIN/celery" -A config worker --loglevel=INFO --concurrency=2 --hostname "worker@%h" &
 "$BIN/celery" -A config beat --loglevel=INFO --scheduler django_celery_beat.schedulers:DatabaseScheduler \
     --pidfile= &
