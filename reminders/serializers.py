@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -22,6 +23,7 @@ KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}"
 _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 
 
+@extend_schema_field(OpenApiTypes.DATETIME)
 class AwareDateTimeField(serializers.Field):
     """An ISO 8601 instant with an explicit offset or Z. Naive values are refused, never assumed UTC."""
 
