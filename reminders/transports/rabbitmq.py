@@ -105,7 +105,8 @@ class RabbitMQTransport:
                 content_encoding="utf-8",
                 delivery_mode=2,
                 message_id=delivery.idempotency_key,
-                headers=_amqp_headers(delivery),
+                # py-amqp's name for the headers table; a `headers=` keyword would be dropped silently.
+                application_headers=_amqp_headers(delivery),
             )
             channel.basic_publish(message, exchange="", routing_key=delivery.target, mandatory=True)
         channel.tx_commit()

@@ -25,3 +25,20 @@ def test_it_delivers_with_the_shortest_allowed_lease(settings: pytest.FixtureReq
     assert result.released == 0
     assert set(Occurrence.objects.values_list("status", flat=True)) == {OccurrenceStatus.DELIVERED}
     assert len(drain_queue(queue_name, expect=3)) == 3
+
+
+def test_it_sends_the_occurrence_headers_with_each_amqp_message(queue_name: str) -> None:
+    """py-amqp's Message takes `application_headers`; a `headers=` keyword was silently dropped, so
+    consumers never saw job_key, fire_at or attempt."""
+    job = JobFactory(key="headers-job", target=queue_name)
+    occurrence = OccurrenceFactory(job=job)
+
+    assert occurrences_dispatch_batch().delivered == 1
+
+    (message,) = drain_queue(queue_name, expect=1)
+    assert message.properties["message_id"] == occurrence.idempotency_key
+    assert message.properties["application_headers"] == {
+        "job_key": "headers-job",
+        "fire_at": occurrence.fire_at.isoformat(),
+        "attempt": 1,
+    }
