@@ -395,8 +395,11 @@ class TcpProxy:
             _close_hard(sock)
 
     def cut(self) -> None:
-        self._cut.set()
         self.cuts += 1
+        self._drop_all()
+
+    def _drop_all(self) -> None:
+        self._cut.set()
         with self._lock:
             sockets, self._open = list(self._open), set()
         self.dropped += len(sockets) // 2
@@ -408,7 +411,7 @@ class TcpProxy:
 
     def close(self) -> None:
         self._closed.set()
-        self.cut()
+        self._drop_all()
         self._listener.close()
 
 
@@ -428,14 +431,16 @@ def broker_address() -> tuple[str, int]:
 # --- PostgreSQL backends of the workers ----------------------------------------------------------------
 
 
-def terminate_worker_backends(*, only_waiting: bool = False) -> int:
-    """pg_terminate_backend on the fault workers' connections to the test database, and nothing else."""
+def terminate_worker_backends(*, worker: WorkerProcess | None = None, only_waiting: bool = False) -> int:
+    """pg_terminate_backend on the fault workers' connections to the test database (one worker's, or
+    every worker's), and nothing else: filtered by database name and application_name."""
+    name = f"fault-{worker.name}" if worker else "fault-%"
     condition = "AND wait_event_type = 'Lock'" if only_waiting else ""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                 WHERE datname = %s AND application_name LIKE 'fault-%%' AND pid <> pg_backend_pid() {condition}""",  # noqa: S608
-            [connection.settings_dict["NAME"]],
+                 WHERE datname = %s AND application_name LIKE %s AND pid <> pg_backend_pid() {condition}""",  # noqa: S608
+            [connection.settings_dict["NAME"], name],
         )
         return int(cursor.fetchone()[0])
 
