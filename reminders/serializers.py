@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +30,7 @@ class AwareDateTimeField(serializers.Field):
     default_error_messages = {
         "invalid": "'{value}' is not an ISO 8601 datetime (e.g. 2020-12-24T14:00:00Z).",
         "naive": "'{value}' has no time zone; add Z or an offset such as +01:00.",
+        "range": "'{value}' is outside the range of instants that can be stored (years 1-9999 in UTC).",
     }
 
     def to_internal_value(self, data: Any) -> datetime:
@@ -44,6 +45,10 @@ class AwareDateTimeField(serializers.Field):
         assert value is not None
         if timezone.is_naive(value):
             self.fail("naive", value=data[:50])
+        try:
+            value.astimezone(UTC)  # 9999-12-31T23:59-01:00 parses, but is past year 9999 in UTC
+        except OverflowError:
+            self.fail("range", value=data[:50])
         return value
 
     def to_representation(self, value: datetime) -> str:
@@ -51,12 +56,29 @@ class AwareDateTimeField(serializers.Field):
 
 
 def _payload_size_ok(payload: Any) -> Any:
+    if _has_nul(payload):
+        # Valid JSON, but PostgreSQL's jsonb cannot store U+0000 (and most consumers mishandle it).
+        raise serializers.ValidationError("strings and keys must not contain the NUL character (\\u0000).")
     size = len(json.dumps(payload, separators=(",", ":")).encode())
     if size > settings.REMINDERS_MAX_PAYLOAD_BYTES:
         raise serializers.ValidationError(
             f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
         )
     return payload
+
+
+def _has_nul(payload: Any) -> bool:
+    pending = [payload]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str) and "\x00" in item:
+            return True
+    return False
 
 
 class RabbitMQDataSerializer(serializers.Serializer):

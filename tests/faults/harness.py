@@ -8,6 +8,7 @@ on the database and on `QueueCount.read()`, and `record()` one row for the table
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -136,7 +137,12 @@ class WorkerProcess:
             )
         self.starts += 1
         if wait:
-            wait_for(lambda: self.count("ready") > ready_before, timeout=60, what=f"{self.name} to start", worker=self)
+            wait_for(
+                lambda: self.count("ready") > ready_before,
+                timeout=60,
+                what=f"{self.name} to start",
+                worker=self,
+            )
 
     def kill(self) -> None:
         """kill -9: no cleanup, no ack, no mark."""
@@ -225,10 +231,8 @@ class Kicker:
         from reminders.tasks import scan_due
 
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(Exception):  # a missed kick is what the next one is for
                 scan_due.apply_async(expires=3)
-            except Exception:  # noqa: S110 - a missed kick is what the next one is for
-                pass
             self._stop.wait(self.interval)
 
 
@@ -237,11 +241,15 @@ class Kicker:
 
 def due_occurrences(queue: str, count: int, *, key: str = "fault") -> Job:
     """`count` occurrences already due, each with its own fire_at so a message names its occurrence."""
-    job = Job.objects.create(key=f"{key}-{queue}", callback_type=CallbackType.RABBITMQ, target=queue, payload={"k": key})
+    job = Job.objects.create(
+        key=f"{key}-{queue}", callback_type=CallbackType.RABBITMQ, target=queue, payload={"k": key}
+    )
     base = timezone.now() - timedelta(minutes=5)
     Occurrence.objects.bulk_create(
         [
-            Occurrence(job=job, fire_at=base + timedelta(milliseconds=i), next_attempt_at=base, priority=job.priority)
+            Occurrence(
+                job=job, fire_at=base + timedelta(milliseconds=i), next_attempt_at=base, priority=job.priority
+            )
             for i in range(count)
         ],
         batch_size=2000,
@@ -292,12 +300,8 @@ def read_queue(queue: str, *, expect: int, timeout: float = 30) -> Arrivals:
         idle_since = time.monotonic()
         while time.monotonic() < deadline:
             before = len(messages)
-            try:
+            with contextlib.suppress(TimeoutError):
                 conn.drain_events(timeout=0.3)
-            except TimeoutError:
-                pass
-            except socket.timeout:
-                pass
             if len(messages) != before:
                 idle_since = time.monotonic()
             elif len(messages) >= expect and time.monotonic() - idle_since > 0.5:
@@ -416,10 +420,8 @@ class TcpProxy:
 
 
 def _close_hard(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
 
 

@@ -59,7 +59,9 @@ def test_it_loses_nothing_when_the_broker_drops_during_a_burst(
                 )
                 time.sleep(OUTAGE_SECONDS)
                 proxy.restore()
-            harness.wait_for(lambda: harness.all_delivered(TOTAL), timeout=90, what="every occurrence delivered")
+            harness.wait_for(
+                lambda: harness.all_delivered(TOTAL), timeout=90, what="every occurrence delivered"
+            )
     finally:
         proxy.close()
 
@@ -72,12 +74,14 @@ def test_it_loses_nothing_when_the_broker_drops_during_a_burst(
     assert harness.queue_is_durable(fault_queue)
     arrivals = harness.read_queue(fault_queue, expect=TOTAL)
     for marked in marked_at_cuts:
-        assert marked <= set(arrivals.by_message_id), "a row marked delivered before a cut is not on the queue"
+        assert marked <= set(arrivals.by_message_id), (
+            "a row marked delivered before a cut is not on the queue"
+        )
     harness.assert_every_occurrence_arrived(arrivals, TOTAL)
     harness.record(
         "3. broker outage",
-        f"callback connection dropped and refused for {OUTAGE_SECONDS:.0f} s, ×{proxy.cuts} during a {TOTAL} burst "
-        f"(at {' / '.join(CUT_POINTS)})",
+        f"callback connection dropped and refused for {OUTAGE_SECONDS:.0f} s, x {proxy.cuts} during a "
+        f"{TOTAL} burst (at {' / '.join(CUT_POINTS)})",
         f"{TOTAL}/{TOTAL} on the durable queue ({arrivals.duplicates} duplicates, same message_id); "
         f"{retried} retried with backoff; 0 lost, 0 failed",
     )

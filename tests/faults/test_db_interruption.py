@@ -37,7 +37,9 @@ def test_it_delivers_everything_when_the_database_drops_the_workers(
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(f"LOCK TABLE {Occurrence._meta.db_table} IN EXCLUSIVE MODE")
-            harness.wait_for(lambda: harness.waiting_worker_backends() >= 1, timeout=30, what="a blocked scan")
+            harness.wait_for(
+                lambda: harness.waiting_worker_backends() >= 1, timeout=30, what="a blocked scan"
+            )
             claimed_before = Occurrence.objects.filter(status=OccurrenceStatus.CLAIMED).count()
             terminated["mid-statement"] = harness.terminate_worker_backends(only_waiting=True)
         # Nothing the killed statements did survived: they held no claim they could have committed.
@@ -50,16 +52,18 @@ def test_it_delivers_everything_when_the_database_drops_the_workers(
         harness.wait_for(lambda: harness.all_delivered(TOTAL), timeout=90, what="every occurrence delivered")
 
     assert all(count >= 1 for count in terminated.values()), terminated
-    assert [worker.pid for worker in pool] == pids and all(w.alive for w in pool), "a worker had to be restarted"
+    assert [worker.pid for worker in pool] == pids and all(w.alive for w in pool), (
+        "a worker had to be restarted"
+    )
     assert harness.status_counts() == {OccurrenceStatus.DELIVERED: TOTAL}
     arrivals = harness.read_queue(fault_queue, expect=TOTAL)
     harness.assert_every_occurrence_arrived(arrivals, TOTAL)
     leased_out = Occurrence.objects.filter(attempts__gt=1).count()
     harness.record(
         "4. database interruption",
-        f"pg_terminate_backend on the workers' backends ×{len(terminated)}: mid-statement (lock wait), "
+        f"pg_terminate_backend on the workers' backends x {len(terminated)}: mid-statement (lock wait), "
         "after claim, after publish before mark",
-        f"{TOTAL}/{TOTAL} delivered by the same 2 processes (reconnected by themselves); interrupted statement "
-        f"rolled back; {leased_out} re-claimed after lease expiry; {arrivals.duplicates} duplicates (same "
-        "message_id); 0 failed",
+        f"{TOTAL}/{TOTAL} delivered by the same 2 processes (reconnected by themselves); interrupted "
+        f"statement rolled back; {leased_out} re-claimed after lease expiry; {arrivals.duplicates} "
+        "duplicates (same message_id); 0 failed",
     )

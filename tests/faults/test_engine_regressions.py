@@ -12,7 +12,9 @@ from tests.factories import JobFactory, OccurrenceFactory
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.rabbitmq]
 
 
-def test_it_delivers_with_the_shortest_allowed_lease(settings: pytest.FixtureRequest, queue_name: str) -> None:
+def test_it_delivers_with_the_shortest_allowed_lease(
+    settings: pytest.FixtureRequest, queue_name: str
+) -> None:
     """REMINDERS_LEASE_SECONDS=5 is allowed; the scan used to release every claim untried because its
     fixed 5 s safety margin swallowed the whole lease, so nothing was ever delivered."""
     settings.REMINDERS_LEASE_SECONDS = 5  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ after REMINDERS_MAX_ATTEMPTS, and both places show it.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -118,7 +119,9 @@ def test_it_retries_a_failing_endpoint_with_growing_delays_then_delivers_or_fail
     delays: dict[str, dict[int, tuple[float, float]]] = {"flaky-hook": {}, "down-hook": {}}
     errors: dict[str, list[str]] = {"flaky-hook": [], "down-hook": []}
     deadline = time.monotonic() + 30
-    while Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists() and time.monotonic() < deadline:
+    while (
+        Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists() and time.monotonic() < deadline
+    ):
         started = timezone.now()
         occurrences_dispatch_batch()
         ended = timezone.now()
@@ -146,7 +149,10 @@ def test_it_retries_a_failing_endpoint_with_growing_delays_then_delivers_or_fail
         for attempt, wait in zip(expected, waits, strict=True):
             ceiling = BASE * 2 ** (attempt - 1)
             assert ceiling / 2 - SLACK <= wait <= ceiling, (key, attempt, waits)
-        assert all(later >= earlier - 0.02 for earlier, later in zip(waits, waits[1:], strict=False)), (key, waits)
+        assert all(later >= earlier - 0.02 for earlier, later in itertools.pairwise(waits)), (
+            key,
+            waits,
+        )
     # Requests as the endpoint saw them: one per attempt, each retry under the same Idempotency-Key.
     assert [key for _, key in endpoint.seen["/flaky"]] == [flaky.idempotency_key] * 3
     assert [key for _, key in endpoint.seen["/down"]] == [down.idempotency_key] * MAX_ATTEMPTS
@@ -169,8 +175,9 @@ def test_it_retries_a_failing_endpoint_with_growing_delays_then_delivers_or_fail
     harness.record(
         "5. failing endpoint",
         "HTTP callback answers 500, then times out, then 200; another always 500",
-        f"first: delivered on attempt 3 after waits of {_fmt(delays['flaky-hook'])}; second: `failed` after "
-        f"{MAX_ATTEMPTS} attempts (waits {_fmt(delays['down-hook'])}) with its last error in the API and admin",
+        f"first: delivered on attempt 3 after waits of {_fmt(delays['flaky-hook'])}; second: `failed` "
+        f"after {MAX_ATTEMPTS} attempts (waits {_fmt(delays['down-hook'])}) with its last error in the API "
+        "and admin",
     )
 
 

@@ -33,7 +33,9 @@ def test_it_refuses_the_late_mark_of_a_worker_frozen_past_its_lease(
         assert len(first_tokens) == 1 and None not in first_tokens
         (first_lease_end,) = set(Occurrence.objects.values_list("claimed_until", flat=True))
         taker.start()
-        harness.wait_for(lambda: harness.all_delivered(TOTAL), timeout=60, what="the taker to deliver", worker=taker)
+        harness.wait_for(
+            lambda: harness.all_delivered(TOTAL), timeout=60, what="the taker to deliver", worker=taker
+        )
         assert Occurrence.objects.filter(delivered_at__lte=first_lease_end).count() == 0
         taken_over = {
             row["id"]: row
@@ -45,7 +47,8 @@ def test_it_refuses_the_late_mark_of_a_worker_frozen_past_its_lease(
     late_marks = [count for phase, count in frozen.phases() if phase == "marked"]
     assert late_marks[0] == 0, "the frozen worker's mark matched rows it no longer held"
     after = {
-        row["id"]: row for row in Occurrence.objects.values("id", "status", "lease_token", "attempts", "delivered_at")
+        row["id"]: row
+        for row in Occurrence.objects.values("id", "status", "lease_token", "attempts", "delivered_at")
     }
     assert after == taken_over, "the late mark changed rows the taker had delivered"
     assert {row["status"] for row in after.values()} == {OccurrenceStatus.DELIVERED}
@@ -54,10 +57,13 @@ def test_it_refuses_the_late_mark_of_a_worker_frozen_past_its_lease(
 
     arrivals = harness.read_queue(fault_queue, expect=2 * TOTAL)
     harness.assert_every_occurrence_arrived(arrivals, TOTAL)
-    assert set(arrivals.by_message_id.values()) == {2}, "each occurrence: one frozen publish, one taker publish"
+    assert set(arrivals.by_message_id.values()) == {2}, (
+        "each occurrence: one frozen publish, one taker publish"
+    )
     harness.record(
         "2. worker frozen",
-        f"SIGSTOP after publish, before mark, for > lease ({harness.LEASE_SECONDS} s); another worker takes over; SIGCONT",
-        f"late mark matched 0 of {TOTAL} rows; {TOTAL}/{TOTAL} delivered once (attempts 2, taker's lease token "
-        f"and delivered_at kept); 2 messages per occurrence, same message_id",
+        f"SIGSTOP after publish, before mark, for > lease ({harness.LEASE_SECONDS} s); another worker "
+        "takes over; SIGCONT",
+        f"late mark matched 0 of {TOTAL} rows; {TOTAL}/{TOTAL} delivered once (attempts 2, taker's lease "
+        "token and delivered_at kept); 2 messages per occurrence, same message_id",
     )

@@ -21,7 +21,11 @@ from tests.faults import harness
 pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.rabbitmq]
 
 TOTAL = 2000
-KILL_POINTS = {"claimed": "after claim", "publishing": "mid-publish", "published": "after publish, before mark"}
+KILL_POINTS = {
+    "claimed": "after claim",
+    "publishing": "mid-publish",
+    "published": "after publish, before mark",
+}
 
 
 def test_it_loses_nothing_when_workers_are_killed(
@@ -57,7 +61,7 @@ def test_it_loses_nothing_when_workers_are_killed(
     retried = Occurrence.objects.filter(attempts__gt=1).count()
     harness.record(
         "1. worker killed",
-        f"2 workers, {TOTAL} due; kill -9 ×{len(kills)}: {' / '.join(KILL_POINTS[k] for k in kills)}",
+        f"2 workers, {TOTAL} due; kill -9 x {len(kills)}: {' / '.join(KILL_POINTS[k] for k in kills)}",
         f"{TOTAL}/{TOTAL} delivered, {len(arrivals.messages)} messages ({arrivals.duplicates} duplicates, "
         f"same message_id), {retried} re-claimed after lease expiry, 0 claimed, 0 failed",
     )
