@@ -10,6 +10,7 @@ import pytest
 
 # Names the tests use, and what they "resolve" to. Anything else does not resolve (as offline).
 FAKE_DNS = {
+    "localhost": ["127.0.0.1", "::1"],
     "hooks.example.com": ["93.184.216.34"],
     "dual.example.com": ["93.184.216.34", "10.1.2.3"],
     "internal.example.com": ["10.0.0.5"],
@@ -43,6 +44,12 @@ def fake_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[tu
         )
         for a in addresses
     ]
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings: Any) -> None:
+    """Users are made per test (and per Hypothesis example); a real hasher would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)
