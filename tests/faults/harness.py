@@ -58,7 +58,8 @@ def record(scenario: str, fault: str, result: str) -> None:
 
 def results_table() -> str:
     lines = ["| scenario | fault | result |", "| --- | --- | --- |"]
-    lines += [f"| {r.scenario} | {r.fault} | {r.result} |" for r in RESULTS]
+    rows = sorted(RESULTS, key=lambda r: int(r.scenario.split(".", 1)[0]) if r.scenario[0].isdigit() else 99)
+    lines += [f"| {r.scenario} | {r.fault} | {r.result} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
