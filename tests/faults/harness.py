@@ -160,6 +160,11 @@ class WorkerProcess:
         self.process.send_signal(signal.SIGCONT)
 
     @property
+    def ready(self) -> bool:
+        """Started and consuming (its latest start has reported `ready`)."""
+        return self.alive and self.count("ready") >= self.starts
+
+    @property
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 

@@ -41,7 +41,9 @@ def test_it_loses_nothing_when_workers_are_killed(
     kills: list[str] = []
     with harness.Kicker():
         for point in harness.shuffled(KILL_POINTS, 2, rng):
-            victim = rng.choice(pool)
+            # A worker still starting up has nothing to interrupt; pick among the ones at work.
+            harness.wait_for(lambda: any(w.ready for w in pool), timeout=60, what="a worker to be ready")
+            victim = rng.choice([w for w in pool if w.ready])
             if not victim.wait_phase(point, after=victim.count(point), timeout=20):
                 break  # the backlog is gone: nothing left to interrupt
             victim.kill()
