@@ -24,7 +24,8 @@ from typing import Any
 PHASES = ("ready", "claimed", "publishing", "published", "marked")
 
 
-def _phase(name: str, count: int = 0) -> None:
+def report_phase(name: str, count: int = 0) -> None:
+    """Append `<monotonic time> <phase> <count>` to FAULT_PHASE_FILE (one atomic O_APPEND write)."""
     path = os.environ.get("FAULT_PHASE_FILE")
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -54,27 +55,27 @@ def install_probes() -> None:
     def probed_claim(**kwargs: Any) -> Any:
         claim = claim_due(**kwargs)
         if claim.occurrences:
-            _phase("claimed", len(claim.occurrences))
+            report_phase("claimed", len(claim.occurrences))
             _pause()
         return claim
 
     def probed_commit(self: amqp.Channel, *args: Any, **kwargs: Any) -> Any:
-        _phase("publishing")
+        report_phase("publishing")
         _pause()
         return tx_commit(self, *args, **kwargs)
 
     def probed_mark(**kwargs: Any) -> int:
         ids = list(kwargs.pop("ids"))
-        _phase("published", len(ids))
+        report_phase("published", len(ids))
         _pause()
         marked = mark_delivered(ids=ids, **kwargs)
-        _phase("marked", marked)
+        report_phase("marked", marked)
         return marked
 
     dispatch.occurrences_claim_due = probed_claim  # type: ignore[assignment]
     dispatch.occurrences_mark_delivered = probed_mark  # type: ignore[assignment]
     amqp.Channel.tx_commit = probed_commit  # type: ignore[method-assign]
-    worker_ready.connect(lambda **_: _phase("ready"), weak=False)
+    worker_ready.connect(lambda **_: report_phase("ready"), weak=False)
 
 
 def main(name: str) -> None:

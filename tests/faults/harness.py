@@ -1,9 +1,14 @@
 """The pieces every fault scenario is built from: real worker processes, a beat stand-in, a TCP proxy to
 cut the broker with, an AMQP message count, and the results table the suite writes.
 
-A new scenario (a push consumer that crashes, a training created in a rolled-back transaction) composes
-these: start `WorkerProcess`es with the env it needs, keep `Kicker` running, inject its fault, then assert
-on the database and on `QueueCount.read()`, and `record()` one row for the table.
+A new scenario composes these: start `WorkerProcess`es with the env it needs, keep a `Kicker` running,
+inject its fault (kill/freeze at a reported phase, cut the proxy, terminate backends), then assert on the
+database and on what `read_queue()` consumed, and `record()` one row for the table. For the trainings
+scenarios still to come: 6 (a push consumer crashing mid-message) is a `WorkerProcess(module=...)` running
+the push consumer with a probe that reports `received` before it sends, killed there, then `read_queue`
+on the push queue counting sends per idempotency key; 7 (atomic scheduling) needs no new helper: create
+the training through the API inside `transaction.atomic()` that raises, assert no occurrence, then create
+one, kill the worker after `claimed`, and count every reminder on the queue.
 """
 
 from __future__ import annotations
@@ -96,6 +101,9 @@ class WorkerProcess:
     workdir: Path
     env: dict[str, str] = field(default_factory=dict)
     phase_delay: float = 0.0
+    # Another launcher (e.g. a push consumer with its own probes) can reuse all of this if it reports its
+    # phases with tests.faults.fault_worker.report_phase and calls `main(name)`-style with argv[1].
+    module: str = "tests.faults.fault_worker"
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -130,7 +138,7 @@ class WorkerProcess:
         ready_before = self.count("ready")
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "tests.faults.fault_worker", self.name],
+                [sys.executable, "-m", self.module, self.name],
                 cwd=REPO_ROOT,
                 env=env,
                 stdout=log,
