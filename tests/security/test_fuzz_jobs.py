@@ -28,6 +28,8 @@ nasty_text = st.one_of(
     st.text(max_size=20),
     st.sampled_from(["", "\x00", "a\x00b", "\ud800", "\u202e", "1e999", "-0", "null", "💥" * 3, " " * 3]),
 )
+# A URL carries UTF-8: a string with a lone surrogate cannot even be put into one.
+url_text = nasty_text.filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s))
 json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -138,6 +140,18 @@ def test_it_answers_near_valid_jobs_with_2xx_or_a_4xx_that_stores_nothing(
 @given(raw=st.binary(max_size=200) | st.text(alphabet=string.printable, max_size=200).map(str.encode))
 def test_it_refuses_malformed_bodies(client: APIClient, raw: bytes) -> None:
     _post_and_check(client, raw)
+
+
+@FUZZ
+@given(
+    params=st.dictionaries(st.sampled_from(["job", "status", "page_size", "cursor"]), url_text, max_size=4)
+)
+def test_it_answers_random_occurrence_filters_with_200_or_a_4xx(
+    client: APIClient, params: dict[str, str]
+) -> None:
+    """The list's query string is parsed by hand; `?job=%00` was a 500 (PostgreSQL text cannot hold NUL)."""
+    response = client.get("/api/occurrences/", params)
+    assert response.status_code in (200, 400, 404), (response.status_code, params)
 
 
 @pytest.mark.parametrize(
