@@ -83,6 +83,7 @@ def test_it_loses_nothing_when_the_broker_drops_during_a_burst(
     assert retried > 0, "no publish failed: the outage did not hit the worker"
     assert harness.queue_is_durable(fault_queue)
     arrivals = harness.read_queue(fault_queue, expect=TOTAL)
+    assert {m.properties.get("delivery_mode") for m in arrivals.messages} == {2}, "not all persistent"
     for marked in marked_at_cuts:
         assert marked <= set(arrivals.by_message_id), (
             "a row marked delivered before a cut is not on the queue"
