@@ -6,13 +6,16 @@ response must match the schema; malformed input must be refused with a 4xx.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.utils import timezone
 from hypothesis import HealthCheck, Phase, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
@@ -23,7 +26,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from config.wsgi import application
-from tests.factories import UserFactory
+from reminders.models import CallbackType, OccurrenceStatus
+from tests.factories import JobFactory, OccurrenceFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -70,3 +74,56 @@ BODY_CHECKS = [*CHECKS, negative_data_rejection]
 def test_it_answers_every_generated_request_as_documented(case: Any, token: str) -> None:
     checks = BODY_CHECKS if case.method in ("POST", "PUT", "PATCH") else CHECKS
     case.call_and_validate(headers={"Authorization": f"Token {token}"}, checks=checks)
+
+
+def test_it_documents_real_responses_with_data_in_every_state(token: str) -> None:
+    """Random keys and ids mostly miss, so the documented 200 shapes are also checked on a populated job:
+    occurrences in every status, with errors, and an HTTP callback (whose secret must never come back)."""
+    owner = Token.objects.get(key=token).user
+    job = JobFactory(
+        key="documented", owner=owner, callback_type=CallbackType.HTTP, target="http://hooks.example.com/x"
+    )
+    job.http_secret = "never-shown"
+    job.save()
+    now = timezone.now()
+    for status in OccurrenceStatus.values:
+        OccurrenceFactory(
+            job=job,
+            status=status,
+            fire_at=now - timedelta(minutes=len(status)),
+            attempts=2,
+            last_error="HTTP 500: down" if status == OccurrenceStatus.FAILED else "",
+            delivered_at=now if status == OccurrenceStatus.DELIVERED else None,
+            lease_token=uuid.uuid4() if status == OccurrenceStatus.CLAIMED else None,
+            claimed_until=now + timedelta(seconds=60) if status == OccurrenceStatus.CLAIMED else None,
+        )
+    occurrence_id = job.occurrences.first().pk  # type: ignore[union-attr]
+    headers = {"Authorization": f"Token {token}"}
+    calls = [
+        ("/api/jobs/", "GET", {}),
+        ("/api/jobs/{key}/", "GET", {"key": "documented"}),
+        ("/api/occurrences/", "GET", {}),
+        ("/api/occurrences/{id}/", "GET", {"id": occurrence_id}),
+        ("/api/jobs/{key}/", "DELETE", {"key": "documented"}),
+    ]
+    for path, method, parameters in calls:
+        case = schema[path][method].Case(path_parameters=parameters)
+        response = case.call_and_validate(headers=headers, checks=CHECKS)
+        assert response.status_code == 200, (path, response.text[:300])
+        assert "never-shown" not in response.text
+    body = {
+        "key": "documented",
+        "schedules": [(now + timedelta(hours=1)).isoformat()],
+        "callback": {
+            "type": "http",
+            "data": {"url": "http://hooks.example.com/y", "payload": {"a": [1, None]}},
+        },
+        "priority": 9,
+        "deadline_seconds": 60,
+    }
+    response = (
+        schema["/api/jobs/"]["POST"]
+        .Case(body=body, media_type="application/json")
+        .call_and_validate(headers=headers, checks=CHECKS)
+    )
+    assert response.status_code == 200 and "never-shown" not in response.text
