@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 # batch in one transaction; HTTP and handlers are slower per item, so they are marked as they go.
 _CHUNK: dict[str, int] = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, CallbackType.HANDLER: 50}
 # Stop starting new chunks when less than this is left of the lease: the rest is released, not risked.
+# Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
+# untried before its first chunk.
 _LEASE_MARGIN = timedelta(seconds=5)
 
 
@@ -104,11 +106,12 @@ def _dispatch_claim(claim: Claim, policy: RetryPolicy, result: ScanResult) -> No
             token=claim.token, ids=late, now=now, reason="past its deadline when claimed"
         )
 
+    margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
     for callback_type, deliveries in groups.items():
         size = _CHUNK.get(callback_type, 50)
         for start in range(0, len(deliveries), size):
             chunk = deliveries[start : start + size]
-            if timezone.now() > claim.claimed_until - _LEASE_MARGIN:
+            if timezone.now() > claim.claimed_until - margin:
                 result.released += _release(claim, [d.occurrence_id for d in deliveries[start:]])
                 break
             _deliver_and_mark(callback_type, chunk, claim, policy, result)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -27,17 +28,21 @@ from reminders.models import (
 from reminders.netguard import UnsafeURL, validate_callback_url
 from reminders.services import Callback
 
+# Upper bounds keep every number inside its database column and inside what makes sense.
+MAX_DEADLINE_SECONDS = 31 * 24 * 3600
+MAX_WINDOW_SECONDS = 7 * 24 * 3600
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}"
 _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 
 
-@extend_schema_field({"type": "string", "format": "date-time"})
+@extend_schema_field(OpenApiTypes.DATETIME)
 class AwareDateTimeField(serializers.Field):
     """An ISO 8601 instant with an explicit offset or Z. Naive values are refused, never assumed UTC."""
 
     default_error_messages = {
         "invalid": "'{value}' is not an ISO 8601 datetime (e.g. 2020-12-24T14:00:00Z).",
         "naive": "'{value}' has no time zone; add Z or an offset such as +01:00.",
+        "range": "'{value}' is outside the range of instants that can be stored (years 1-9999 in UTC).",
     }
 
     def to_internal_value(self, data: Any) -> datetime:
@@ -52,6 +57,10 @@ class AwareDateTimeField(serializers.Field):
         assert value is not None
         if timezone.is_naive(value):
             self.fail("naive", value=data[:50])
+        try:
+            value.astimezone(UTC)  # 9999-12-31T23:59-01:00 parses, but is past year 9999 in UTC
+        except OverflowError:
+            self.fail("range", value=data[:50])
         return value
 
     def to_representation(self, value: datetime) -> str:
@@ -59,12 +68,29 @@ class AwareDateTimeField(serializers.Field):
 
 
 def _payload_size_ok(payload: Any) -> Any:
+    if _has_nul(payload):
+        # Valid JSON, but PostgreSQL's jsonb cannot store U+0000 (and most consumers mishandle it).
+        raise serializers.ValidationError("strings and keys must not contain the NUL character (\\u0000).")
     size = len(json.dumps(payload, separators=(",", ":")).encode())
     if size > settings.REMINDERS_MAX_PAYLOAD_BYTES:
         raise serializers.ValidationError(
             f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
         )
     return payload
+
+
+def _has_nul(payload: Any) -> bool:
+    pending = [payload]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str) and "\x00" in item:
+            return True
+    return False
 
 
 class RabbitMQDataSerializer(serializers.Serializer):
@@ -146,7 +172,9 @@ class JobInputSerializer(serializers.Serializer):
     priority = serializers.IntegerField(
         min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT
     )
-    deadline_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    deadline_seconds = serializers.IntegerField(
+        min_value=1, max_value=MAX_DEADLINE_SECONDS, required=False, allow_null=True, default=None
+    )
     batch_size = serializers.IntegerField(
         min_value=1,
         max_value=settings.REMINDERS_MAX_BATCH_SIZE,
@@ -239,7 +267,9 @@ class JobCallbackOutputSerializer(serializers.Serializer):
 
 class JobSerializer(serializers.ModelSerializer):
     callback = serializers.SerializerMethodField()
-    throttle: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    throttle: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     occurrences = serializers.SerializerMethodField()
 
     class Meta:

@@ -22,6 +22,8 @@ from reminders.models import (
 )
 from reminders.serializers import (
     _TARGET_FIELD,
+    MAX_DEADLINE_SECONDS,
+    MAX_WINDOW_SECONDS,
     AwareDateTimeField,
     CallbackSerializer,
     JobCallbackOutputSerializer,
@@ -67,7 +69,9 @@ class ScheduleInputSerializer(serializers.Serializer):
     )
     batch_size = batch_size_field(default=1)
     throttle = ThrottleField(required=False, allow_null=True, default=None)
-    deadline_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    deadline_seconds = serializers.IntegerField(
+        min_value=1, max_value=MAX_DEADLINE_SECONDS, required=False, allow_null=True, default=None
+    )
     start_at = AwareDateTimeField(required=False, allow_null=True, default=None)
     end_at = AwareDateTimeField(required=False, allow_null=True, default=None)
     misfire_policy = serializers.ChoiceField(choices=MisfirePolicy.choices, default=MisfirePolicy.FIRE_ONCE)
@@ -187,12 +191,15 @@ def preview_data(schedule: Schedule, fires: list[datetime]) -> dict[str, Any]:
 class ThrottlePolicySerializer(serializers.ModelSerializer):
     max_per_second = serializers.FloatField(
         min_value=0.001,
+        max_value=1_000_000,
         required=False,
         allow_null=True,
         help_text="Events per second for all users together.",
     )
-    burst = serializers.IntegerField(min_value=1, required=False, allow_null=True)
-    window_seconds = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    burst = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False, allow_null=True)
+    window_seconds = serializers.IntegerField(
+        min_value=1, max_value=MAX_WINDOW_SECONDS, required=False, allow_null=True
+    )
 
     class Meta:
         model = ThrottlePolicy

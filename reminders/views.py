@@ -156,6 +156,8 @@ class OccurrenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
                 errors["status"] = f"must be one of {', '.join(OccurrenceStatus.values)}."
             queryset = queryset.filter(status=params["status"])
         if "job" in params:
+            if "\x00" in params["job"]:
+                errors["job"] = "must not contain the NUL character."  # PostgreSQL text cannot hold it
             queryset = queryset.filter(job__key=params["job"])
         if errors:
             raise ValidationError(errors)

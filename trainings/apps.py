@@ -6,6 +6,3 @@ from django.apps import AppConfig
 class TrainingsConfig(AppConfig):
     name = "trainings"
     verbose_name = "Trainings"
-
-    def ready(self) -> None:
-        from trainings import schema  # noqa: F401 - registers the OpenAPI field extension

@@ -123,7 +123,7 @@ class TrainingInputSerializer(serializers.Serializer):
 
 
 class AnswerInputSerializer(serializers.Serializer):
-    player = serializers.IntegerField()
+    player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     phase = serializers.ChoiceField(choices=Phase.choices)
     answers = serializers.JSONField(required=False, default=dict)
     answered_at = AwareDateTimeField(required=False)
@@ -144,7 +144,7 @@ class AnswerSerializer(serializers.Serializer):
 
 
 class InvitationResponseSerializer(serializers.Serializer):
-    player = serializers.IntegerField()
+    player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     status = serializers.ChoiceField(choices=[InvitationStatus.ACCEPTED, InvitationStatus.DENIED])
 
     def validate_player(self, value: int) -> Invitation:

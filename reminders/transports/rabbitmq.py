@@ -113,6 +113,7 @@ class RabbitMQTransport:
                 content_encoding="utf-8",
                 delivery_mode=2,
                 message_id=delivery.idempotency_key,
+                # py-amqp's name for the headers table; a `headers=` keyword would be dropped silently.
                 application_headers=_amqp_headers(delivery),
             )
             channel.send_method(spec.Basic.Publish, "Bssbb", (0, "", delivery.target, True, False), message)

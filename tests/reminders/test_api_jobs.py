@@ -72,13 +72,11 @@ def test_posting_the_same_key_replaces_pending_occurrences_and_keeps_delivered_h
     assert job.occurrences.get(fire_at=kept).idempotency_key == kept_key
 
 
-def test_an_instant_already_delivered_is_not_scheduled_again(api: APIClient) -> None:
+def test_an_instant_already_delivered_is_not_scheduled_again(api: APIClient, user: Any) -> None:
     now = timezone.now()
-    job = JobFactory(key="k1")
+    job = JobFactory(key="k1", owner=user)
     past = now - dt.timedelta(minutes=5)
     OccurrenceFactory(job=job, fire_at=past, status=OccurrenceStatus.DELIVERED)
-    job.owner = None
-    job.save()
     response = api.post("/api/jobs/", _body(key="k1", schedules=[_iso(past)]), format="json")
     assert response.status_code == 200
     assert list(job.occurrences.values_list("status", flat=True)) == ["delivered"]

@@ -114,6 +114,20 @@ def _right_after_a_gap(fire: dt.datetime, zone: ZoneInfo) -> bool:
     )
 
 
+def _at_a_jump_matching_the_first_skipped_wall_time(
+    expression: str, fire: dt.datetime, zone: ZoneInfo
+) -> bool:
+    """cronsim's rule for a job whose minutes fall in a spring-forward gap: it fires once, at the instant
+    of the jump, for the first wall time that did not exist (e.g. Havana's 00:00 on a change day, when
+    the clock goes from 00:00 straight to 01:00). Read on the old offset, that instant matches."""
+    before = (fire - dt.timedelta(minutes=1)).astimezone(zone).utcoffset()
+    after = fire.astimezone(zone).utcoffset()
+    if before is None or after is None or not before < after:
+        return False
+    skipped_wall_time = (fire + before).replace(tzinfo=None)
+    return _matches(expression, skipped_wall_time)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), zone_name=st.sampled_from(ZONES), expression=expressions)
 def test_it_fires_strictly_later_each_time_and_only_when_the_expression_matches_in_the_zone(
@@ -133,7 +147,11 @@ def test_it_fires_strictly_later_each_time_and_only_when_the_expression_matches_
     for fire in fires:
         local = fire.astimezone(zone)
         # A specific time that does not exist that day runs at the first valid minute after the gap.
-        assert _matches(timeline.expression, local) or (fixed_time and _right_after_a_gap(fire, zone)), local
+        assert (
+            _matches(timeline.expression, local)
+            or (fixed_time and _right_after_a_gap(fire, zone))
+            or _at_a_jump_matching_the_first_skipped_wall_time(timeline.expression, fire, zone)
+        ), local
 
 
 @settings(max_examples=200, deadline=None)
@@ -260,3 +278,16 @@ def test_it_refuses_expressions_it_cannot_fire(expression: str) -> None:
 def test_it_refuses_unknown_zones() -> None:
     with pytest.raises(ExpressionError, match="time zone"):
         timeline_for("@daily", zone="Mars/Olympus", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
+
+
+def test_a_job_in_an_hour_skipped_at_midnight_fires_once_at_the_jump() -> None:
+    """Found by the property test: Havana's clocks jump from 00:00 to 01:00 on 2020-03-08 (a Sunday)."""
+    timeline = timeline_for(
+        "*/15 0 * 3,10 0", zone="America/Havana", anchor=dt.datetime(2020, 3, 2, tzinfo=UTC)
+    )
+    fires = upcoming(timeline, after=dt.datetime(2020, 3, 2, tzinfo=UTC), count=3)
+    assert fires == [
+        dt.datetime(2020, 3, 8, 5, 0, tzinfo=UTC),  # the jump itself: 00:00 EST never shows on the wall
+        dt.datetime(2020, 3, 15, 4, 0, tzinfo=UTC),  # next Sunday 00:00 CDT, then every 15 minutes
+        dt.datetime(2020, 3, 15, 4, 15, tzinfo=UTC),
+    ]

@@ -1,0 +1,48 @@
+"""Fixtures of the fault suite, and the hook that writes its results table (scenario, fault, result)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults import harness
+
+
+@pytest.fixture
+def fault_queue() -> Iterator[str]:
+    name = f"test.faults.{uuid.uuid4().hex[:12]}"
+    yield name
+    harness.delete_queue(name)
+
+
+@pytest.fixture
+def workers(tmp_path: Path, transactional_db: None) -> Iterator[Callable[..., harness.WorkerProcess]]:
+    """Make worker processes; every one still running is killed at teardown, before the database flush."""
+    made: list[harness.WorkerProcess] = []
+
+    def make(name: str, *, phase_delay: float = 0.0, **env: str) -> harness.WorkerProcess:
+        worker = harness.WorkerProcess(name=name, workdir=tmp_path, env=env, phase_delay=phase_delay)
+        made.append(worker)
+        return worker
+
+    yield make
+    for worker in made:
+        worker.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not harness.RESULTS:
+        return
+    harness.RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
+    harness.RESULTS_PATH.write_text(harness.results_table())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not harness.RESULTS:
+        return
+    terminalreporter.section("fault suite")
+    terminalreporter.write(harness.results_table())
+    terminalreporter.write_line(f"(also written to {harness.RESULTS_PATH.relative_to(harness.REPO_ROOT)})")

@@ -1,0 +1,478 @@
+"""The pieces every fault scenario is built from: real worker processes, a beat stand-in, a TCP proxy to
+cut the broker with, an AMQP message count, and the results table the suite writes.
+
+A new scenario composes these: start `WorkerProcess`es with the env it needs, keep a `Kicker` running,
+inject its fault (kill/freeze at a reported phase, cut the proxy, terminate backends), then assert on the
+database and on what `read_queue()` consumed, and `record()` one row for the table. For the trainings
+scenarios still to come: 6 (a push consumer crashing mid-message) is a `WorkerProcess(module=...)` running
+the push consumer with a probe that reports `received` before it sends, killed there, then `read_queue`
+on the push queue counting sends per idempotency key; 7 (atomic scheduling) needs no new helper: create
+the training through the API inside `transaction.atomic()` that raises, assert no occurrence, then create
+one, kill the worker after `claimed`, and count every reminder on the queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count
+from django.utils import timezone
+from kombu import Connection
+
+from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_PATH = REPO_ROOT / "bench" / "results" / "fault-suite.md"
+LEASE_SECONDS = 5
+
+
+# --- results table -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    scenario: str
+    fault: str
+    result: str
+
+
+RESULTS: list[Row] = []
+
+
+def record(scenario: str, fault: str, result: str) -> None:
+    """One line of the README table; written only by a scenario whose assertions all passed."""
+    RESULTS.append(Row(scenario, fault, result))
+
+
+def results_table() -> str:
+    lines = ["| scenario | fault | result |", "| --- | --- | --- |"]
+    rows = sorted(RESULTS, key=lambda r: int(r.scenario.split(".", 1)[0]) if r.scenario[0].isdigit() else 99)
+    lines += [f"| {r.scenario} | {r.fault} | {r.result} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# --- database and broker addresses for the worker processes -------------------------------------------
+
+
+def worker_database_url(application_name: str) -> str:
+    """The URL of the test database pytest-django created, tagged so its backends can be found."""
+    db = connection.settings_dict
+    auth = quote(db["USER"] or "")
+    if db["PASSWORD"]:
+        auth += ":" + quote(db["PASSWORD"])
+    return (
+        f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        f"?application_name={application_name}"
+    )
+
+
+def broker_url_via(port: int) -> str:
+    """CELERY_BROKER_URL with its host and port replaced by 127.0.0.1:port (the proxy)."""
+    parts = urlsplit(settings.CELERY_BROKER_URL)
+    auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit((parts.scheme, f"{auth}127.0.0.1:{port}", parts.path, parts.query, parts.fragment))
+
+
+# --- worker processes ----------------------------------------------------------------------------------
+
+
+@dataclass
+class WorkerProcess:
+    """One `celery -A config worker --pool solo` process with the probes of tests.faults.fault_worker."""
+
+    name: str
+    workdir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    phase_delay: float = 0.0
+    # Another launcher (e.g. a push consumer with its own probes) can reuse all of this if it reports its
+    # phases with tests.faults.fault_worker.report_phase and calls `main(name)`-style with argv[1].
+    module: str = "tests.faults.fault_worker"
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def phase_file(self) -> Path:
+        return self.workdir / f"{self.name}.phases"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, *, wait: bool = True) -> None:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": worker_database_url(f"fault-{self.name}"),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "REMINDERS_CALLBACK_BROKER_URL": settings.CELERY_BROKER_URL,
+            "REMINDERS_LEASE_SECONDS": str(LEASE_SECONDS),
+            "REMINDERS_SCAN_SECONDS": "0.5",
+            "REMINDERS_VAR_DIR": str(self.workdir / "var"),
+            "LOG_LEVEL": "WARNING",
+            "FAULT_PHASE_FILE": str(self.phase_file),
+            "FAULT_PHASE_DELAY": str(self.phase_delay),
+            **self.env,
+        }
+        ready_before = self.count("ready")
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.module, self.name],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.starts += 1
+        if wait:
+            wait_for(
+                lambda: self.count("ready") > ready_before,
+                timeout=60,
+                what=f"{self.name} to start",
+                worker=self,
+            )
+
+    def kill(self) -> None:
+        """kill -9: no cleanup, no ack, no mark."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def freeze(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    @property
+    def ready(self) -> bool:
+        """Started and consuming (its latest start has reported `ready`)."""
+        return self.alive and self.count("ready") >= self.starts
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGCONT)
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def phases(self) -> list[tuple[str, int]]:
+        if not self.phase_file.exists():
+            return []
+        lines = self.phase_file.read_text().splitlines()
+        return [(parts[1], int(parts[2])) for parts in (line.split() for line in lines) if len(parts) == 3]
+
+    def count(self, phase: str) -> int:
+        return sum(1 for name, _ in self.phases() if name == phase)
+
+    def wait_phase(self, phase: str, *, after: int, timeout: float = 30) -> bool:
+        """Wait until this worker reports `phase` for the (after+1)-th time; False if it never does."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.count(phase) > after:
+                return True
+            if not self.alive:
+                return False
+            time.sleep(0.005)
+        return False
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_file.exists():
+            return ""
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+
+def wait_for(
+    condition: Callable[[], bool], *, timeout: float, what: str, worker: WorkerProcess | None = None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    detail = f"\n--- {worker.name} log ---\n{worker.log_tail()}" if worker else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
+
+
+class Kicker:
+    """Beat's stand-in: sends the scan task every `interval` seconds, as beat's PeriodicTask does.
+
+    Beat itself reads its schedule from django-celery-beat's tables, which the transactional test
+    database flushes between tests; the kick it sends is the same `scan_due` message.
+    """
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fault-kicker", daemon=True)
+
+    def __enter__(self) -> Kicker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from reminders.tasks import scan_due
+
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # a missed kick is what the next one is for
+                scan_due.apply_async(expires=3)
+            self._stop.wait(self.interval)
+
+
+# --- the data and what arrived -------------------------------------------------------------------------
+
+
+def due_occurrences(queue: str, count: int, *, key: str = "fault") -> Job:
+    """`count` occurrences already due, each with its own fire_at so a message names its occurrence."""
+    job = Job.objects.create(
+        key=f"{key}-{queue}", callback_type=CallbackType.RABBITMQ, target=queue, payload={"k": key}
+    )
+    base = timezone.now() - timedelta(minutes=5)
+    Occurrence.objects.bulk_create(
+        [
+            Occurrence(
+                job=job, fire_at=base + timedelta(milliseconds=i), next_attempt_at=base, priority=job.priority
+            )
+            for i in range(count)
+        ],
+        batch_size=2000,
+    )
+    return job
+
+
+def status_counts() -> dict[str, int]:
+    return dict(Occurrence.objects.values_list("status").annotate(n=Count("id")).order_by())
+
+
+def all_delivered(total: int) -> bool:
+    return status_counts().get(OccurrenceStatus.DELIVERED, 0) == total
+
+
+@dataclass
+class Arrivals:
+    """What a real AMQP consumer read from the queue."""
+
+    messages: list[Any]
+
+    @property
+    def by_message_id(self) -> Counter[str]:
+        return Counter(m.properties.get("message_id") for m in self.messages)
+
+    @property
+    def duplicates(self) -> int:
+        return len(self.messages) - len(self.by_message_id)
+
+    def ids_per_fire_at(self) -> dict[str, set[str]]:
+        """fire_at header -> the message ids seen for it; one id per occurrence if duplicates agree."""
+        seen: dict[str, set[str]] = {}
+        for message in self.messages:
+            headers = message.properties.get("application_headers") or {}
+            seen.setdefault(headers.get("fire_at"), set()).add(message.properties.get("message_id"))
+        return seen
+
+
+def read_queue(queue: str, *, expect: int, timeout: float = 30) -> Arrivals:
+    """Consume every message on `queue` (acking it) with basic.consume, until it is empty and at least
+    `expect` arrived or `timeout` passes."""
+    messages: list[Any] = []
+    deadline = time.monotonic() + timeout
+    with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
+        channel = conn.channel()
+        channel.basic_qos(0, 500, False)
+        channel.basic_consume(queue, callback=messages.append, no_ack=True)
+        idle_since = time.monotonic()
+        while time.monotonic() < deadline:
+            before = len(messages)
+            with contextlib.suppress(TimeoutError):
+                conn.drain_events(timeout=0.3)
+            if len(messages) != before:
+                idle_since = time.monotonic()
+            elif len(messages) >= expect and time.monotonic() - idle_since > 0.5:
+                break
+    return Arrivals(messages)
+
+
+def queue_is_durable(queue: str) -> bool:
+    """Re-declaring with durable=True succeeds only on a durable queue (PRECONDITION_FAILED otherwise)."""
+    with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
+        try:
+            conn.channel().queue_declare(queue=queue, durable=True, auto_delete=False)
+        except Exception:
+            return False
+    return True
+
+
+def delete_queue(queue: str) -> None:
+    try:
+        with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
+            conn.default_channel.queue_delete(queue)
+    except Exception:  # noqa: S110 - cleanup of a queue that may never have been created
+        pass
+
+
+def assert_every_occurrence_arrived(arrivals: Arrivals, total: int) -> None:
+    """Each occurrence's key is on the queue at least once, and its duplicates carry that same key."""
+    keys = dict(Occurrence.objects.values_list("idempotency_key", "fire_at"))
+    assert len(keys) == total
+    missing = set(keys) - set(arrivals.by_message_id)
+    assert not missing, f"{len(missing)} occurrences never reached the queue"
+    unknown = set(arrivals.by_message_id) - set(keys)
+    assert not unknown, f"{len(unknown)} messages carry no occurrence's key"
+    per_fire_at = arrivals.ids_per_fire_at()
+    split = {fire_at: ids for fire_at, ids in per_fire_at.items() if len(ids) != 1}
+    assert not split, f"duplicates with different message ids: {list(split.items())[:3]}"
+    expected = {fire_at.isoformat(): {key} for key, fire_at in keys.items()}
+    assert per_fire_at == expected
+
+
+# --- a TCP proxy to cut the broker with ----------------------------------------------------------------
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to an upstream address; `cut()` drops every connection and refuses new
+    ones (what a client sees while RabbitMQ restarts), `restore()` lets them through again."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._cut = threading.Event()
+        self._closed = threading.Event()
+        self.cuts = 0
+        self.dropped = 0
+        threading.Thread(target=self._accept, name="fault-proxy", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._cut.is_set():
+                _close_hard(client)
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                _close_hard(client)
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._open.update((client, server))
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                self._forget(sock)
+
+    def _forget(self, sock: socket.socket) -> None:
+        with self._lock:
+            known = sock in self._open
+            self._open.discard(sock)
+        if known:
+            _close_hard(sock)
+
+    def cut(self) -> None:
+        self.cuts += 1
+        self._drop_all()
+
+    def _drop_all(self) -> None:
+        self._cut.set()
+        with self._lock:
+            sockets, self._open = list(self._open), set()
+        self.dropped += len(sockets) // 2
+        for sock in sockets:
+            _close_hard(sock)
+
+    def restore(self) -> None:
+        self._cut.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._drop_all()
+        self._listener.close()
+
+
+def _close_hard(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+
+
+def broker_address() -> tuple[str, int]:
+    parts = urlsplit(settings.CELERY_BROKER_URL)
+    return parts.hostname or "127.0.0.1", parts.port or 5672
+
+
+# --- PostgreSQL backends of the workers ----------------------------------------------------------------
+
+
+def terminate_worker_backends(*, worker: WorkerProcess | None = None, only_waiting: bool = False) -> int:
+    """pg_terminate_backend on the fault workers' connections to the test database (one worker's, or
+    every worker's), and nothing else: filtered by database name and application_name."""
+    name = f"fault-{worker.name}" if worker else "fault-%"
+    condition = "AND wait_event_type = 'Lock'" if only_waiting else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE datname = %s AND application_name LIKE %s AND pid <> pg_backend_pid() {condition}""",  # noqa: S608
+            [connection.settings_dict["NAME"], name],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def waiting_worker_backends() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT count(*) FROM pg_stat_activity
+                WHERE datname = %s AND application_name LIKE 'fault-%%' AND wait_event_type = 'Lock'""",
+            [connection.settings_dict["NAME"]],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def shuffled(items: Iterable[str], times: int, rng: random.Random) -> list[str]:
+    """Each item `times` times, in a random order (so every kill point is hit, in no fixed sequence)."""
+    out = [item for item in items for _ in range(times)]
+    rng.shuffle(out)
+    return out

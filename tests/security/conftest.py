@@ -1,0 +1,60 @@
+"""The security tests never reach a real resolver: host names resolve through a fixed table here."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Names the tests use, and what they "resolve" to. Anything else does not resolve (as offline).
+FAKE_DNS = {
+    "localhost": ["127.0.0.1", "::1"],
+    "hooks.example.com": ["93.184.216.34"],
+    "dual.example.com": ["93.184.216.34", "10.1.2.3"],
+    "internal.example.com": ["10.0.0.5"],
+    "metadata.example.com": ["169.254.169.254"],
+    "loopback.example.com": ["127.0.0.1"],
+    "v6-loopback.example.com": ["::1"],
+}
+
+
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def fake_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:
+    if isinstance(host, bytes):
+        host = host.decode()
+    try:
+        # Literal addresses resolve to themselves, as with a real resolver, without asking anyone.
+        return _real_getaddrinfo(host, port, *args, flags=socket.AI_NUMERICHOST, **kwargs)  # type: ignore[misc]
+    except socket.gaierror:
+        pass
+    addresses = FAKE_DNS.get(str(host).lower().rstrip("."))
+    if addresses is None:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    return [
+        (
+            socket.AF_INET6 if ":" in a else socket.AF_INET,
+            socket.SOCK_STREAM,
+            socket.IPPROTO_TCP,
+            "",
+            (a, port or 0),
+        )
+        for a in addresses
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings: Any) -> None:
+    """Users are made per test (and per Hypothesis example); a real hasher would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _offline_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from reminders import netguard
+
+    monkeypatch.setattr(netguard.socket, "getaddrinfo", fake_getaddrinfo)
+    yield

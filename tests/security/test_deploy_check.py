@@ -1,0 +1,72 @@
+"""Production settings come from the environment and pass `manage.py check --deploy --fail-level WARNING`.
+
+Run in a subprocess, as a deployment would run it: settings are read once at import, so the only honest
+test of "configured from the environment" is a fresh process with that environment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+PRODUCTION_ENV = {
+    "DJANGO_DEBUG": "0",
+    "DJANGO_ALLOWED_HOSTS": "reminders.example.com",
+    "DJANGO_CSRF_TRUSTED_ORIGINS": "https://reminders.example.com",
+    "DJANGO_SECURE_SSL_REDIRECT": "1",
+    "DJANGO_SECURE_HSTS_SECONDS": "31536000",
+    "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+    "DJANGO_SECURE_HSTS_PRELOAD": "1",
+    "DJANGO_SESSION_COOKIE_SECURE": "1",
+    "DJANGO_CSRF_COOKIE_SECURE": "1",
+}
+
+
+def _check_deploy(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO_ROOT,
+        env={**base, "REMINDERS_VAR_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_it_passes_the_deploy_check_with_production_settings_from_the_environment(tmp_path: Path) -> None:
+    result = _check_deploy(tmp_path, {**PRODUCTION_ENV, "DJANGO_SECRET_KEY": secrets.token_urlsafe(50)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "warning"),
+    [
+        ("DJANGO_SECRET_KEY", None, "security.W009"),
+        ("DJANGO_DEBUG", "1", "security.W018"),
+        ("DJANGO_SECURE_HSTS_SECONDS", "0", "security.W004"),
+        ("DJANGO_SECURE_SSL_REDIRECT", "0", "security.W008"),
+        ("DJANGO_SESSION_COOKIE_SECURE", "0", "security.W012"),
+        ("DJANGO_CSRF_COOKIE_SECURE", "0", "security.W016"),
+    ],
+)
+def test_it_fails_the_deploy_check_when_one_production_setting_is_missing(
+    tmp_path: Path, variable: str, value: str | None, warning: str
+) -> None:
+    """The check is not vacuous: drop any one of them and it fails, naming the setting's warning."""
+    env = {**PRODUCTION_ENV, "DJANGO_SECRET_KEY": secrets.token_urlsafe(50)}
+    if value is None:
+        del env[variable]
+    else:
+        env[variable] = value
+    result = _check_deploy(tmp_path, env)
+    assert result.returncode != 0
+    assert warning in result.stderr + result.stdout
