@@ -26,19 +26,19 @@ from trainings.services import coach_group_ensure, training_create
 pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
-# ReminderRule's ordering is (kind, slug): INVITATION, POST, PRE. PRE is scheduled last.
-LAST_RULE = "pre-questionnaire"
+# ReminderRule's ordering is (kind, slug): INVITATION, POST, PRE. So the trigger below refuses the rows of
+# pre-questionnaire, the rule scheduled last, after the other two rules' rows were written.
 
 
 @contextmanager
-def occurrence_inserts_refused(rule_slug: str = LAST_RULE) -> Iterator[None]:
-    """PostgreSQL raises on any occurrence row of `rule_slug`'s jobs, saying how much was written before."""
+def occurrence_inserts_refused() -> Iterator[None]:
+    """PostgreSQL raises on any pre-questionnaire occurrence row, saying how much was written before it."""
     # No query parameters: the statement is sent as written, so '%' is LIKE's and PL/pgSQL's own.
     with connection.cursor() as cursor:
-        cursor.execute(f"""
+        cursor.execute("""
             CREATE FUNCTION faults_refuse_occurrence() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
-              IF (SELECT key FROM reminders_job WHERE id = NEW.job_id) LIKE '%-{rule_slug}' THEN
+              IF (SELECT key FROM reminders_job WHERE id = NEW.job_id) LIKE '%-pre-questionnaire' THEN
                 RAISE EXCEPTION 'injected fault: % occurrences and % trainings written before this one',
                   (SELECT count(*) FROM reminders_occurrence), (SELECT count(*) FROM trainings_training);
               END IF;
