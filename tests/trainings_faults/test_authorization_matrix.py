@@ -12,7 +12,8 @@ A route (or admin model) added to the trainings app without a row here fails the
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from rest_framework.test import APIClient
 
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from tests.trainings_faults.faulttable import fault_row
 from trainings.models import (
     DeliveredPush,
     Player,
@@ -41,6 +43,22 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 LISTED, HIDDEN = "listed", "hidden"  # a list answers 200 either way; what matters is the row
+_PASSED: Counter[str] = Counter()  # cases that passed, for the fault table's row
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fault_table_row() -> Iterator[None]:
+    yield
+    if _PASSED:
+        fault_row(
+            scenario="Authorization matrix: every trainings API route and admin model",
+            fault="requests by anonymous callers, another team's coach, staff without the operator "
+            "permission, operators and superusers",
+            result=f"{_PASSED['api']} API cases ({len(MATRIX)} route-methods x {len(COLUMNS)} callers) and "
+            f"{_PASSED['admin']} admin cases passed: anonymous 401; another team's training 404 (hidden from "
+            "lists; create or player list naming it 400); rule changes 403 for non-operators; a refused "
+            "write changes nothing; a route or admin model without a row fails the suite",
+        )
 
 
 @dataclass
@@ -205,12 +223,14 @@ def test_api_matrix(
         assert response.status_code == 200
         ids = {row["id"] for row in response.json()["results"]}
         assert (str(side.training.pk) in ids) is (expected == LISTED), ids
+        _PASSED["api"] += 1
         return
     assert response.status_code == expected, response.content[:500]
     if expected >= 400:
         assert _state(side) == before  # refused means nothing written
     if expected == 400:
         assert "team" in response.json()  # the team is not one of yours: named like any other bad field
+    _PASSED["api"] += 1
 
 
 def test_a_coach_cannot_list_another_teams_player_on_their_own_training(world: World) -> None:
@@ -316,6 +336,7 @@ def test_admin_a_coach_reaches_only_their_own_teams_objects(world: World, model:
     if access == OPERATORS_ONLY:
         assert changelist.status_code == 403
         assert coach.get(_change_url(theirs)).status_code == 403
+        _PASSED["admin"] += 1
         return
     assert changelist.status_code == 200
     page = changelist.content.decode()
@@ -323,6 +344,7 @@ def test_admin_a_coach_reaches_only_their_own_teams_objects(world: World, model:
     assert coach.get(_change_url(own)).status_code == 200
     response = coach.get(_change_url(theirs))
     assert response.status_code == 302 and response["Location"] == "/admin/"  # "does not exist"
+    _PASSED["admin"] += 1
 
 
 @pytest.mark.parametrize("actor", ["operator", "superuser"])
@@ -336,10 +358,12 @@ def test_admin_operators_reach_every_teams_objects(world: World, model: type[Any
         # The operator permission widens the team scope; rules and the gateway's log stay with superusers
         # unless an operator is also given those model permissions.
         assert changelist.status_code == 403
+        _PASSED["admin"] += 1
         return
     assert changelist.status_code == 200
     assert _change_url(theirs) in changelist.content.decode()
     assert client.get(_change_url(theirs)).status_code == 200
+    _PASSED["admin"] += 1
 
 
 def test_admin_a_coach_cannot_change_or_delete_another_teams_training(world: World) -> None:
