@@ -11,7 +11,7 @@ the ack comes after the provider accepted the push and its key was committed to 
 - `DeliveredPush` holds each key exactly once either way.
 
 Each case runs the real `manage.py push_gateway` against the real RabbitMQ, with the webhook provider
-pointed at an HTTP server in this test, and a pushes made by the real reminder pipeline.
+pointed at an HTTP server in this test, and pushes made by the real reminder pipeline.
 """
 
 from __future__ import annotations
