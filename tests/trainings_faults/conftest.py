@@ -1,0 +1,149 @@
+"""Fixtures for the trainings fault scenarios: seeded rules, a team, and real subprocesses on the test
+database (a Celery worker, the push gateway) that a test may kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from kombu import Connection
+
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from trainings.defaults import rules_seed
+from trainings.models import ReminderRule, ReminderTemplate, Team
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings: Any) -> None:
+    """The matrix makes several users per case; PBKDF2 would make it the slowest file of the suite."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def rules(db: None) -> dict[str, ReminderRule]:
+    """Seed 000's rules (a transactional test's flush removes what migration 0002 seeded)."""
+    rules_seed(ReminderRule, ReminderTemplate)
+    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+
+
+@pytest.fixture
+def push_queue(settings: Any, queue_name: str) -> str:
+    """Pushes go to a unique durable queue (declared now, so it can be counted), deleted afterwards."""
+    settings.TRAININGS_PUSH_QUEUE = queue_name
+    with Connection(settings.CELERY_BROKER_URL) as broker:
+        broker.default_channel.queue_declare(queue=queue_name, durable=True, auto_delete=False)
+    return queue_name
+
+
+@pytest.fixture
+def coach(db: None) -> Any:
+    return UserFactory(username="coach-a")
+
+
+@pytest.fixture
+def team(coach: Any) -> Team:
+    """Coach A's team: Alice, Bruno, Chloe and Dan, all active."""
+    team = TeamFactory(name="U15", coaches=[coach])
+    for name in ("Alice", "Bruno", "Chloe", "Dan"):
+        MembershipFactory(team=team, player=PlayerFactory(name=name))
+    return team
+
+
+def database_url() -> str:
+    """The test database (pytest-django has renamed it by now) as a URL for a subprocess."""
+    db = settings.DATABASES["default"]
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def ready_count(queue: str) -> int:
+    """Messages ready on the queue (not counting unacked ones), asked of RabbitMQ by a passive declare."""
+    with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as broker:
+        return int(broker.default_channel.queue_declare(queue=queue, passive=True).message_count)
+
+
+def wait_for(condition: Callable[[], Any], *, timeout: float, what: str, every: float = 0.05) -> Any:
+    """Poll until `condition()` is truthy; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+class Processes:
+    """Starts real project processes on the test database and this test's queues; stops the leftovers.
+
+    Each gets its own log file; `log(name)` returns it for assertion messages.
+    """
+
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.tmp_path = tmp_path
+        self.env = env
+        self.started: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
+        log = (self.tmp_path / f"{name}.log").open("wb")
+        process = subprocess.Popen(
+            argv, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+        )
+        log.close()  # the child holds its own descriptor
+        self.started.append((name, process))
+        return process
+
+    def worker(self, name: str, **env: str) -> subprocess.Popen[bytes]:
+        """A real `celery worker` (solo pool: the task runs in this very process, so kill -9 hits it)."""
+        return self.start(
+            name,
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=INFO",
+             "--without-mingle", "--without-gossip", "--without-heartbeat", "--hostname", f"{name}@%h"],
+            **env,
+        )  # fmt: skip
+
+    def gateway(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
+        """The real `manage.py push_gateway`."""
+        return self.start(name, [sys.executable, "manage.py", "push_gateway", *args], **env)
+
+    def log(self, name: str) -> str:
+        path = self.tmp_path / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def stop_all(self) -> None:
+        for _, process in self.started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for _, process in self.started:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+
+
+@pytest.fixture
+def processes(tmp_path: Path, push_queue: str) -> Iterator[Processes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "REMINDERS_CALLBACK_BROKER_URL": settings.CELERY_BROKER_URL,
+        "TRAININGS_PUSH_QUEUE": push_queue,
+        "PYTHONUNBUFFERED": "1",
+    }
+    running = Processes(tmp_path, env)
+    try:
+        yield running
+    finally:
+        running.stop_all()
