@@ -123,3 +123,22 @@ def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -
                 if expect is None:
                     break
     return messages
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from tests import fault_table
+
+    if fault_table.RESULTS:
+        fault_table.RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
+        fault_table.RESULTS_PATH.write_text(fault_table.results_table())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests import fault_table
+
+    if fault_table.RESULTS:
+        terminalreporter.section("fault suite")
+        terminalreporter.write(fault_table.results_table())
+        terminalreporter.write_line(
+            f"(also written to {fault_table.RESULTS_PATH.relative_to(fault_table.REPO_ROOT)})"
+        )

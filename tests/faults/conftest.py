@@ -1,4 +1,4 @@
-"""Fixtures of the fault suite, and the hook that writes its results table (scenario, fault, result)."""
+"""Fixtures of the fault suite (its results table is tests/fault_table.py)."""
 
 from __future__ import annotations
 
@@ -31,18 +31,3 @@ def workers(tmp_path: Path, transactional_db: None) -> Iterator[Callable[..., ha
     yield make
     for worker in made:
         worker.stop()
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    if not harness.RESULTS:
-        return
-    harness.RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
-    harness.RESULTS_PATH.write_text(harness.results_table())
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not harness.RESULTS:
-        return
-    terminalreporter.section("fault suite")
-    terminalreporter.write(harness.results_table())
-    terminalreporter.write_line(f"(also written to {harness.RESULTS_PATH.relative_to(harness.REPO_ROOT)})")

@@ -37,35 +37,10 @@ from django.utils import timezone
 from kombu import Connection
 
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from tests.fault_table import record  # noqa: F401 - the scenarios call harness.record
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS_PATH = REPO_ROOT / "bench" / "results" / "fault-suite.md"
 LEASE_SECONDS = 5
-
-
-# --- results table -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Row:
-    scenario: str
-    fault: str
-    result: str
-
-
-RESULTS: list[Row] = []
-
-
-def record(scenario: str, fault: str, result: str) -> None:
-    """One line of the README table; written only by a scenario whose assertions all passed."""
-    RESULTS.append(Row(scenario, fault, result))
-
-
-def results_table() -> str:
-    lines = ["| scenario | fault | result |", "| --- | --- | --- |"]
-    rows = sorted(RESULTS, key=lambda r: int(r.scenario.split(".", 1)[0]) if r.scenario[0].isdigit() else 99)
-    lines += [f"| {r.scenario} | {r.fault} | {r.result} |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 # --- database and broker addresses for the worker processes -------------------------------------------

@@ -19,7 +19,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence
-from tests.trainings_faults.faulttable import fault_row
+from tests.fault_table import record
 from trainings.models import Invitation, Player, Team, Training
 from trainings.services import coach_group_ensure, training_create
 
@@ -95,7 +95,7 @@ def test_a_training_created_in_a_transaction_that_rolls_back_leaves_no_job_and_n
 
     assert written == 22  # they existed inside the transaction...
     assert _nothing_of_it_left() == NOTHING  # ...and went with it
-    fault_row(
+    record(
         scenario="Training created inside a caller's transaction that rolls back",
         fault="exception raised after `training_create` returned, inside `transaction.atomic()`",
         result=f"{written} occurrences existed inside the transaction; after the rollback 0 trainings, "
@@ -116,7 +116,7 @@ def test_an_api_create_that_fails_after_the_training_row_was_written_leaves_noth
     error = str(response.exc_info[1])
     assert "injected fault: 16 occurrences and 1 trainings written before this one" in error, error
     assert _nothing_of_it_left() == NOTHING
-    fault_row(
+    record(
         scenario="API create fails after the training, its invitations and 2 of 3 rules were written",
         fault="PostgreSQL trigger refuses the last rule's occurrence rows (real DB error, no mock)",
         result="HTTP 500; the failed statement came after 1 training and 16 occurrences were written; "
@@ -150,7 +150,7 @@ def test_an_api_move_that_fails_halfway_keeps_the_training_and_its_reminders_as_
     assert Training.objects.get().start == START
     after = list(Occurrence.objects.order_by("id").values_list("id", "fire_at", "status", "idempotency_key"))
     assert after == before  # the two rules already moved inside the transaction are back too
-    fault_row(
+    record(
         scenario="API move of a training fails after 2 of 3 rules were rescheduled",
         fault="PostgreSQL trigger refuses the last rule's new occurrence rows",
         result="HTTP 500; training start unchanged; all 22 occurrences unchanged (same ids, instants, "
@@ -191,7 +191,7 @@ def test_an_admin_add_that_fails_after_the_inlines_were_saved_leaves_nothing(tea
     assert response.status_code == 500
     assert "injected fault: 16 occurrences and 1 trainings" in str(response.exc_info[1])
     assert _nothing_of_it_left() == NOTHING
-    fault_row(
+    record(
         scenario="Admin add fails after the training and its player inline were saved",
         fault="PostgreSQL trigger refuses the last rule's occurrence rows during `save_related`",
         result="HTTP 500; after the request 0 trainings, 0 invitations, 0 jobs, 0 occurrences",

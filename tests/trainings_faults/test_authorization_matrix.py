@@ -26,7 +26,7 @@ from rest_framework.test import APIClient
 
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
-from tests.trainings_faults.faulttable import fault_row
+from tests.fault_table import record
 from trainings.models import (
     DeliveredPush,
     Player,
@@ -50,7 +50,7 @@ _PASSED: Counter[str] = Counter()  # cases that passed, for the fault table's ro
 def _fault_table_row() -> Iterator[None]:
     yield
     if _PASSED:
-        fault_row(
+        record(
             scenario="Authorization matrix: every trainings API route and admin model",
             fault="requests by anonymous callers, another team's coach, staff without the operator "
             "permission, operators and superusers",

@@ -34,8 +34,8 @@ from django.utils import timezone
 from reminders.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
+from tests.fault_table import record
 from tests.trainings_faults.conftest import Processes, ready_count, wait_for
-from tests.trainings_faults.faulttable import fault_row
 from tests.trainings_faults.proxy import SwallowingProxy
 from trainings.models import DeliveredPush, Push, ReminderRule, Team
 from trainings.selectors import job_key
@@ -163,7 +163,7 @@ def test_a_gateway_killed_before_it_recorded_the_push_sends_that_push_twice_and_
     assert seen == {key: 2 if key == crashed else 1 for key in keys}
     assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == keys
     assert drain_queue(push_queue) == []
-    fault_row(
+    record(
         scenario="Push gateway killed -9 after the provider accepted a push, before recording it",
         fault="SIGKILL of `manage.py push_gateway` inside the provider's HTTP request (prefetch 1)",
         result=f"push redelivered by RabbitMQ to a restarted gateway: provider saw that key 2x "
@@ -208,7 +208,7 @@ def test_a_gateway_killed_after_it_recorded_the_push_sends_nothing_twice_and_los
     assert provider.keys[0] == crashed
     assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == keys
     assert drain_queue(push_queue) == []
-    fault_row(
+    record(
         scenario="Push gateway killed -9 after recording a push, before its ack reached RabbitMQ",
         fault="ack swallowed by a TCP proxy, then SIGKILL of `manage.py push_gateway`",
         result=f"push redelivered and acked as a duplicate without a send: provider saw every key once; "

@@ -36,8 +36,8 @@ from rest_framework.test import APIClient
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.tasks import scan_due
 from tests.conftest import drain_queue
+from tests.fault_table import record
 from tests.trainings_faults.conftest import Processes, ready_count, wait_for
-from tests.trainings_faults.faulttable import fault_row
 from trainings.models import Player, Push, PushStatus, ReminderRule, ReminderRun, Team
 
 pytestmark = [
@@ -215,7 +215,7 @@ def test_a_worker_killed_while_firing_loses_no_reminder_and_duplicates_no_push(
     else:
         scenario = "Celery worker killed -9 after publishing a reminder's pushes, before marking it delivered"
         fault = "SIGKILL of `celery worker` while it waits on PostgreSQL to mark the occurrences"
-    fault_row(
+    record(
         scenario=scenario,
         fault=f"{fault}; lease {LEASE_SECONDS} s",
         result=f"a new worker re-claimed both due reminders after the lease "
