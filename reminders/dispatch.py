@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 _CHUNK = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, CallbackType.HANDLER: 50}
 # Stop starting new chunks when less than this is left of the lease: the rest is released, not risked.
 _LEASE_MARGIN = timedelta(seconds=5)
+_DELIVERY_JOB_FIELDS = ("key", "callback_type", "target", "payload", "http_secret", "deadline_seconds")
 
 
 @dataclass
@@ -74,7 +75,9 @@ def occurrences_dispatch_batch(*, batch_size: int | None = None, policy: RetryPo
     if not claim.occurrences:
         return result
 
-    jobs = Job.objects.in_bulk({o.job_id for o in claim.occurrences})
+    # Only the columns a delivery needs: loading whole jobs (timestamps, owner, ...) was a fifth of the
+    # scan's CPU time at a thousand rows per batch (bench/: dispatch scenario, py-spy).
+    jobs = Job.objects.only(*_DELIVERY_JOB_FIELDS).in_bulk({o.job_id for o in claim.occurrences})
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = timezone.now()
