@@ -26,8 +26,12 @@ SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings
 def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (under 2 minutes)")
-    parser.add_argument("--only", nargs="+", choices=SCENARIOS, metavar="NAME", help=f"any of {', '.join(SCENARIOS)}")
-    parser.add_argument("--database-name", default="bench_reminders", help="database the run creates and drops")
+    parser.add_argument(
+        "--only", nargs="+", choices=SCENARIOS, metavar="NAME", help=f"any of {', '.join(SCENARIOS)}"
+    )
+    parser.add_argument(
+        "--database-name", default="bench_reminders", help="database the run creates and drops"
+    )
     return parser.parse_args()
 
 
@@ -59,12 +63,19 @@ def main() -> int:
     database_url = os.environ.get("DATABASE_URL", "")
     broker_url = os.environ.get("CELERY_BROKER_URL", "")
     if not database_url.startswith(("postgres://", "postgresql://")) or not broker_url.startswith("amqp://"):
-        print("The benchmark runs against the real services: set DATABASE_URL=postgres://... and "
-              "CELERY_BROKER_URL=amqp://...", file=sys.stderr)  # fmt: skip
+        print(
+            "The benchmark runs against the real services: set DATABASE_URL=postgres://... and "
+            "CELERY_BROKER_URL=amqp://...",
+            file=sys.stderr,
+        )
         return 2
     selected = args.only or list(SCENARIOS)
-    h = Harness(quick=args.quick, base_database_url=database_url, broker_url=broker_url,
-                database_name=args.database_name)  # fmt: skip
+    h = Harness(
+        quick=args.quick,
+        base_database_url=database_url,
+        broker_url=broker_url,
+        database_name=args.database_name,
+    )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _raise_interrupt)
     sections: list[Section] = []
@@ -82,7 +93,9 @@ def main() -> int:
         call_command("migrate", verbosity=0, interactive=False)
         meta["machine"] = _machine(h)
         meta["sizes"] = vars(h.sizes)
-        print(f"bench {h.run_id}: {'quick' if args.quick else 'full'} run of {', '.join(selected)}", flush=True)
+        print(
+            f"bench {h.run_id}: {'quick' if args.quick else 'full'} run of {', '.join(selected)}", flush=True
+        )
         for name in selected:
             if name == "memory" and "claim" in selected:
                 continue  # measured together with the claim, on the same growing table
@@ -114,8 +127,10 @@ def main() -> int:
     meta["table"] = table
     write_json(json_path, meta, sections)
     machine = meta.get("machine", {})
-    title = (f"Reminders bench {h.run_id} ({'quick' if args.quick else 'full'}), {machine.get('cpus')} CPUs, "
-             f"PostgreSQL {machine.get('postgresql')}, RabbitMQ {machine.get('rabbitmq')}")  # fmt: skip
+    title = (
+        f"Reminders bench {h.run_id} ({'quick' if args.quick else 'full'}), {machine.get('cpus')} CPUs, "
+        f"PostgreSQL {machine.get('postgresql')}, RabbitMQ {machine.get('rabbitmq')}"
+    )
     print(f"\njson: {json_path}")
     print(write_chart(RESULTS / f"{h.run_id}.png", sections, title))
     print(f"took {meta['seconds']:.0f} s; load average {meta['loadavg_end'][0]:.2f} at the end")

@@ -45,6 +45,7 @@ class Sizes:
     lateness_rate: int
     beat_reminders: int
     beat_seconds: int
+    pending: int
     eta_reminders: int
     eta_seconds: int
     claim_sizes: list[int]
@@ -58,20 +59,53 @@ class Sizes:
     def for_run(cls, quick: bool) -> Sizes:
         if quick:
             return cls(
-                service_jobs=200, service_instants=22, bulk_jobs=100, bulk_instants=1000, beat_create=300,
-                eta_publish=2000, dispatch_backlog=20_000, raw_tx=20_000, raw_confirm=2_000,
-                lateness_seconds=10, lateness_rate=1000, beat_reminders=1000, beat_seconds=10,
-                eta_reminders=1000, eta_seconds=10, claim_sizes=[10_000, 200_000, 1_000_000], claim_reps=10,
-                memory_sizes=[10_000, 1_000_000], memory_due=10_000, eta_memory_sizes=[10_000], trainings=500,
-            )  # fmt: skip
+                service_jobs=200,
+                service_instants=22,
+                bulk_jobs=100,
+                bulk_instants=1000,
+                beat_create=100,
+                eta_publish=1000,
+                dispatch_backlog=20_000,
+                raw_tx=20_000,
+                raw_confirm=2_000,
+                lateness_seconds=10,
+                lateness_rate=1000,
+                beat_reminders=1000,
+                beat_seconds=8,
+                pending=4000,
+                eta_reminders=1000,
+                eta_seconds=8,
+                claim_sizes=[10_000, 200_000, 1_000_000],
+                claim_reps=8,
+                memory_sizes=[10_000, 1_000_000],
+                memory_due=5_000,
+                eta_memory_sizes=[10_000],
+                trainings=500,
+            )
         return cls(
-            service_jobs=1000, service_instants=22, bulk_jobs=1000, bulk_instants=1000, beat_create=2000,
-            eta_publish=10_000, dispatch_backlog=100_000, raw_tx=100_000, raw_confirm=5_000,
-            lateness_seconds=60, lateness_rate=1000, beat_reminders=5000, beat_seconds=60,
-            eta_reminders=5000, eta_seconds=60, claim_sizes=[10_000, 1_000_000, 5_000_000], claim_reps=20,
-            memory_sizes=[10_000, 1_000_000], memory_due=20_000, eta_memory_sizes=[10_000, 100_000],
+            service_jobs=1000,
+            service_instants=22,
+            bulk_jobs=1000,
+            bulk_instants=1000,
+            beat_create=2000,
+            eta_publish=10_000,
+            dispatch_backlog=100_000,
+            raw_tx=100_000,
+            raw_confirm=5_000,
+            lateness_seconds=60,
+            lateness_rate=1000,
+            beat_reminders=5000,
+            beat_seconds=60,
+            pending=0,
+            eta_reminders=5000,
+            eta_seconds=60,
+            claim_sizes=[10_000, 1_000_000, 5_000_000],
+            claim_reps=20,
+            memory_sizes=[10_000, 1_000_000],
+            memory_due=20_000,
+            eta_memory_sizes=[10_000, 100_000],
             trainings=10_000,
-        )  # fmt: skip
+        )
 
 
 def database_url_named(url: str, name: str) -> str:
@@ -148,9 +182,13 @@ class Harness:
         """Start a child in its own session (so Ctrl-C reaches only us, and we stop it by its group id)."""
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it until it exits
         proc = subprocess.Popen(
-            list(argv), cwd=ROOT, env=self.child_env(**env), stdout=log, stderr=subprocess.STDOUT,
+            list(argv),
+            cwd=ROOT,
+            env=self.child_env(**env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         log.close()
         proc.bench_name = name  # type: ignore[attr-defined]
         self.processes.append(proc)
@@ -159,17 +197,36 @@ class Harness:
     def celery(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
         return self.start(name, [str(Path(sys.executable).with_name("celery")), "-A", "config", *args], **env)
 
-    def worker(self, name: str, *, pool: str = "prefork", **env: str) -> subprocess.Popen[bytes]:
+    def worker(self, name: str, *args: str, pool: str = "prefork", **env: str) -> subprocess.Popen[bytes]:
         proc = self.celery(
-            name, "worker", "--loglevel=INFO", "-c", "1", "-P", pool, "-n", f"{name}-{self.run_id}@%h",
-            "-Q", self.celery_queue, "--without-mingle", "--without-gossip", "--without-heartbeat", **env,
-        )  # fmt: skip
+            name,
+            "worker",
+            "--loglevel=INFO",
+            "-c",
+            "1",
+            "-P",
+            pool,
+            "-n",
+            f"{name}-{self.run_id}@%h",
+            "-Q",
+            self.celery_queue,
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+            *args,
+            **env,
+        )
         self.wait_for_log(name, "ready.", timeout=60, proc=proc)
         return proc
 
     def beat(self, name: str) -> subprocess.Popen[bytes]:
         return self.celery(
-            name, "beat", "--loglevel=INFO", "-S", "django_celery_beat.schedulers:DatabaseScheduler", "--pidfile="
+            name,
+            "beat",
+            "--loglevel=INFO",
+            "-S",
+            "django_celery_beat.schedulers:DatabaseScheduler",
+            "--pidfile=",
         )
 
     def log_text(self, name: str) -> str:
@@ -184,19 +241,22 @@ class Harness:
             if text in self.log_text(name):
                 return time.monotonic() - start
             if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with {proc.returncode}; see {self.log_dir / (name + '.log')}")
+                raise RuntimeError(
+                    f"{name} exited with {proc.returncode}; see {self.log_dir / (name + '.log')}"
+                )
             time.sleep(0.1)
-        raise RuntimeError(f"{name} did not log {text!r} within {timeout}s; see {self.log_dir / (name + '.log')}")
+        raise RuntimeError(
+            f"{name} did not log {text!r} within {timeout}s; see {self.log_dir / (name + '.log')}"
+        )
 
     def stop(self, proc: subprocess.Popen[bytes], *, grace: float = 10.0) -> None:
-        """TERM the child's process group, KILL it if it is still there after `grace` seconds."""
+        """TERM the child; after `grace` seconds KILL its whole process group (it has its own session)."""
         if proc.poll() is None:
+            # TERM to the main process only: a Celery worker then stops its own pool children.
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
+                os.kill(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # prefork children left behind by a dead parent
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -234,7 +294,9 @@ class Harness:
             channel = conn.channel()
             channel.queue_delete(name)
         with contextlib.suppress(Exception), contextlib.closing(self.amqp_connection()) as conn:
-            conn.channel().exchange_delete(name)  # Celery declares an exchange named like each queue it routes to
+            conn.channel().exchange_delete(
+                name
+            )  # Celery declares an exchange named like each queue it routes to
 
     def cleanup(self) -> None:
         for proc in list(self.processes):
@@ -251,8 +313,8 @@ class Harness:
         with connection.cursor() as cursor:
             cursor.execute(
                 """
-                INSERT INTO reminders_job (key, callback_type, target, payload, http_secret, priority, version,
-                                           created_at, updated_at)
+                INSERT INTO reminders_job (key, callback_type, target, payload, http_secret, priority,
+                                           version, created_at, updated_at)
                 SELECT %s || '-' || g, %s, %s, %s::jsonb, '', 5, 1, now(), now()
                   FROM generate_series(1, %s) AS g
                 RETURNING id
@@ -262,7 +324,14 @@ class Harness:
             return sorted(row[0] for row in cursor.fetchall())
 
     def insert_occurrences(
-        self, tag: str, job_ids: list[int], count: int, *, first: datetime, step_seconds: float, offset: int = 0
+        self,
+        tag: str,
+        job_ids: list[int],
+        count: int,
+        *,
+        first: datetime,
+        step_seconds: float,
+        offset: int = 0,
     ) -> None:
         """`count` scheduled rows, fire_at = first + i*step, spread round-robin over `job_ids`."""
         from django.db import connection
@@ -270,19 +339,24 @@ class Harness:
         with connection.cursor() as cursor:
             cursor.execute(
                 """
-                INSERT INTO reminders_occurrence (job_id, fire_at, next_attempt_at, priority, status, attempts,
-                                                  last_error, idempotency_key, job_version, created_at)
+                INSERT INTO reminders_occurrence (job_id, fire_at, next_attempt_at, priority, status,
+                                                  attempts, last_error, idempotency_key, job_version,
+                                                  created_at)
                 SELECT (%(ids)s::bigint[])[1 + g %% %(njobs)s], f, f, 5, 'scheduled', 0, '',
                        %(tag)s || '-' || lpad(g::text, 10, '0'), 1, now()
                   FROM generate_series(%(lo)s, %(hi)s) AS g,
                        LATERAL (SELECT %(first)s::timestamptz + g * %(step)s * interval '1 second') AS t(f)
                 """,
                 {
-                    "ids": job_ids, "njobs": len(job_ids), "tag": f"bench-{tag}", "lo": offset,
-                    "hi": offset + count - 1, "first": first - timedelta(seconds=offset * step_seconds),
+                    "ids": job_ids,
+                    "njobs": len(job_ids),
+                    "tag": f"bench-{tag}",
+                    "lo": offset,
+                    "hi": offset + count - 1,
+                    "first": first - timedelta(seconds=offset * step_seconds),
                     "step": step_seconds,
                 },
-            )  # fmt: skip
+            )
 
     def truncate_engine(self) -> None:
         from django.db import connection
@@ -302,13 +376,22 @@ def _status_kib(pid: int, key: str) -> int:
     return 0
 
 
+def _tree(pid: int) -> list[int]:
+    """The process and its children (a prefork worker's pool processes)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        children = []
+    return [pid, *(int(c) for c in children)]
+
+
 def peak_rss_kib(pid: int) -> int:
-    """VmHWM: the process's peak resident set since it started."""
-    return _status_kib(pid, "VmHWM")
+    """Sum of VmHWM (peak resident set since start) over the process and its children."""
+    return sum(_status_kib(p, "VmHWM") for p in _tree(pid))
 
 
 def rss_kib(pid: int) -> int:
-    return _status_kib(pid, "VmRSS")
+    return sum(_status_kib(p, "VmRSS") for p in _tree(pid))
 
 
 # --- arrival timing -------------------------------------------------------------------------------

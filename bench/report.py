@@ -61,8 +61,14 @@ def render_table(sections: list[Section]) -> str:
         for row in section.rows:
             alternative = _fmt(row.alternative, row.unit)
             if row.alternative_label:
-                alternative = f"{alternative} ({row.alternative_label})" if row.alternative is not None else ""
-            ratio = "" if row.ratio is None else f"{row.ratio:.2f}x" + (f" {row.ratio_label}" if row.ratio_label else "")
+                alternative = (
+                    f"{alternative} ({row.alternative_label})" if row.alternative is not None else ""
+                )
+            ratio = (
+                ""
+                if row.ratio is None
+                else f"{row.ratio:.2f}x" + (f" {row.ratio_label}" if row.ratio_label else "")
+            )
             result = "" if row.passed is None else ("pass" if row.passed else "SHORT")
             lines.append((row.scenario, _fmt(row.ours, row.unit), alternative, ratio, row.target, result))
     widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(len(header))]

@@ -30,51 +30,98 @@ def run(h: Harness) -> Section:
 
     s = h.sizes
     section = Section("dispatch")
-    n = s.dispatch_backlog
+    # The machine is shared: the scan and the raw publisher take turns in rounds, so a burst of someone
+    # else's load hits both rather than one of them.
+    rounds = 4 if h.quick else 5
+    per_round, raw_per_round, confirm_per_round = (
+        s.dispatch_backlog // rounds,
+        s.raw_tx // rounds,
+        s.raw_confirm // rounds,
+    )
+    n = per_round * rounds
     h.truncate_engine()
     queue = h.queue_name("dispatch")
     h.declare(queue)
-    jobs = h.insert_jobs("dispatch", max(1, n // 22), queue=queue)
-    now = datetime.now(UTC)
-    h.insert_occurrences("dispatch", jobs, n, first=now - timedelta(seconds=120), step_seconds=60 / n)
-    _analyze()
-
+    jobs = h.insert_jobs("dispatch", max(1, per_round // 22), queue=queue)
     get_transport("rabbitmq")  # connect before the clock starts, as a running worker already has
+    ours_s = ours_cpu = raw_s = raw_cpu = confirm_s = 0.0
     batches = 0
-    start, cpu_start = time.perf_counter(), time.process_time()
-    while True:
-        result = occurrences_dispatch_batch()
-        batches += 1
-        if result.claimed == 0:
-            break
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    round_ratios: list[float] = []
+    for r in range(rounds):
+        now = datetime.now(UTC)
+        h.insert_occurrences(
+            f"dispatch-{r}", jobs, per_round, first=now - timedelta(seconds=120), step_seconds=60 / per_round
+        )
+        _analyze()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        while True:
+            result = occurrences_dispatch_batch()
+            batches += 1
+            if result.claimed == 0:
+                break
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        ours_s, ours_cpu = ours_s + elapsed, ours_cpu + cpu
+        raw_elapsed, raw_cpu_round = _raw_publish(h, raw_per_round, per_transaction=500)
+        raw_s, raw_cpu = raw_s + raw_elapsed, raw_cpu + raw_cpu_round
+        confirm_s += _raw_publish(h, confirm_per_round, confirm=True)[0]
+        round_ratios.append((per_round / elapsed) / (raw_per_round / raw_elapsed))
     delivered = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count()
     on_queue, _ = h.queue_depth(queue)
-    ours = n / elapsed
     h.delete_queue(queue)
-
-    raw_tx, raw_cpu = _raw_publish(h, s.raw_tx, per_transaction=500)
-    raw_confirm, _ = _raw_publish(h, s.raw_confirm, confirm=True)
+    ours = n / ours_s
+    raw_tx = raw_per_round * rounds / raw_s
+    raw_confirm = confirm_per_round * rounds / confirm_s
+    cpu_us, raw_cpu_us = ours_cpu / n * 1e6, raw_cpu / (raw_per_round * rounds) * 1e6
     complete = delivered == n and on_queue == n
     section.rows += [
         Row(
-            f"2a dispatch, one worker ({n:,} due)", ours, raw_confirm, "raw confirm per msg", "occ/s",
-            ours / raw_confirm, "vs confirm/msg", "≥ 5,000 occ/s", ours >= 5000 and complete,
-            note=f"{n:,} claimed, published (tx per batch of 1,000) and marked in {elapsed:.1f} s, {batches} batches; "
-            f"delivered rows {delivered:,}, messages on queue {on_queue:,}; worker CPU {cpu / n * 1e6:.0f} µs/occ "
-            f"(raw tx publish: {raw_cpu:.0f} µs/msg)",
+            f"2a dispatch, one worker ({n:,} due)",
+            ours,
+            raw_confirm,
+            "raw confirm per msg",
+            "occ/s",
+            ours / raw_confirm,
+            "vs confirm/msg",
+            "≥ 5,000 occ/s",
+            ours >= 5000 and complete,
+            note=f"{n:,} claimed, published (one AMQP tx per batch of 1,000) and marked in {ours_s:.1f} s "
+            f"over {rounds} rounds, {batches} batches; delivered rows {delivered:,}, "
+            f"messages on queue {on_queue:,}",
         ),
         Row(
-            "2b dispatch / raw durable publish limit", ours, raw_tx, "raw py-amqp, tx per 500", "occ/s",
-            ours / raw_tx, "of raw", "≥ 0.60x", ours / raw_tx >= 0.6 and complete,
+            "2b dispatch / raw durable publish limit",
+            ours,
+            raw_tx,
+            "raw py-amqp, tx per 500",
+            "occ/s",
+            ours / raw_tx,
+            "of raw",
+            "≥ 0.60x",
+            ours / raw_tx >= 0.6 and complete,
+            note=f"per-round ratios {', '.join(f'{x:.2f}' for x in round_ratios)}; CPU of this process: "
+            f"{cpu_us:.0f} µs per occurrence (claim + load + publish + mark) "
+            f"vs {raw_cpu_us:.0f} µs per raw message",
         ),
-    ]  # fmt: skip
+    ]
     section.data = {
-        "backlog": n, "seconds": elapsed, "batches": batches, "rate": ours, "delivered": delivered,
-        "on_queue": on_queue, "cpu_us_per_occ": cpu / n * 1e6, "raw_cpu_us_per_msg": raw_cpu, "raw_tx_500": raw_tx, "raw_confirm_each": raw_confirm,
-        "bars": {"dispatch: this project": ours, "raw publish: tx per 500": raw_tx,
-                 "raw publish: confirm per msg": raw_confirm},
-    }  # fmt: skip
+        "backlog": n,
+        "rounds": rounds,
+        "seconds": ours_s,
+        "batches": batches,
+        "rate": ours,
+        "delivered": delivered,
+        "on_queue": on_queue,
+        "cpu_us_per_occ": cpu_us,
+        "raw_cpu_us_per_msg": raw_cpu_us,
+        "raw_tx_500": raw_tx,
+        "raw_confirm_each": raw_confirm,
+        "round_ratios": round_ratios,
+        "bars": {
+            "dispatch: this project": ours,
+            "raw publish: tx per 500": raw_tx,
+            "raw publish: confirm per msg": raw_confirm,
+        },
+    }
     h.truncate_engine()
     return section
 
@@ -83,14 +130,14 @@ def _analyze() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE reminders_occurrence")
+        cursor.execute("ANALYZE reminders_occurrence")
         cursor.execute("ANALYZE reminders_job")
 
 
 def _raw_publish(
     h: Harness, count: int, *, per_transaction: int = 0, confirm: bool = False
 ) -> tuple[float, float]:
-    """(messages/s, CPU µs/message) for `count` durable publishes of the body and headers the project sends."""
+    """(seconds, CPU seconds) for `count` durable publishes of the body and headers the project sends."""
     queue = h.queue_name("raw-confirm" if confirm else "raw-tx")
     body = json.dumps(PAYLOAD, separators=(",", ":")).encode()
     fire_at = datetime.now(UTC).isoformat()
@@ -104,9 +151,13 @@ def _raw_publish(
         start, cpu_start = time.perf_counter(), time.process_time()
         for i in range(count):
             message = amqp.Message(
-                body=body, content_type="application/json", content_encoding="utf-8", delivery_mode=2,
-                message_id=f"raw-{i:032d}", application_headers={"job_key": f"bench-raw-{i}", "fire_at": fire_at, "attempt": 1},
-            )  # fmt: skip
+                body=body,
+                content_type="application/json",
+                content_encoding="utf-8",
+                delivery_mode=2,
+                message_id=f"raw-{i:032d}",
+                application_headers={"job_key": f"bench-raw-{i}", "fire_at": fire_at, "attempt": 1},
+            )
             if confirm:
                 channel.basic_publish_confirm(message, exchange="", routing_key=queue, mandatory=True)
             else:
@@ -119,4 +170,4 @@ def _raw_publish(
         depth = channel.queue_declare(queue, passive=True).message_count
         assert depth == count, (depth, count)
     h.delete_queue(queue)
-    return count / elapsed, cpu / count * 1e6
+    return elapsed, cpu

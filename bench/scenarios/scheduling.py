@@ -10,6 +10,7 @@ reminder through the ORM (what a beat user writes), and Celery `apply_async(eta=
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -50,12 +51,16 @@ def run(h: Harness) -> Section:
         for j in range(jobs):
             start = base + timedelta(days=1, seconds=j)
             job_upsert(
-                key=f"bulk-{j}", schedules=[start + timedelta(seconds=i) for i in range(per_job)], callback=callback
+                key=f"bulk-{j}",
+                schedules=[start + timedelta(seconds=i) for i in range(per_job)],
+                callback=callback,
             )
     bulk_occ = jobs * per_job
     bulk_rate = bulk_occ / t_bulk[0]
     stored = Occurrence.objects.count()
     assert stored == service_occ + bulk_occ, (stored, service_occ, bulk_occ)
+    h.truncate_engine()
+    copy_rate = _copy_reference(h, min(jobs, 30) if h.quick else jobs, per_job, base)
     h.truncate_engine()
 
     beat_rate, beat_delete_rate = _beat_create(h, s.beat_create, base)
@@ -63,25 +68,51 @@ def run(h: Harness) -> Section:
 
     section.rows += [
         Row(
-            f"1a schedule, service layer ({s.service_jobs:,} jobs x {s.service_instants})", service_rate,
-            beat_rate, "beat Clocked+PeriodicTask / reminder", "occ/s", service_rate / beat_rate, "vs beat",
-            note=f"{service_occ:,} occurrences in {t_service[0]:.1f} s, one job_upsert (own transaction) per job; "
+            f"1a schedule, service layer ({s.service_jobs:,} jobs x {s.service_instants})",
+            service_rate,
+            beat_rate,
+            "beat Clocked+PeriodicTask / reminder",
+            "occ/s",
+            service_rate / beat_rate,
+            "vs beat",
+            note=f"{service_occ:,} occurrences in {t_service[0]:.1f} s, one job_upsert (own transaction) "
+            "per job; "
             f"beat: {s.beat_create:,} reminders through the ORM, deleting them: {beat_delete_rate:,.0f}/s",
         ),
         Row(
-            f"1b schedule, bulk ({bulk_occ:,} occ, {per_job} per job_upsert)", bulk_rate, eta_rate,
-            "Celery apply_async(eta)", "occ/s", bulk_rate / eta_rate, "vs ETA", "≥ 20,000 occ/s",
+            f"1b schedule, bulk ({bulk_occ:,} occ, {per_job} per job_upsert)",
+            bulk_rate,
+            eta_rate,
+            "Celery apply_async(eta)",
+            "occ/s",
+            bulk_rate / eta_rate,
+            "vs ETA",
+            "≥ 20,000 occ/s",
             bulk_rate >= 20_000,
             note=f"{bulk_occ:,} occurrences in {t_bulk[0]:.1f} s; no separate bulk API, so job_upsert with "
-            f"REMINDERS_MAX_SCHEDULES={settings.REMINDERS_MAX_SCHEDULES} instants; ETA: {s.eta_publish:,} publishes",
+            f"REMINDERS_MAX_SCHEDULES={settings.REMINDERS_MAX_SCHEDULES} instants; "
+            f"ETA: {s.eta_publish:,} publishes",
         ),
-    ]  # fmt: skip
+        Row(
+            "1c reference: the bulk rows by COPY",
+            copy_rate,
+            bulk_rate,
+            "job_upsert bulk",
+            "occ/s",
+            copy_rate / bulk_rate,
+            "COPY/job_upsert",
+            note="what a COPY-based bulk path could reach: one Job.objects.create + COPY of its occurrences "
+            "per "
+            "transaction, same columns and indexes (not an engine API)",
+        ),
+    ]
     section.data = {
         "service": {"occurrences": service_occ, "seconds": t_service[0], "rate": service_rate},
         "bulk": {"occurrences": bulk_occ, "per_job": per_job, "seconds": t_bulk[0], "rate": bulk_rate},
         "beat_create_rate": beat_rate,
         "beat_delete_rate": beat_delete_rate,
         "eta_publish_rate": eta_rate,
+        "copy_reference_rate": copy_rate,
         "bars": {
             "schedule: service layer": service_rate,
             "schedule: bulk job_upsert": bulk_rate,
@@ -90,6 +121,36 @@ def run(h: Harness) -> Section:
         },
     }
     return section
+
+
+def _copy_reference(h: Harness, jobs: int, per_job: int, base: datetime) -> float:
+    """The same jobs and occurrences written with COPY: the database's own floor for this insert."""
+    from reminders.models import CallbackType, Job, new_idempotency_key
+
+    queue = h.queue_name("copy")
+    columns = "job_id, fire_at, next_attempt_at, priority, status, attempts, last_error, idempotency_key"
+    with timed() as t_copy:
+        for j in range(jobs):
+            start = base + timedelta(days=1, seconds=j)
+            with transaction.atomic():
+                job = Job.objects.create(
+                    key=f"copy-{j}", callback_type=CallbackType.RABBITMQ, target=queue, payload=PAYLOAD
+                )
+                raw = connection.connection
+                assert raw is not None
+                with (
+                    raw.cursor() as cursor,
+                    cursor.copy(
+                        f"COPY reminders_occurrence ({columns}, job_version, created_at) FROM STDIN"
+                    ) as copy,
+                ):
+                    now = datetime.now(UTC)
+                    for i in range(per_job):
+                        fire_at = start + timedelta(seconds=i)
+                        copy.write_row(
+                            (job.pk, fire_at, fire_at, 5, "scheduled", 0, "", new_idempotency_key(), 1, now)
+                        )
+    return jobs * per_job / t_copy[0]
 
 
 def _beat_create(h: Harness, count: int, base: datetime) -> tuple[float, float]:
@@ -107,7 +168,9 @@ def _beat_create(h: Harness, count: int, base: datetime) -> tuple[float, float]:
                     task="bench.publish_reminder",
                     clocked=clocked,
                     one_off=True,
-                    kwargs=f'{{"queue": "x", "key": "k{i}", "fire_at": "{fire_at.isoformat()}", "payload": {{}}}}',
+                    kwargs=json.dumps(
+                        {"queue": "x", "key": f"k{i}", "fire_at": fire_at.isoformat(), "payload": {}}
+                    ),
                 )
                 created.append(task.pk)
     with timed() as t_delete:
