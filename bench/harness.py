@@ -131,6 +131,7 @@ class Harness:
         self.sizes = Sizes.for_run(self.quick)
         self.database_url = database_url_named(self.base_database_url, self.database_name)
         self.celery_queue = self.queue_name("celery")
+        self.push_queue = self.queue_name("push")  # the trainings app's push queue, when it is installed
         self.log_dir = RESULTS / "logs" / self.run_id
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -143,6 +144,7 @@ class Harness:
             CELERY_BROKER_URL=self.broker_url,
             REMINDERS_CALLBACK_BROKER_URL=self.broker_url,
             BENCH_CELERY_QUEUE=self.celery_queue,
+            TRAININGS_PUSH_QUEUE=self.push_queue,
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
             LOG_LEVEL="INFO",
         )
