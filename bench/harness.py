@@ -79,7 +79,7 @@ class Sizes:
                 claim_reps=8,
                 memory_sizes=[10_000, 1_000_000],
                 memory_due=5_000,
-                eta_memory_sizes=[10_000],
+                eta_memory_sizes=[5_000],
                 trainings=500,
             )
         return cls(
@@ -87,7 +87,7 @@ class Sizes:
             service_instants=22,
             bulk_jobs=1000,
             bulk_instants=1000,
-            beat_create=2000,
+            beat_create=1000,
             eta_publish=10_000,
             dispatch_backlog=100_000,
             raw_tx=100_000,
