@@ -105,7 +105,7 @@ class RabbitMQTransport:
                 content_encoding="utf-8",
                 delivery_mode=2,
                 message_id=delivery.idempotency_key,
-                # py-amqp's name for the AMQP headers table; an unknown keyword (`headers=`) is silently dropped.
+                # py-amqp's name for the headers table; an unknown keyword (`headers=`) is silently dropped.
                 application_headers=_amqp_headers(delivery),
             )
             channel.basic_publish(message, exchange="", routing_key=delivery.target, mandatory=True)
