@@ -38,6 +38,7 @@ _CHUNK: dict[str, int] = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, C
 # Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
 # untried before its first chunk.
 _LEASE_MARGIN = timedelta(seconds=5)
+_DELIVERY_JOB_FIELDS = ("key", "callback_type", "target", "payload", "http_secret", "deadline_seconds")
 
 
 @dataclass
@@ -87,7 +88,13 @@ def occurrences_dispatch_batch(
 
 def _dispatch_claim(claim: Claim, policy: RetryPolicy, result: ScanResult) -> None:
     result.claimed += len(claim.occurrences)
-    jobs = Job.objects.select_related("schedule").in_bulk({o.job_id for o in claim.occurrences})
+    # Only the columns a delivery needs: loading whole jobs (timestamps, owner, ...) was a fifth of the
+    # scan's CPU time at a thousand rows per batch (bench/: dispatch scenario, py-spy).
+    jobs = (
+        Job.objects.select_related("schedule")
+        .only(*_DELIVERY_JOB_FIELDS, "schedule__key")
+        .in_bulk({o.job_id for o in claim.occurrences})
+    )
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = timezone.now()

@@ -1,0 +1,1 @@
+"""One module per measured scenario; each returns report Sections of Rows."""

@@ -1,0 +1,173 @@
+"""2. Dispatch throughput: a backlog of due occurrences drained by one worker, beside the broker's limit.
+
+The worker is the scan loop itself, in this process: `occurrences_dispatch_batch()` with the default batch
+size, repeated until nothing is due (what one `scan_due` task does, minus Celery's few microseconds per
+kick). Counted as done only when every message is on the queue (checked on the broker) and every row is
+marked delivered (checked in the database).
+
+The raw limit is measured the same way on the same broker, with no database at all: py-amqp, a durable
+queue, persistent messages of the same size and headers, one AMQP transaction per 500; and, for scale,
+one publisher confirm awaited per message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import amqp
+
+from bench.harness import PAYLOAD, Harness
+from bench.report import Row, Section
+
+
+def run(h: Harness) -> Section:
+    from reminders.dispatch import occurrences_dispatch_batch
+    from reminders.models import Occurrence, OccurrenceStatus
+    from reminders.transports import get_transport
+
+    s = h.sizes
+    section = Section("dispatch")
+    # The machine is shared: the scan and the raw publisher take turns in rounds, so a burst of someone
+    # else's load hits both rather than one of them.
+    rounds = 4 if h.quick else 5
+    per_round, raw_per_round, confirm_per_round = (
+        s.dispatch_backlog // rounds,
+        s.raw_tx // rounds,
+        s.raw_confirm // rounds,
+    )
+    n = per_round * rounds
+    h.truncate_engine()
+    queue = h.queue_name("dispatch")
+    h.declare(queue)
+    jobs = h.insert_jobs("dispatch", max(1, per_round // 22), queue=queue)
+    get_transport("rabbitmq")  # connect before the clock starts, as a running worker already has
+    ours_s = ours_cpu = raw_s = raw_cpu = confirm_s = 0.0
+    batches = 0
+    round_ratios: list[float] = []
+    for r in range(rounds):
+        now = datetime.now(UTC)
+        h.insert_occurrences(
+            f"dispatch-{r}", jobs, per_round, first=now - timedelta(seconds=120), step_seconds=60 / per_round
+        )
+        _analyze()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        while True:
+            result = occurrences_dispatch_batch()
+            batches += 1
+            if result.claimed == 0:
+                break
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        ours_s, ours_cpu = ours_s + elapsed, ours_cpu + cpu
+        raw_elapsed, raw_cpu_round = _raw_publish(h, raw_per_round, per_transaction=500)
+        raw_s, raw_cpu = raw_s + raw_elapsed, raw_cpu + raw_cpu_round
+        confirm_s += _raw_publish(h, confirm_per_round, confirm=True)[0]
+        round_ratios.append((per_round / elapsed) / (raw_per_round / raw_elapsed))
+    delivered = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count()
+    on_queue, _ = h.queue_depth(queue)
+    h.delete_queue(queue)
+    ours = n / ours_s
+    raw_tx = raw_per_round * rounds / raw_s
+    raw_confirm = confirm_per_round * rounds / confirm_s
+    cpu_us, raw_cpu_us = ours_cpu / n * 1e6, raw_cpu / (raw_per_round * rounds) * 1e6
+    complete = delivered == n and on_queue == n
+    section.rows += [
+        Row(
+            f"2a dispatch, one worker ({n:,} due)",
+            ours,
+            raw_confirm,
+            "raw confirm per msg",
+            "occ/s",
+            ours / raw_confirm,
+            "vs confirm/msg",
+            "≥ 5,000 occ/s",
+            ours >= 5000 and complete,
+            note=f"{n:,} claimed, published (one AMQP tx per batch of 1,000) and marked in {ours_s:.1f} s "
+            f"over {rounds} rounds, {batches} batches; delivered rows {delivered:,}, "
+            f"messages on queue {on_queue:,}",
+        ),
+        Row(
+            "2b dispatch / raw durable publish limit",
+            ours,
+            raw_tx,
+            "raw py-amqp, tx per 500",
+            "occ/s",
+            ours / raw_tx,
+            "of raw",
+            "≥ 0.60x",
+            ours / raw_tx >= 0.6 and complete,
+            note=f"per-round ratios {', '.join(f'{x:.2f}' for x in round_ratios)}; CPU of this process: "
+            f"{cpu_us:.0f} µs per occurrence (claim + load + publish + mark) "
+            f"vs {raw_cpu_us:.0f} µs per raw message",
+        ),
+    ]
+    section.data = {
+        "backlog": n,
+        "rounds": rounds,
+        "seconds": ours_s,
+        "batches": batches,
+        "rate": ours,
+        "delivered": delivered,
+        "on_queue": on_queue,
+        "cpu_us_per_occ": cpu_us,
+        "raw_cpu_us_per_msg": raw_cpu_us,
+        "raw_tx_500": raw_tx,
+        "raw_confirm_each": raw_confirm,
+        "round_ratios": round_ratios,
+        "bars": {
+            "dispatch: this project": ours,
+            "raw publish: tx per 500": raw_tx,
+            "raw publish: confirm per msg": raw_confirm,
+        },
+    }
+    h.truncate_engine()
+    return section
+
+
+def _analyze() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE reminders_occurrence")
+        cursor.execute("ANALYZE reminders_job")
+
+
+def _raw_publish(
+    h: Harness, count: int, *, per_transaction: int = 0, confirm: bool = False
+) -> tuple[float, float]:
+    """(seconds, CPU seconds) for `count` durable publishes of the body and headers the project sends."""
+    queue = h.queue_name("raw-confirm" if confirm else "raw-tx")
+    body = json.dumps(PAYLOAD, separators=(",", ":")).encode()
+    fire_at = datetime.now(UTC).isoformat()
+    with contextlib.closing(h.amqp_connection()) as conn:
+        channel = conn.channel()
+        channel.queue_declare(queue, durable=True, auto_delete=False)
+        if confirm:
+            channel.confirm_select()
+        else:
+            channel.tx_select()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for i in range(count):
+            message = amqp.Message(
+                body=body,
+                content_type="application/json",
+                content_encoding="utf-8",
+                delivery_mode=2,
+                message_id=f"raw-{i:032d}",
+                application_headers={"job_key": f"bench-raw-{i}", "fire_at": fire_at, "attempt": 1},
+            )
+            if confirm:
+                channel.basic_publish_confirm(message, exchange="", routing_key=queue, mandatory=True)
+            else:
+                channel.basic_publish(message, exchange="", routing_key=queue, mandatory=True)
+                if (i + 1) % per_transaction == 0:
+                    channel.tx_commit()
+        if not confirm:
+            channel.tx_commit()
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        depth = channel.queue_declare(queue, passive=True).message_count
+        assert depth == count, (depth, count)
+    h.delete_queue(queue)
+    return elapsed, cpu

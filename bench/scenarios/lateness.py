@@ -1,0 +1,283 @@
+"""3. Fire lateness: how long after its fire time a reminder is on its queue, read by a real consumer.
+
+This project: occurrences due evenly at `lateness_rate`/s for `lateness_seconds`, pre-scheduled in the
+table, delivered by real `celery -A config worker -c 1` and `celery -A config beat` processes (beat kicks
+the scan every second; the scan polls every REMINDERS_POLL_SECONDS between kicks).
+
+django-celery-beat: one ClockedSchedule + one-off PeriodicTask per reminder, a real beat process. Beat sends
+each task message straight to the reminder's queue (PeriodicTask.queue), so no worker hop is counted
+against it: this is beat's best case.
+
+Celery ETA: one `apply_async(eta=fire_at)` per reminder, a real worker (-c 1) holding them until due; the
+task publishes the reminder through the project's own RabbitMQ transport.
+
+The alternatives run at a load they survive (fewer reminders per second); the table says which. Beat's
+cost grows with the number of enabled tasks it holds, not only with the rate, so every system also holds
+`pending` reminders due a few minutes later (the --quick run's 1,000 due + 4,000 pending = the full run's
+5,000 beat tasks, all within beat's five-minute look-ahead).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.harness import PAYLOAD, Consumer, Harness, quantile
+from bench.report import Row, Section
+
+# Pending reminders fall due from a minute after the measured window, over two minutes: inside beat's
+# five-minute look-ahead (django-celery-beat loads only clocked tasks due within SCHEDULE_SYNC_MAX_INTERVAL),
+# so beat holds them as it would in a busy hour, and never reached while we measure.
+PENDING_AFTER = 60
+PENDING_SPREAD = 120
+
+
+def _pending(first: datetime, seconds: int, count: int) -> list[datetime]:
+    start = first + timedelta(seconds=seconds + PENDING_AFTER)
+    return [start + timedelta(seconds=i * PENDING_SPREAD / count) for i in range(count)]
+
+
+def _stats(lateness: list[float], expected: int) -> dict[str, Any]:
+    values = sorted(lateness) + [math.inf] * max(0, expected - len(lateness))
+    cdf = [quantile(values, q / 400) for q in range(401)]
+    return {
+        "expected": expected,
+        "received": len(lateness),
+        "p50": quantile(values, 0.50),
+        "p90": quantile(values, 0.90),
+        "p99": quantile(values, 0.99),
+        "max": values[-1] if values else math.nan,
+        "min": values[0] if values else math.nan,
+        "cdf": [x for x in cdf if math.isfinite(x)],
+    }
+
+
+def _wait(consumer: Consumer, expected: int, last_fire: datetime, grace: float) -> None:
+    until = time.monotonic() + max(0.0, (last_fire - datetime.now(UTC)).total_seconds()) + grace
+    consumer.wait_for(expected, until=until)
+
+
+def run_ours(h: Harness) -> dict[str, Any]:
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    from reminders.beat import ensure_periodic_tasks
+
+    s = h.sizes
+    n = s.lateness_rate * s.lateness_seconds
+    h.truncate_engine()
+    ensure_periodic_tasks(IntervalSchedule, PeriodicTask)
+    queue = h.queue_name("late-ours")
+    h.declare(queue)
+    jobs = h.insert_jobs("late", max(1, n // 22), queue=queue)
+    with Consumer(h, queue) as consumer:
+        worker = h.worker("lateness-worker")
+        beat = h.beat("lateness-beat")
+        h.wait_for_log("lateness-beat", "beat: Starting", timeout=30, proc=beat)
+        first = datetime.now(UTC) + timedelta(seconds=3)
+        h.insert_occurrences("late", jobs, n, first=first, step_seconds=1 / s.lateness_rate)
+        if s.pending:
+            later = first + timedelta(seconds=s.lateness_seconds + PENDING_AFTER)
+            h.insert_occurrences(
+                "late-pending", jobs, s.pending, first=later, step_seconds=PENDING_SPREAD / s.pending
+            )
+        last = first + timedelta(seconds=(n - 1) / s.lateness_rate)
+        _wait(consumer, n, last, grace=15)
+        h.stop(beat)
+        h.stop(worker)
+    stats = _stats(consumer.arrivals.lateness(), n)
+    stats.update(
+        load=f"{s.lateness_rate:,}/s for {s.lateness_seconds} s"
+        + (f" + {s.pending:,} pending" if s.pending else ""),
+        rate=s.lateness_rate,
+    )
+    h.truncate_engine()
+    h.delete_queue(queue)
+    return stats
+
+
+def run_beat(h: Harness) -> dict[str, Any]:
+    from django.db import connection
+    from django_celery_beat.models import ClockedSchedule, PeriodicTask, PeriodicTasks
+
+    from reminders.beat import PURGE_TASK_NAME, SCAN_TASK_NAME
+
+    s = h.sizes
+    n = s.beat_reminders
+    rate = n / s.beat_seconds
+    queue = h.queue_name("late-beat")
+    h.declare(queue)
+    PeriodicTask.objects.filter(name__in=[SCAN_TASK_NAME, PURGE_TASK_NAME]).update(enabled=False)
+    lead = 5.0 if h.quick else 8.0
+    first = datetime.now(UTC) + timedelta(seconds=lead)
+    fires = [first + timedelta(seconds=i / rate) for i in range(n)]
+    later = _pending(first, s.beat_seconds, s.pending)
+    clocks = ClockedSchedule.objects.bulk_create([ClockedSchedule(clocked_time=f) for f in fires + later])
+    PeriodicTask.objects.bulk_create(
+        [
+            PeriodicTask(
+                name=f"bench-late-{i}",
+                task="bench.publish_reminder",
+                clocked=clock,
+                one_off=True,
+                queue=queue,
+                kwargs=json.dumps(
+                    {"queue": queue, "key": f"beat-{i}", "fire_at": f.isoformat(), "payload": PAYLOAD}
+                ),
+                headers=json.dumps({"fire_at": f.isoformat()}),
+            )
+            for i, (f, clock) in enumerate(zip(fires + later, clocks, strict=True))
+        ],
+        batch_size=1000,
+    )
+    PeriodicTasks.update_changed()
+    with Consumer(h, queue) as consumer:
+        beat = h.beat("beat-competitor")
+        started = h.wait_for_log("beat-competitor", "beat: Starting", timeout=30, proc=beat)
+        _wait(consumer, n, fires[-1], grace=max(30.0, s.beat_seconds))
+        h.stop(beat)
+    stats = _stats(consumer.arrivals.lateness(), n)
+    stats.update(
+        load=f"{n:,} over {s.beat_seconds} s ({rate:,.0f}/s)"
+        + (f" + {s.pending:,} pending" if s.pending else ""),
+        rate=rate,
+        beat_start_seconds=started,
+        lead=lead,
+    )
+    # In SQL: the ORM deletes beat tasks one by one with signals (about a hundred per second).
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM django_celery_beat_periodictask WHERE name LIKE 'bench-late-%%'")
+        cursor.execute("DELETE FROM django_celery_beat_clockedschedule")
+    PeriodicTask.objects.filter(name__in=[SCAN_TASK_NAME, PURGE_TASK_NAME]).update(enabled=True)
+    PeriodicTasks.update_changed()
+    h.delete_queue(queue)
+    return stats
+
+
+def run_eta(h: Harness) -> dict[str, Any]:
+    from bench.tasks import publish_reminder
+
+    s = h.sizes
+    n = s.eta_reminders
+    rate = n / s.eta_seconds
+    queue = h.queue_name("late-eta")
+    h.declare(queue)
+    h.delete_queue(h.celery_queue)  # no leftover scan kicks may occupy the worker
+    with Consumer(h, queue) as consumer:
+        worker = h.worker("eta-worker")
+        first = datetime.now(UTC) + timedelta(seconds=3)
+        fires = [first + timedelta(seconds=i / rate) for i in range(n)]
+        later = _pending(first, s.beat_seconds, s.pending)
+        publish_start = time.perf_counter()
+        for i, fire_at in enumerate(sorted(fires + later)):
+            publish_reminder.apply_async(
+                kwargs={
+                    "queue": queue,
+                    "key": f"eta-{i}",
+                    "fire_at": fire_at.isoformat(),
+                    "payload": PAYLOAD,
+                },
+                eta=fire_at,
+            )
+        publish_seconds = time.perf_counter() - publish_start
+        _wait(consumer, n, fires[-1], grace=max(30.0, s.eta_seconds))
+        h.stop(worker)
+    stats = _stats(consumer.arrivals.lateness(), n)
+    stats.update(
+        load=f"{n:,} over {s.eta_seconds} s ({rate:,.0f}/s)", rate=rate, publish_seconds=publish_seconds
+    )
+    h.delete_queue(queue)
+    h.delete_queue(h.celery_queue)
+    return stats
+
+
+def run(h: Harness) -> Section:
+    section = Section("lateness")
+    results = []
+    for phase in (run_ours, run_beat, run_eta):
+        start = time.perf_counter()
+        results.append(phase(h))
+        stats = results[-1]
+        print(
+            f"  {phase.__name__}: {stats['received']:,}/{stats['expected']:,} received, "
+            f"p50 {stats['p50']:.3f} s, p99 {stats['p99']:.3f} s ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
+    ours, beat, eta = results
+    section.data = {
+        "ours": {k: v for k, v in ours.items() if k != "cdf"},
+        "beat": {k: v for k, v in beat.items() if k != "cdf"},
+        "eta": {k: v for k, v in eta.items() if k != "cdf"},
+        "cdf": {
+            f"this project, {ours['load']}": ours["cdf"],
+            f"django-celery-beat, {beat['load']}": beat["cdf"],
+            f"Celery ETA, {eta['load']}": eta["cdf"],
+        },
+    }
+
+    def ratio(a: float, b: float) -> float | None:
+        return a / b if b and math.isfinite(a) and math.isfinite(b) else None
+
+    got = (
+        f"received {ours['received']:,}/{ours['expected']:,}; beat {beat['received']:,}/{beat['expected']:,}"
+    )
+    got += f"; ETA {eta['received']:,}/{eta['expected']:,}"
+    load = f"@{ours['rate']:,}/s"
+    section.rows += [
+        Row(
+            f"3a lateness p50 {load}",
+            ours["p50"],
+            beat["p50"],
+            f"beat @{beat['rate']:,.0f}/s",
+            "s",
+            ratio(beat["p50"], ours["p50"]),
+            "beat/ours",
+            "≤ 0.2 s",
+            ours["p50"] <= 0.2,
+            note=got,
+        ),
+        Row(
+            f"3b lateness p99 {load}",
+            ours["p99"],
+            beat["p99"],
+            f"beat @{beat['rate']:,.0f}/s",
+            "s",
+            ratio(beat["p99"], ours["p99"]),
+            "beat/ours",
+            "≤ 1 s and ≥ 20x vs beat",
+            ours["p99"] <= 1.0 and (ratio(beat["p99"], ours["p99"]) or 0) >= 20,
+            note=f"beat process start to 'Starting': {beat['beat_start_seconds']:.1f} s; first fire "
+            f"{beat['lead']:.0f} s after the tasks were written",
+        ),
+        Row(
+            f"3c lateness max {load}",
+            ours["max"],
+            beat["max"],
+            f"beat @{beat['rate']:,.0f}/s",
+            "s",
+            ratio(beat["max"], ours["max"]),
+            "beat/ours",
+        ),
+        Row(
+            f"3d lateness p50 vs Celery ETA {load}",
+            ours["p50"],
+            eta["p50"],
+            f"ETA @{eta['rate']:,.0f}/s",
+            "s",
+            ratio(eta["p50"], ours["p50"]),
+            "ETA/ours",
+        ),
+        Row(
+            f"3e lateness p99 vs Celery ETA {load}",
+            ours["p99"],
+            eta["p99"],
+            f"ETA @{eta['rate']:,.0f}/s",
+            "s",
+            ratio(eta["p99"], ours["p99"]),
+            "ETA/ours",
+            note=f"ETA tasks published in {eta['publish_seconds']:.1f} s while the worker ran",
+        ),
+    ]
+    return section

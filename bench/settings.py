@@ -1,0 +1,13 @@
+"""Settings for every process of a benchmark run: the project's own settings, on the run's database and
+Celery queue (both chosen by the harness through the environment), plus the benchmark's Celery task."""
+
+from __future__ import annotations
+
+import os
+
+from config.settings import *  # noqa: F403
+from config.settings import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "bench"]
+# A queue of our own, so a run never feeds or starves another worker on the same vhost.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("BENCH_CELERY_QUEUE", "bench.celery")

@@ -1,0 +1,40 @@
+"""The benchmark's table says pass or SHORT per target and never hides a skipped section; its database is
+always its own, on the server the caller named."""
+
+from __future__ import annotations
+
+from bench.harness import database_url_named, quantile
+from bench.report import Row, Section, render_table
+
+
+def test_it_marks_each_target_pass_or_short() -> None:
+    section = Section(
+        "dispatch",
+        rows=[
+            Row("fast enough", 6000.0, 8000.0, "raw", "occ/s", 0.75, "of raw", "≥ 0.60x", True),
+            Row("too slow", 3000.0, 8000.0, "raw", "occ/s", 0.375, "of raw", "≥ 0.60x", False),
+            Row("informative", 1.0, unit="s"),
+        ],
+    )
+    lines = render_table([section]).splitlines()
+    assert "pass" in next(line for line in lines if "fast enough" in line)
+    assert "SHORT" in next(line for line in lines if "too slow" in line)
+    informative = next(line for line in lines if "informative" in line)
+    assert "pass" not in informative and "SHORT" not in informative
+
+
+def test_it_prints_a_skipped_section_with_its_reason() -> None:
+    table = render_table([Section("trainings", skipped="trainings app not present")])
+    assert "skipped: trainings app not present" in table
+
+
+def test_it_keeps_the_server_and_replaces_only_the_database_name() -> None:
+    url = database_url_named("postgres://postgres@127.0.0.1:5432/h_bench?sslmode=disable", "bench_reminders")
+    assert url == "postgres://postgres@127.0.0.1:5432/bench_reminders?sslmode=disable"
+
+
+def test_it_takes_quantiles_from_sorted_values() -> None:
+    values = [float(i) for i in range(101)]
+    assert quantile(values, 0.5) == 50.0
+    assert quantile(values, 0.99) == 99.0
+    assert quantile(values, 1.0) == 100.0
