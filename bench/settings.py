@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 
 from config.settings import *  # noqa: F403
-from config.settings import INSTALLED_APPS
+from config.settings import INSTALLED_APPS, LOGGING
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench"]
 # A queue of our own, so a run never feeds or starves another worker on the same vhost.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("BENCH_CELERY_QUEUE", "bench.celery")
+# The harness waits for beat's "beat: Starting" line, which the project logs below WARNING by default.
+LOGGING = {**LOGGING, "loggers": {**LOGGING["loggers"], "celery.beat": {"level": "INFO"}}}

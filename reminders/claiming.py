@@ -99,6 +99,32 @@ class Failure:
     permanent: bool
 
 
+def claim_statement_postgres(
+    *,
+    token: uuid.UUID,
+    until: datetime,
+    due: datetime,
+    aged: datetime,
+    limit: int,
+    aged_limit: int,
+    throttle_id: int | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """The claim statement and its parameters, exactly as the engine runs it (EXPLAIN reuses it)."""
+    sql = _CLAIM_SQL_POSTGRES.format(
+        scope=_SCOPE_THROTTLED if throttle_id is not None else _SCOPE_UNTHROTTLED
+    )
+    params = {
+        "token": token,
+        "until": until,
+        "due": due,
+        "aged": aged,
+        "limit": limit,
+        "aged_limit": aged_limit,
+        "throttle": throttle_id,
+    }
+    return sql, params
+
+
 def occurrences_claim_due(
     *, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0, throttle_id: int | None = None
 ) -> Claim:
@@ -113,18 +139,15 @@ def occurrences_claim_due(
     aged = now - timedelta(seconds=settings.REMINDERS_PRIORITY_AGING_SECONDS)
     aged_limit = min(limit, math.ceil(limit * settings.REMINDERS_PRIORITY_AGED_SHARE))
     if connection.vendor == "postgresql":
-        sql = _CLAIM_SQL_POSTGRES.format(
-            scope=_SCOPE_THROTTLED if throttle_id is not None else _SCOPE_UNTHROTTLED
+        sql, params = claim_statement_postgres(
+            token=token,
+            until=until,
+            due=due,
+            aged=aged,
+            limit=limit,
+            aged_limit=aged_limit,
+            throttle_id=throttle_id,
         )
-        params: dict[str, Any] = {
-            "token": token,
-            "until": until,
-            "due": due,
-            "aged": aged,
-            "limit": limit,
-            "aged_limit": aged_limit,
-            "throttle": throttle_id,
-        }
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = [ClaimedOccurrence(*row) for row in cursor.fetchall()]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -53,10 +54,11 @@ class FutureTable:
 
 
 def _claim_cost(h: Harness, size: int, reps: int) -> dict[str, Any]:
+    from django.conf import settings
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from reminders.claiming import _CLAIM_SQL_POSTGRES, occurrences_claim_due
+    from reminders.claiming import claim_statement_postgres, occurrences_claim_due
 
     due_jobs = h.insert_jobs(f"due-{size}", 50, queue=h.queue_name("due"))
     timings: list[float] = []
@@ -82,14 +84,16 @@ def _claim_cost(h: Harness, size: int, reps: int) -> dict[str, Any]:
         f"due-{size}-plan", due_jobs, 1000, first=datetime.now(UTC) - timedelta(seconds=60), step_seconds=0.05
     )
     now = timezone.now()
-    params = {
-        "token": "00000000-0000-0000-0000-000000000000",
-        "until": now + timedelta(seconds=60),
-        "due": now,
-    }
-    params["limit"] = 1000  # type: ignore[assignment]
+    sql, params = claim_statement_postgres(
+        token=uuid.uuid4(),
+        until=now + timedelta(seconds=60),
+        due=now,
+        aged=now - timedelta(seconds=settings.REMINDERS_PRIORITY_AGING_SECONDS),
+        limit=1000,
+        aged_limit=100,
+    )
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + _CLAIM_SQL_POSTGRES, params)
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
         plan = [row[0] for row in cursor.fetchall()]
         transaction.set_rollback(True)
     with connection.cursor() as cursor:

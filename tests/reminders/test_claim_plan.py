@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
-from reminders.claiming import _CLAIM_SQL_POSTGRES, _SCOPE_THROTTLED, _SCOPE_UNTHROTTLED
+from reminders.claiming import claim_statement_postgres
 from reminders.models import Job, Occurrence
 from tests.factories import JobFactory, ThrottlePolicyFactory
 
@@ -32,20 +33,20 @@ def _future_rows(job: Job, count: int, throttle_id: int | None) -> None:
     )
 
 
-def _plan(scope: str, throttle_id: int | None) -> str:
+def _plan(throttle_id: int | None) -> str:
     now = timezone.now()
-    params = {
-        "token": "00000000-0000-0000-0000-000000000000",
-        "until": now,
-        "due": now,
-        "aged": now - dt.timedelta(seconds=60),
-        "limit": 1000,
-        "aged_limit": 100,
-        "throttle": throttle_id,
-    }
+    sql, params = claim_statement_postgres(
+        token=uuid.uuid4(),
+        until=now,
+        due=now,
+        aged=now - dt.timedelta(seconds=60),
+        limit=1000,
+        aged_limit=100,
+        throttle_id=throttle_id,
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE reminders_occurrence")
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + _CLAIM_SQL_POSTGRES.format(scope=scope), params)
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + sql, params)
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
@@ -54,10 +55,10 @@ def test_the_claims_use_their_partial_indexes_and_read_no_future_rows() -> None:
     _future_rows(JobFactory(), 20000, None)
     _future_rows(JobFactory(throttle=policy), 20000, policy.id)
 
-    plain = _plan(_SCOPE_UNTHROTTLED, None)
+    plain = _plan(None)
     assert "occurrence_due_idx" in plain
     assert "Seq Scan on reminders_occurrence" not in plain
-    throttled = _plan(_SCOPE_THROTTLED, policy.id)
+    throttled = _plan(policy.id)
     assert "occurrence_throttled_due_idx" in throttled
     assert "Seq Scan on reminders_occurrence" not in throttled
     # Nothing is due: every index scan stops at its first (future) entry.
