@@ -8,7 +8,7 @@ or chokes on in ways DRF does not catch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rest_framework.exceptions import ParseError
@@ -28,8 +28,8 @@ class StrictJSONParser(JSONParser):
         return data
 
 
-def _valid_unicode(data: Any) -> bool:
-    """Every string and key encodes to UTF-8; iterative, since `data` may be nested ~1,000 deep."""
+def json_strings(data: Any) -> Iterator[str]:
+    """Every string and key in a parsed JSON value; iterative, since `data` may be nested ~1,000 deep."""
     pending = [data]
     while pending:
         item = pending.pop()
@@ -39,8 +39,14 @@ def _valid_unicode(data: Any) -> bool:
         elif isinstance(item, list):
             pending.extend(item)
         elif isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
+            yield item
+
+
+def _valid_unicode(data: Any) -> bool:
+    """Every string and key encodes to UTF-8 (a lone surrogate does not)."""
+    for text in json_strings(data):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
     return True

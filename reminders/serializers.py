@@ -26,6 +26,7 @@ from reminders.models import (
     ThrottlePolicy,
 )
 from reminders.netguard import UnsafeURL, validate_callback_url
+from reminders.parsers import json_strings
 from reminders.services import Callback
 
 # Upper bounds keep every number inside its database column and inside what makes sense.
@@ -68,7 +69,7 @@ class AwareDateTimeField(serializers.Field):
 
 
 def _payload_size_ok(payload: Any) -> Any:
-    if _has_nul(payload):
+    if any("\x00" in text for text in json_strings(payload)):
         # Valid JSON, but PostgreSQL's jsonb cannot store U+0000 (and most consumers mishandle it).
         raise serializers.ValidationError("strings and keys must not contain the NUL character (\\u0000).")
     size = len(json.dumps(payload, separators=(",", ":")).encode())
@@ -77,20 +78,6 @@ def _payload_size_ok(payload: Any) -> Any:
             f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
         )
     return payload
-
-
-def _has_nul(payload: Any) -> bool:
-    pending = [payload]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-        elif isinstance(item, str) and "\x00" in item:
-            return True
-    return False
 
 
 class RabbitMQDataSerializer(serializers.Serializer):
