@@ -291,6 +291,11 @@ class Harness:
             result = conn.channel().queue_declare(name, passive=True)
             return result.message_count, result.consumer_count
 
+    def purge_queue(self, name: str) -> int:
+        """Empty a queue; returns how many messages it held."""
+        with contextlib.closing(self.amqp_connection()) as conn:
+            return int(conn.channel().queue_purge(name) or 0)
+
     def delete_queue(self, name: str) -> None:
         with contextlib.suppress(Exception), contextlib.closing(self.amqp_connection()) as conn:
             channel = conn.channel()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import F
@@ -27,7 +28,7 @@ from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from reminders.retry import RetryPolicy
 from reminders.schedules import event_envelope
 from reminders.throttling import throttled_claims
-from reminders.transports import Delivery, get_transport
+from reminders.transports import Delivery, InFlight, TransportError, get_transport
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,28 @@ _CHUNK: dict[str, int] = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, C
 # Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
 # untried before its first chunk.
 _LEASE_MARGIN = timedelta(seconds=5)
-_DELIVERY_JOB_FIELDS = ("key", "callback_type", "target", "payload", "http_secret", "deadline_seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class _DeliveryJob:
+    """The columns of a job that its deliveries need."""
+
+    key: str
+    callback_type: str
+    target: str
+    payload: Any
+    http_secret: str
+    deadline_seconds: int | None
+    schedule_key: str | None
+
+
+def _delivery_jobs(job_ids: Iterable[int]) -> dict[int, _DeliveryJob]:
+    """The claimed rows' jobs as plain tuples: building model instances (with the schedule joined) was a
+    tenth of the scan loop's time at a thousand rows per batch (bench/, dispatch scenario, py-spy)."""
+    rows = Job.objects.filter(id__any=list(job_ids)).values_list(
+        "id", "key", "callback_type", "target", "payload", "http_secret", "deadline_seconds", "schedule__key"
+    )
+    return {job_id: _DeliveryJob(*columns) for job_id, *columns in rows}
 
 
 @dataclass
@@ -72,29 +94,77 @@ def occurrences_dispatch_batch(
     """
     policy = policy or RetryPolicy.from_settings()
     result = ScanResult()
-    limit = batch_size or settings.REMINDERS_BATCH_SIZE
+    pipeline = _Pipeline(policy, result)
+    try:
+        _scan(pipeline, batch_size or settings.REMINDERS_BATCH_SIZE)
+        pipeline.settle()
+    finally:
+        pipeline.abandon()
+    return result
+
+
+def occurrences_dispatch_for(
+    *, seconds: float, batch_size: int | None = None, until_idle: bool = False
+) -> tuple[ScanResult, bool]:
+    """Scan repeatedly for `seconds`, polling briefly when idle, so lateness is not bound to beat's tick.
+
+    With `until_idle`, return as soon as a batch comes back short instead (nothing more is due now).
+    Batches overlap: the next claim runs while the broker commits the last one (see `_Pipeline`).
+    Returns the totals and whether the last batch was full (a backlog remains: re-kick at once).
+    """
+    policy = RetryPolicy.from_settings()
+    size = batch_size or settings.REMINDERS_BATCH_SIZE
+    totals = ScanResult()
+    pipeline = _Pipeline(policy, totals)
+    occurrences_reap_expired(now=timezone.now(), policy=policy)
+    stop_at = time.monotonic() + seconds
+    try:
+        while True:
+            full = _scan(pipeline, size) >= size
+            if time.monotonic() >= stop_at or (until_idle and not full):
+                pipeline.settle()
+                return totals, full
+            if not full:
+                pipeline.settle()  # nothing is left in flight while we sleep
+                time.sleep(settings.REMINDERS_POLL_SECONDS)
+    finally:
+        pipeline.abandon()
+
+
+def _scan(pipeline: _Pipeline, limit: int) -> int:
+    """Claim one batch and send it through the pipeline; returns how many unthrottled rows it claimed."""
     claim_args = {
         "limit": limit,
         "lease_seconds": settings.REMINDERS_LEASE_SECONDS,
         "early_seconds": settings.REMINDERS_EARLY_SECONDS,
     }
-    claims = [occurrences_claim_due(now=timezone.now(), **claim_args)]
-    claims += throttled_claims(now=timezone.now(), **claim_args)
-    for claim in claims:
-        if claim.occurrences:
-            _dispatch_claim(claim, policy, result)
-    return result
+    claim = occurrences_claim_due(now=timezone.now(), **claim_args)
+    claims = [claim, *throttled_claims(now=timezone.now(), **claim_args)]
+    for each in claims:
+        if each.occurrences:
+            pipeline.result.claimed += len(each.occurrences)
+            for chunk in _chunks(each, pipeline):
+                pipeline.send(chunk)
+    return len(claim.occurrences)
 
 
-def _dispatch_claim(claim: Claim, policy: RetryPolicy, result: ScanResult) -> None:
-    result.claimed += len(claim.occurrences)
-    # Only the columns a delivery needs: loading whole jobs (timestamps, owner, ...) was a fifth of the
-    # scan's CPU time at a thousand rows per batch (bench/: dispatch scenario, py-spy).
-    jobs = (
-        Job.objects.select_related("schedule")
-        .only(*_DELIVERY_JOB_FIELDS, "schedule__key")
-        .in_bulk({o.job_id for o in claim.occurrences})
-    )
+@dataclass(frozen=True)
+class _Chunk:
+    """Deliveries of one callback type from one claim, sent together (one AMQP transaction)."""
+
+    claim: Claim
+    callback_type: str
+    deliveries: Sequence[Delivery]
+
+
+def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
+    """Load the claimed rows' jobs, skip rows past their deadline, and cut the rest into chunks.
+
+    A generator, so each chunk's lease check happens just before it is sent; the rest of a claim whose
+    lease is nearly over is handed back untried.
+    """
+    result = pipeline.result
+    jobs = _delivery_jobs({o.job_id for o in claim.occurrences})
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = timezone.now()
@@ -117,31 +187,70 @@ def _dispatch_claim(claim: Claim, policy: RetryPolicy, result: ScanResult) -> No
     for callback_type, deliveries in groups.items():
         size = _CHUNK.get(callback_type, 50)
         for start in range(0, len(deliveries), size):
-            chunk = deliveries[start : start + size]
             if timezone.now() > claim.claimed_until - margin:
                 result.released += _release(claim, [d.occurrence_id for d in deliveries[start:]])
                 break
-            _deliver_and_mark(callback_type, chunk, claim, policy, result)
+            yield _Chunk(claim, callback_type, deliveries[start : start + size])
 
 
-def _deliver_and_mark(
-    callback_type: str, chunk: Sequence[Delivery], claim: Claim, policy: RetryPolicy, result: ScanResult
-) -> None:
-    errors = get_transport(callback_type).deliver(chunk)
-    now = timezone.now()
-    accepted = [d.occurrence_id for d in chunk if d.occurrence_id not in errors]
-    marked = occurrences_mark_delivered(token=claim.token, ids=accepted, now=now)
-    result.delivered += marked
-    result.lost_lease += len(accepted) - marked
-    if errors:
-        attempts = {d.occurrence_id: d.attempt for d in chunk}
+class _Pipeline:
+    """Sends chunks so that the database works while the broker commits: at most one chunk in flight.
+
+    Waiting for RabbitMQ's `commit-ok` on a batch of 1,000 took longer than claiming and marking a batch
+    (bench/, dispatch scenario: 97 µs against 52 µs per occurrence), and the two ran one after the other.
+    Now `send` waits for the previous chunk's outcome, starts the new chunk, and only then marks the
+    previous one; the caller's next claim also runs while the new chunk is in flight. A chunk is still
+    marked only after its outcome is known and only while its lease holds, so nothing about delivery
+    changes but the order of the work: a crash leaves at most two chunks claimed and unmarked, which the
+    reaper returns as it always did.
+    """
+
+    def __init__(self, policy: RetryPolicy, result: ScanResult) -> None:
+        self.policy = policy
+        self.result = result
+        self._flight: tuple[_Chunk, InFlight] | None = None
+
+    def send(self, chunk: _Chunk) -> None:
+        previous, self._flight = self._flight, None
+        outcome = previous[1].wait() if previous else None
+        self._flight = (chunk, get_transport(chunk.callback_type).start(chunk.deliveries))
+        if previous is not None and outcome is not None:
+            self._mark(previous[0], outcome)
+
+    def settle(self) -> None:
+        """Wait for the chunk in flight, if any, and mark it."""
+        if self._flight is not None:
+            chunk, flight = self._flight
+            self._flight = None
+            self._mark(chunk, flight.wait())
+
+    def abandon(self) -> None:
+        """After an error: wait for the chunk in flight so the transport is free, but mark nothing.
+
+        Its rows stay claimed until the lease runs out, then the reaper returns them (at-least-once).
+        """
+        if self._flight is not None:
+            _chunk, flight = self._flight
+            self._flight = None
+            flight.wait()
+
+    def _mark(self, chunk: _Chunk, errors: Mapping[int, TransportError]) -> None:
+        result, token = self.result, chunk.claim.token
+        now = timezone.now()
+        accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
+        marked = occurrences_mark_delivered(token=token, ids=accepted, now=now)
+        result.delivered += marked
+        result.lost_lease += len(accepted) - marked
+        if not errors:
+            return
+        attempts = {d.occurrence_id: d.attempt for d in chunk.deliveries}
         failures = [
             Failure(occurrence_id=oid, attempts=attempts[oid], error=str(exc), permanent=exc.permanent)
             for oid, exc in errors.items()
         ]
-        occurrences_mark_failed(token=claim.token, failures=failures, now=now, policy=policy)
+        occurrences_mark_failed(token=token, failures=failures, now=now, policy=self.policy)
         for failure in failures:
-            if failure.permanent or policy.exhausted(failure.attempts):
+            if failure.permanent or self.policy.exhausted(failure.attempts):
                 result.failed += 1
             else:
                 result.retried += 1
@@ -156,13 +265,12 @@ def _release(claim: Claim, ids: list[int]) -> int:
     ).update(status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1)
 
 
-def _delivery(occurrence: ClaimedOccurrence, job: Job) -> Delivery:
+def _delivery(occurrence: ClaimedOccurrence, job: _DeliveryJob) -> Delivery:
     payload = job.payload
-    schedule = getattr(job, "schedule", None)
-    if schedule is not None:
+    if job.schedule_key is not None:
         # A schedule's events carry seed 001's envelope; its id is the idempotency key.
         payload = event_envelope(
-            schedule_key=schedule.key,
+            schedule_key=job.schedule_key,
             idempotency_key=occurrence.idempotency_key,
             fire_at=occurrence.fire_at,
             payload=job.payload,
@@ -177,23 +285,3 @@ def _delivery(occurrence: ClaimedOccurrence, job: Job) -> Delivery:
         payload=payload,
         secret=job.http_secret,
     )
-
-
-def occurrences_dispatch_for(*, seconds: float, batch_size: int | None = None) -> tuple[ScanResult, bool]:
-    """Scan repeatedly for `seconds`, polling briefly when idle, so lateness is not bound to beat's tick.
-
-    Returns the totals and whether the last batch was full (a backlog remains: re-kick at once).
-    """
-    policy = RetryPolicy.from_settings()
-    size = batch_size or settings.REMINDERS_BATCH_SIZE
-    totals = ScanResult()
-    occurrences_reap_expired(now=timezone.now(), policy=policy)
-    stop_at = time.monotonic() + seconds
-    while True:
-        batch = occurrences_dispatch_batch(batch_size=size, policy=policy)
-        totals.add(batch)
-        full = batch.claimed >= size
-        if time.monotonic() >= stop_at:
-            return totals, full
-        if not full:
-            time.sleep(settings.REMINDERS_POLL_SECONDS)

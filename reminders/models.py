@@ -279,5 +279,6 @@ class Schedule(models.Model):
         return self.job.version
 
 
-# Batch marks filter by `id__any=[...]` (reminders/lookups.py).
+# Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (reminders/lookups.py).
 Occurrence._meta.get_field("id").register_lookup(AnyOf)
+Job._meta.get_field("id").register_lookup(AnyOf)

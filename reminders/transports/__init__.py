@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import cache
 
 from reminders.models import CallbackType
-from reminders.transports.base import Delivery, Transport, TransportError
+from reminders.transports.base import Delivery, InFlight, Settled, Transport, TransportError
 
-__all__ = ["Delivery", "Transport", "TransportError", "get_transport"]
+__all__ = ["Delivery", "InFlight", "Settled", "Transport", "TransportError", "get_transport"]
 
 
 @cache

@@ -38,10 +38,40 @@ class TransportError(Exception):
         self.permanent = permanent
 
 
+class InFlight(Protocol):
+    """A delivery that has been sent and whose outcome is not known yet."""
+
+    def wait(self) -> Mapping[int, TransportError]:
+        """Block until the outcome is known; the same errors `Transport.deliver` would return.
+
+        Must not raise. Waiting again returns the same outcome.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Settled:
+    """An outcome known at once: what a transport without a separate acknowledgement returns."""
+
+    errors: Mapping[int, TransportError]
+
+    def wait(self) -> Mapping[int, TransportError]:
+        return self.errors
+
+
 class Transport(Protocol):
     def deliver(self, deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
         """Deliver every item; return the errors keyed by occurrence id. Absent means accepted.
 
         Must not raise: a transport that cannot reach its destination returns an error for each item.
+        """
+        ...
+
+    def start(self, deliveries: Sequence[Delivery]) -> InFlight:
+        """Send every item and return before the destination has acknowledged them, where it can.
+
+        `deliver(d)` is `start(d).wait()`. The dispatcher does its database work between the two
+        (reminders/dispatch.py, `_Pipeline`). The caller waits for one `InFlight` before it starts the next
+        on the same transport. Must not raise.
         """
         ...

@@ -6,12 +6,15 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from reminders import handlers
-from reminders.transports.base import Delivery, TransportError
+from reminders.transports.base import Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
 
 
 class HandlerTransport:
+    def start(self, deliveries: Sequence[Delivery]) -> InFlight:
+        return Settled(self.deliver(deliveries))
+
     def deliver(self, deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
         errors: dict[int, TransportError] = {}
         for delivery in deliveries:

@@ -28,7 +28,7 @@ from django.utils.crypto import salted_hmac
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from reminders import netguard
-from reminders.transports.base import Delivery, TransportError
+from reminders.transports.base import Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,9 @@ class _Options:
 
 
 class HTTPTransport:
+    def start(self, deliveries: Sequence[Delivery]) -> InFlight:
+        return Settled(self.deliver(deliveries))
+
     def deliver(self, deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
         """POST every delivery concurrently; one slow receiver must not hold up the rest of the batch."""
         if not deliveries:

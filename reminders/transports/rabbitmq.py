@@ -9,6 +9,9 @@ The queue is declared durable before its first publish on a connection: a caller
 it, instead of having every message of a brand-new queue returned. Declaring a queue that already exists
 with other arguments fails (PRECONDITION_FAILED) and the occurrence retries with that error.
 
+`start()` returns as soon as `tx.commit` is sent; the dispatcher claims its next batch and marks its last
+one while the broker commits this one, and reads `commit-ok` afterwards (`deliver()` does both at once).
+
 On the embedded broker (kombu's filesystem transport) the same call goes through a kombu Producer; that
 transport writes each message to disk synchronously and has no transactions to wait for.
 """
@@ -29,7 +32,7 @@ from amqp import spec
 from django.conf import settings
 from kombu import Connection, Producer, Queue
 
-from reminders.transports.base import Delivery, TransportError
+from reminders.transports.base import Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
 
@@ -48,21 +51,50 @@ class RabbitMQTransport:
         return self._url or settings.REMINDERS_CALLBACK_BROKER_URL
 
     def deliver(self, deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
+        return self.start(deliveries).wait()
+
+    def start(self, deliveries: Sequence[Delivery]) -> InFlight:
+        """Publish the batch and send `tx.commit`; `wait()` on the result reads `commit-ok`.
+
+        The channel carries one transaction at a time: `start` takes it and the `wait` gives it back, so
+        a second `start` in another thread waits for the first batch's outcome.
+        """
         if not deliveries:
-            return {}
-        with self._lock:
-            try:
-                connection = self._connect()
-                if connection.transport.driver_type == "amqp":
-                    return self._publish_transaction(connection, deliveries)
-                return self._publish_kombu(connection, deliveries)
-            except Exception as exc:
-                # Whatever state the connection is in (closed channel, half-committed transaction), the
-                # outcome of every message in this batch is unknown: drop the connection and retry them all.
-                logger.warning("publish of %d messages failed: %r", len(deliveries), exc)
-                self.close()
-                error = TransportError(f"broker error: {type(exc).__name__}: {exc}")
-                return {d.occurrence_id: error for d in deliveries}
+            return Settled({})
+        self._lock.acquire()
+        try:
+            connection = self._connect()
+            if connection.transport.driver_type == "amqp":
+                self._publish_transaction(connection, deliveries)
+                return _Commit(self, connection, deliveries)  # releases the lock when waited for
+            errors = self._publish_kombu(connection, deliveries)
+        except Exception as exc:
+            errors = self._broken(deliveries, exc)
+        self._lock.release()
+        return Settled(errors)
+
+    def _finish(self, connection: Connection, deliveries: Sequence[Delivery]) -> dict[int, TransportError]:
+        """Read `commit-ok` (and any `basic.return` before it), then give the channel back."""
+        try:
+            channel: Any = connection.default_channel
+            channel.wait(spec.Tx.CommitOk)
+            return {
+                d.occurrence_id: TransportError(self._returned[d.idempotency_key])
+                for d in deliveries
+                if d.idempotency_key in self._returned
+            }
+        except Exception as exc:
+            return self._broken(deliveries, exc)
+        finally:
+            self._lock.release()
+
+    def _broken(self, deliveries: Sequence[Delivery], exc: Exception) -> dict[int, TransportError]:
+        # Whatever state the connection is in (closed channel, half-committed transaction), the outcome of
+        # every message in this batch is unknown: drop the connection and retry them all.
+        logger.warning("publish of %d messages failed: %r", len(deliveries), exc)
+        self.close()
+        error = TransportError(f"broker error: {type(exc).__name__}: {exc}")
+        return {d.occurrence_id: error for d in deliveries}
 
     def close(self) -> None:
         connection, self._connection = self._connection, None
@@ -93,9 +125,8 @@ class RabbitMQTransport:
         message_id = message.properties.get("message_id", "")
         self._returned[message_id] = f"returned by broker: {exc} (routing key {routing_key!r})"
 
-    def _publish_transaction(
-        self, connection: Connection, deliveries: Sequence[Delivery]
-    ) -> dict[int, TransportError]:
+    def _publish_transaction(self, connection: Connection, deliveries: Sequence[Delivery]) -> None:
+        """Publish every message inside the channel's transaction and send `tx.commit` without waiting."""
         channel: Any = connection.default_channel
         self._returned = {}
         # py-amqp's basic_publish polls the socket after every message to notice `connection.blocked`;
@@ -117,12 +148,7 @@ class RabbitMQTransport:
                 application_headers=_amqp_headers(delivery),
             )
             channel.send_method(spec.Basic.Publish, "Bssbb", (0, "", delivery.target, True, False), message)
-        channel.tx_commit()
-        return {
-            d.occurrence_id: TransportError(self._returned[d.idempotency_key])
-            for d in deliveries
-            if d.idempotency_key in self._returned
-        }
+        channel.send_method(spec.Tx.Commit)
 
     def _publish_kombu(
         self, connection: Connection, deliveries: Sequence[Delivery]
@@ -158,3 +184,20 @@ def _transport_options(url: str) -> dict[str, Any]:
         # A broker that stops answering must not hang the worker past its lease.
         return {"read_timeout": 30, "write_timeout": 30}
     return {}
+
+
+class _Commit:
+    """A published batch whose `tx.commit-ok` has not been read yet."""
+
+    def __init__(
+        self, transport: RabbitMQTransport, connection: Connection, deliveries: Sequence[Delivery]
+    ) -> None:
+        self._transport = transport
+        self._connection = connection
+        self._deliveries = deliveries
+        self._errors: Mapping[int, TransportError] | None = None
+
+    def wait(self) -> Mapping[int, TransportError]:
+        if self._errors is None:
+            self._errors = self._transport._finish(self._connection, self._deliveries)
+        return self._errors

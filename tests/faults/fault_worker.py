@@ -44,13 +44,14 @@ def _pause() -> None:
 def install_probes() -> None:
     """Wrap the claim, the AMQP commit and the mark with phase reports and pauses."""
     import amqp
+    from amqp import spec
     from celery.signals import worker_ready
 
     from reminders import dispatch
 
     claim_due = dispatch.occurrences_claim_due
     mark_delivered = dispatch.occurrences_mark_delivered
-    tx_commit = amqp.Channel.tx_commit
+    send_method = amqp.Channel.send_method
 
     def probed_claim(**kwargs: Any) -> Any:
         claim = claim_due(**kwargs)
@@ -59,10 +60,11 @@ def install_probes() -> None:
             _pause()
         return claim
 
-    def probed_commit(self: amqp.Channel, *args: Any, **kwargs: Any) -> Any:
-        report_phase("publishing")
-        _pause()
-        return tx_commit(self, *args, **kwargs)
+    def probed_send(self: amqp.Channel, sig: Any, *args: Any, **kwargs: Any) -> Any:
+        if sig == spec.Tx.Commit:  # every message of the batch is written; the commit is next
+            report_phase("publishing")
+            _pause()
+        return send_method(self, sig, *args, **kwargs)
 
     def probed_mark(**kwargs: Any) -> int:
         ids = list(kwargs.pop("ids"))
@@ -74,7 +76,7 @@ def install_probes() -> None:
 
     dispatch.occurrences_claim_due = probed_claim  # type: ignore[assignment]
     dispatch.occurrences_mark_delivered = probed_mark  # type: ignore[assignment]
-    amqp.Channel.tx_commit = probed_commit  # type: ignore[method-assign]
+    amqp.Channel.send_method = probed_send  # type: ignore[method-assign]
     worker_ready.connect(lambda **_: report_phase("ready"), weak=False)
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 import amqp
 import pytest
+from amqp import spec
 from django.conf import settings
 from django.utils import timezone
 from kombu import Connection
@@ -102,16 +104,17 @@ def test_an_unreachable_broker_leaves_the_occurrence_retrying(settings, queue_na
 
 def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
     occurrences = [OccurrenceFactory(job=JobFactory(target=queue_name)) for _ in range(3)]
-    real_commit = amqp.Channel.tx_commit
+    real_send = amqp.Channel.send_method
 
-    def commit_after_connection_loss(channel: amqp.Channel) -> None:
-        # The socket dies after the publishes were written but before tx.commit-ok can come back.
-        channel.connection.sock.close()
-        real_commit(channel)
+    def lose_connection_at_commit(channel: amqp.Channel, sig: Any, *args: Any, **kwargs: Any) -> Any:
+        if sig == spec.Tx.Commit:
+            # The socket dies after the publishes were written, as tx.commit goes out.
+            channel.connection.sock.close()
+        return real_send(channel, sig, *args, **kwargs)
 
-    monkeypatch.setattr(amqp.Channel, "tx_commit", commit_after_connection_loss)
+    monkeypatch.setattr(amqp.Channel, "send_method", lose_connection_at_commit)
     result = occurrences_dispatch_batch()
-    monkeypatch.setattr(amqp.Channel, "tx_commit", real_commit)
+    monkeypatch.setattr(amqp.Channel, "send_method", real_send)
 
     assert (result.delivered, result.retried) == (0, 3)
     assert drain_queue(queue_name, timeout=0.3) == []  # the uncommitted transaction was rolled back
@@ -124,6 +127,33 @@ def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monke
     Occurrence.objects.update(next_attempt_at=timezone.now())
     assert occurrences_dispatch_batch().delivered == 3
     assert len(drain_queue(queue_name, expect=3)) == 3
+
+
+def test_a_connection_lost_while_waiting_for_commit_ok_retries_every_message(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+    """The commit went out; whether the broker took it is unknown, so every message is retried."""
+    occurrences = [OccurrenceFactory(job=JobFactory(target=queue_name)) for _ in range(3)]
+    real_send = amqp.Channel.send_method
+
+    def lose_connection_after_commit(channel: amqp.Channel, sig: Any, *args: Any, **kwargs: Any) -> Any:
+        sent = real_send(channel, sig, *args, **kwargs)
+        if sig == spec.Tx.Commit:
+            channel.connection.sock.close()
+        return sent
+
+    monkeypatch.setattr(amqp.Channel, "send_method", lose_connection_after_commit)
+    result = occurrences_dispatch_batch()
+    monkeypatch.setattr(amqp.Channel, "send_method", real_send)
+
+    assert (result.delivered, result.retried) == (0, 3)
+    for occurrence in occurrences:
+        occurrence.refresh_from_db()
+        assert occurrence.status == OccurrenceStatus.SCHEDULED
+        assert occurrence.last_error.startswith("broker error")
+    Occurrence.objects.update(next_attempt_at=timezone.now())
+    assert occurrences_dispatch_batch().delivered == 3
+    # At least once: the broker may have committed the first transaction before the socket closed.
+    received = drain_queue(queue_name)
+    assert {m.properties["message_id"] for m in received} == {o.idempotency_key for o in occurrences}
 
 
 @pytest.mark.postgres
