@@ -85,10 +85,10 @@ def job_upsert(
     }
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(key=key).first()
-        created = job is None
+        created = False
         if job is None:
-            job = Job.objects.create(key=key, owner_id=owner.pk if owner is not None else None, **fields)
-        else:
+            job, created = _job_create_or_lock(key=key, owner=owner, fields=fields)
+        if not created:
             # A job with no owner was made by the system (e.g. the trainings app): no API caller owns it.
             if owner is not None and job.owner_id != owner.pk and not _is_staff(owner):
                 raise OwnershipError(f"job {key!r} belongs to another owner")
@@ -99,6 +99,27 @@ def job_upsert(
         _occurrences_replace_pending(job, wanted, created=created)
     _kick_on_commit(min(wanted) if wanted else None)
     return job, created
+
+
+def _job_create_or_lock(
+    *, key: str, owner: User | AbstractBaseUser | None, fields: dict[str, Any]
+) -> tuple[Job, bool]:
+    """Insert the job; if a concurrent request inserted the same key first, lock and return theirs.
+
+    Two first requests for one new key both find nothing to lock; the second INSERT waits for the first
+    transaction and then fails on the unique key. Instead of a 500, the second request becomes an update
+    of the job the first one created (upsert semantics), under the same ownership rule.
+    Returns (job, created).
+    """
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(key=key, owner_id=owner.pk if owner is not None else None, **fields)
+    except IntegrityError:
+        existing = Job.objects.select_for_update().filter(key=key).first()
+        if existing is None:
+            raise  # not the key: some other constraint, which validation should have caught
+        return existing, False
+    return job, True
 
 
 def _occurrences_replace_pending(job: Job, wanted: set[datetime], *, created: bool) -> None:
