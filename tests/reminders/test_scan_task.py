@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kombu.exceptions import OperationalError
 
 from reminders import tasks
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
@@ -29,6 +30,23 @@ def test_a_full_batch_re_kicks_the_scan_and_a_partial_one_does_not(settings: Any
     assert tasks.scan_due() == {"claimed": 1, "delivered": 1}
     assert len(kicks) == 1
     assert Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count() == 3
+
+
+def test_a_re_kick_the_broker_refuses_does_not_fail_a_scan_that_delivered(
+    settings: Any, monkeypatch: Any, caplog: Any
+) -> None:
+    settings.REMINDERS_BATCH_SIZE = 1
+    job = JobFactory(callback_type=CallbackType.HANDLER, target="tests.record")
+    OccurrenceFactory(job=job)
+
+    def broker_down(**kwargs: Any) -> None:
+        raise OperationalError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(tasks.scan_due, "apply_async", broker_down)
+
+    assert tasks.scan_due() == {"claimed": 1, "delivered": 1}
+    assert "could not kick the scan" in caplog.text
+    assert Occurrence.objects.get().status == OccurrenceStatus.DELIVERED
 
 
 def test_the_scan_keeps_polling_for_its_budget(settings: Any) -> None:
