@@ -28,7 +28,7 @@ from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from reminders.retry import RetryPolicy
 from reminders.schedules import event_envelope
 from reminders.throttling import throttled_claims
-from reminders.transports import Delivery, InFlight, TransportError, get_transport
+from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,8 @@ class _Pipeline:
     previous one; the caller's next claim also runs while the new chunk is in flight. A chunk is still
     marked only after its outcome is known and only while its lease holds, so nothing about delivery
     changes but the order of the work: a crash leaves at most two chunks claimed and unmarked, which the
-    reaper returns as it always did.
+    reaper returns as it always did. A transport that has delivered by the time `start` returns (HTTP,
+    handlers: `Settled`) is marked at once, as before.
     """
 
     def __init__(self, policy: RetryPolicy, result: ScanResult) -> None:
@@ -216,6 +217,10 @@ class _Pipeline:
         self._flight = (chunk, get_transport(chunk.callback_type).start(chunk.deliveries))
         if previous is not None and outcome is not None:
             self._mark(previous[0], outcome)
+        if isinstance(self._flight[1], Settled):
+            # Delivered before start() returned (HTTP, handlers): there is nothing to overlap, and holding
+            # the mark back until the next chunk (up to 64 slow HTTP calls) would only risk the lease.
+            self.settle()
 
     def settle(self) -> None:
         """Wait for the chunk in flight, if any, and mark it."""

@@ -11,10 +11,11 @@ from django.utils import timezone
 
 from reminders import dispatch
 from reminders.dispatch import occurrences_dispatch_for
-from reminders.models import Occurrence, OccurrenceStatus
-from reminders.transports import Delivery, InFlight, TransportError, get_transport
+from reminders.models import CallbackType, Occurrence, OccurrenceStatus
+from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport
 from tests.conftest import drain_queue
 from tests.factories import JobFactory, OccurrenceFactory
+from tests.reminders import handlers_for_tests
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.django_db]
 
@@ -22,11 +23,11 @@ pytestmark = [pytest.mark.rabbitmq, pytest.mark.django_db]
 class _Recorder:
     """Records, in order, each claim, each chunk started and waited for, and each mark."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, callback_type: str = "rabbitmq") -> None:
         self.events: list[str] = []
         self._counts: dict[str, int] = {}
         claim, mark = dispatch.occurrences_claim_due, dispatch.occurrences_mark_delivered
-        transport = get_transport("rabbitmq")
+        transport = get_transport(callback_type)
         start = transport.start
 
         def recorded_claim(**kwargs: Any) -> Any:
@@ -41,7 +42,7 @@ class _Recorder:
         def recorded_start(deliveries: Sequence[Delivery]) -> InFlight:
             flight = start(deliveries)
             self._record("start")
-            return _RecordedFlight(flight, self)
+            return flight if isinstance(flight, Settled) else _RecordedFlight(flight, self)
 
         monkeypatch.setattr(dispatch, "occurrences_claim_due", recorded_claim)
         monkeypatch.setattr(dispatch, "occurrences_mark_delivered", recorded_mark)
@@ -65,10 +66,10 @@ class _RecordedFlight:
         return errors
 
 
-def _due(queue: str, count: int) -> list[Occurrence]:
-    job = JobFactory(target=queue)
+def _due(queue: str, count: int, **job: Any) -> list[Occurrence]:
+    owner = JobFactory(target=queue, **job)
     start = timezone.now() - dt.timedelta(minutes=5)
-    return [OccurrenceFactory(job=job, fire_at=start + dt.timedelta(seconds=i)) for i in range(count)]
+    return [OccurrenceFactory(job=owner, fire_at=start + dt.timedelta(seconds=i)) for i in range(count)]
 
 
 def test_the_next_claim_and_the_previous_mark_run_while_the_broker_commits(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
@@ -120,3 +121,17 @@ def test_an_error_while_marking_waits_for_the_chunk_in_flight_and_leaves_both_to
     assert totals.delivered == 4
     again = drain_queue(queue_name, expect=4)
     assert sorted(m.properties["message_id"] for m in again) == sorted(o.idempotency_key for o in occurrences)
+
+
+@pytest.mark.django_db
+def test_a_chunk_delivered_synchronously_is_marked_before_the_next_one_starts(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """HTTP and handler deliveries are done when start() returns: holding their mark back would only let
+    the lease run down while the next chunk's slow calls go on."""
+    handlers_for_tests.calls.clear()
+    _due("tests.record", 4, callback_type=CallbackType.HANDLER)
+    recorder = _Recorder(monkeypatch, "handler")
+
+    totals, _ = occurrences_dispatch_for(seconds=60, batch_size=2, until_idle=True)
+
+    assert totals.delivered == 4
+    assert recorder.events[:5] == ["claim1", "start1", "mark1", "claim2", "start2"], recorder.events
