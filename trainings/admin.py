@@ -15,12 +15,14 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from trainings.models import (
     DeliveredPush,
     Invitation,
+    InvitationStatus,
     Membership,
     Player,
     Push,
@@ -89,8 +91,26 @@ class PlayerAdmin(admin.ModelAdmin):
         return players_visible_to(request.user)
 
 
+class InvitationForm(ModelForm):
+    """An RSVP set by hand is stamped like one the player sent: `responded_at` is when it was given."""
+
+    class Meta:
+        model = Invitation
+        fields = ["player", "status", "responded_at"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        status = data.get("status")
+        if status == InvitationStatus.PENDING:
+            data["responded_at"] = None  # no answer, so no time of answer
+        elif status and "status" in self.changed_data and "responded_at" not in self.changed_data:
+            data["responded_at"] = timezone.now()
+        return data
+
+
 class InvitationInline(_ScopedChoices, admin.TabularInline):
     model = Invitation
+    form = InvitationForm
     extra = 0
     fields = ["player", "status", "responded_at"]
 

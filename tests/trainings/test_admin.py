@@ -119,6 +119,49 @@ def test_a_coach_schedules_a_training_from_the_admin_and_sees_its_timeline(admin
     assert "Reminder timeline" in page and "pre-questionnaire" in page and "2030-06-11T14:30+00:00" in page
 
 
+def test_an_rsvp_set_in_the_admin_is_stamped_and_a_reset_one_is_cleared(admin_a, team) -> None:  # type: ignore[no-untyped-def]
+    training = _training(team, "RSVP by hand")
+    invitation = training.invitations.select_related("player").order_by("player__name").first()
+    assert invitation is not None and invitation.responded_at is None
+
+    def post(status: str, responded_at: tuple[str, str] = ("", "")) -> None:
+        others = list(training.invitations.exclude(pk=invitation.pk))
+        form = {
+            "team": team.pk,
+            "title": training.title,
+            "start_0": "2030-06-11",
+            "start_1": "16:00:00",
+            "end_0": "2030-06-11",
+            "end_1": "17:00:00",
+            "time_zone": "Europe/Paris",
+            "location": "",
+            **_inline_management("invitations", 1 + len(others)),
+            "invitations-INITIAL_FORMS": 1 + len(others),
+            **_inline_management("answers", 0),
+        }
+        for index, row in enumerate([invitation, *others]):
+            form |= {
+                f"invitations-{index}-id": row.pk,
+                f"invitations-{index}-training": training.pk,
+                f"invitations-{index}-player": row.player_id,
+                f"invitations-{index}-status": status if row.pk == invitation.pk else row.status,
+                f"invitations-{index}-responded_at_0": responded_at[0] if row.pk == invitation.pk else "",
+                f"invitations-{index}-responded_at_1": responded_at[1] if row.pk == invitation.pk else "",
+            }
+        response = admin_a.post(f"/admin/trainings/training/{training.pk}/change/", form)
+        assert response.status_code == 302, response.content.decode()[:3000]
+        invitation.refresh_from_db()
+
+    before = dt.datetime.now(dt.UTC)
+    post("ACCEPTED")
+    assert invitation.status == "ACCEPTED"
+    assert invitation.responded_at is not None and invitation.responded_at >= before
+    post("PENDING")
+    assert (invitation.status, invitation.responded_at) == ("PENDING", None)
+    post("DENIED", ("2030-06-01", "09:30:00"))  # a time given by hand is kept
+    assert invitation.responded_at == dt.datetime(2030, 6, 1, 9, 30, tzinfo=dt.UTC)  # TIME_ZONE is UTC
+
+
 def test_a_coach_cannot_schedule_for_another_team_from_the_admin(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
     form = {
         "team": team_b.pk,
