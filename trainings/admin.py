@@ -185,13 +185,36 @@ class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
         )
 
 
-class TemplateInline(admin.StackedInline):
+class _OperatorsOnly:
+    """Rules and their templates belong to operators, as in the API (`IsOperatorOrReadOnly`): a user with
+    `trainings.manage_all_teams` edits them without also needing the four model permissions of each."""
+
+    def _operator(self, request: HttpRequest) -> bool:
+        return user_sees_all_teams(request.user)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._operator(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._operator(request)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._operator(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._operator(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._operator(request)
+
+
+class TemplateInline(_OperatorsOnly, admin.StackedInline):
     model = ReminderTemplate
     extra = 0
 
 
 @admin.register(ReminderRule)
-class ReminderRuleAdmin(admin.ModelAdmin):
+class ReminderRuleAdmin(_OperatorsOnly, admin.ModelAdmin):
     list_display = ["slug", "kind", "offsets", "active", "updated_at"]
     list_filter = ["kind", "active"]
     inlines = [TemplateInline]

@@ -184,6 +184,22 @@ def test_a_coach_cannot_edit_rules(admin_a) -> None:  # type: ignore[no-untyped-
     assert admin_a.get("/admin/trainings/reminderrule/").status_code == 403
 
 
+def test_an_operator_with_manage_all_teams_edits_rules_in_the_admin_as_in_the_api(rules) -> None:  # type: ignore[no-untyped-def]
+    from django.contrib.auth.models import Permission
+
+    operator = UserFactory(username="operator", is_staff=True)
+    operator.user_permissions.add(Permission.objects.get(codename="manage_all_teams"))
+    client = Client()
+    client.force_login(operator)
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+
+    assert client.get("/admin/trainings/reminderrule/").status_code == 200
+    page = client.get(f"/admin/trainings/reminderrule/{rule.pk}/change/")
+    assert page.status_code == 200
+    assert b'name="offsets"' in page.content  # editable, not read-only
+    assert b"templates-TOTAL_FORMS" in page.content
+
+
 def test_an_operator_sees_every_team(admin_client, team, team_b) -> None:  # type: ignore[no-untyped-def]
     _training(team_b, "B session")
     assert b"B session" in admin_client.get("/admin/trainings/training/").content
