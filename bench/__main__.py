@@ -46,7 +46,9 @@ def _machine(h: Harness) -> dict[str, Any]:
         cursor.execute("SHOW server_version")
         pg = cursor.fetchone()[0]
     conn = h.amqp_connection()
-    rabbit = conn.server_properties.get("version", "?")
+    rabbit = getattr(conn, "server_properties", {}).get(
+        "version", "?"
+    )  # set by the handshake; not in the stubs
     conn.close()
     return {
         "cpus": os.cpu_count(),

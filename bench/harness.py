@@ -108,6 +108,14 @@ class Sizes:
         )
 
 
+def declared_counts(channel: amqp.Channel, name: str) -> tuple[int, int]:
+    """(messages ready, consumers) of an existing queue, by a passive declare."""
+    declared = channel.queue_declare(name, passive=True)
+    assert declared is not None  # py-amqp returns queue_declare_ok_t unless nowait
+    _, messages, consumers = declared
+    return int(messages), int(consumers)
+
+
 def database_url_named(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
@@ -288,8 +296,7 @@ class Harness:
     def queue_depth(self, name: str) -> tuple[int, int]:
         """(messages ready, consumers) of a queue, by a passive declare."""
         with contextlib.closing(self.amqp_connection()) as conn:
-            result = conn.channel().queue_declare(name, passive=True)
-            return result.message_count, result.consumer_count
+            return declared_counts(conn.channel(), name)
 
     def purge_queue(self, name: str) -> int:
         """Empty a queue; returns how many messages it held."""

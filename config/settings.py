@@ -192,7 +192,7 @@ REMINDERS_HTTP_CONNECT_TIMEOUT = env_float("REMINDERS_HTTP_CONNECT_TIMEOUT", 3.0
 REMINDERS_HTTP_READ_TIMEOUT = env_float("REMINDERS_HTTP_READ_TIMEOUT", 10.0, minimum=0.1)
 REMINDERS_HTTP_CONCURRENCY = env_int("REMINDERS_HTTP_CONCURRENCY", 16, minimum=1, maximum=256)
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 import amqp
 from amqp import spec
 
-from bench.harness import PAYLOAD, Harness
+from bench.harness import PAYLOAD, Harness, declared_counts
 from bench.report import Row, Section
 
 
@@ -169,7 +169,7 @@ def _raw_publish(
         if not confirm:
             channel.tx_commit()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        depth = channel.queue_declare(queue, passive=True).message_count
+        depth, _ = declared_counts(channel, queue)
         assert depth == count, (depth, count)
     h.delete_queue(queue)
     return elapsed, cpu
