@@ -110,7 +110,7 @@ class HandlerDataSerializer(serializers.Serializer):
     payload = serializers.JSONField(required=False, default=dict, validators=[_payload_size_ok])
 
     def validate_name(self, value: str) -> str:
-        if handlers.get(value) is None:
+        if not handlers.exists(value):
             known = ", ".join(handlers.names()) or "none"
             raise serializers.ValidationError(f"no handler registered as {value!r} (registered: {known}).")
         return value

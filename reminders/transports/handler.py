@@ -17,20 +17,46 @@ class HandlerTransport:
 
     def deliver(self, deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
         errors: dict[int, TransportError] = {}
+        by_target: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
-            fn = handlers.get(delivery.target)
-            if fn is None:
-                errors[delivery.occurrence_id] = TransportError(
-                    f"no handler registered as {delivery.target!r}", permanent=True
-                )
-                continue
-            try:
-                fn(delivery)
-            except TransportError as exc:
-                errors[delivery.occurrence_id] = exc
-            except Exception as exc:
-                logger.exception(
-                    "handler %s failed for occurrence %s", delivery.target, delivery.occurrence_id
-                )
-                errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
+            by_target.setdefault(delivery.target, []).append(delivery)
+        for target, group in by_target.items():
+            batch = handlers.get_batch(target)
+            if batch is not None:
+                errors.update(_run_batch(target, batch, group))
+            else:
+                for delivery in group:
+                    error = _run_one(delivery)
+                    if error is not None:
+                        errors[delivery.occurrence_id] = error
         return errors
+
+
+def _run_one(delivery: Delivery) -> TransportError | None:
+    fn = handlers.get(delivery.target)
+    if fn is None:
+        return TransportError(f"no handler registered as {delivery.target!r}", permanent=True)
+    try:
+        fn(delivery)
+    except TransportError as exc:
+        return exc
+    except Exception as exc:
+        logger.exception("handler %s failed for occurrence %s", delivery.target, delivery.occurrence_id)
+        return TransportError(f"{type(exc).__name__}: {exc}")
+    return None
+
+
+def _run_batch(
+    target: str, fn: handlers.BatchHandlerFn, group: Sequence[Delivery]
+) -> dict[int, TransportError]:
+    """A batch handler answers for the whole group; if it raises, every occurrence of it is retried."""
+    ids = {d.occurrence_id for d in group}
+    try:
+        result = fn(group)
+    except TransportError as exc:
+        return dict.fromkeys(ids, exc)
+    except Exception as exc:
+        logger.exception("batch handler %s failed for %d occurrences", target, len(group))
+        error = TransportError(f"{type(exc).__name__}: {exc}")
+        return dict.fromkeys(ids, error)
+    return {oid: exc for oid, exc in result.items() if oid in ids}

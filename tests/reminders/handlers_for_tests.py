@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from reminders import handlers
 from reminders.transports.base import Delivery, TransportError
 
@@ -14,3 +16,18 @@ def record(delivery: Delivery) -> None:
     if fail_next:
         raise fail_next.pop(0)
     calls.append(delivery)
+
+
+batch_calls: list[list[Delivery]] = []
+batch_fail: dict[int, TransportError] = {}  # by position in the call: what to answer for that delivery
+batch_raise: list[Exception] = []
+
+
+@handlers.register_batch("tests.batch")
+def record_batch(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
+    if batch_raise:
+        raise batch_raise.pop(0)
+    batch_calls.append(list(deliveries))
+    answer = {deliveries[i].occurrence_id: error for i, error in batch_fail.items() if i < len(deliveries)}
+    answer[-1] = TransportError("not one of the group: ignored")
+    return answer
