@@ -25,11 +25,13 @@ Consumers must de-duplicate on `idempotency_key` (the push gateway does).
 
 from __future__ import annotations
 
-from reminders.handlers import register
-from reminders.transports.base import Delivery
-from trainings.services import reminder_fire
+from collections.abc import Mapping, Sequence
+
+from reminders.handlers import register_batch
+from reminders.transports.base import Delivery, TransportError
+from trainings.services import reminders_fire
 
 
-@register("trainings.reminder")
-def training_reminder(delivery: Delivery) -> None:
-    reminder_fire(delivery=delivery)
+@register_batch("trainings.reminder")
+def training_reminders(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
+    return reminders_fire(deliveries=deliveries)

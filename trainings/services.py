@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +37,7 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.offsets import MAX_OFFSET, Offset
+from trainings.offsets import MAX_OFFSET
 from trainings.rendering import Rendered, push_render
 from trainings.selectors import active_member_ids, job_key, reminder_recipients
 
@@ -268,130 +269,208 @@ def rule_delete(*, rule: ReminderRule) -> int:
 # --- Firing ---------------------------------------------------------------------------------------------
 
 
-def reminder_fire(*, delivery: Delivery) -> ReminderRun:
-    """Run one occurrence: decide who is still pending, record their pushes, publish them.
+def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportError]:
+    """Run a chunk of occurrences: decide who is still pending, record their pushes, publish them.
 
-    1. Re-read the training and rule; a cancelled training, an inactive rule, or an instant the rule no
-       longer wants (the training moved while this occurrence was in flight) reaches nobody.
-    2. Create one Push per remaining player, unique per (occurrence, player): a redelivered occurrence
-       finds them already there and never creates a second one. Pending pushes of players who answered
-       since an earlier attempt are withdrawn.
-    3. Publish every still-pending push in one AMQP transaction, then mark them sent. A broker error raises
-       TransportError: the engine retries the occurrence and the retry publishes only what is not sent,
-       with the same idempotency keys.
+    1. Re-read the trainings and rules (one query each); a cancelled training, an inactive rule, or an
+       instant the rule no longer wants (the training moved while this occurrence was in flight) reaches
+       nobody. Each occurrence's recipients are asked of the database and its texts rendered on their own,
+       so one that fails (a bad template) is retried alone and the rest of the chunk goes on.
+    2. In one transaction: one Push per remaining player, unique per (occurrence, player), so a redelivered
+       occurrence finds them already there and never creates a second one; pending pushes of players who
+       answered since an earlier attempt are withdrawn; one ReminderRun per occurrence.
+    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent. An
+       occurrence with a push the broker did not take gets a TransportError: the engine retries it and the
+       retry publishes only what is not sent, with the same idempotency keys.
+    Returns the errors keyed by occurrence id (the batch handler contract, reminders/handlers.py).
     """
-    occurrence_key = delivery.idempotency_key
-    training, rule = _fire_targets(delivery.payload)
-    outcome: RunOutcome
-    offset: Offset | None = None
-    recipients: list[Player] = []
-    if training is None or rule is None:
-        outcome = RunOutcome.GONE
-    elif training.cancelled:
-        outcome = RunOutcome.CANCELLED
-    elif not rule.active:
-        outcome = RunOutcome.INACTIVE
-    else:
-        offset = dict(rule.instants_for(training)).get(delivery.fire_at)
-        if offset is None:
-            outcome = RunOutcome.STALE
-        else:
-            recipients = list(reminder_recipients(training=training, rule=rule))
-            outcome = RunOutcome.SENT if recipients else RunOutcome.NOBODY_LEFT
-
+    errors: dict[int, TransportError] = {}
+    targets = _fire_targets([d.payload for d in deliveries])
+    firings: list[_Firing] = []
+    for delivery in deliveries:
+        try:
+            firings.append(_firing(delivery, *targets(delivery.payload)))
+        except Exception as exc:  # this occurrence alone is retried; the others go on
+            logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
+            errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
+    if not firings:
+        return errors
     now = timezone.now()
     with transaction.atomic():
-        if recipients:
-            assert training is not None and rule is not None and offset is not None
-            templates = list(rule.templates.all())
-            pushes = []
-            rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
-            for player in recipients:
-                audience = (player.language, player.time_zone)
-                if audience not in rendered_for:
-                    rendered_for[audience] = push_render(
-                        templates=templates, training=training, player=player, offset=offset
-                    )
-                rendered = rendered_for[audience]
-                pushes.append(
-                    Push(
-                        key=f"{occurrence_key}.{player.pk}",
-                        occurrence_key=occurrence_key,
-                        occurrence_id=delivery.occurrence_id,
-                        training=training,
-                        player=player,
-                        rule=rule,
-                        kind=rule.kind,
-                        language=rendered.language,
-                        title=rendered.title,
-                        body=rendered.body,
-                        device_tokens=list(player.device_tokens or []),
-                        fire_at=delivery.fire_at,
-                    )
-                )
-            Push.objects.bulk_create(pushes, ignore_conflicts=True)
-        Push.objects.filter(occurrence_key=occurrence_key, status=PushStatus.PENDING).exclude(
-            player_id__in=[p.pk for p in recipients]
-        ).update(status=PushStatus.WITHDRAWN)
-        run, _ = ReminderRun.objects.update_or_create(
-            occurrence_key=occurrence_key,
-            defaults={
-                "occurrence_id": delivery.occurrence_id,
-                "training": training,
-                "rule": rule,
-                "fire_at": delivery.fire_at,
-                "outcome": outcome,
-                "recipients": len(recipients),
-                "attempts": delivery.attempt,
-                "ran_at": now,
-            },
+        # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
+        pushes = sorted((p for f in firings for p in f.pushes), key=lambda p: p.key)
+        Push.objects.bulk_create(pushes, ignore_conflicts=True)
+        _pushes_withdraw(firings)
+        ReminderRun.objects.bulk_create(
+            sorted((f.run(now) for f in firings), key=lambda r: r.occurrence_key),
+            update_conflicts=True,
+            unique_fields=["occurrence_key"],
+            update_fields=_RUN_FIELDS,
         )
-    pushes_publish(occurrence_key=occurrence_key, job_key=delivery.job_key, attempt=delivery.attempt)
-    return run
+    errors.update(pushes_publish(deliveries=[f.delivery for f in firings]))
+    return errors
 
 
-def _fire_targets(payload: Any) -> tuple[Training | None, ReminderRule | None]:
-    """The training and rule an occurrence names; None for one deleted (or a payload not ours)."""
+def reminder_fire(*, delivery: Delivery) -> ReminderRun:
+    """`reminders_fire` for one occurrence; raises its TransportError, returns its ReminderRun."""
+    error = reminders_fire(deliveries=[delivery]).get(delivery.occurrence_id)
+    if error is not None:
+        raise error
+    return ReminderRun.objects.get(occurrence_key=delivery.idempotency_key)
+
+
+_RUN_FIELDS = ["occurrence_id", "training", "rule", "fire_at", "outcome", "recipients", "attempts", "ran_at"]
+
+
+@dataclass
+class _Firing:
+    """What one occurrence comes to: its outcome, its recipients and their pushes (not yet saved)."""
+
+    delivery: Delivery
+    training: Training | None
+    rule: ReminderRule | None
+    outcome: RunOutcome
+    recipients: list[Player] = field(default_factory=list)
+    pushes: list[Push] = field(default_factory=list)
+
+    def run(self, now: datetime) -> ReminderRun:
+        return ReminderRun(
+            occurrence_key=self.delivery.idempotency_key,
+            occurrence_id=self.delivery.occurrence_id,
+            training=self.training,
+            rule=self.rule,
+            fire_at=self.delivery.fire_at,
+            outcome=self.outcome,
+            recipients=len(self.recipients),
+            attempts=self.delivery.attempt,
+            ran_at=now,
+        )
+
+
+def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | None) -> _Firing:
+    if training is None or rule is None:
+        return _Firing(delivery, training, rule, RunOutcome.GONE)
+    if training.cancelled:
+        return _Firing(delivery, training, rule, RunOutcome.CANCELLED)
+    if not rule.active:
+        return _Firing(delivery, training, rule, RunOutcome.INACTIVE)
+    offset = dict(rule.instants_for(training)).get(delivery.fire_at)
+    if offset is None:
+        return _Firing(delivery, training, rule, RunOutcome.STALE)
+    recipients = list(reminder_recipients(training=training, rule=rule))
+    if not recipients:
+        return _Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
+    templates = list(rule.templates.all())
+    rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
+    pushes = []
+    for player in recipients:
+        audience = (player.language, player.time_zone)
+        if audience not in rendered_for:
+            rendered_for[audience] = push_render(
+                templates=templates, training=training, player=player, offset=offset
+            )
+        rendered = rendered_for[audience]
+        pushes.append(
+            Push(
+                key=f"{delivery.idempotency_key}.{player.pk}",
+                occurrence_key=delivery.idempotency_key,
+                occurrence_id=delivery.occurrence_id,
+                training=training,
+                player=player,
+                rule=rule,
+                kind=rule.kind,
+                language=rendered.language,
+                title=rendered.title,
+                body=rendered.body,
+                device_tokens=list(player.device_tokens or []),
+                fire_at=delivery.fire_at,
+            )
+        )
+    return _Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
+
+
+def _fire_targets(
+    payloads: Sequence[Any],
+) -> Callable[[Any], tuple[Training | None, ReminderRule | None]]:
+    """Look up the trainings and rules the payloads name (one query each); None for one deleted or for a
+    payload that is not ours."""
+    named = [_payload_ids(payload) for payload in payloads]
+    trainings = Training.objects.select_related("team").in_bulk({ids[0] for ids in named if ids})
+    rules = ReminderRule.objects.prefetch_related("templates").in_bulk({ids[1] for ids in named if ids})
+
+    def lookup(payload: Any) -> tuple[Training | None, ReminderRule | None]:
+        ids = _payload_ids(payload)
+        if ids is None:
+            return None, None
+        return trainings.get(ids[0]), rules.get(ids[1])
+
+    return lookup
+
+
+def _payload_ids(payload: Any) -> tuple[uuid.UUID, int] | None:
     if not isinstance(payload, dict):
-        return None, None
+        return None
     try:
-        training_id = uuid.UUID(str(payload.get("training")))
-        rule_id = int(payload.get("rule"))  # type: ignore[arg-type]
+        return uuid.UUID(str(payload.get("training"))), int(payload.get("rule"))  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return None, None
-    training = Training.objects.select_related("team").filter(pk=training_id).first()
-    rule = ReminderRule.objects.prefetch_related("templates").filter(pk=rule_id).first()
-    return training, rule
+        return None
 
 
-def pushes_publish(*, occurrence_key: str, job_key: str, attempt: int) -> int:
-    """Publish the occurrence's pending pushes to the push queue; mark the accepted ones sent."""
+def _pushes_withdraw(firings: Sequence[_Firing]) -> int:
+    """Pending pushes of players no longer pending (they answered since an earlier attempt)."""
+    wanted = {f.delivery.idempotency_key: {p.pk for p in f.recipients} for f in firings}
+    pending = Push.objects.filter(occurrence_key__in=wanted, status=PushStatus.PENDING)
+    stale = [
+        pk
+        for pk, occurrence_key, player_id in pending.values_list("pk", "occurrence_key", "player_id")
+        if player_id not in wanted[occurrence_key]
+    ]
+    if not stale:
+        return 0
+    return Push.objects.filter(pk__in=stale, status=PushStatus.PENDING).update(status=PushStatus.WITHDRAWN)
+
+
+def pushes_publish(*, deliveries: Sequence[Delivery]) -> dict[int, TransportError]:
+    """Publish the pending pushes of these occurrences in one AMQP transaction; mark the accepted ones sent.
+
+    Returns a TransportError per occurrence (keyed by its id) that has a push the broker did not take.
+    """
+    by_key = {d.idempotency_key: d for d in deliveries}
     pending = list(
-        Push.objects.filter(occurrence_key=occurrence_key, status=PushStatus.PENDING).select_related("rule")
+        Push.objects.filter(occurrence_key__in=by_key, status=PushStatus.PENDING)
+        .select_related("rule")
+        .order_by("pk")
     )
     if not pending:
-        return 0
-    deliveries = [
+        return {}
+    messages = [
         Delivery(
             occurrence_id=push.pk,
             idempotency_key=push.key,
-            job_key=job_key,
+            job_key=by_key[push.occurrence_key].job_key,
             fire_at=push.fire_at,
-            attempt=attempt,
+            attempt=by_key[push.occurrence_key].attempt,
             target=settings.TRAININGS_PUSH_QUEUE,
             payload=push.message(),
         )
         for push in pending
     ]
-    errors = get_transport(CallbackType.RABBITMQ).deliver(deliveries)
-    accepted = [push.pk for push in pending if push.pk not in errors]
+    refused = get_transport(CallbackType.RABBITMQ).deliver(messages)
+    accepted = [push.pk for push in pending if push.pk not in refused]
     Push.objects.filter(pk__in=accepted, status=PushStatus.PENDING).update(
         status=PushStatus.SENT, sent_at=timezone.now()
     )
-    if errors:
-        first = next(iter(errors.values()))
-        raise TransportError(f"{len(errors)} of {len(pending)} pushes not published: {first}")
-    return len(accepted)
+    per_occurrence: dict[str, list[Push]] = {}
+    for push in pending:
+        per_occurrence.setdefault(push.occurrence_key, []).append(push)
+    errors: dict[int, TransportError] = {}
+    for key, pushes in per_occurrence.items():
+        failed = [refused[push.pk] for push in pushes if push.pk in refused]
+        if failed:
+            errors[by_key[key].occurrence_id] = TransportError(
+                f"{len(failed)} of {len(pushes)} pushes not published: {failed[0]}"
+            )
+    return errors
 
 
 # --- Access -------------------------------------------------------------------------------------------

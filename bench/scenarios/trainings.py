@@ -1,21 +1,17 @@
-"""6. The trainings path, when the trainings app is installed (it is built on its own branch).
+"""6. The trainings path: scheduling trainings, then one due minute's reminders turned into pushes.
 
 1. Schedule: `trainings.services.training_create` for N trainings (10,000; 500 with --quick) of teams of 20
    players, each saving the training, its invitations and its 22 reminders (6 pre, 12 post, 4 invitation)
    in one transaction. Trainings/s and occurrences/s.
 2. One due minute: the minute holding the most reminders is made due now; a quarter of those trainings'
    players have answered (both questionnaires, invitation accepted). The scan loop drains it: each
-   occurrence runs the trainings handler, which re-checks who is still pending and publishes one push per
-   remaining player to the push queue. Pushes/s, counted on the queue and in the Push table.
-
-Without the app (no `trainings.models`) the section prints "skipped: trainings app not present"; if the
-app's API has moved on from what is driven here, it is skipped with the error, and the run goes on.
+   chunk of occurrences runs the trainings batch handler, which re-checks who is still pending and
+   publishes one push per remaining player to the push queue. Pushes/s, counted on the queue and in the
+   Push table.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,28 +25,16 @@ SLOTS = 100  # distinct start times, half an hour apart
 
 
 def run(h: Harness) -> Section:
-    section = Section("trainings")
-    if importlib.util.find_spec("trainings.models") is None:
-        section.skipped = "trainings app not present"
-        return section
-    try:
-        return _measure(h, section)
-    except (ImportError, AttributeError, TypeError) as exc:
-        section.skipped = f"trainings app present but its API differs from what this harness drives: {exc!r}"
-        return section
-
-
-def _measure(h: Harness, section: Section) -> Section:
     from django.conf import settings
     from django.db import connection
     from django.utils import timezone
 
     from reminders.dispatch import occurrences_dispatch_batch
     from reminders.models import Occurrence, OccurrenceStatus
+    from trainings import models as tm
+    from trainings.services import training_create
 
-    # Imported by name: the app lives on its own branch until it is merged.
-    tm = importlib.import_module("trainings.models")
-    training_create = importlib.import_module("trainings.services").training_create
+    section = Section("trainings")
 
     n = h.sizes.trainings
     h.truncate_engine()

@@ -8,6 +8,7 @@ import json
 import pytest
 from django.utils import timezone
 
+from reminders.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
@@ -229,3 +230,57 @@ def test_a_deleted_training_whose_occurrence_was_in_flight_is_gone(training, rul
     )
     training_delete(training=training)
     assert reminder_fire(delivery=delivery).outcome == RunOutcome.GONE
+
+
+def _make_due(*occurrences: Occurrence) -> None:
+    Occurrence.objects.filter(pk__in=[o.pk for o in occurrences]).update(
+        next_attempt_at=timezone.now() - dt.timedelta(seconds=1)
+    )
+
+
+def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+    answer_record(training=training, player=_player("Bruno"), phase=Phase.PRE, answers={})
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Alice"), status=InvitationStatus.ACCEPTED
+    )
+    pre = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=30))
+    invite = _occurrence(training, rules["invitation"], START - dt.timedelta(hours=6))
+    post = _occurrence(training, rules["post-questionnaire"], START + dt.timedelta(minutes=105))
+    _make_due(pre, invite, post)
+
+    result = occurrences_dispatch_batch()
+
+    assert (result.claimed, result.delivered) == (3, 3)
+    assert _pushed(training, pre) == ["Alice", "Chloe"]
+    assert _pushed(training, invite) == ["Bruno", "Chloe"]
+    assert _pushed(training, post) == ["Alice", "Bruno", "Chloe"]
+    runs = dict(ReminderRun.objects.values_list("occurrence_key", "recipients"))
+    assert runs == {pre.idempotency_key: 2, invite.idempotency_key: 2, post.idempotency_key: 3}
+    messages = drain_queue(push_queue, expect=7)
+    assert len(messages) == 7
+    assert {m.properties["message_id"] for m in messages} == set(Push.objects.values_list("key", flat=True))
+
+
+def test_one_reminder_that_cannot_be_prepared_is_retried_alone(training, rules, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from trainings import services
+
+    render = services.push_render
+
+    def render_fails_for_the_post_rule(**kwargs):  # type: ignore[no-untyped-def]
+        if kwargs["templates"][0].rule.slug == "post-questionnaire":
+            raise ValueError("template broke")
+        return render(**kwargs)
+
+    monkeypatch.setattr(services, "push_render", render_fails_for_the_post_rule)
+    pre = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=30))
+    post = _occurrence(training, rules["post-questionnaire"], START + dt.timedelta(minutes=105))
+    _make_due(pre, post)
+
+    result = occurrences_dispatch_batch()
+
+    assert (result.delivered, result.retried) == (1, 1)
+    assert _pushed(training, pre) == ["Alice", "Bruno", "Chloe"]
+    post.refresh_from_db()
+    assert post.status == OccurrenceStatus.SCHEDULED and "template broke" in post.last_error
+    assert not Push.objects.filter(occurrence_key=post.idempotency_key).exists()
+    assert not ReminderRun.objects.filter(occurrence_key=post.idempotency_key).exists()
