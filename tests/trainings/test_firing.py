@@ -238,6 +238,7 @@ def _make_due(*occurrences: Occurrence) -> None:
     )
 
 
+@pytest.mark.rabbitmq
 def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
     answer_record(training=training, player=_player("Bruno"), phase=Phase.PRE, answers={})
     invitation_respond(
