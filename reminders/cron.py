@@ -67,15 +67,48 @@ class CronTimeline:
     zone: ZoneInfo
 
     def next_after(self, instant: datetime) -> datetime | None:
-        local = instant.astimezone(self.zone)
+        fire = self._walk(from_=instant, after=instant)
+        settled = None if fire is None else self._past_last_change(instant, fire)
+        if fire is not None and settled is not None:
+            # cronsim steps whole hours in real time when the minute field is a wildcard; across a change
+            # of half an hour (Lord Howe) it lands on :30 and steps over the fires at :00 and :15 that
+            # follow. A walk that starts after the change has nothing to cross: keep the earlier answer.
+            again = self._walk(from_=settled, after=instant)
+            if again is not None and again < fire:
+                fire = again
+        return fire
+
+    def _walk(self, *, from_: datetime, after: datetime) -> datetime | None:
         # cronsim works on wall-clock fields, and for fixed-time lines it drops the `fold` of the start:
         # started inside the second copy of a repeated hour, its first answer can be the first copy, an
         # instant *before* the start. Asking again from there moves on; the loop ends within a few steps.
-        for fire in CronSim(self.expression, local):
+        for fire in CronSim(self.expression, from_.astimezone(self.zone)):
             fire_utc = fire.astimezone(UTC)
-            if fire_utc > instant:
+            if fire_utc > after:
                 return fire_utc
         return None
+
+    def _past_last_change(self, start: datetime, end: datetime) -> datetime | None:
+        """Where a walk can start (exclusive) that sees every wall time after the last UTC-offset change in
+        (start, end] without crossing it or stepping from a half hour: the top of the first whole wall hour
+        after the change and after any repeated window. None if the offset does not change."""
+        offset_end = end.astimezone(self.zone).utcoffset()
+        if start.astimezone(self.zone).utcoffset() == offset_end:
+            return None
+        low, high = start, end  # offset(low) differs from offset_end; offset(high) is offset_end
+        while high - low > timedelta(seconds=1):
+            middle = low + (high - low) / 2
+            if middle.astimezone(self.zone).utcoffset() == offset_end:
+                high = middle
+            else:
+                low = middle
+        before = low.astimezone(self.zone).utcoffset()
+        assert before is not None and offset_end is not None
+        resume = (high + max(before - offset_end, timedelta(0))).astimezone(self.zone)
+        if resume.minute or resume.second:
+            top = resume.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)  # wall time
+            resume = top.astimezone(UTC).astimezone(self.zone)
+        return resume.astimezone(UTC) - timedelta(seconds=1)
 
     def at_or_before(self, instant: datetime) -> datetime | None:
         """The latest fire not after `instant` (cronsim's reverse walk; callers check it going forward)."""

@@ -291,3 +291,20 @@ def test_a_job_in_an_hour_skipped_at_midnight_fires_once_at_the_jump() -> None:
         dt.datetime(2020, 3, 15, 4, 0, tzinfo=UTC),  # next Sunday 00:00 CDT, then every 15 minutes
         dt.datetime(2020, 3, 15, 4, 15, tzinfo=UTC),
     ]
+
+
+def test_hour_steps_across_a_half_hour_change_keep_the_fires_on_the_hour() -> None:
+    """Found by the property test: Lord Howe goes from +11:00 to +10:30 at 02:00 on 2020-04-05. cronsim,
+    stepping whole hours in real time from before the change, landed on 06:30 and skipped 06:00 and 06:15."""
+    timeline = timeline_for(
+        "*/15 */6 * */3 0", zone="Australia/Lord_Howe", anchor=dt.datetime(2020, 2, 1, tzinfo=UTC)
+    )
+    after = dt.datetime(2020, 4, 4, 13, 45, tzinfo=UTC)  # Sunday 00:45 +11:00, the last fire before it
+    fires = [
+        f.astimezone(timeline.zone).strftime("%H:%M%z") for f in upcoming(timeline, after=after, count=4)
+    ]
+    assert fires == ["06:00+1030", "06:15+1030", "06:30+1030", "06:45+1030"]
+    # The same answer whichever point before the next fire it is asked from.
+    assert timeline.next_after(dt.datetime(2020, 4, 4, 16, 52, 30, tzinfo=UTC)) == dt.datetime(
+        2020, 4, 4, 19, 30, tzinfo=UTC
+    )
