@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.forms import ModelForm
@@ -81,6 +82,18 @@ class TeamAdmin(admin.ModelAdmin):
         return [] if user_sees_all_teams(request.user) else ["coaches"]
 
 
+class PlayerAddForm(ModelForm):
+    """A new player joins a team in the same save: a coach sees players only through their teams."""
+
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(), help_text="The team the new player joins (its active member)."
+    )
+
+    class Meta:
+        model = Player
+        fields = ["name", "user", "time_zone", "language", "device_tokens"]
+
+
 @admin.register(Player)
 class PlayerAdmin(admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
@@ -89,6 +102,29 @@ class PlayerAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
         return players_visible_to(request.user)
+
+    def get_form(
+        self, request: HttpRequest, obj: Player | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is not None:
+            return super().get_form(request, obj, change=change, **kwargs)
+        base = super().get_form(request, obj, change=change, form=PlayerAddForm, **kwargs)
+        teams = teams_visible_to(request.user)
+        required = not user_sees_all_teams(request.user)  # operators may add a player to no team yet
+
+        class ScopedPlayerAddForm(base):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
+                super().__init__(*args, **form_kwargs)
+                self.fields["team"].queryset = teams
+                self.fields["team"].required = required
+
+        return ScopedPlayerAddForm
+
+    def save_model(self, request: HttpRequest, obj: Player, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        team = None if change else form.cleaned_data.get("team")
+        if team is not None:
+            Membership.objects.create(team=team, player=obj)
 
 
 class InvitationForm(ModelForm):

@@ -85,6 +85,40 @@ def test_a_coach_is_offered_only_their_teams_and_players(admin_a, team, team_b) 
     assert admin_a.get("/admin/trainings/player/").content.count(b"Zoe") == 0
 
 
+def _player_form(name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "user": "",
+        "time_zone": "Europe/Paris",
+        "language": "fr",
+        "device_tokens": "[]",
+    } | extra
+
+
+def test_a_player_a_coach_adds_joins_their_team_and_stays_in_their_reach(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+    response = admin_a.post("/admin/trainings/player/add/", _player_form("Dora", team=team.pk))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    dora = Player.objects.get(name="Dora")
+    assert list(dora.memberships.values_list("team__name", "active")) == [("U15", True)]
+    assert b">Dora</a>" in admin_a.get("/admin/trainings/player/").content  # in the change list
+    assert admin_a.get(f"/admin/trainings/player/{dora.pk}/change/").status_code == 200
+
+    page = admin_a.get("/admin/trainings/player/add/").content.decode()
+    assert "U15" in page and "Seniors B" not in page
+    for refused in (_player_form("Eve", team=team_b.pk), _player_form("Eve")):  # not their team; no team
+        response = admin_a.post("/admin/trainings/player/add/", refused)
+        assert response.status_code == 200 and "errorlist" in response.content.decode()
+    assert not Player.objects.filter(name="Eve").exists()
+
+
+def test_an_operator_may_add_a_player_to_no_team_yet(db: None) -> None:
+    client = Client()
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    response = client.post("/admin/trainings/player/add/", _player_form("Free agent"))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert not Player.objects.get(name="Free agent").memberships.exists()
+
+
 def _inline_management(prefix: str, total: int) -> dict[str, Any]:
     return {
         f"{prefix}-TOTAL_FORMS": total,
