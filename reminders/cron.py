@@ -2,11 +2,13 @@
 
 Four forms (seed 001):
 
-- a 5-field crontab (``*/15 9-17 * * MON-FRI``), evaluated in the schedule's IANA zone by cronsim, which
-  follows Debian cron through DST changes: a job at a specific time that falls in the skipped hour runs at
-  the first valid minute after it (``30 2 * * *`` in Europe/Paris fires at 03:00 on the spring-forward
-  day), a specific time in the repeated hour runs once (the first copy), and jobs with a granularity of an
-  hour or less (``*/15 * * * *``) fire on real time, so they fire in both copies of the repeated hour;
+- a 5-field crontab (``*/15 9-17 * * MON-FRI``), evaluated in the schedule's IANA zone with Debian cron's
+  rules for DST changes (the ones cronsim documents): a job at a specific time (minute and hour fields
+  not starting with ``*``) that falls in the skipped hour runs once, at the jump (``30 2 * * *`` in
+  Europe/Paris fires at 03:00 on the spring-forward day), and a specific time in the repeated hour runs
+  once (the first copy); every other line runs on real time, so ``*/15 * * * *`` fires in both copies of
+  the repeated hour and not at all in the skipped one. cronsim parses and matches the fields; the changes
+  themselves are handled here (see `CronTimeline`);
 - a nickname: ``@hourly``, ``@daily``/``@midnight``, ``@weekly``, ``@monthly``, ``@yearly``/``@annually``
   (the cron lines they stand for, in the schedule's zone);
 - ``@every <duration>`` (``90s``, ``15m``, ``1h30m``, ``2d``): exact durations from an anchor, the
@@ -21,9 +23,10 @@ computed from the previous fire, never from the time a delivery happened.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -63,61 +66,141 @@ class Timeline(Protocol):
 
 @dataclass(frozen=True)
 class CronTimeline:
+    """A crontab in a zone, evaluated one constant-offset stretch of time at a time.
+
+    Between two UTC-offset changes the zone's wall clock is a fixed shift of UTC, so cronsim on naive
+    wall times is exact there. The rules for the changes themselves are applied here rather than left to
+    cronsim's zone handling, which loops for ever in a repeated window that crosses an hour (Chatham
+    repeats 02:45-03:45) and steps over fires after a half-hour change (Lord Howe)."""
+
     expression: str
     zone: ZoneInfo
 
     def next_after(self, instant: datetime) -> datetime | None:
-        fire = self._walk(from_=instant, after=instant)
-        settled = None if fire is None else self._past_last_change(instant, fire)
-        if fire is not None and settled is not None:
-            # cronsim steps whole hours in real time when the minute field is a wildcard; across a change
-            # of half an hour (Lord Howe) it lands on :30 and steps over the fires at :00 and :15 that
-            # follow. A walk that starts after the change has nothing to cross: keep the earlier answer.
-            again = self._walk(from_=settled, after=instant)
-            if again is not None and again < fire:
-                fire = again
-        return fire
-
-    def _walk(self, *, from_: datetime, after: datetime) -> datetime | None:
-        # cronsim works on wall-clock fields, and for fixed-time lines it drops the `fold` of the start:
-        # started inside the second copy of a repeated hour, its first answer can be the first copy, an
-        # instant *before* the start. Asking again from there moves on; the loop ends within a few steps.
-        for fire in CronSim(self.expression, from_.astimezone(self.zone)):
-            fire_utc = fire.astimezone(UTC)
-            if fire_utc > after:
-                return fire_utc
-        return None
-
-    def _past_last_change(self, start: datetime, end: datetime) -> datetime | None:
-        """Where a walk can start (exclusive) that sees every wall time after the last UTC-offset change in
-        (start, end] without crossing it or stepping from a half hour: the top of the first whole wall hour
-        after the change and after any repeated window. None if the offset does not change."""
-        offset_end = end.astimezone(self.zone).utcoffset()
-        if start.astimezone(self.zone).utcoffset() == offset_end:
-            return None
-        low, high = start, end  # offset(low) differs from offset_end; offset(high) is offset_end
-        while high - low > timedelta(seconds=1):
-            middle = low + (high - low) / 2
-            if middle.astimezone(self.zone).utcoffset() == offset_end:
-                high = middle
+        instant = instant.astimezone(UTC)
+        stretch = _stretch(self.zone, instant)
+        after = instant
+        while stretch.start < instant + _GIVE_UP:
+            if stretch.start > instant and self._fires_at_jump(stretch):
+                return stretch.start
+            for wall in CronSim(self.expression, _wall(after, stretch.offset)):
+                fire = (wall - stretch.offset).replace(tzinfo=UTC)
+                if fire >= stretch.end:
+                    break
+                if not self._second_copy(wall, stretch):
+                    return fire
             else:
-                low = middle
-        before = low.astimezone(self.zone).utcoffset()
-        assert before is not None and offset_end is not None
-        resume = (high + max(before - offset_end, timedelta(0))).astimezone(self.zone)
-        if resume.minute or resume.second:
-            top = resume.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)  # wall time
-            resume = top.astimezone(UTC).astimezone(self.zone)
-        return resume.astimezone(UTC) - timedelta(seconds=1)
+                return None  # nothing for 50 years
+            after = stretch.end - _TICK
+            stretch = _stretch(self.zone, stretch.end)
+        return None
 
     def at_or_before(self, instant: datetime) -> datetime | None:
-        """The latest fire not after `instant` (cronsim's reverse walk; callers check it going forward)."""
-        start = (instant.replace(microsecond=0) + timedelta(seconds=1)).astimezone(self.zone)
-        for fire in CronSim(self.expression, start, reverse=True):
-            fire_utc = fire.astimezone(UTC)
-            if fire_utc <= instant:
-                return fire_utc
+        instant = instant.astimezone(UTC)
+        stretch = _stretch(self.zone, instant)
+        upto = instant
+        while stretch.end > instant - _GIVE_UP:
+            # cronsim's reverse walk answers strictly before a whole-second start: one second past the
+            # whole second of `upto` includes `upto` itself.
+            start = _wall(upto, stretch.offset).replace(microsecond=0) + timedelta(seconds=1)
+            for wall in CronSim(self.expression, start, reverse=True):
+                fire = (wall - stretch.offset).replace(tzinfo=UTC)
+                if fire < stretch.start:
+                    break
+                if not self._second_copy(wall, stretch):
+                    return fire
+            else:
+                return None
+            if self._fires_at_jump(stretch):
+                return stretch.start
+            upto = stretch.start - _TICK
+            stretch = _stretch(self.zone, upto)
         return None
+
+    @property
+    def _fixed_time(self) -> bool:
+        """Debian cron's "job at a specific time" (minute and hour not starting with ``*``, as cronsim
+        decides it): it runs once in a repeated hour and after a skipped one; other lines run on real
+        time, in both copies of a repeated hour and not at all in a skipped one."""
+        minute, hour = self.expression.split()[:2]
+        return not minute.startswith("*") and not hour.startswith("*")
+
+    def _second_copy(self, wall: datetime, stretch: _Stretch) -> bool:
+        """Is `wall` (read in `stretch`) a repeat of a wall time the clock showed before it fell back?"""
+        return self._fixed_time and wall < _wall(stretch.start, stretch.offset_before)
+
+    def _fires_at_jump(self, stretch: _Stretch) -> bool:
+        """Does a specific-time job fall in the wall time skipped where `stretch` begins? Then it runs
+        once, at the jump (``30 2 * * *`` runs at 03:00 in Paris on the spring-forward day)."""
+        if not self._fixed_time or stretch.offset <= stretch.offset_before:
+            return False
+        skipped_from = _wall(stretch.start, stretch.offset_before)
+        first = next(CronSim(self.expression, skipped_from - timedelta(seconds=1)), None)
+        return first is not None and first < _wall(stretch.start, stretch.offset)
+
+
+# cronsim gives up after 50 years without a match; so do the stretch walks.
+_GIVE_UP = timedelta(days=366 * 51)
+_TICK = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class _Stretch:
+    """[start, end) in UTC during which the zone keeps one UTC offset; `offset_before` is the one in
+    force just before `start` (equal to `offset` where a stretch only begins at a new year)."""
+
+    start: datetime
+    end: datetime
+    offset: timedelta
+    offset_before: timedelta
+
+
+def _wall(instant: datetime, offset: timedelta) -> datetime:
+    """The naive wall-clock time of the UTC `instant` under `offset`."""
+    return (instant + offset).replace(tzinfo=None)
+
+
+def _offset(zone: ZoneInfo, instant: datetime) -> timedelta:
+    offset = instant.astimezone(zone).utcoffset()
+    assert offset is not None
+    return offset
+
+
+def _stretch(zone: ZoneInfo, instant: datetime) -> _Stretch:
+    """The stretch of constant offset that holds `instant` (cut at each new year, see `_boundaries`)."""
+    bounds = _boundaries(zone, instant.year)
+    index = bisect_right(bounds, instant) - 1
+    start = bounds[index]
+    end = bounds[index + 1] if index + 1 < len(bounds) else datetime(instant.year + 1, 1, 1, tzinfo=UTC)
+    return _Stretch(start, end, _offset(zone, start), _offset(zone, start - _TICK))
+
+
+@lru_cache(maxsize=1024)
+def _boundaries(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
+    """New Year (UTC) and every instant in `year` at which the zone's UTC offset changes, in order.
+
+    Found hour by hour, then to the second by bisection (tzdata changes fall on whole seconds and are
+    never less than an hour apart); about 7 ms per zone and year, once per process."""
+    year_start, next_year = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    found = [year_start]
+    hour = timedelta(hours=1)
+    previous = _offset(zone, year_start)
+    moment = year_start + hour
+    while moment <= next_year:
+        offset = _offset(zone, moment)
+        if offset != previous:
+            low, high = int((moment - hour).timestamp()), int(moment.timestamp())
+            while high - low > 1:
+                middle = (low + high) // 2
+                if _offset(zone, datetime.fromtimestamp(middle, UTC)) == offset:
+                    high = middle
+                else:
+                    low = middle
+            if high < next_year.timestamp():
+                found.append(datetime.fromtimestamp(high, UTC))
+            previous = offset
+        moment += hour
+    return tuple(found)
 
 
 @dataclass(frozen=True)

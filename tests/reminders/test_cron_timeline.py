@@ -1,9 +1,9 @@
 """Timelines of schedule expressions: property tests across zones and expressions, and the DST weeks.
 
-The oracle for "what cron does" is cronsim's documented behaviour (Debian cron): a job at a specific time
-(minute and hour fields not starting with `*`) that falls in the skipped hour runs at the first valid
-minute after the gap and runs once in a repeated hour; more frequent jobs run on real time, so they fire
-in both copies of a repeated hour.
+The oracle for "what cron does" is Debian cron's rule, which cronsim documents: a job at a specific time
+(minute and hour fields not starting with `*`) runs once in a repeated hour (the first copy) and, when
+its time falls in a skipped hour, once at the jump; every other line runs on real time: each real minute
+whose wall-clock time matches fires, so both copies of a repeated hour and none of a skipped one.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from reminders.cron import (
 
 UTC = dt.UTC
 PARIS = ZoneInfo("Europe/Paris")
+MINUTE = dt.timedelta(minutes=1)
 ZONES = [
     "UTC",
     "Europe/Paris",
@@ -65,7 +66,7 @@ expressions = st.builds(
 
 @cache
 def _transitions(zone_name: str, year: int) -> tuple[dt.datetime, ...]:
-    """The UTC instants in `year` where the zone's offset changes (found hour by hour)."""
+    """The UTC instants in `year` where the zone's offset changes (found hour by hour, then to the minute)."""
     zone = ZoneInfo(zone_name)
     found = []
     instant = dt.datetime(year, 1, 1, tzinfo=UTC)
@@ -74,9 +75,26 @@ def _transitions(zone_name: str, year: int) -> tuple[dt.datetime, ...]:
         instant += dt.timedelta(hours=1)
         offset = instant.astimezone(zone).utcoffset()
         if offset != previous:
-            found.append(instant)
+            change = instant - dt.timedelta(minutes=59)
+            while change.astimezone(zone).utcoffset() != offset:
+                change += dt.timedelta(minutes=1)
+            found.append(change)
             previous = offset
     return tuple(found)
+
+
+def _offset_changes_between(zone_name: str, start: dt.datetime, end: dt.datetime) -> bool:
+    """Does the zone's UTC offset change in (start, end]?"""
+    return any(
+        start < change <= end
+        for year in range(start.year, end.year + 1)
+        for change in _transitions(zone_name, year)
+    )
+
+
+def _fixed_time(expression: str) -> bool:
+    minute, hour = expression.split()[:2]
+    return not minute.startswith("*") and not hour.startswith("*")
 
 
 @st.composite
@@ -102,30 +120,33 @@ def _matches(expression: str, local: dt.datetime) -> bool:
     )
 
 
-def _right_after_a_gap(fire: dt.datetime, zone: ZoneInfo) -> bool:
-    """True when the wall clock jumped forward during the hour before `fire` (a spring-forward gap)."""
-    before = (fire - dt.timedelta(hours=1)).astimezone(zone)
-    return (
-        fire.astimezone(zone).utcoffset() != before.utcoffset()
-        and before.utcoffset()
-        < fire.astimezone(  # type: ignore[operator]
-            zone
-        ).utcoffset()
-    )
-
-
-def _at_a_jump_matching_the_first_skipped_wall_time(
-    expression: str, fire: dt.datetime, zone: ZoneInfo
-) -> bool:
-    """cronsim's rule for a job whose minutes fall in a spring-forward gap: it fires once, at the instant
-    of the jump, for the first wall time that did not exist (e.g. Havana's 00:00 on a change day, when
-    the clock goes from 00:00 straight to 01:00). Read on the old offset, that instant matches."""
+def _at_a_jump_over_a_matching_wall_time(expression: str, fire: dt.datetime, zone: ZoneInfo) -> bool:
+    """Is `fire` the instant the clock jumps forward, over a wall time the crontab matches?"""
     before = (fire - dt.timedelta(minutes=1)).astimezone(zone).utcoffset()
     after = fire.astimezone(zone).utcoffset()
     if before is None or after is None or not before < after:
         return False
-    skipped_wall_time = (fire + before).replace(tzinfo=None)
-    return _matches(expression, skipped_wall_time)
+    skipped = (fire + before).replace(tzinfo=None)
+    return any(
+        _matches(expression, skipped + dt.timedelta(minutes=m)) for m in range((after - before) // MINUTE)
+    )
+
+
+def _expected_fires(
+    expression: str, zone: ZoneInfo, start: dt.datetime, end: dt.datetime
+) -> set[dt.datetime]:
+    """Every fire in (start, end], read off the zone's clock minute by minute."""
+    fixed = _fixed_time(expression)
+    fires = set()
+    minute = start.replace(second=0, microsecond=0) + MINUTE
+    while minute <= end:
+        local = minute.astimezone(zone)
+        if (_matches(expression, local) and not (fixed and local.fold)) or (
+            fixed and _at_a_jump_over_a_matching_wall_time(expression, minute, zone)
+        ):
+            fires.add(minute)
+        minute += MINUTE
+    return fires
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -141,16 +162,11 @@ def test_it_fires_strictly_later_each_time_and_only_when_the_expression_matches_
     assert len(fires) == 12
     assert fires[0] > start
     assert all(later > earlier for earlier, later in itertools.pairwise(fires))
-    fixed_time = not timeline.expression.split()[0].startswith("*") and not timeline.expression.split()[
-        1
-    ].startswith("*")
+    fixed_time = _fixed_time(timeline.expression)
     for fire in fires:
         local = fire.astimezone(zone)
-        # A specific time that does not exist that day runs at the first valid minute after the gap.
-        assert (
-            _matches(timeline.expression, local)
-            or (fixed_time and _right_after_a_gap(fire, zone))
-            or _at_a_jump_matching_the_first_skipped_wall_time(timeline.expression, fire, zone)
+        assert (_matches(timeline.expression, local) and not (fixed_time and local.fold)) or (
+            fixed_time and _at_a_jump_over_a_matching_wall_time(timeline.expression, fire, zone)
         ), local
 
 
@@ -163,8 +179,9 @@ def test_it_fires_strictly_later_each_time_and_only_when_the_expression_matches_
 def test_it_agrees_with_the_evaluator_and_with_itself_from_any_point(
     zone_name: str, expression: str, start: dt.datetime
 ) -> None:
-    """Walking fire to fire gives what cronsim gives when asked from the start, and the latest fire at or
-    before any instant is the one the forward walk reached."""
+    """Walking fire to fire gives what cronsim gives when asked from the start, as long as the zone's
+    offset does not change on the way (cronsim's own handling of changes is what `CronTimeline` replaces),
+    and the latest fire at or before any instant is the one the forward walk reached."""
     timeline = timeline_for(expression, zone=zone_name, anchor=start)
     assert isinstance(timeline, CronTimeline)
     fires = upcoming(timeline, after=start, count=6)
@@ -174,7 +191,7 @@ def test_it_agrees_with_the_evaluator_and_with_itself_from_any_point(
             CronSim(timeline.expression, start.astimezone(ZoneInfo(zone_name))), range(6), strict=False
         )
     ]
-    reference = [f for f in reference if f > start]
+    reference = [f for f in reference if f > start and not _offset_changes_between(zone_name, start, f)]
     assert fires[: len(reference)] == reference[: len(fires)]
     for earlier, later in itertools.pairwise(fires):
         middle = earlier + (later - earlier) / 2
@@ -280,17 +297,66 @@ def test_it_refuses_unknown_zones() -> None:
         timeline_for("@daily", zone="Mars/Olympus", anchor=dt.datetime(2025, 1, 1, tzinfo=UTC))
 
 
-def test_a_job_in_an_hour_skipped_at_midnight_fires_once_at_the_jump() -> None:
-    """Found by the property test: Havana's clocks jump from 00:00 to 01:00 on 2020-03-08 (a Sunday)."""
-    timeline = timeline_for(
-        "*/15 0 * 3,10 0", zone="America/Havana", anchor=dt.datetime(2020, 3, 2, tzinfo=UTC)
-    )
-    fires = upcoming(timeline, after=dt.datetime(2020, 3, 2, tzinfo=UTC), count=3)
-    assert fires == [
-        dt.datetime(2020, 3, 8, 5, 0, tzinfo=UTC),  # the jump itself: 00:00 EST never shows on the wall
-        dt.datetime(2020, 3, 15, 4, 0, tzinfo=UTC),  # next Sunday 00:00 CDT, then every 15 minutes
+def test_in_an_hour_skipped_at_midnight_a_specific_time_fires_at_the_jump_and_real_time_does_not() -> None:
+    """Havana's clocks jump from 00:00 to 01:00 on 2020-03-08 (a Sunday): no 00:xx shows on the wall."""
+    after = dt.datetime(2020, 3, 2, tzinfo=UTC)
+    at_midnight = timeline_for("0 0 * 3,10 0", zone="America/Havana", anchor=after)
+    assert upcoming(at_midnight, after=after, count=2) == [
+        dt.datetime(2020, 3, 8, 5, 0, tzinfo=UTC),  # the jump itself, 01:00 CDT
+        dt.datetime(2020, 3, 15, 4, 0, tzinfo=UTC),  # next Sunday 00:00 CDT
+    ]
+    every_quarter = timeline_for("*/15 0 * 3,10 0", zone="America/Havana", anchor=after)
+    assert upcoming(every_quarter, after=after, count=2) == [
+        dt.datetime(2020, 3, 15, 4, 0, tzinfo=UTC),
         dt.datetime(2020, 3, 15, 4, 15, tzinfo=UTC),
     ]
+
+
+def test_a_repeated_window_across_the_hour_is_walked_through_once_per_copy() -> None:
+    """Chatham falls back from 03:45 +13:45 to 02:45 +12:45 on 2025-04-06, so 02:45-03:45 shows twice.
+    cronsim's own zone handling went round the first 03:00-03:30 for ever (a worker at 100 % CPU)."""
+    after = dt.datetime(2025, 4, 5, 13, 0, tzinfo=UTC)  # 02:45 +13:45
+    chatham = ZoneInfo("Pacific/Chatham")
+
+    def local(expression: str, count: int) -> list[str]:
+        timeline = timeline_for(expression, zone="Pacific/Chatham", anchor=after)
+        return [
+            f.astimezone(chatham).strftime("%d %H:%M%z") for f in upcoming(timeline, after=after, count=count)
+        ]
+
+    assert local("*/15 3 * * *", 9) == [
+        *["06 03:00+1345", "06 03:15+1345", "06 03:30+1345"],
+        *["06 03:00+1245", "06 03:15+1245", "06 03:30+1245", "06 03:45+1245"],
+        *["07 03:00+1245", "07 03:15+1245"],
+    ]
+    # Real time: every minute of both copies of 02:45-02:59 (the hour step must not jump the second).
+    every_minute = local("* */2 * * *", 30)
+    assert [f for f in every_minute if f.endswith("+1245")] == [
+        *[f"06 02:{m}+1245" for m in range(45, 60)],
+        "06 04:00+1245",
+    ]
+    # A specific time runs once, in the first copy.
+    assert local("0 3 * * *", 2) == ["06 03:00+1345", "07 03:00+1245"]
+
+
+# Zones whose changes are unusual: half-hour shifts, :45 offsets, changes at midnight, negative DST.
+ODD_ZONES = ["Europe/Paris", "Australia/Lord_Howe", "Pacific/Chatham", "America/Havana", "Africa/Casablanca"]
+
+
+@pytest.mark.parametrize("zone_name", ODD_ZONES)
+def test_around_each_offset_change_it_fires_at_exactly_the_instants_the_clock_gives(zone_name: str) -> None:
+    """Every minute and hour field of the property tests, walked across each change of 2025 and compared
+    with the zone's clock read minute by minute; asked from between two fires, both directions agree."""
+    zone = ZoneInfo(zone_name)
+    for change, minute_field, hour_field in itertools.product(_transitions(zone_name, 2025), MINUTES, HOURS):
+        expression = f"{minute_field} {hour_field} * * *"
+        start, end = change - dt.timedelta(hours=5), change + dt.timedelta(hours=5)
+        timeline = timeline_for(expression, zone=zone_name, anchor=start)
+        fires = upcoming(timeline, after=start, count=1000, until=end)
+        assert set(fires) == _expected_fires(expression, zone, start, end), (expression, change)
+        for earlier, later in itertools.pairwise(fires):
+            middle = earlier + (later - earlier) / 2
+            assert (timeline.at_or_before(middle), timeline.next_after(middle)) == (earlier, later)
 
 
 def test_hour_steps_across_a_half_hour_change_keep_the_fires_on_the_hour() -> None:
