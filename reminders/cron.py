@@ -77,10 +77,22 @@ class CronTimeline:
     zone: ZoneInfo
 
     def next_after(self, instant: datetime) -> datetime | None:
-        instant = instant.astimezone(UTC)
+        try:
+            return self._next_after(instant.astimezone(UTC))
+        except OverflowError:
+            return None  # its wall time would be past year 9999
+
+    def at_or_before(self, instant: datetime) -> datetime | None:
+        try:
+            return self._at_or_before(instant.astimezone(UTC))
+        except OverflowError:
+            return None  # its wall time would be before year 1
+
+    def _next_after(self, instant: datetime) -> datetime | None:
         stretch = _stretch(self.zone, instant)
         after = instant
-        while stretch.start < instant + _GIVE_UP:
+        give_up = instant + _GIVE_UP if instant < _LATEST - _GIVE_UP else _LATEST
+        while stretch.start < give_up:
             if stretch.start > instant and self._fires_at_jump(stretch):
                 return stretch.start
             for wall in CronSim(self.expression, _wall(after, stretch.offset)):
@@ -91,15 +103,17 @@ class CronTimeline:
                     return fire
             else:
                 return None  # nothing for 50 years
+            if stretch.end == _LATEST:
+                return None
             after = stretch.end - _TICK
             stretch = _stretch(self.zone, stretch.end)
         return None
 
-    def at_or_before(self, instant: datetime) -> datetime | None:
-        instant = instant.astimezone(UTC)
+    def _at_or_before(self, instant: datetime) -> datetime | None:
         stretch = _stretch(self.zone, instant)
         upto = instant
-        while stretch.end > instant - _GIVE_UP:
+        give_up = instant - _GIVE_UP if instant > _EARLIEST + _GIVE_UP else _EARLIEST
+        while stretch.end > give_up:
             # cronsim's reverse walk answers strictly before a whole-second start: one second past the
             # whole second of `upto` includes `upto` itself.
             start = _wall(upto, stretch.offset).replace(microsecond=0) + timedelta(seconds=1)
@@ -113,6 +127,8 @@ class CronTimeline:
                 return None
             if self._fires_at_jump(stretch):
                 return stretch.start
+            if stretch.start == _EARLIEST:
+                return None
             upto = stretch.start - _TICK
             stretch = _stretch(self.zone, upto)
         return None
@@ -142,6 +158,7 @@ class CronTimeline:
 # cronsim gives up after 50 years without a match; so do the stretch walks.
 _GIVE_UP = timedelta(days=366 * 51)
 _TICK = timedelta(microseconds=1)
+_EARLIEST, _LATEST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -171,8 +188,14 @@ def _stretch(zone: ZoneInfo, instant: datetime) -> _Stretch:
     bounds = _boundaries(zone, instant.year)
     index = bisect_right(bounds, instant) - 1
     start = bounds[index]
-    end = bounds[index + 1] if index + 1 < len(bounds) else datetime(instant.year + 1, 1, 1, tzinfo=UTC)
-    return _Stretch(start, end, _offset(zone, start), _offset(zone, start - _TICK))
+    end = bounds[index + 1] if index + 1 < len(bounds) else _new_year(instant.year + 1)
+    before = _offset(zone, start - _TICK) if start > _EARLIEST else _offset(zone, start)
+    return _Stretch(start, end, _offset(zone, start), before)
+
+
+def _new_year(year: int) -> datetime:
+    """New Year's instant in UTC; past year 9999, the last instant a datetime holds."""
+    return datetime(year, 1, 1, tzinfo=UTC) if year <= datetime.max.year else _LATEST
 
 
 @lru_cache(maxsize=1024)
@@ -181,15 +204,17 @@ def _boundaries(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
 
     Found hour by hour, then to the second by bisection (tzdata changes fall on whole seconds and are
     never less than an hour apart); about 7 ms per zone and year, once per process."""
-    year_start, next_year = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    year_start, next_year = _new_year(year), _new_year(year + 1)
+    # A zone's wall time on the last day of year 9999 may not fit in a datetime: stop a day short there.
+    scan_end = next_year if next_year < _LATEST else next_year - timedelta(days=1)
     found = [year_start]
     hour = timedelta(hours=1)
-    previous = _offset(zone, year_start)
-    moment = year_start + hour
-    while moment <= next_year:
+    previous, moment = _offset(zone, year_start), year_start
+    while moment < scan_end:
+        earlier, moment = moment, (moment + hour if scan_end - moment > hour else scan_end)
         offset = _offset(zone, moment)
         if offset != previous:
-            low, high = int((moment - hour).timestamp()), int(moment.timestamp())
+            low, high = int(earlier.timestamp()), int(moment.timestamp())
             while high - low > 1:
                 middle = (low + high) // 2
                 if _offset(zone, datetime.fromtimestamp(middle, UTC)) == offset:
@@ -199,7 +224,6 @@ def _boundaries(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
             if high < next_year.timestamp():
                 found.append(datetime.fromtimestamp(high, UTC))
             previous = offset
-        moment += hour
     return tuple(found)
 
 

@@ -175,3 +175,25 @@ def test_jobs_take_batch_size_and_throttle_and_keep_seed_000_shape(api: APIClien
     assert all(o.throttle_id == policy.id for o in rows)
     assert "key" in api.post("/api/jobs/", {**body, "key": "schedule:x"}, format="json").json()
     assert "batch_size" in api.post("/api/jobs/", {**body, "batch_size": 10**6}, format="json").json()
+
+
+@pytest.mark.parametrize(
+    ("zone", "start_at", "next_fire_at"),
+    [
+        ("Europe/Paris", "9999-12-31T00:00:00Z", "9999-12-31T07:00:00Z"),  # 08:00 in Paris, the last one
+        ("UTC", "9999-12-31T12:00:00Z", None),  # the next 08:00 would be in year 10000
+        ("America/New_York", "9999-12-31T23:00:00Z", None),
+    ],
+)
+def test_a_schedule_at_the_end_of_time_fires_while_it_can_and_then_ends(
+    api: APIClient, zone: str, start_at: str, next_fire_at: str | None
+) -> None:
+    """A start in the last day a datetime holds is valid input: its fires stop where the calendar does."""
+    response = api.post(
+        "/api/schedules/", _body(expression="0 8 * * *", timezone=zone, start_at=start_at), format="json"
+    )
+    assert response.status_code == 201, response.json()
+    assert response.json()["next_fire_at"] == next_fire_at
+    preview = api.get("/api/schedules/renewals/preview/?count=5")
+    assert preview.status_code == 200
+    assert [fire["utc"] for fire in preview.json()["fires"]] == ([next_fire_at] if next_fire_at else [])
