@@ -59,10 +59,11 @@ class AwareDateTimeField(serializers.Field):
         if timezone.is_naive(value):
             self.fail("naive", value=data[:50])
         try:
-            value.astimezone(UTC)  # 9999-12-31T23:59-01:00 parses, but is past year 9999 in UTC
+            # 9999-12-31T23:59-01:00 parses, but is past year 9999 in UTC. And in UTC, since PostgreSQL
+            # refuses offsets beyond ±15:59, which ISO 8601 (and Python) allow up to ±23:59.
+            return value.astimezone(UTC)
         except OverflowError:
             self.fail("range", value=data[:50])
-        return value
 
     def to_representation(self, value: datetime) -> str:
         return value.isoformat()
@@ -133,6 +134,12 @@ class CallbackSerializer(serializers.Serializer):
     data = serializers.DictField()  # type: ignore[assignment]  # DRF pops declared fields off the class
 
     def validate(self, attrs: dict[str, Any]) -> Callback:
+        # A PATCH makes nested fields optional too, but a callback is only ever replaced whole.
+        missing = [name for name in ("type", "data") if name not in attrs]
+        if missing:
+            raise serializers.ValidationError(
+                {name: ["This field is required: a callback is replaced whole."] for name in missing}
+            )
         callback_type = attrs["type"]
         data = _DATA_SERIALIZERS[callback_type](data=attrs["data"])
         if not data.is_valid():

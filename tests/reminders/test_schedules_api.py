@@ -120,6 +120,22 @@ def test_it_patches_the_expression_and_replaces_the_pending_fire(api: APIClient)
     assert "expression" in api.patch("/api/schedules/renewals/", {"expression": "nope"}, format="json").json()
 
 
+def test_it_patches_a_callback_only_whole(api: APIClient) -> None:
+    """A PATCH makes nested fields optional to DRF; a callback without its type was a KeyError (500)."""
+    api.post("/api/schedules/", _body(), format="json")
+    response = api.patch("/api/schedules/renewals/", {"callback": {"data": {"queue": "q"}}}, format="json")
+    assert response.status_code == 400
+    assert "type" in response.json()["callback"]
+    assert Schedule.objects.get(key="renewals").version == 1
+
+
+def test_it_takes_offsets_beyond_what_postgresql_stores_as_the_same_instant(api: APIClient) -> None:
+    """ISO 8601 allows offsets up to +/-23:59; PostgreSQL refuses those past +/-15:59 (was a 500 there)."""
+    response = api.post("/api/schedules/", _body(start_at="2030-01-02T20:00:00+20:00"), format="json")
+    assert response.status_code == 201, response.json()
+    assert Schedule.objects.get(key="renewals").start_at == dt.datetime(2030, 1, 2, tzinfo=dt.UTC)
+
+
 def test_it_deletes_leaving_nothing_that_can_fire(api: APIClient) -> None:
     api.post("/api/schedules/", _body(), format="json")
     response = api.delete("/api/schedules/renewals/")
