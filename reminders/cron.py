@@ -18,6 +18,9 @@ Four forms (seed 001):
 
 A timeline only answers "the first instant strictly after t" (`next_after`), so the next fire is always
 computed from the previous fire, never from the time a delivery happened.
+
+Every timeline ends where the calendar does: a fire whose time, in UTC or as wall time in the schedule's
+zone, would fall outside years 1-9999 (what a datetime holds) means the timeline has ended.
 """
 
 from __future__ import annotations
@@ -229,21 +232,42 @@ def _boundaries(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
 
 @dataclass(frozen=True)
 class EveryTimeline:
+    """Exact periods from `anchor`; like a cron timeline, it ends where `zone`'s calendar does."""
+
     period: timedelta
     anchor: datetime
     anchor_fires: bool
+    zone: ZoneInfo
 
     def next_after(self, instant: datetime) -> datetime | None:
-        if instant < self.anchor:
-            return self.anchor if self.anchor_fires else self.anchor + self.period
-        periods = (instant - self.anchor) // self.period + 1
-        return (self.anchor + periods * self.period).astimezone(UTC)
+        try:
+            if instant < self.anchor:
+                fire = self.anchor if self.anchor_fires else self.anchor + self.period
+            else:
+                fire = self.anchor + ((instant - self.anchor) // self.period + 1) * self.period
+        except OverflowError:
+            return None  # past year 9999 in UTC
+        return _in_calendar(fire.astimezone(UTC), self.zone)
 
     def at_or_before(self, instant: datetime) -> datetime | None:
-        first = self.anchor if self.anchor_fires else self.anchor + self.period
+        try:
+            first = self.anchor if self.anchor_fires else self.anchor + self.period
+        except OverflowError:
+            return None
         if instant < first:
             return None
-        return (self.anchor + ((instant - self.anchor) // self.period) * self.period).astimezone(UTC)
+        fire = self.anchor + ((instant - self.anchor) // self.period) * self.period
+        return _in_calendar(fire.astimezone(UTC), self.zone)
+
+
+def _in_calendar(fire: datetime, zone: ZoneInfo) -> datetime | None:
+    """`fire`, or None when its wall time in `zone` is outside years 1-9999 (so it cannot be shown
+    or computed from there: the timeline has ended)."""
+    try:
+        fire.astimezone(zone)
+    except OverflowError:
+        return None
+    return fire
 
 
 @dataclass(frozen=True)
@@ -300,15 +324,18 @@ def timeline_for(expression: str, *, zone: str, anchor: datetime, anchor_fires: 
             raise ExpressionError(f"@every must be at least {MIN_EVERY_SECONDS}s ({int(seconds)}s given).")
         if seconds > MAX_EVERY_SECONDS:
             raise ExpressionError(f"@every must be at most {MAX_EVERY_SECONDS // 86400}d.")
-        return EveryTimeline(period=period, anchor=anchor.astimezone(UTC), anchor_fires=anchor_fires)
+        return EveryTimeline(period=period, anchor=anchor.astimezone(UTC), anchor_fires=anchor_fires, zone=tz)
     if lowered.startswith("@at"):
         value = text[len("@at") :].strip()
         if not value.isdigit():
             raise ExpressionError(f"@at takes unix seconds (e.g. @at 1767225600), not {value!r}.")
         try:
-            return AtTimeline(instant=datetime.fromtimestamp(int(value), tz=UTC))
+            at = datetime.fromtimestamp(int(value), tz=UTC)
         except (OverflowError, OSError, ValueError):
             raise ExpressionError(f"@at {value} is out of range.") from None
+        if _in_calendar(at, tz) is None:
+            raise ExpressionError(f"@at {value} is past the year 9999 in {zone}.")
+        return AtTimeline(instant=at)
     if lowered.startswith("@"):
         if lowered not in NICKNAMES:
             known = ", ".join([*NICKNAMES, "@every <duration>", "@at <unix seconds>"])

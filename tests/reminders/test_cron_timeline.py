@@ -267,6 +267,29 @@ def test_every_counts_exact_durations_from_its_anchor_across_dst() -> None:
     assert with_start.next_after(anchor - dt.timedelta(seconds=1)) == anchor
 
 
+def test_every_ends_where_the_calendar_does_in_utc_and_in_its_zone() -> None:
+    """The next period past year 9999 overflowed (a 500 from the preview, an error from the worker)."""
+    anchor = dt.datetime(9999, 12, 30, 20, 0, tzinfo=UTC)
+    daily = timeline_for("@every 1d", zone="UTC", anchor=anchor, anchor_fires=True)
+    assert upcoming(daily, after=anchor - dt.timedelta(seconds=1), count=3) == [
+        anchor,
+        anchor + dt.timedelta(days=1),
+    ]
+    # 9999-12-31T10:00Z is already year 10000 in Kiritimati (+14:00): the hourly fires stop before it.
+    hourly = timeline_for("@every 1h", zone="Pacific/Kiritimati", anchor=anchor, anchor_fires=True)
+    fires = upcoming(hourly, after=anchor, count=100)
+    assert fires[-1] == dt.datetime(9999, 12, 31, 9, 0, tzinfo=UTC)
+    assert hourly.at_or_before(dt.datetime.max.replace(tzinfo=UTC)) is None
+    assert hourly.at_or_before(fires[-1]) == fires[-1]
+
+
+def test_at_past_the_calendar_of_its_zone_is_refused() -> None:
+    last_second = 253_402_300_799  # 9999-12-31T23:59:59Z
+    assert timeline_for(f"@at {last_second}", zone="Etc/GMT+12", anchor=dt.datetime.now(UTC))
+    with pytest.raises(ExpressionError, match="past the year 9999 in Pacific/Kiritimati"):
+        timeline_for(f"@at {last_second}", zone="Pacific/Kiritimati", anchor=dt.datetime.now(UTC))
+
+
 @pytest.mark.parametrize(
     ("text", "seconds"), [("90s", 90), ("15m", 900), ("1h", 3600), ("1h30m", 5400), ("2d", 172800)]
 )

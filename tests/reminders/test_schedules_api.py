@@ -57,6 +57,8 @@ def test_it_creates_a_schedule_with_its_next_fire_materialised(api: APIClient) -
         ({"expression": "@every soon"}, "expression"),
         ({"expression": "@at yesterday"}, "expression"),
         ({"expression": "@at 1000"}, "expression"),
+        # 9999-12-31T23:59:59Z is already year 10000 in Kiritimati (+14:00)
+        ({"expression": "@at 253402300799", "timezone": "Pacific/Kiritimati"}, "expression"),
         ({"timezone": "Europe/Atlantis"}, "timezone"),
         ({"timezone": "/etc/passwd"}, "timezone"),
         ({"batch_size": 10**6}, "batch_size"),
@@ -213,3 +215,26 @@ def test_a_schedule_at_the_end_of_time_fires_while_it_can_and_then_ends(
     preview = api.get("/api/schedules/renewals/preview/?count=5")
     assert preview.status_code == 200
     assert [fire["utc"] for fire in preview.json()["fires"]] == ([next_fire_at] if next_fire_at else [])
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone", "start_at", "fires"),
+    [
+        ("@every 1d", "UTC", "9999-12-30T20:00:00Z", ["9999-12-30T20:00:00Z", "9999-12-31T20:00:00Z"]),
+        (
+            "@every 6h",
+            "Pacific/Kiritimati",
+            "9999-12-30T20:00:00Z",
+            ["9999-12-30T20:00:00Z", "9999-12-31T02:00:00Z", "9999-12-31T08:00:00Z"],
+        ),
+        ("@at 253402300799", "Etc/GMT+12", None, ["9999-12-31T23:59:59Z"]),
+    ],
+)
+def test_every_and_at_fire_while_the_zone_has_a_calendar_and_then_end(
+    api: APIClient, expression: str, zone: str, start_at: str | None, fires: list[str]
+) -> None:
+    body = _body(expression=expression, timezone=zone, start_at=start_at)
+    assert api.post("/api/schedules/", body, format="json").status_code == 201
+    preview = api.get("/api/schedules/renewals/preview/?count=5")
+    assert preview.status_code == 200, preview.content[:300]
+    assert [fire["utc"] for fire in preview.json()["fires"]] == fires
