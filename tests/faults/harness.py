@@ -32,6 +32,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Count
 from django.utils import timezone
 from kombu import Connection
@@ -428,6 +429,7 @@ def terminate_worker_backends(*, worker: WorkerProcess | None = None, only_waiti
     name = f"fault-{worker.name}" if worker else "fault-%"
     condition = "AND wait_event_type = 'Lock'" if only_waiting else ""
     with connection.cursor() as cursor:
+        _clear_activity_snapshot(cursor)
         cursor.execute(
             f"""SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                  WHERE datname = %s AND application_name LIKE %s AND pid <> pg_backend_pid() {condition}""",  # noqa: S608
@@ -438,12 +440,19 @@ def terminate_worker_backends(*, worker: WorkerProcess | None = None, only_waiti
 
 def waiting_worker_backends() -> int:
     with connection.cursor() as cursor:
+        _clear_activity_snapshot(cursor)
         cursor.execute(
             """SELECT count(*) FROM pg_stat_activity
                 WHERE datname = %s AND application_name LIKE 'fault-%%' AND wait_event_type = 'Lock'""",
             [connection.settings_dict["NAME"]],
         )
         return int(cursor.fetchone()[0])
+
+
+def _clear_activity_snapshot(cursor: CursorWrapper) -> None:
+    """PostgreSQL reads pg_stat_activity once per transaction and shows that snapshot until it ends, so a
+    poll from inside the transaction holding a lock would see, forever, the moment the lock was taken."""
+    cursor.execute("SELECT pg_stat_clear_snapshot()")
 
 
 def shuffled(items: Iterable[str], times: int, rng: random.Random) -> list[str]:
