@@ -52,6 +52,24 @@ def test_it_claims_only_due_rows_highest_priority_first_then_oldest() -> None:
 
 
 @pytest.mark.django_db
+def test_it_returns_each_claimed_row_as_stored_to_the_microsecond() -> None:
+    """fire_at goes out in headers and envelopes: the claim must hand it back exactly, in UTC."""
+    fire_at = dt.datetime(2026, 3, 29, 0, 59, 59, 999_999, tzinfo=dt.UTC)  # an odd microsecond, before DST
+    row = OccurrenceFactory(job=JobFactory(priority=7), fire_at=fire_at, idempotency_key="k-1")
+
+    [claimed] = occurrences_claim_due(now=timezone.now(), limit=10, lease_seconds=60).occurrences
+
+    assert (claimed.id, claimed.job_id, claimed.attempts, claimed.idempotency_key, claimed.priority) == (
+        row.id,
+        row.job_id,
+        1,
+        "k-1",
+        7,
+    )
+    assert claimed.fire_at == fire_at and claimed.fire_at.utcoffset() == dt.timedelta(0)
+
+
+@pytest.mark.django_db
 def test_it_respects_the_limit_and_the_early_window() -> None:
     now = timezone.now()
     _due(5)
