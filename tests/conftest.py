@@ -53,6 +53,13 @@ def _fast_engine(settings: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fast_passwords(settings: pytest.FixtureRequest) -> None:
+    """The factories give every user a password: Django's PBKDF2 (1,000,000 iterations) would cost a
+    quarter of a second per user. Tests log in with force_login, so no hash strength is under test."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_transports() -> Iterator[None]:
     """Each test gets new transport instances (and so a new broker connection)."""
     from reminders.transports import get_transport

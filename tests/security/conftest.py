@@ -47,12 +47,6 @@ def fake_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[tu
 
 
 @pytest.fixture(autouse=True)
-def _fast_passwords(settings: Any) -> None:
-    """Users are made per test (and per Hypothesis example); a real hasher would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def _offline_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from reminders import netguard
 

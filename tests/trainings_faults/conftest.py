@@ -24,12 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _fast_passwords(settings: Any) -> None:
-    """The matrix makes several users per case; PBKDF2 would make it the slowest file of the suite."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def rules(db: None) -> dict[str, ReminderRule]:
     """Seed 000's rules (a transactional test's flush removes what migration 0002 seeded)."""
     rules_seed(ReminderRule, ReminderTemplate)
