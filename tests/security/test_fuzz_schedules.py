@@ -15,25 +15,13 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence, Schedule
+from reminders.serializers_schedules import ScheduleInputSerializer
 from tests.security.strategies import callbacks, instants, json_values, nasty_text
 
 pytestmark = pytest.mark.django_db
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-FIELDS = {
-    "key",
-    "expression",
-    "timezone",
-    "callback",
-    "priority",
-    "batch_size",
-    "throttle",
-    "deadline_seconds",
-    "start_at",
-    "end_at",
-    "misfire_policy",
-    "paused",
-}
+FIELDS = set(ScheduleInputSerializer().fields)  # what a 400 may name, besides detail/non_field_errors
 ZONES = [
     "UTC",
     "Europe/Paris",
