@@ -91,6 +91,11 @@ def queue_name() -> Iterator[str]:
     """A unique queue name; the queue is deleted afterwards if the test created it on RabbitMQ."""
     name = f"test.reminders.{uuid.uuid4().hex[:12]}"
     yield name
+    delete_queue(name)
+
+
+def delete_queue(name: str) -> None:
+    """Delete a test's queue from RabbitMQ, if the broker is RabbitMQ and the queue was ever declared."""
     url = settings.CELERY_BROKER_URL
     if url.startswith(("amqp://", "amqps://")):
         try:

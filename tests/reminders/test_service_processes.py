@@ -20,7 +20,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from reminders.models import Occurrence, OccurrenceStatus
-from tests.conftest import drain_queue
+from tests.conftest import delete_queue, drain_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,11 +34,12 @@ def _database_url() -> str:
 def service(tmp_path: Path) -> Iterator[None]:
     """Worker and beat processes on the test database, with a Celery queue of their own."""
     call_command("ensure_beat")  # transactional tests flush the rows the migration created
+    kicks = f"test.kicks.{uuid.uuid4().hex[:8]}"
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "CELERY_TASK_DEFAULT_QUEUE": f"test.kicks.{uuid.uuid4().hex[:8]}",
+        "CELERY_TASK_DEFAULT_QUEUE": kicks,
         "REMINDERS_SCAN_SECONDS": "1",
     }
     celery = [sys.executable, "-m", "celery", "-A", "config"]
@@ -63,6 +64,7 @@ def service(tmp_path: Path) -> Iterator[None]:
                 process.kill()
         for log in logs:
             log.close()
+        delete_queue(kicks)
         for name in ("worker.log", "beat.log"):
             print(f"--- {name}\n" + (tmp_path / name).read_text()[-3000:])
 
