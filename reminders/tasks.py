@@ -7,6 +7,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from reminders import health
 from reminders.dispatch import occurrences_dispatch_for
 from reminders.services import occurrences_purge_old, scan_kick
 
@@ -16,6 +17,7 @@ logger = logging.getLogger(__name__)
 @shared_task(name="reminders.tasks.scan_due", ignore_result=True)
 def scan_due() -> dict[str, int]:
     totals, backlog = occurrences_dispatch_for(seconds=settings.REMINDERS_SCAN_SECONDS)
+    health.scan_finished(worker=scan_due.request.hostname)
     if backlog:
         # A full last batch means more is due: drain it now instead of waiting for the next beat tick.
         # Best effort: with the broker down the work done stands, and beat's next tick goes on.
