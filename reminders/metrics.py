@@ -133,11 +133,10 @@ def occurrences_failed(
         OCCURRENCES.labels(outcome, callback).inc()
         lateness = max((now - delivery.fire_at).total_seconds(), 0.0)
         logger.warning(
-            "%s: %s",
-            outcome,
-            str(error)[:500],
-            extra={**_fields(delivery, outcome, lateness), "error": str(error)},
-        )
+            "occurrence %s of %s, attempt %d, %s: %s",
+            delivery.occurrence_id, delivery.job_key, delivery.attempt, outcome, str(error)[:500],
+            extra={**_fields(delivery, outcome, lateness), "error": str(error)[:2000]},
+        )  # fmt: skip
 
 
 def occurrences_ended(outcome: str, callback: str, count: int = 1) -> None:

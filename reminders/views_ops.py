@@ -14,7 +14,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, REGISTRY, CollectorRegistry, generate_latest, multiprocess
 
 from reminders.health import readiness
 from reminders.metrics_db import DatabaseCollector
@@ -38,7 +38,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         body = generate_latest(processes) + generate_latest(database)
     else:
         body = generate_latest(REGISTRY) + generate_latest(database)
-    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+    # The classic text format (0.0.4) every Prometheus server version reads.
+    return HttpResponse(body, content_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
 def _metrics_denied(request: HttpRequest) -> HttpResponse | None:
