@@ -19,6 +19,12 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, REGISTRY, CollectorRegis
 from reminders.health import readiness
 from reminders.metrics_db import DatabaseCollector
 
+# Loopback and the private ranges a scraper inside the same network comes from (RFC 1918, IPv6 ULA).
+_LOCAL_NETWORKS = [
+    ipaddress.ip_network(net)
+    for net in ("127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+]
+
 
 @never_cache
 @require_GET
@@ -59,7 +65,7 @@ def _metrics_denied(request: HttpRequest) -> HttpResponse | None:
         address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
     except ValueError:
         address = None
-    if address is None or not (address.is_loopback or address.is_private):
+    if address is None or not any(address in network for network in _LOCAL_NETWORKS):
         return JsonResponse(
             {"detail": "metrics are served to loopback and private addresses only"}, status=403
         )
