@@ -48,10 +48,12 @@ def service(
     processes = [
         subprocess.Popen([*celery, "worker", "-c", str(concurrency), "--loglevel=INFO", "--without-heartbeat",
                           "--without-gossip", "--without-mingle", "-n", f"ops-{uuid.uuid4().hex[:6]}@%h"],
-                         cwd=ROOT, env=env, stdout=files[0], stderr=subprocess.STDOUT, start_new_session=True),
+                         cwd=ROOT, env=env, stdout=files[0], stderr=subprocess.STDOUT,
+                         start_new_session=True),
         subprocess.Popen([*celery, "beat", "--loglevel=INFO", "--pidfile=",
                           "-S", "django_celery_beat.schedulers:DatabaseScheduler"],
-                         cwd=ROOT, env=env, stdout=files[1], stderr=subprocess.STDOUT, start_new_session=True),
+                         cwd=ROOT, env=env, stdout=files[1], stderr=subprocess.STDOUT,
+                         start_new_session=True),
     ]  # fmt: skip
     try:
         yield processes[0]

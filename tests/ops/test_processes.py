@@ -86,7 +86,7 @@ def test_ready_turns_503_when_the_worker_stops_scanning_and_200_when_it_resumes(
 
         os.killpg(worker.pid, signal.SIGSTOP)
         took = _wait(lambda: status()[0] == 503, timeout=30, what="503 once the worker is frozen")
-        code, body = status()
+        _code, body = status()
         assert body["failing"] == ["scan"]
         assert body["checks"]["database"]["ok"] and body["checks"]["broker"]["ok"]  # type: ignore[index]
         assert "limit 3" in body["checks"]["scan"]["detail"]  # type: ignore[index]

@@ -1,4 +1,4 @@
-"""`manage.py healthcheck`: the checks of /health/ready for container and systemd probes; exit 1 on failure."""
+"""`manage.py healthcheck`: /health/ready's checks for container and systemd probes; exit 1 on failure."""
 
 from __future__ import annotations
 
