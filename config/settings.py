@@ -270,7 +270,6 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
     "reminders.api_limits.TokenRateThrottle",
     "reminders.api_limits.AddressRateThrottle",
 ]
-REST_FRAMEWORK["NUM_PROXIES"] = API_NUM_PROXIES
 _THROTTLE_CACHE = env_str("API_THROTTLE_CACHE", "memory")
 if _THROTTLE_CACHE not in ("memory", "database"):
     raise ImproperlyConfigured("API_THROTTLE_CACHE must be 'memory' or 'database'")

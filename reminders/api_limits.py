@@ -1,7 +1,7 @@
 """Abuse limits that every request meets: the request body limit, API throttling, the client address.
 
 - Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (REMINDERS_MAX_REQUEST_BYTES) get a JSON 413 on the API, decided
-  from Content-Length before anything is read, or from Django's RequestDataTooBig for a body without one.
+  from Content-Length before anything is read (a WSGI server hands Django no more than Content-Length).
 - DRF throttling per token (or session user) and per client address, rates from API_THROTTLE_RATES; DRF
   answers 429 with Retry-After. Rates are read on every request, so a settings change takes effect.
 - One notion of the client address for throttling and django-axes: REMOTE_ADDR, or the address
@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
-from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
@@ -94,19 +94,13 @@ class RequestBodyLimitMiddleware:
                 return _too_large(length)
         return self.get_response(request)
 
-    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if isinstance(exception, RequestDataTooBig) and _is_api(request):
-            return _too_large(None)
-        return None
-
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
-def _too_large(length: int | None) -> JsonResponse:
+def _too_large(length: int) -> JsonResponse:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    sent = f"{length:,} bytes" if length is not None else "the request body"
     return JsonResponse(
-        {"detail": f"{sent} is over the limit of {limit:,} bytes", "limit_bytes": limit}, status=413
+        {"detail": f"{length:,} bytes is over the limit of {limit:,} bytes", "limit_bytes": limit}, status=413
     )
