@@ -12,9 +12,10 @@ process: `reminders.metrics_db` computes them at scrape time.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
@@ -75,6 +76,8 @@ GATEWAY_HEARTBEAT = Gauge(
     multiprocess_mode="max",
 )
 
+# A malformed message's "kind" is whatever the sender wrote: it must not become a label value.
+_PUSH_KINDS = frozenset({"PRE", "POST", "INVITATION"})
 _enabled = True
 
 
@@ -186,21 +189,21 @@ class _TimedFlight:
             PUBLISH_SECONDS.labels(self._callback).observe(time.perf_counter() - self._began)
 
 
-def pushes_queued(kinds: Mapping[str, int]) -> None:
-    """The reminder handler published pushes to the push queue, counted by kind."""
+def pushes_queued(kinds: Iterable[str]) -> None:
+    """The reminder handler published these pushes (one kind each) to the push queue."""
     if _enabled:
-        for kind, count in kinds.items():
-            if count:
-                PUSHES.labels(kind, "queued").inc(count)
+        for kind, count in collections.Counter(kinds).items():
+            PUSHES.labels(kind, "queued").inc(count)
 
 
-def push_handled(kind: str, outcome: str, provider: str | None = None) -> None:
+def push_handled(body: Any, outcome: str, provider: str) -> None:
     """The gateway's outcome for one push message (delivered, duplicate, retry, rejected)."""
     if not _enabled:
         return
-    PUSHES.labels(kind or "unknown", outcome).inc()
-    if provider is not None and outcome in ("delivered", "retry", "rejected"):
-        PUSH_DEVICES.labels(provider, "accepted" if outcome == "delivered" else outcome).inc()
+    kind = body.get("kind") if isinstance(body, dict) else None
+    PUSHES.labels(str(kind) if kind in _PUSH_KINDS else "unknown", str(outcome)).inc()
+    if outcome in ("delivered", "retry", "rejected"):
+        PUSH_DEVICES.labels(provider, "accepted" if outcome == "delivered" else str(outcome)).inc()
 
 
 def gateway_alive() -> None:
