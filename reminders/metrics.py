@@ -12,6 +12,7 @@ process: `reminders.metrics_db` computes them at scrape time.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import logging
 import time
@@ -102,19 +103,35 @@ def occurrences_delivered(
     if not _enabled or not marked:
         return
     OCCURRENCES.labels("delivered", callback).inc(marked)
-    histogram = LATENESS.labels(callback)
     debug = logger.isEnabledFor(logging.DEBUG)
-    left = marked
+    latenesses: list[float] = []
     for delivery in deliveries:
         if delivery.occurrence_id in errors:
             continue
         lateness = max((now - delivery.fire_at).total_seconds(), 0.0)
-        histogram.observe(lateness)
+        latenesses.append(lateness)
         if debug:
             logger.debug("delivered", extra=_fields(delivery, "delivered", lateness))
-        left -= 1
-        if not left:
+        if len(latenesses) == marked:
             break
+    _observe_many(LATENESS.labels(callback), latenesses)
+
+
+def _observe_many(histogram: Any, values: Sequence[float]) -> None:
+    """`histogram.observe(v)` for every value, with one increment per bucket instead of one per value.
+
+    A RabbitMQ chunk is up to 20,000 deliveries; observe() per value took 6 % of the dispatch loop's CPU
+    (bench/, 2c). Same result: `observe` adds 1 to the first bucket whose bound is >= the value (buckets
+    are cumulated when collected) and the value to the sum. Uses the pinned client's bucket attributes.
+    """
+    bounds = histogram._upper_bounds
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect.bisect_left(bounds, value)] += 1
+    for bucket, count in zip(histogram._buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)
+    histogram._sum.inc(sum(values))
 
 
 def occurrences_failed(

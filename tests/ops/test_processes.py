@@ -47,7 +47,8 @@ def test_the_webs_metrics_sum_what_the_workers_prefork_children_delivered(
     for i in range(40):
         OccurrenceFactory(job=job, fire_at=now + dt.timedelta(seconds=2, milliseconds=50 * i))
 
-    with service(tmp_path, concurrency=2, extra_env={"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}):
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(multiproc), "LOG_FORMAT": "json"}
+    with service(tmp_path, concurrency=2, extra_env=env):
         _wait(
             lambda: Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count() == 40,
             timeout=60,
@@ -67,6 +68,9 @@ def test_the_webs_metrics_sum_what_the_workers_prefork_children_delivered(
         v for (name, _), v in samples.items() if name == "reminders_scan_last_success_timestamp_seconds"
     ]
     assert abs(worker_timestamp - time.time()) < 30
+    # LOG_FORMAT=json reaches the worker too: its scan summary is one JSON object on its own line.
+    lines = [line for line in (tmp_path / "worker.log").read_text().splitlines() if "scan: claimed=" in line]
+    assert lines and all(json.loads(line)["logger"] == "reminders.tasks" for line in lines), lines
 
 
 def test_ready_turns_503_when_the_worker_stops_scanning_and_200_when_it_resumes(
