@@ -1,9 +1,11 @@
 """POST a job's payload as JSON to its callback URL.
 
-Every request carries `X-Reminders-Signature: sha256=<hex HMAC-SHA256 of the body>` so the receiver can
-tell it came from us. The key is the job's own `secret` if it has one, else REMINDERS_HTTP_SIGNING_SECRET,
-else a key derived from SECRET_KEY. A receiver can only verify with one of the first two: the derived key
-exists so that a request is never unsigned, not so that anyone outside this deployment could check it.
+Every request carries the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+`webhook-signature`; reminders/signing.py) and, for one more release, `X-Reminders-Signature:
+sha256=<hex HMAC-SHA256 of the body>`, so the receiver can tell it came from us. The key is the job's own
+`secret` if it has one, else REMINDERS_HTTP_SIGNING_SECRET, else a key derived from SECRET_KEY. A receiver
+can only verify with one of the first two: the derived key exists so that a request is never unsigned, not
+so that anyone outside this deployment could check it.
 `Idempotency-Key` is the same on every attempt of an occurrence; retries are at-least-once.
 
 The callback URL was vetted when the job was created, but DNS may answer differently now (rebinding),
@@ -28,6 +30,7 @@ from django.utils.crypto import salted_hmac
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from reminders import netguard
+from reminders.signing import standard_webhook_headers
 from reminders.transports.base import Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
@@ -135,6 +138,9 @@ def _deliver(delivery: Delivery, options: _Options) -> TransportError | None:
         "Idempotency-Key": delivery.idempotency_key,
         "User-Agent": USER_AGENT,
         SIGNATURE_HEADER: sign(body, options.signing_key(delivery)),
+        **standard_webhook_headers(
+            message_id=delivery.idempotency_key, body=body, key=options.signing_key(delivery)
+        ),
     }
     return _post(target, addresses, body, headers, options.timeout)
 
