@@ -294,3 +294,8 @@ if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured("LOG_FORMAT must be 'text' or 'json'")
 LOGGING["formatters"]["json"] = {"()": "reminders.logformat.JsonFormatter"}
 LOGGING["handlers"]["console"]["formatter"] = "json" if LOG_FORMAT == "json" else "plain"
+
+# Retention of trainings bookkeeping (trainings/retention.py, hourly task "trainings: purge old pushes").
+TRAININGS_PUSH_RETENTION_DAYS = env_int("TRAININGS_PUSH_RETENTION_DAYS", 30, minimum=1)
+TRAININGS_RUN_RETENTION_DAYS = env_int("TRAININGS_RUN_RETENTION_DAYS", 90, minimum=1)
+TRAININGS_DELIVERED_PUSH_RETENTION_DAYS = env_int("TRAININGS_DELIVERED_PUSH_RETENTION_DAYS", 7, minimum=1)
