@@ -7,6 +7,7 @@ and CELERY_BROKER_URL=amqp://... switch to PostgreSQL and RabbitMQ (production a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,9 @@ API_THROTTLE_RATES = {
     "token": env_str("API_THROTTLE_TOKEN_RATE", "100/s"),
     "ip": env_str("API_THROTTLE_IP_RATE", "300/s"),
 }
+for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the first request
+    if not re.fullmatch(r"\s*\d+\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*", _rate):
+        raise ImproperlyConfigured(f"API throttle rate {_scope}={_rate!r} is not '<n>/<s|m|h|d>'")
 # How many reverse proxies in front append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
