@@ -4,11 +4,12 @@ exactly what was delivered, retried and failed."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.dispatch import occurrences_dispatch_batch, occurrences_dispatch_for
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
 from reminders.services import job_cancel
 from tests.conftest import drain_queue
@@ -79,3 +80,29 @@ def test_it_reports_the_due_backlog_and_its_oldest_age_from_the_database() -> No
     assert value(samples, "reminders_due_backlog", throttled="true") == 0
     assert 90 <= value(samples, "reminders_oldest_due_age_seconds", throttled="false") < 120
     assert value(samples, "reminders_database_up") == 1
+
+
+def test_it_counts_skipped_and_reaped_failures_by_callback(
+    queue_name: str, settings: pytest.FixtureRequest
+) -> None:
+    now = timezone.now()
+    late = JobFactory(target=queue_name, deadline_seconds=5)
+    OccurrenceFactory(job=late, fire_at=now - dt.timedelta(seconds=60))
+    # A lease that ran out on the last allowed attempt: the reaper fails it.
+    crashed = JobFactory(callback_type=CallbackType.HTTP, target="https://example.com/hook")
+    OccurrenceFactory(
+        job=crashed,
+        status=OccurrenceStatus.CLAIMED,
+        attempts=settings.REMINDERS_MAX_ATTEMPTS,  # type: ignore[attr-defined]
+        lease_token=uuid.uuid4(),
+        claimed_until=now - dt.timedelta(seconds=1),
+    )
+
+    before = scrape()
+    occurrences_dispatch_for(seconds=0)
+    after = scrape()
+
+    counted = "reminders_occurrences_total"
+    assert delta(before, after, counted, outcome="skipped", callback="rabbitmq") == 1
+    assert delta(before, after, counted, outcome="failed", callback="http") == 1
+    assert drain_queue(queue_name, timeout=0.3) == []
