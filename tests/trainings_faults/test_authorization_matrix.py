@@ -248,7 +248,7 @@ def test_a_coach_cannot_list_another_teams_player_on_their_own_training(world: W
     assert list(world.a.training.invitations.values_list("player", flat=True)) == [world.a.player.pk]
 
 
-# --- the engine's API cannot reach a training's reminders (issue 19) -----------------------------------------
+# --- the engine's API cannot reach a training's reminders (issue 19) -------------------------------
 
 # Any account with a token used to (1) schedule the trainings handler with another team's training in its
 # payload, so the worker pushed to that team's pending players, and (2) create a training's job key before
