@@ -6,10 +6,15 @@ dotted path a caller sends. Apps register theirs in a `handlers` module, discove
 A handler takes one delivery (`register`) or a whole chunk of them (`register_batch`: up to 50 due
 occurrences of that handler at once, returning the errors keyed by occurrence id), which lets an app read
 and write what the chunk needs in a few statements instead of a few per occurrence.
+
+A handler runs with the project's rights, so by default API callers cannot name it: only `api=True`
+handlers are accepted by the jobs and schedules API. An app that creates its jobs itself reserves their
+key pattern (`keys_reserve`), so no API caller can take such a key before the app does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 from reminders.transports.base import Delivery, TransportError
@@ -19,24 +24,39 @@ BatchHandlerFn = Callable[[Sequence[Delivery]], Mapping[int, TransportError]]
 
 _registry: dict[str, HandlerFn] = {}
 _batch_registry: dict[str, BatchHandlerFn] = {}
+_api_allowed: set[str] = set()
+_reserved_keys: list[tuple[re.Pattern[str], str]] = []
 
 
-def register(name: str) -> Callable[[HandlerFn], HandlerFn]:
+def register(name: str, *, api: bool = False) -> Callable[[HandlerFn], HandlerFn]:
+    """Register a handler called once per occurrence; `api=True` lets API callers schedule it."""
+
     def decorator(fn: HandlerFn) -> HandlerFn:
         _check_free(name, fn)
         _registry[name] = fn
+        _set_api(name, api)
         return fn
 
     return decorator
 
 
-def register_batch(name: str) -> Callable[[BatchHandlerFn], BatchHandlerFn]:
+def register_batch(name: str, *, api: bool = False) -> Callable[[BatchHandlerFn], BatchHandlerFn]:
+    """Register a handler called once per chunk; `api=True` lets API callers schedule it."""
+
     def decorator(fn: BatchHandlerFn) -> BatchHandlerFn:
         _check_free(name, fn)
         _batch_registry[name] = fn
+        _set_api(name, api)
         return fn
 
     return decorator
+
+
+def _set_api(name: str, api: bool) -> None:
+    if api:
+        _api_allowed.add(name)
+    else:
+        _api_allowed.discard(name)
 
 
 def _check_free(name: str, fn: object) -> None:
@@ -59,3 +79,30 @@ def exists(name: str) -> bool:
 
 def names() -> list[str]:
     return sorted({*_registry, *_batch_registry})
+
+
+def api_allowed(name: str) -> bool:
+    """May an API caller (jobs, bulk, schedules) name this handler as a callback?"""
+    return name in _api_allowed and exists(name)
+
+
+def api_names() -> list[str]:
+    return sorted(name for name in names() if name in _api_allowed)
+
+
+def keys_reserve(pattern: str, *, owner: str) -> None:
+    """Refuse job keys matching `pattern` (a regex, matched from the start) to API callers.
+
+    For an app that creates jobs itself: a key an API caller took first would otherwise block it.
+    """
+    compiled = re.compile(pattern)
+    if all(existing.pattern != compiled.pattern for existing, _ in _reserved_keys):
+        _reserved_keys.append((compiled, owner))
+
+
+def key_reserved_by(key: str) -> str | None:
+    """Who reserved the namespace this key falls in, or None when an API caller may use it."""
+    for pattern, owner in _reserved_keys:
+        if pattern.match(key):
+            return owner
+    return None

@@ -111,10 +111,16 @@ class HandlerDataSerializer(serializers.Serializer):
     payload = serializers.JSONField(required=False, default=dict, validators=[_payload_size_ok])
 
     def validate_name(self, value: str) -> str:
-        if not handlers.exists(value):
-            known = ", ".join(handlers.names()) or "none"
-            raise serializers.ValidationError(f"no handler registered as {value!r} (registered: {known}).")
-        return value
+        # An internal handler (not registered with api=True) runs with the project's rights, e.g.
+        # `trainings.reminder` pushes to any training's players: it is refused like an unknown name.
+        if handlers.api_allowed(value):
+            return value
+        known = ", ".join(handlers.api_names()) or "none"
+        if handlers.exists(value):
+            raise serializers.ValidationError(
+                f"handler {value!r} is internal: API callers cannot schedule it (allowed: {known})."
+            )
+        raise serializers.ValidationError(f"no handler registered as {value!r} (allowed: {known}).")
 
 
 _DATA_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
@@ -186,6 +192,9 @@ class JobInputSerializer(serializers.Serializer):
     def validate_key(self, value: str) -> str:
         if value.startswith("schedule:"):
             raise serializers.ValidationError("keys starting with 'schedule:' are reserved for schedules.")
+        reserved_by = handlers.key_reserved_by(value)
+        if reserved_by is not None:
+            raise serializers.ValidationError(f"this key is in a namespace reserved for {reserved_by}.")
         return value
 
     def validate_schedules(self, value: list[datetime]) -> list[datetime]:

@@ -27,11 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders.handlers import register_batch
+from reminders.handlers import keys_reserve, register_batch
 from reminders.transports.base import Delivery, TransportError
+from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import reminders_fire
 
+# Only this app's services create these jobs: an API caller can neither take one of their keys first
+# nor name the handler (it pushes to any training's players).
+keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
 
-@register_batch("trainings.reminder")
+
+@register_batch("trainings.reminder", api=False)
 def training_reminders(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
     return reminders_fire(deliveries=deliveries)

@@ -1,15 +1,16 @@
 """Writes: trainings and their reminders, answers, invitation responses, rule changes, and firing.
 
-Scheduling runs inside the training's own transaction: one engine job per (training, rule), keyed
-`training-<uuid>-<rule slug>`, whose occurrences are replaced by `job_upsert` (kept when the instant is
-still wanted, so their idempotency keys survive a move; cancelled when not; added when new). The job's
-payload names the training and the rule only: who gets a push is decided when it fires
+Scheduling runs inside the training's own transaction: one engine job per (training, rule), found through
+its `TrainingJob` row (never by its key), whose occurrences are replaced by `job_upsert` (kept when the
+instant is still wanted, so their idempotency keys survive a move; cancelled when not; added when new). The
+job's payload names the training and the rule only: who gets a push is decided when it fires
 (`reminder_fire`).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from trainings.models import (
     RunOutcome,
     Team,
     Training,
+    TrainingJob,
 )
 from trainings.offsets import MAX_OFFSET
 from trainings.rendering import Rendered, push_render
@@ -59,26 +61,60 @@ def training_reminders_schedule(
     """
     now = now or timezone.now()
     wanted_total = 0
+    jobs = dict(
+        TrainingJob.objects.filter(training=training).values_list("rule_id", "job__key")
+    )  # rule id -> the key of the job this training owns for it
     for rule in ReminderRule.objects.all() if rules is None else rules:
-        key = job_key(training_id=training.pk, rule=rule)
         wanted: list[datetime] = []
         if rule.active and not training.cancelled:
             wanted = [instant for instant, _ in rule.instants_for(training) if instant > now]
-        if not wanted and not Job.objects.filter(key=key).exists():
+        key = jobs.get(rule.pk)
+        if key is None and not wanted:
             continue  # nothing to schedule and nothing to cancel: no empty job row
-        job_upsert(
-            key=key,
-            schedules=wanted,
-            callback=Callback(
-                type=CallbackType.HANDLER,
-                target=HANDLER_NAME,
-                payload={"training": str(training.pk), "rule": rule.pk},
-            ),
-            priority=settings.TRAININGS_REMINDER_PRIORITY,
-            deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
+        callback = Callback(
+            type=CallbackType.HANDLER,
+            target=HANDLER_NAME,
+            payload={"training": str(training.pk), "rule": rule.pk},
         )
+        if key is None:
+            _training_job_create(training=training, rule=rule, schedules=wanted, callback=callback)
+        else:
+            job_upsert(key=key, schedules=wanted, callback=callback, **_job_options())
         wanted_total += len(wanted)
     return wanted_total
+
+
+def _job_options() -> dict[str, Any]:
+    return {
+        "priority": settings.TRAININGS_REMINDER_PRIORITY,
+        "deadline_seconds": settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
+    }
+
+
+class _KeyTaken(Exception):
+    """The key is held by a job this training does not own (rolled back: that job stays as it was)."""
+
+
+def _training_job_create(
+    *, training: Training, rule: ReminderRule, schedules: list[datetime], callback: Callback
+) -> TrainingJob:
+    """Create this (training, rule)'s job under a key nobody holds, and link it to the training.
+
+    A row already holding the usual key (an API caller's from before the namespace was reserved, or one
+    made in the admin) is never taken over: `job_upsert` would update it, so that savepoint is rolled back
+    and ours gets a suffixed key instead.
+    """
+    key = job_key(training_id=training.pk, rule=rule)
+    while True:
+        try:
+            with transaction.atomic():
+                job, created = job_upsert(key=key, schedules=schedules, callback=callback, **_job_options())
+                if not created:
+                    raise _KeyTaken(key)
+                return TrainingJob.objects.create(training=training, rule=rule, job=job)
+        except _KeyTaken:
+            logger.warning("job key %s is held by a job training %s does not own", key, training.pk)
+            key = f"{job_key(training_id=training.pk, rule=rule)}.{secrets.token_hex(4)}"
 
 
 def _invitations_set(*, training: Training, players: Sequence[Player]) -> None:
@@ -165,9 +201,8 @@ def training_cancel(*, training: Training) -> Training:
 def training_delete(*, training: Training) -> int:
     """Delete the training and cancel every pending reminder in the same transaction. Returns how many."""
     with transaction.atomic():
-        keys = [job_key(training_id=training.pk, rule=rule) for rule in ReminderRule.objects.all()]
         cancelled = occurrences_cancel(
-            Occurrence.objects.filter(job__key__in=keys), reason="training deleted"
+            Occurrence.objects.filter(job__training_job__training=training), reason="training deleted"
         )
         training.delete()
     return cancelled
@@ -258,9 +293,7 @@ def rule_update(
 def rule_delete(*, rule: ReminderRule) -> int:
     """Delete a rule and cancel everything it still had pending. Returns how many occurrences."""
     with transaction.atomic():
-        pending = Occurrence.objects.filter(
-            job__key__startswith="training-", job__key__endswith=f"-{rule.slug}", job__target=HANDLER_NAME
-        )
+        pending = Occurrence.objects.filter(job__training_job__rule=rule)
         cancelled = occurrences_cancel(pending, reason=f"rule {rule.slug} deleted")
         rule.delete()
     return cancelled

@@ -1,0 +1,151 @@
+"""A training's jobs are the ones linked to it (`TrainingJob`), never a row found by its key.
+
+Issue 19: a user who created `training-<uuid>-pre-questionnaire` before the trainings app did had that row
+taken over when the coach moved the training (owner still the user, who could then read and cancel the
+training's reminders). The API now refuses such keys; these tests make the row directly, as a job made
+before that check (or in the admin) would be, and prove the trainings app leaves it alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from reminders.services import Callback, job_upsert
+from tests.factories import UserFactory
+from trainings.models import ReminderRule, Team, Training, TrainingJob
+from trainings.selectors import job_key, training_timeline
+from trainings.services import (
+    HANDLER_NAME,
+    rule_delete,
+    training_cancel,
+    training_create,
+    training_delete,
+    training_update,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _training_with_only_post_reminders(team: Team) -> Training:
+    """Starts in 10 minutes: every pre-questionnaire and invitation offset is already past, so the app
+    has no job for those rules yet (the window the squatter used)."""
+    start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=10)
+    return training_create(
+        team=team, title="Speed", start=start, end=start + dt.timedelta(hours=1), time_zone="Europe/Paris"
+    )
+
+
+def _squat(training: Training, rule: ReminderRule, owner: Any, **callback: Any) -> Job:
+    spec = {"type": CallbackType.RABBITMQ, "target": "q.mallory", "payload": {"mine": True}, **callback}
+    job, created = job_upsert(
+        key=job_key(training_id=training.pk, rule=rule),
+        schedules=[timezone.now() + dt.timedelta(days=1)],
+        callback=Callback(**spec),
+        owner=owner,
+    )
+    assert created
+    return job
+
+
+def _job_state(job: Job) -> tuple[Any, ...]:
+    job.refresh_from_db()
+    statuses = list(job.occurrences.order_by("id").values_list("id", "status", "fire_at"))
+    return (job.owner_id, job.callback_type, job.target, job.payload, job.version, statuses)
+
+
+def _scheduled(training: Training, rule: ReminderRule) -> list[dt.datetime]:
+    link = TrainingJob.objects.get(training=training, rule=rule)
+    pending = link.job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).order_by("fire_at")
+    return list(pending.values_list("fire_at", flat=True))
+
+
+def test_a_user_owned_job_under_the_trainings_key_is_never_taken_over(team, rules) -> None:  # type: ignore[no-untyped-def]
+    mallory = UserFactory(username="mallory")
+    training = _training_with_only_post_reminders(team)
+    pre = rules["pre-questionnaire"]
+    assert not TrainingJob.objects.filter(training=training, rule=pre).exists()
+    squatted = _squat(training, pre, mallory)
+    before = _job_state(squatted)
+
+    moved = training.start + dt.timedelta(hours=3)  # now every pre-questionnaire offset is ahead
+    training_update(training=training, start=moved, end=moved + dt.timedelta(hours=1))
+
+    assert _job_state(squatted) == before  # not adopted: same owner, callback, version and occurrences
+    link = TrainingJob.objects.select_related("job").get(training=training, rule=pre)
+    assert link.job != squatted and link.job.key.startswith(f"{squatted.key}.")
+    assert (link.job.owner_id, link.job.target) == (None, HANDLER_NAME)
+    assert _scheduled(training, pre) == [moved - dt.timedelta(minutes=m) for m in (90, 75, 60, 45, 30, 15)]
+
+    # Its owner sees only their own row through the API, and cancelling it leaves the training's alone.
+    api = APIClient()
+    api.force_authenticate(mallory)
+    assert [row["key"] for row in api.get("/api/jobs/").json()["results"]] == [squatted.key]
+    assert api.get(f"/api/jobs/{link.job.key}/").status_code == 404
+    assert api.delete(f"/api/jobs/{squatted.key}/").json() == {"key": squatted.key, "cancelled": 1}
+    assert len(_scheduled(training, pre)) == 6
+    timeline = [e for e in training_timeline(training=training) if e.rule == pre.slug]
+    assert [e.status for e in timeline] == ["scheduled"] * 6
+
+
+def test_a_row_squatted_with_the_trainings_handler_is_not_the_trainings_either(team, rules) -> None:  # type: ignore[no-untyped-def]
+    """Even a row whose callback already names the trainings handler and this training is not adopted: who
+    made it decides, not what it says."""
+    mallory = UserFactory(username="mallory")
+    training = _training_with_only_post_reminders(team)
+    pre = rules["pre-questionnaire"]
+    payload = {"training": str(training.pk), "rule": pre.pk}
+    squatted = _squat(training, pre, mallory, type=CallbackType.HANDLER, target=HANDLER_NAME, payload=payload)
+    before = _job_state(squatted)
+
+    moved = training.start + dt.timedelta(hours=3)
+    training_update(training=training, start=moved, end=moved + dt.timedelta(hours=1))
+    training_cancel(training=training)
+    assert _job_state(squatted) == before
+    assert TrainingJob.objects.get(training=training, rule=pre).job != squatted
+
+
+def test_lookups_go_through_the_link_not_the_key(team, rules) -> None:  # type: ignore[no-untyped-def]
+    """Rename every job of the training: moving, the timeline, cancelling and deleting still find them."""
+    start = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
+    training = training_create(
+        team=team, title="Speed", start=start, end=start + dt.timedelta(hours=1), time_zone="Europe/Paris"
+    )
+    for link in TrainingJob.objects.filter(training=training).select_related("job"):
+        Job.objects.filter(pk=link.job_id).update(key=f"renamed-{link.rule.slug}")
+    assert len(training_timeline(training=training)) == 22
+
+    training_update(training=training, start=start + dt.timedelta(minutes=30))
+    pre = rules["pre-questionnaire"]
+    assert _scheduled(training, pre)[0] == start + dt.timedelta(minutes=30 - 90)
+    assert TrainingJob.objects.get(training=training, rule=pre).job.key == "renamed-pre-questionnaire"
+    assert Job.objects.count() == 3  # no second job under the usual key
+
+    assert training_delete(training=training) == 22
+    assert not Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists()
+
+
+def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None:  # type: ignore[no-untyped-def]
+    """A user's row that merely looks like the rule's (same key shape, the trainings handler) is not
+    cancelled with the rule."""
+    mallory = UserFactory(username="mallory")
+    training = _training_with_only_post_reminders(team)
+    pre = rules["pre-questionnaire"]
+    payload = {"training": str(training.pk), "rule": pre.pk}
+    squatted = _squat(training, pre, mallory, type=CallbackType.HANDLER, target=HANDLER_NAME, payload=payload)
+    other = training_create(
+        team=team,
+        title="Later",
+        start=dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC),
+        end=dt.datetime(2030, 6, 11, 17, tzinfo=dt.UTC),
+        time_zone="Europe/Paris",
+    )
+    before = _job_state(squatted)
+    assert rule_delete(rule=pre) == 6  # the other training's six, and nothing of the user's row
+    assert _job_state(squatted) == before
+    assert not other.reminder_jobs.filter(rule__slug="pre-questionnaire").exists()
