@@ -10,7 +10,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from reminders.cron import MIN_EVERY_SECONDS
-from reminders.models import Occurrence, OccurrenceStatus, Schedule
+from reminders.dispatch import occurrences_dispatch_batch
+from reminders.models import CallbackType, Occurrence, OccurrenceStatus, Schedule
+from reminders.schedules import ScheduleSpec, schedule_upsert
+from reminders.services import Callback
 from tests.factories import ThrottlePolicyFactory
 
 pytestmark = pytest.mark.django_db
@@ -155,6 +158,60 @@ def test_it_deletes_leaving_nothing_that_can_fire(api: APIClient) -> None:
     assert response.json() == {"key": "renewals", "cancelled": 1}
     assert not Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists()
     assert api.get("/api/schedules/renewals/").status_code == 404
+
+
+@pytest.mark.rabbitmq
+def test_deleting_a_schedule_keeps_its_history_as_deleting_a_job_does(
+    api: APIClient, user: Any, queue_name: str
+) -> None:
+    """Issue 18: the delete took the delivered rows with it; a job's delete keeps them (retention purges
+    them later). What was pending is cancelled and stays on record too."""
+    policy = ThrottlePolicyFactory(name="backups", max_per_second=100)
+    spec = ScheduleSpec(
+        expression="@every 10s",
+        callback=Callback(type=CallbackType.RABBITMQ, target=queue_name, payload={}),
+        throttle=policy,
+    )
+    # Set 15 s ago: its first fire (a period after that) is due now.
+    schedule_upsert(key="renewals", spec=spec, owner=user, now=timezone.now() - dt.timedelta(seconds=15))
+    while occurrences_dispatch_batch().claimed:
+        pass
+    [delivered] = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED)
+    [pending] = _pending("renewals")
+
+    assert api.delete("/api/schedules/renewals/").json() == {"key": "renewals", "cancelled": 1}
+
+    history = api.get("/api/occurrences/?job=schedule:renewals").json()["results"]
+    assert {row["id"]: row["status"] for row in history} == {
+        delivered.pk: "delivered",
+        pending.pk: "cancelled",
+    }
+    assert api.get("/api/schedules/renewals/").status_code == 404
+    assert api.get("/api/jobs/").json()["results"] == [], "a deleted schedule's job is not a job"
+    assert api.delete("/api/throttle-policies/backups/").status_code == 204
+    assert occurrences_dispatch_batch().claimed == 0
+
+
+def test_a_schedule_created_again_under_a_deleted_key_continues_its_history(api: APIClient) -> None:
+    api.post("/api/schedules/", _body(), format="json")
+    [first] = _pending("renewals")
+    api.delete("/api/schedules/renewals/")
+
+    again = api.post("/api/schedules/", _body(), format="json")
+    assert again.status_code == 201, again.json()
+    # The same next point: the cancelled row comes back under the new version, and it chains as before.
+    [revived] = _pending("renewals")
+    assert (revived.pk, revived.job_version) == (first.pk, again.json()["version"])
+    assert Schedule.objects.get(key="renewals").job_id == revived.job_id
+
+    other = APIClient()
+    from tests.factories import UserFactory
+
+    other.force_authenticate(UserFactory())
+    api.delete("/api/schedules/renewals/")
+    assert other.post("/api/schedules/", _body(), format="json").status_code == 403, (
+        "history stays its owner's"
+    )
 
 
 def test_it_hides_other_owners_schedules_and_their_backing_jobs(api: APIClient) -> None:
