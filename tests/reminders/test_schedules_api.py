@@ -242,6 +242,33 @@ def test_it_crud_throttle_policies_and_refuses_deleting_one_in_use(api: APIClien
     assert api.delete("/api/throttle-policies/backups/").status_code == 204
 
 
+def test_a_throttle_policy_answers_the_burst_it_applies(api: APIClient) -> None:
+    """Issue 18: created without `burst` it answered null, though the bucket holds rate/10 (at least 1)."""
+
+    def burst(name: str, **body: Any) -> Any:
+        created = api.post("/api/throttle-policies/", {"name": name, **body}, format="json")
+        assert created.status_code == 201, created.json()
+        assert api.get(f"/api/throttle-policies/{name}/").json()["burst"] == created.json()["burst"]
+        return created.json()["burst"]
+
+    assert burst("hundred", max_per_second=100) == 10
+    assert burst("slow", max_per_second=5) == 1
+    assert burst("fractional", max_per_second=25) == 2  # 2.5 tokens at most: never 3 at once
+    assert burst("explicit", max_per_second=100, burst=7) == 7
+    assert burst("window-only", window_seconds=60) is None  # no bucket at all
+    # The default follows the rate; a burst that was set does not.
+    assert (
+        api.patch("/api/throttle-policies/hundred/", {"max_per_second": 300}, format="json").json()["burst"]
+        == 30
+    )
+    assert (
+        api.patch("/api/throttle-policies/explicit/", {"max_per_second": 300}, format="json").json()["burst"]
+        == 7
+    )
+    listed = {p["name"]: p["burst"] for p in api.get("/api/throttle-policies/").json()["results"]}
+    assert listed["hundred"] == 30
+
+
 def test_jobs_take_batch_size_and_throttle_and_keep_seed_000_shape(api: APIClient) -> None:
     policy = ThrottlePolicyFactory(name="push", max_per_second=None, window_seconds=60)
     at = (timezone.now() + dt.timedelta(hours=1)).replace(microsecond=0)
