@@ -9,8 +9,9 @@ from reminders.models import Job, Occurrence
 
 
 def jobs_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
-    """Jobs, not the jobs backing schedules (those are managed through /api/schedules/)."""
-    jobs = Job.objects.filter(schedule__isnull=True)
+    """Jobs, not the jobs backing schedules (those are managed through /api/schedules/), nor those a deleted
+    schedule left with its history (its occurrences stay listed under /api/occurrences/)."""
+    jobs = Job.objects.filter(schedule__isnull=True).exclude(key__startswith="schedule:")
     if getattr(user, "is_staff", False):
         return jobs
     return jobs.filter(owner_id=user.pk)

@@ -196,7 +196,14 @@ class ThrottlePolicySerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="Events per second for all users together.",
     )
-    burst = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False, allow_null=True)
+    burst = serializers.IntegerField(
+        min_value=1,
+        max_value=1_000_000,
+        required=False,
+        allow_null=True,
+        help_text="Most events at once. Null or left out: rate/10, at least 1, following the rate; the "
+        "answer shows the value in force (null only without a rate).",
+    )
     window_seconds = serializers.IntegerField(
         min_value=1, max_value=MAX_WINDOW_SECONDS, required=False, allow_null=True
     )
@@ -205,6 +212,13 @@ class ThrottlePolicySerializer(serializers.ModelSerializer):
         model = ThrottlePolicy
         fields = ["name", "max_per_second", "burst", "window_seconds", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
+
+    def to_representation(self, instance: ThrottlePolicy) -> dict[str, Any]:
+        """`burst` as the bucket applies it: what was set, else the default (whole events at once)."""
+        data = super().to_representation(instance)
+        if data["burst"] is None and instance.max_per_second:
+            data["burst"] = int(instance.capacity)
+        return data
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         instance = self.instance
