@@ -12,8 +12,7 @@ with `INSERT ... SELECT generate_series` and vacuumed/analysed as autovacuum wou
 
 The Celery ETA worker for comparison (also -c 1, prefork) receives the same kind of reminders as ETA tasks
 due in two hours, holds them, and its peak RSS is read the same way once the queue has handed it every
-message. It runs with --prefetch-multiplier 65535: with the project's multiplier of 1 Celery raised its
-prefetch by one held ETA task per event-loop wake-up (about one message every two seconds).
+message (see `_eta_worker_rss` for its prefetch).
 """
 
 from __future__ import annotations
