@@ -35,6 +35,33 @@ RESULTS = ROOT / "bench" / "results"
 PAYLOAD = {"kind": "questionnaire", "training": "00000000-0000-0000-0000-000000000000", "minutes_before": 60}
 
 
+# Every size a scenario uses, as (--quick, full run), side by side.
+_SIZES: dict[str, tuple[Any, Any]] = {
+    "service_jobs": (200, 1000),
+    "service_instants": (22, 22),
+    "bulk_jobs": (100, 1000),
+    "bulk_instants": (1000, 1000),
+    "beat_create": (100, 1000),
+    "eta_publish": (1000, 10_000),
+    "dispatch_backlog": (20_000, 100_000),
+    "raw_tx": (20_000, 100_000),
+    "raw_confirm": (2_000, 5_000),
+    "lateness_seconds": (10, 60),
+    "lateness_rate": (1000, 1000),
+    "beat_reminders": (1000, 5000),
+    "beat_seconds": (8, 60),
+    "pending": (4000, 0),
+    "eta_reminders": (1000, 5000),
+    "eta_seconds": (8, 60),
+    "claim_sizes": ([10_000, 200_000, 1_000_000], [10_000, 1_000_000, 5_000_000]),
+    "claim_reps": (8, 20),
+    "memory_sizes": ([10_000, 1_000_000], [10_000, 1_000_000]),
+    "memory_due": (5_000, 20_000),
+    "eta_memory_sizes": ([5_000], [10_000, 100_000]),
+    "trainings": (500, 10_000),
+}
+
+
 @dataclass
 class Sizes:
     """Every size a scenario uses; `--quick` picks the small set."""
@@ -64,55 +91,7 @@ class Sizes:
 
     @classmethod
     def for_run(cls, quick: bool) -> Sizes:
-        if quick:
-            return cls(
-                service_jobs=200,
-                service_instants=22,
-                bulk_jobs=100,
-                bulk_instants=1000,
-                beat_create=100,
-                eta_publish=1000,
-                dispatch_backlog=20_000,
-                raw_tx=20_000,
-                raw_confirm=2_000,
-                lateness_seconds=10,
-                lateness_rate=1000,
-                beat_reminders=1000,
-                beat_seconds=8,
-                pending=4000,
-                eta_reminders=1000,
-                eta_seconds=8,
-                claim_sizes=[10_000, 200_000, 1_000_000],
-                claim_reps=8,
-                memory_sizes=[10_000, 1_000_000],
-                memory_due=5_000,
-                eta_memory_sizes=[5_000],
-                trainings=500,
-            )
-        return cls(
-            service_jobs=1000,
-            service_instants=22,
-            bulk_jobs=1000,
-            bulk_instants=1000,
-            beat_create=1000,
-            eta_publish=10_000,
-            dispatch_backlog=100_000,
-            raw_tx=100_000,
-            raw_confirm=5_000,
-            lateness_seconds=60,
-            lateness_rate=1000,
-            beat_reminders=5000,
-            beat_seconds=60,
-            pending=0,
-            eta_reminders=5000,
-            eta_seconds=60,
-            claim_sizes=[10_000, 1_000_000, 5_000_000],
-            claim_reps=20,
-            memory_sizes=[10_000, 1_000_000],
-            memory_due=20_000,
-            eta_memory_sizes=[10_000, 100_000],
-            trainings=10_000,
-        )
+        return cls(**{name: sizes[0 if quick else 1] for name, sizes in _SIZES.items()})
 
 
 def database_url_named(url: str, name: str) -> str:
@@ -128,6 +107,7 @@ class Harness:
     base_database_url: str
     broker_url: str
     database_name: str = "bench_reminders"
+    maintenance_database: str = "postgres"
     run_id: str = field(default_factory=lambda: time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6])
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     queues: set[str] = field(default_factory=set)
@@ -167,7 +147,7 @@ class Harness:
     def _maintenance(self) -> Any:
         import psycopg
 
-        url = database_url_named(self.base_database_url, "postgres")
+        url = database_url_named(self.base_database_url, self.maintenance_database)
         return psycopg.connect(url.replace("postgresql://", "postgres://", 1), autocommit=True)
 
     def create_database(self) -> None:

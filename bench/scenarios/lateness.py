@@ -178,7 +178,7 @@ def run_beat(h: Harness) -> dict[str, Any]:
 
 
 def run_eta(h: Harness) -> dict[str, Any]:
-    from bench.tasks import publish_reminder
+    from bench.tasks import publish_reminders_eta
 
     s = h.sizes
     n = s.eta_reminders
@@ -191,18 +191,7 @@ def run_eta(h: Harness) -> dict[str, Any]:
         first = datetime.now(UTC) + timedelta(seconds=3)
         fires = [first + timedelta(seconds=i / rate) for i in range(n)]
         later = _pending(first, s.beat_seconds, s.pending)
-        publish_start = time.perf_counter()
-        for i, fire_at in enumerate(sorted(fires + later)):
-            publish_reminder.apply_async(
-                kwargs={
-                    "queue": queue,
-                    "key": f"eta-{i}",
-                    "fire_at": fire_at.isoformat(),
-                    "payload": PAYLOAD,
-                },
-                eta=fire_at,
-            )
-        publish_seconds = time.perf_counter() - publish_start
+        publish_seconds = publish_reminders_eta(sorted(fires + later), queue=queue, key="eta")
         _wait(consumer, n, fires[-1], grace=max(30.0, s.eta_seconds))
         h.stop(worker)
     stats = _stats(consumer.arrivals.lateness(), n)

@@ -84,6 +84,16 @@ class Transport(Protocol):
         ...
 
 
+class CallbackDataSerializer(serializers.Serializer):
+    """A callback type's `data` in the API: its target field, named by `target_field`, and a `payload`
+    (each subclass declares both, so its fields keep their order; the payload is checked here)."""
+
+    target_field: ClassVar[str]
+
+    def validate_payload(self, payload: Any) -> Any:
+        return payload_size_ok(payload)
+
+
 def payload_size_ok(payload: Any) -> Any:
     """A payload every transport can carry and PostgreSQL can store, within REMINDERS_MAX_PAYLOAD_BYTES."""
     if any("\x00" in text for text in json_strings(payload)):
@@ -95,10 +105,3 @@ def payload_size_ok(payload: Any) -> Any:
             f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
         )
     return payload
-
-
-class CallbackDataSerializer(serializers.Serializer):
-    """A callback type's `data` in the API: its target field, named by `target_field`, and a `payload`
-    validated by `payload_size_ok` (each subclass declares both, so its fields keep their order)."""
-
-    target_field: ClassVar[str]

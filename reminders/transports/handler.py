@@ -8,14 +8,7 @@ from collections.abc import Mapping, Sequence
 from rest_framework import serializers
 
 from reminders import handlers
-from reminders.transports.base import (
-    CallbackDataSerializer,
-    Delivery,
-    InFlight,
-    Settled,
-    TransportError,
-    payload_size_ok,
-)
+from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +16,7 @@ logger = logging.getLogger(__name__)
 class HandlerDataSerializer(CallbackDataSerializer):
     target_field = "name"
     name = serializers.CharField(max_length=200)
-    payload = serializers.JSONField(required=False, default=dict, validators=[payload_size_ok])
+    payload = serializers.JSONField(required=False, default=dict)
 
     def validate_name(self, value: str) -> str:
         # An internal handler (not registered with api=True) runs with the project's rights, e.g.

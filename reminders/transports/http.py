@@ -23,14 +23,7 @@ from rest_framework import serializers
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from reminders import netguard
-from reminders.transports.base import (
-    CallbackDataSerializer,
-    Delivery,
-    InFlight,
-    Settled,
-    TransportError,
-    payload_size_ok,
-)
+from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +68,7 @@ class _Options:
 class HTTPDataSerializer(CallbackDataSerializer):
     target_field = "url"
     url = serializers.CharField(max_length=2000)
-    payload = serializers.JSONField(validators=[payload_size_ok])
+    payload = serializers.JSONField()
     secret = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
 
     def validate_url(self, value: str) -> str:

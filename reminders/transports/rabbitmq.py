@@ -24,14 +24,7 @@ from django.conf import settings
 from kombu import Connection, Producer, Queue
 from rest_framework import serializers
 
-from reminders.transports.base import (
-    CallbackDataSerializer,
-    Delivery,
-    InFlight,
-    Settled,
-    TransportError,
-    payload_size_ok,
-)
+from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +34,7 @@ _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 class RabbitMQDataSerializer(CallbackDataSerializer):
     target_field = "queue"
     queue = serializers.CharField(max_length=255)
-    payload = serializers.JSONField(validators=[payload_size_ok])
+    payload = serializers.JSONField()
 
     def validate_queue(self, value: str) -> str:
         if not _QUEUE_PATTERN.match(value):
