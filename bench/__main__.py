@@ -38,6 +38,11 @@ def _parse() -> argparse.Namespace:
     parser.add_argument(
         "--database-name", default="bench_reminders", help="database the run creates and drops"
     )
+    parser.add_argument(
+        "--maintenance-database",
+        default="postgres",
+        help="existing database to connect to while creating and dropping the run's (on a shared server)",
+    )
     return parser.parse_args()
 
 
@@ -83,6 +88,7 @@ def main() -> int:
         base_database_url=database_url,
         broker_url=broker_url,
         database_name=args.database_name,
+        maintenance_database=args.maintenance_database,
     )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _raise_interrupt)

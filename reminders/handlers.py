@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-from reminders.transports.base import Delivery, TransportError
+if TYPE_CHECKING:
+    # For the annotations only: reminders.transports imports this registry (its handler transport).
+    from reminders.transports.base import Delivery, TransportError
 
-HandlerFn = Callable[[Delivery], None]
-BatchHandlerFn = Callable[[Sequence[Delivery]], Mapping[int, TransportError]]
+HandlerFn: TypeAlias = Callable[["Delivery"], None]
+BatchHandlerFn: TypeAlias = Callable[[Sequence["Delivery"]], Mapping[int, "TransportError"]]
 
 _registry: dict[str, HandlerFn] = {}
 _batch_registry: dict[str, BatchHandlerFn] = {}

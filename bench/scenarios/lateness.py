@@ -27,7 +27,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.harness import PAYLOAD, Consumer, Harness, quantile
+from bench.harness import PAYLOAD, Harness, quantile
+from bench.processes import Consumer
 from bench.report import Row, Section
 
 # Pending reminders fall due from a minute after the measured window, over two minutes: inside beat's
@@ -89,7 +90,7 @@ def measure_ours(
     h.declare(queue)
     jobs = h.insert_jobs(tag, max(1, n // 22), queue=queue)
     load = during() if during else contextlib.nullcontext()
-    with Consumer(h, queue) as consumer:
+    with h.consumer(queue) as consumer:
         worker = h.worker(f"{tag}-worker")
         beat = h.beat(f"{tag}-beat")
         h.wait_for_log(f"{tag}-beat", "beat: Starting", timeout=30, proc=beat)
@@ -153,7 +154,7 @@ def run_beat(h: Harness) -> dict[str, Any]:
         batch_size=1000,
     )
     PeriodicTasks.update_changed()
-    with Consumer(h, queue) as consumer:
+    with h.consumer(queue) as consumer:
         beat = h.beat("beat-competitor")
         started = h.wait_for_log("beat-competitor", "beat: Starting", timeout=30, proc=beat)
         _wait(consumer, n, fires[-1], grace=max(30.0, s.beat_seconds))
@@ -177,7 +178,7 @@ def run_beat(h: Harness) -> dict[str, Any]:
 
 
 def run_eta(h: Harness) -> dict[str, Any]:
-    from bench.tasks import publish_reminder
+    from bench.tasks import publish_reminders_eta
 
     s = h.sizes
     n = s.eta_reminders
@@ -185,23 +186,12 @@ def run_eta(h: Harness) -> dict[str, Any]:
     queue = h.queue_name("late-eta")
     h.declare(queue)
     h.delete_queue(h.celery_queue)  # no leftover scan kicks may occupy the worker
-    with Consumer(h, queue) as consumer:
+    with h.consumer(queue) as consumer:
         worker = h.worker("eta-worker")
         first = datetime.now(UTC) + timedelta(seconds=3)
         fires = [first + timedelta(seconds=i / rate) for i in range(n)]
         later = _pending(first, s.beat_seconds, s.pending)
-        publish_start = time.perf_counter()
-        for i, fire_at in enumerate(sorted(fires + later)):
-            publish_reminder.apply_async(
-                kwargs={
-                    "queue": queue,
-                    "key": f"eta-{i}",
-                    "fire_at": fire_at.isoformat(),
-                    "payload": PAYLOAD,
-                },
-                eta=fire_at,
-            )
-        publish_seconds = time.perf_counter() - publish_start
+        publish_seconds = publish_reminders_eta(sorted(fires + later), queue=queue, key="eta")
         _wait(consumer, n, fires[-1], grace=max(30.0, s.eta_seconds))
         h.stop(worker)
     stats = _stats(consumer.arrivals.lateness(), n)
