@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -22,6 +23,7 @@ from trainings.models import ReminderRule, Team, Training, TrainingJob
 from trainings.selectors import job_key, training_timeline
 from trainings.services import (
     HANDLER_NAME,
+    JobKeyTaken,
     rule_delete,
     training_cancel,
     training_create,
@@ -149,3 +151,22 @@ def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None
     assert rule_delete(rule=pre) == 6  # the other training's six, and nothing of the user's row
     assert _job_state(squatted) == before
     assert not other.reminder_jobs.filter(rule__slug="pre-questionnaire").exists()
+
+
+def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, rules, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The race the key check cannot see (an insert between the check and the upsert): the save fails
+    rather than adopt the row, and the row is as it was."""
+    mallory = UserFactory(username="mallory")
+    training = _training_with_only_post_reminders(team)
+    pre = rules["pre-questionnaire"]
+    squatted = _squat(training, pre, mallory)
+    before = _job_state(squatted)
+    monkeypatch.setattr("trainings.services._keys_taken", lambda keys: set())  # it looked before the insert
+
+    moved = training.start + dt.timedelta(hours=3)
+    with pytest.raises(JobKeyTaken), transaction.atomic():
+        training_update(training=training, start=moved, end=moved + dt.timedelta(hours=1))
+    assert _job_state(squatted) == before
+    training.refresh_from_db()
+    assert training.start == moved - dt.timedelta(hours=3)
+    assert not TrainingJob.objects.filter(rule=pre).exists()
