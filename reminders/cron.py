@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from typing import Protocol
@@ -78,6 +79,11 @@ class CronTimeline:
 
     expression: str
     zone: ZoneInfo
+    # What cronsim is given: `expression` with its one-value stepped ranges rewritten (see `_as_debian`).
+    _cronsim: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_cronsim", _as_debian(self.expression))
 
     def next_after(self, instant: datetime) -> datetime | None:
         try:
@@ -98,7 +104,7 @@ class CronTimeline:
         while stretch.start < give_up:
             if stretch.start > instant and self._fires_at_jump(stretch):
                 return stretch.start
-            for wall in CronSim(self.expression, _wall(after, stretch.offset)):
+            for wall in CronSim(self._cronsim, _wall(after, stretch.offset)):
                 fire = (wall - stretch.offset).replace(tzinfo=UTC)
                 if fire >= stretch.end:
                     break
@@ -120,7 +126,7 @@ class CronTimeline:
             # cronsim's reverse walk answers strictly before a whole-second start: one second past the
             # whole second of `upto` includes `upto` itself.
             start = _wall(upto, stretch.offset).replace(microsecond=0) + timedelta(seconds=1)
-            for wall in CronSim(self.expression, start, reverse=True):
+            for wall in CronSim(self._cronsim, start, reverse=True):
                 fire = (wall - stretch.offset).replace(tzinfo=UTC)
                 if fire < stretch.start:
                     break
@@ -154,8 +160,51 @@ class CronTimeline:
         if not self._fixed_time or stretch.offset <= stretch.offset_before:
             return False
         skipped_from = _wall(stretch.start, stretch.offset_before)
-        first = next(CronSim(self.expression, skipped_from - timedelta(seconds=1)), None)
+        first = next(CronSim(self._cronsim, skipped_from - timedelta(seconds=1)), None)
         return first is not None and first < _wall(stretch.start, stretch.offset)
+
+
+_MONTH_NAMES = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+_DAY_NAMES = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+# Per field (minute, hour, day, month, weekday): the names it takes, and the number the first stands for.
+_FIELD_NAMES: tuple[tuple[Sequence[str], int], ...] = (
+    ((), 0),
+    ((), 0),
+    ((), 0),
+    (_MONTH_NAMES, 1),
+    (_DAY_NAMES, 0),
+)
+_STEPPED_RANGE = re.compile(r"^([0-9A-Za-z]+)-([0-9A-Za-z]+)/([0-9]+)$")
+
+
+def _as_debian(expression: str) -> str:
+    """`expression` with each one-value range with a step (``6-6/2``, ``MON-MON/3``) reduced to its value.
+
+    Debian cron reads ``a-a/s`` as ``{a}``; cronsim 2.8 reads any one-item term before ``/`` as a start and
+    runs it to the field's maximum (``0 0 1 6-6/2 *`` fired in June, August, October and December). Only
+    terms whose two ends name the same value are touched; a zero step is left for cronsim to refuse."""
+    fields = expression.split()
+    if len(fields) != 5:
+        return expression
+    for position, (names, base) in enumerate(_FIELD_NAMES):
+        terms = fields[position].split(",")
+        for index, term in enumerate(terms):
+            match = _STEPPED_RANGE.match(term)
+            if match is None or int(match[3]) == 0:
+                continue
+            start, end = (_field_value(match[k], names, base) for k in (1, 2))
+            if start is not None and start == end:
+                terms[index] = match[1]
+        fields[position] = ",".join(terms)
+    return " ".join(fields)
+
+
+def _field_value(token: str, names: Sequence[str], base: int) -> int | None:
+    """The number a field token stands for (names count from `base`: JAN is 1, SUN is 0)."""
+    if token.isdigit():
+        return int(token)
+    upper = token.upper()
+    return names.index(upper) + base if upper in names else None
 
 
 # cronsim gives up after 50 years without a match; so do the stretch walks.

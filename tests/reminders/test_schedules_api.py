@@ -94,6 +94,16 @@ def test_it_previews_upcoming_fires_in_utc_and_in_the_zone(api: APIClient) -> No
     assert "count" in api.get("/api/schedules/renewals/preview/?count=0").json()
 
 
+def test_a_one_value_range_with_a_step_previews_that_value_and_is_shown_as_sent(api: APIClient) -> None:
+    """Issue 19: ``0 0 1 6-6/2 *`` previewed June, August, October and December (Debian: June only)."""
+    created = api.post("/api/schedules/", _body(expression="0 0 1 6-6/2 *", timezone="UTC"), format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["expression"] == "0 0 1 6-6/2 *"
+    fires = api.get("/api/schedules/renewals/preview/?count=3").json()["fires"]
+    assert [fire["utc"][5:] for fire in fires] == ["06-01T00:00:00Z"] * 3
+    assert len({fire["utc"][:4] for fire in fires}) == 3
+
+
 def test_it_pauses_and_resumes(api: APIClient) -> None:
     api.post("/api/schedules/", _body(expression="@every 1h"), format="json")
     paused = api.post("/api/schedules/renewals/pause/")
