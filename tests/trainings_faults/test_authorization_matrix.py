@@ -61,9 +61,9 @@ def _fault_table_row() -> Iterator[None]:
             "lists; create or player list naming it 400); rule changes 403 for non-operators; a refused "
             "write changes nothing; a route or admin model without a row fails the suite; "
             f"{_PASSED['engine']} engine API cases against another team's training ({len(ENGINE_ATTACKS)} "
-            f"attacks and a read/cancel of its jobs x {len(ENGINE_CALLERS)} callers, operators included): the "
-            "trainings handler named in a job, bulk or schedule, or a training's job key taken first, is a "
-            "400 naming the field; its jobs are 404 to read or cancel; nothing changes",
+            f"attacks and a read/cancel of its jobs x {len(ENGINE_CALLERS)} callers, operators included): "
+            "the trainings handler named in a job, bulk or schedule, or a training's job key taken first, "
+            "is a 400 naming the field; its jobs are 404 to read or cancel; nothing changes",
         )
 
 
