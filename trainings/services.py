@@ -313,11 +313,11 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     Returns the errors keyed by occurrence id (the batch handler contract, reminders/handlers.py).
     """
     errors: dict[int, TransportError] = {}
-    targets = _fire_targets([d.payload for d in deliveries])
+    targets = _fire_targets(deliveries)
     firings: list[_Firing] = []
     for delivery in deliveries:
         try:
-            firings.append(_firing(delivery, *targets(delivery.payload)))
+            firings.append(_firing(delivery, *targets(delivery)))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -418,16 +418,24 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
 
 
 def _fire_targets(
-    payloads: Sequence[Any],
-) -> Callable[[Any], tuple[Training | None, ReminderRule | None]]:
-    """Look up the trainings and rules the payloads name (one query each); None for one deleted or for a
-    payload that is not ours."""
-    named = [_payload_ids(payload) for payload in payloads]
-    trainings = Training.objects.select_related("team").in_bulk({ids[0] for ids in named if ids})
-    rules = ReminderRule.objects.prefetch_related("templates").in_bulk({ids[1] for ids in named if ids})
+    deliveries: Sequence[Delivery],
+) -> Callable[[Delivery], tuple[Training | None, ReminderRule | None]]:
+    """Look up the trainings and rules the payloads name (one query each); None for one deleted, or for an
+    occurrence whose job is not the one this app linked to that training and rule: a job someone else
+    pointed at this handler (through the API before that was refused, or in the admin) reaches nobody."""
+    linked = set(
+        TrainingJob.objects.filter(job__key__in={d.job_key for d in deliveries}).values_list(
+            "job__key", "training_id", "rule_id"
+        )
+    )
+    named = {
+        d.job_key: ids for d in deliveries if (ids := _payload_ids(d.payload)) and (d.job_key, *ids) in linked
+    }
+    trainings = Training.objects.select_related("team").in_bulk({ids[0] for ids in named.values()})
+    rules = ReminderRule.objects.prefetch_related("templates").in_bulk({ids[1] for ids in named.values()})
 
-    def lookup(payload: Any) -> tuple[Training | None, ReminderRule | None]:
-        ids = _payload_ids(payload)
+    def lookup(delivery: Delivery) -> tuple[Training | None, ReminderRule | None]:
+        ids = named.get(delivery.job_key)
         if ids is None:
             return None, None
         return trainings.get(ids[0]), rules.get(ids[1])

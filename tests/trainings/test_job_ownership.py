@@ -171,3 +171,33 @@ def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, 
     training.refresh_from_db()
     assert training.start == moved - dt.timedelta(hours=3)
     assert not TrainingJob.objects.filter(rule=pre).exists()
+
+
+def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+    """Rows made before the API refused the handler (or in the admin) may still name it with a training
+    in the payload: when they fire, the handler finds no link from that job to the training and pushes
+    to nobody, while the training's own job still reaches its players."""
+    from tests.trainings.conftest import fire
+    from trainings.models import Push, ReminderRun, RunOutcome
+
+    mallory = UserFactory(username="mallory")
+    start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=15, seconds=30)
+    training = training_create(
+        team=team, title="Speed", start=start, end=start + dt.timedelta(hours=1), time_zone="Europe/Paris"
+    )
+    pre = rules["pre-questionnaire"]
+    payload = {"training": str(training.pk), "rule": pre.pk}
+    replay, _ = job_upsert(
+        key="replay-1",
+        schedules=[start - dt.timedelta(minutes=15)],  # the very instant the training's rule wants
+        callback=Callback(type=CallbackType.HANDLER, target=HANDLER_NAME, payload=payload),
+        owner=mallory,
+    )
+    assert fire(replay.occurrences.get()).delivered == 1
+    run = ReminderRun.objects.get(occurrence_key=replay.occurrences.get().idempotency_key)
+    assert (run.outcome, run.recipients) == (RunOutcome.GONE, 0)
+    assert not Push.objects.exists()
+
+    ours = TrainingJob.objects.get(training=training, rule=pre).job.occurrences.get()
+    assert fire(ours).delivered == 1
+    assert Push.objects.filter(occurrence_key=ours.idempotency_key).count() == 3
