@@ -94,13 +94,19 @@ def api_names() -> list[str]:
 
 
 def keys_reserve(pattern: str, *, owner: str) -> None:
-    """Refuse job keys matching `pattern` (a regex, matched from the start) to API callers.
+    """Keep job keys matching `pattern` away from API callers: they can neither create nor see them.
 
-    For an app that creates jobs itself: a key an API caller took first would otherwise block it.
+    For an app that creates and manages jobs itself: a key an API caller took first would otherwise block
+    it. `pattern` is matched from the start, case-insensitively, in Python and as a database regex (so
+    keep to syntax both understand: classes, counts, literals).
     """
-    compiled = re.compile(pattern)
+    compiled = re.compile(pattern, re.IGNORECASE)
     if all(existing.pattern != compiled.pattern for existing, _ in _reserved_keys):
         _reserved_keys.append((compiled, owner))
+
+
+def reserved_key_patterns() -> list[str]:
+    return [pattern.pattern for pattern, _ in _reserved_keys]
 
 
 def key_reserved_by(key: str) -> str | None:

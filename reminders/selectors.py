@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 
+from reminders import handlers
 from reminders.models import Job, Occurrence, Schedule
 
 User = AbstractBaseUser | AnonymousUser
@@ -14,9 +15,12 @@ _M = TypeVar("_M", bound=Model)
 
 
 def jobs_visible_to(user: User) -> QuerySet[Job]:
-    """Jobs, not the jobs backing schedules (those are managed through /api/schedules/), nor those a deleted
-    schedule left with its history (its occurrences stay listed under /api/occurrences/)."""
+    """Jobs, not the jobs backing schedules (those are managed through /api/schedules/) or left by a deleted
+    schedule with its history (its occurrences stay under /api/occurrences/), nor those in a key namespace
+    an app reserved (managed through that app: a training's are its coaches', and coaches are staff too)."""
     jobs = Job.objects.filter(schedule__isnull=True).exclude(key__startswith="schedule:")
+    for pattern in handlers.reserved_key_patterns():
+        jobs = jobs.exclude(Q(key__iregex=f"^{pattern}"))
     return _owned_by(jobs, user, owner="owner_id")
 
 

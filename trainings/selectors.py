@@ -80,7 +80,7 @@ def reminder_recipients(*, training: Training, rule: ReminderRule) -> QuerySet[P
 
 
 # The namespace of the trainings app's job keys, reserved to it at the API (trainings/handlers.py).
-JOB_KEY_NAMESPACE = r"(?i)training-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-"
+JOB_KEY_NAMESPACE = r"training-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-"
 
 
 def job_key(*, training_id: object, rule: ReminderRule) -> str:

@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -22,6 +23,7 @@ from trainings.models import ReminderRule, Team, Training, TrainingJob
 from trainings.selectors import job_key, training_timeline
 from trainings.services import (
     HANDLER_NAME,
+    JobKeyTaken,
     rule_delete,
     training_cancel,
     training_create,
@@ -82,12 +84,13 @@ def test_a_user_owned_job_under_the_trainings_key_is_never_taken_over(team, rule
     assert (link.job.owner_id, link.job.target) == (None, HANDLER_NAME)
     assert _scheduled(training, pre) == [moved - dt.timedelta(minutes=m) for m in (90, 75, 60, 45, 30, 15)]
 
-    # Its owner sees only their own row through the API, and cancelling it leaves the training's alone.
+    # Nothing in the trainings namespace is reachable through the engine's API, the training's job least.
     api = APIClient()
     api.force_authenticate(mallory)
-    assert [row["key"] for row in api.get("/api/jobs/").json()["results"]] == [squatted.key]
-    assert api.get(f"/api/jobs/{link.job.key}/").status_code == 404
-    assert api.delete(f"/api/jobs/{squatted.key}/").json() == {"key": squatted.key, "cancelled": 1}
+    assert api.get("/api/jobs/").json()["results"] == []
+    for key in (link.job.key, squatted.key):
+        assert api.get(f"/api/jobs/{key}/").status_code == 404
+        assert api.delete(f"/api/jobs/{key}/").status_code == 404
     assert len(_scheduled(training, pre)) == 6
     timeline = [e for e in training_timeline(training=training) if e.rule == pre.slug]
     assert [e.status for e in timeline] == ["scheduled"] * 6
@@ -149,3 +152,52 @@ def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None
     assert rule_delete(rule=pre) == 6  # the other training's six, and nothing of the user's row
     assert _job_state(squatted) == before
     assert not other.reminder_jobs.filter(rule__slug="pre-questionnaire").exists()
+
+
+def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, rules, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The race the key check cannot see (an insert between the check and the upsert): the save fails
+    rather than adopt the row, and the row is as it was."""
+    mallory = UserFactory(username="mallory")
+    training = _training_with_only_post_reminders(team)
+    pre = rules["pre-questionnaire"]
+    squatted = _squat(training, pre, mallory)
+    before = _job_state(squatted)
+    monkeypatch.setattr("trainings.services._keys_taken", lambda keys: set())  # it looked before the insert
+
+    moved = training.start + dt.timedelta(hours=3)
+    with pytest.raises(JobKeyTaken), transaction.atomic():
+        training_update(training=training, start=moved, end=moved + dt.timedelta(hours=1))
+    assert _job_state(squatted) == before
+    training.refresh_from_db()
+    assert training.start == moved - dt.timedelta(hours=3)
+    assert not TrainingJob.objects.filter(rule=pre).exists()
+
+
+def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+    """Rows made before the API refused the handler (or in the admin) may still name it with a training
+    in the payload: when they fire, the handler finds no link from that job to the training and pushes
+    to nobody, while the training's own job still reaches its players."""
+    from tests.trainings.conftest import fire
+    from trainings.models import Push, ReminderRun, RunOutcome
+
+    mallory = UserFactory(username="mallory")
+    start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=15, seconds=30)
+    training = training_create(
+        team=team, title="Speed", start=start, end=start + dt.timedelta(hours=1), time_zone="Europe/Paris"
+    )
+    pre = rules["pre-questionnaire"]
+    payload = {"training": str(training.pk), "rule": pre.pk}
+    replay, _ = job_upsert(
+        key="replay-1",
+        schedules=[start - dt.timedelta(minutes=15)],  # the very instant the training's rule wants
+        callback=Callback(type=CallbackType.HANDLER, target=HANDLER_NAME, payload=payload),
+        owner=mallory,
+    )
+    assert fire(replay.occurrences.get()).delivered == 1
+    run = ReminderRun.objects.get(occurrence_key=replay.occurrences.get().idempotency_key)
+    assert (run.outcome, run.recipients) == (RunOutcome.GONE, 0)
+    assert not Push.objects.exists()
+
+    ours = TrainingJob.objects.get(training=training, rule=pre).job.occurrences.get()
+    assert fire(ours).delivered == 1
+    assert Push.objects.filter(occurrence_key=ours.idempotency_key).count() == 3
