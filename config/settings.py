@@ -7,6 +7,7 @@ and CELERY_BROKER_URL=amqp://... switch to PostgreSQL and RabbitMQ (production a
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,10 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
 
 # --- Operations: metrics, health, abuse limits, log format (reminders/metrics.py, health.py, views_ops.py,
 # api_limits.py, logformat.py; README "Operating it") ----------------------------------------------------
+# prometheus-client's multiprocess mode (scripts/run-all.sh sets it): every process writes its samples there.
+# Created here, before any metric exists, since a missing directory would fail every process at import.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 # /metrics: without a token only direct requests from loopback/private addresses; with one, only it.
 METRICS_BEARER_TOKEN = env_str("METRICS_BEARER_TOKEN", "")
 # The scrape-time backlog gauge counts at most this many due rows per priority level (bounds the query).
