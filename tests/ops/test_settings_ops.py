@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +40,16 @@ def test_rates_read_as_drf_reads_them() -> None:
     assert parse_rate("100/s") == (100, 1)
     assert parse_rate("6000/min") == (6000, 60)
     assert parse_rate(" 3 / hour ") == (3, 3600)
+
+
+def test_a_missing_multiprocess_directory_is_created_before_any_metric(tmp_path: Path) -> None:
+    directory = tmp_path / "not" / "yet"
+    env = {"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin"}
+    env |= {"PROMETHEUS_MULTIPROC_DIR": str(directory), "REMINDERS_VAR_DIR": str(tmp_path / "var")}
+    code = (
+        "import django; django.setup(); from reminders import metrics; "
+        "metrics.OCCURRENCES.labels('a', 'b').inc()"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert any(name.startswith("counter_") for name in os.listdir(directory))
