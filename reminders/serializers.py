@@ -96,10 +96,20 @@ class CallbackSerializer(serializers.Serializer):
         )
 
 
+def refuse_trailing_newline(key: str) -> None:
+    """The key pattern's `$` also matches before a final newline; the pattern stays `^…$` because the
+    OpenAPI schema publishes it, and JSON Schema (ECMA-262 regular expressions) has no end-of-text anchor."""
+    if key.endswith("\n"):
+        raise serializers.ValidationError("must not end with a line break.")
+
+
 class JobInputSerializer(serializers.Serializer):
+    # Not trimmed (DRF's default): a key is refused unless it is exactly what will be stored and looked up
+    # (see `refuse_trailing_newline` for the one case the pattern lets through).
     key = serializers.RegexField(
         rf"^{KEY_PATTERN}$",
         max_length=200,
+        trim_whitespace=False,
         error_messages={
             "invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
         },
@@ -127,6 +137,7 @@ class JobInputSerializer(serializers.Serializer):
     )
 
     def validate_key(self, value: str) -> str:
+        refuse_trailing_newline(value)
         if value.startswith("schedule:"):
             raise serializers.ValidationError("keys starting with 'schedule:' are reserved for schedules.")
         reserved_by = handlers.key_reserved_by(value)

@@ -26,6 +26,7 @@ from reminders.serializers import (
     CallbackSerializer,
     JobCallbackOutputSerializer,
     callback_representation,
+    refuse_trailing_newline,
 )
 
 EXPRESSION_HELP = (
@@ -56,6 +57,7 @@ class ScheduleInputSerializer(serializers.Serializer):
     key = serializers.RegexField(
         r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,189}$",
         max_length=190,
+        trim_whitespace=False,  # refused, never silently changed (see JobInputSerializer.key)
         error_messages={
             "invalid": "use 1-190 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
         },
@@ -81,6 +83,10 @@ class ScheduleInputSerializer(serializers.Serializer):
         self.schedule = instance_schedule
         if instance_schedule is not None:
             self.fields.pop("key")
+
+    def validate_key(self, value: str) -> str:
+        refuse_trailing_newline(value)
+        return value
 
     def validate_timezone(self, value: str) -> str:
         try:
