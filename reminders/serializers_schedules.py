@@ -25,6 +25,7 @@ from reminders.serializers import (
     AwareDateTimeField,
     CallbackSerializer,
     JobCallbackOutputSerializer,
+    ThrottleField,
     callback_representation,
     refuse_trailing_newline,
 )
@@ -33,13 +34,6 @@ EXPRESSION_HELP = (
     "A 5-field crontab, @hourly/@daily/@weekly/@monthly/@yearly, "
     f"@every <duration> (e.g. 90s, 15m, 1h30m; at least {MIN_EVERY_SECONDS}s) or @at <unix seconds>."
 )
-
-
-class ThrottleField(serializers.SlugRelatedField):
-    """A throttle policy by name."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(slug_field="name", queryset=ThrottlePolicy.objects.all(), **kwargs)
 
 
 def batch_size_field(**kwargs: Any) -> serializers.IntegerField:
