@@ -9,7 +9,7 @@ from reminders.preferences import time_zone_view
 from trainings.status import status_retry_view, status_view
 
 urlpatterns = [
-    # --- Admin pages for coaches and operators (issue 15); before admin/ so the admin's catch-all misses them.
+    # --- Admin pages for coaches and operators (issue 15), before admin/ whose catch-all would take them.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/status/", admin.site.admin_view(status_view), name="admin-status"),
     path("admin/status/retry/", admin.site.admin_view(status_retry_view), name="admin-status-retry"),

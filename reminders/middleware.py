@@ -11,7 +11,9 @@ from django.utils import timezone
 from reminders.models import UserPreference
 
 
-def user_time_zone(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+def user_time_zone(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
     def middleware(request: HttpRequest) -> HttpResponse:
         name = "UTC"
         user = getattr(request, "user", None)
@@ -26,4 +28,3 @@ def user_time_zone(get_response: Callable[[HttpRequest], HttpResponse]) -> Calla
             timezone.deactivate()
 
     return middleware
-

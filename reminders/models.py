@@ -204,9 +204,7 @@ class Occurrence(models.Model):
             models.Index(fields=["job", "fire_at"], name="occurrence_job_fire_idx"),
             # The status page's failures: status='failed' AND finished_at >= now - 24 h (reminders/status.py).
             # Holds failed rows only, which retention never purges but operators retry or delete.
-            models.Index(
-                fields=["finished_at"], condition=Q(status="failed"), name="occurrence_failed_idx"
-            ),
+            models.Index(fields=["finished_at"], condition=Q(status="failed"), name="occurrence_failed_idx"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -28,7 +28,8 @@ def time_zone_view(request: HttpRequest) -> HttpResponse:
     form = TimeZoneForm(request.POST or None, initial={"time_zone": current})
     if request.method == "POST" and form.is_valid():
         UserPreference.objects.update_or_create(
-            user=request.user, defaults={"time_zone": form.cleaned_data["time_zone"]}  # type: ignore[misc]
+            user=request.user,
+            defaults={"time_zone": form.cleaned_data["time_zone"]},  # type: ignore[misc]
         )
         messages.success(request, f"Times are now shown in {form.cleaned_data['time_zone']}.")
         target = request.POST.get("next", "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -34,6 +34,13 @@ FAILURE_GROUPS = 20
 ERROR_PREFIX = 200
 
 
+def occurrence_state(status: str, attempts: int) -> str:
+    """What a person reads: a scheduled row that already failed an attempt is "retrying", not "scheduled"."""
+    if status == OccurrenceStatus.SCHEDULED and attempts > 0:
+        return f"retrying (after {attempts} attempt{'s' if attempts > 1 else ''})"
+    return str(status)
+
+
 # --- The scan record (written by every scan run) ------------------------------------------------------
 
 _RECORD_SQL = f"""
@@ -54,7 +61,15 @@ def scan_record(*, result: ScanResult, worker: str, at: datetime | None = None) 
     """Add one scan run's totals to its minute's row (one upsert; concurrent workers add, never overwrite)."""
     at = at or timezone.now()
     minute = at.replace(second=0, microsecond=0)
-    params = [minute, result.claimed, result.delivered, result.retried, result.failed, at, worker[:200]]
+    params: list[Any] = [
+        minute,
+        result.claimed,
+        result.delivered,
+        result.retried,
+        result.failed,
+        at,
+        worker[:200],
+    ]
     with connection.cursor() as cursor:
         cursor.execute(_RECORD_SQL, params)
 
@@ -145,7 +160,7 @@ def _levels(select: str, *, limit: str) -> str:
             SELECT {select} FROM {_OCC}
              WHERE status = 'scheduled' AND throttle_id IS NULL AND priority = p.level
                AND next_attempt_at <= %(now)s
-             ORDER BY next_attempt_at LIMIT {limit}) AS d"""
+             ORDER BY next_attempt_at LIMIT {limit}) AS d"""  # noqa: S608 - constants; values are bound
     throttled = f"""
         SELECT d.* FROM reminders_throttlepolicy AS t
         CROSS JOIN generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
@@ -153,7 +168,7 @@ def _levels(select: str, *, limit: str) -> str:
             SELECT {select} FROM {_OCC}
              WHERE status = 'scheduled' AND throttle_id = t.id AND priority = p.level
                AND next_attempt_at <= %(now)s
-             ORDER BY next_attempt_at LIMIT {limit}) AS d"""
+             ORDER BY next_attempt_at LIMIT {limit}) AS d"""  # noqa: S608
     return f"({unthrottled}) UNION ALL ({throttled})"
 
 
@@ -209,9 +224,7 @@ def due_count(*, now: datetime) -> tuple[int, bool]:
     if _postgres():
         (count,) = _one(DUE_COUNT_SQL, {"now": now, "cap": COUNT_CAP})
     else:
-        count = Occurrence.objects.filter(
-            status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now
-        ).count()
+        count = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now).count()
         count = min(count, COUNT_CAP)
     return int(count), count >= COUNT_CAP
 
@@ -219,7 +232,7 @@ def due_count(*, now: datetime) -> tuple[int, bool]:
 def oldest_due_at(*, now: datetime) -> datetime | None:
     if _postgres():
         (oldest,) = _one(OLDEST_DUE_SQL, {"now": now})
-        return oldest  # type: ignore[no-any-return]
+        return oldest
     first = (
         Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now)
         .order_by("next_attempt_at")
@@ -266,9 +279,7 @@ def deliveries_per_minute(*, now: datetime, minutes: int = 60) -> list[MinutePoi
     """The last `minutes` minutes from the scan record (primary key range), zeros where no scan ran."""
     end = now.replace(second=0, microsecond=0)
     start = end - timedelta(minutes=minutes - 1)
-    rows = {
-        row.minute: row for row in ScanMinute.objects.filter(minute__gte=start, minute__lte=end)
-    }
+    rows = {row.minute: row for row in ScanMinute.objects.filter(minute__gte=start, minute__lte=end)}
     points = []
     for i in range(minutes):
         minute = start + timedelta(minutes=i)
@@ -279,7 +290,7 @@ def deliveries_per_minute(*, now: datetime, minutes: int = 60) -> list[MinutePoi
 
 def failures_by_error(*, since: datetime) -> tuple[list[FailureGroup], bool]:
     """Failed occurrences since `since`, grouped by the start of their error; True if the sample was full."""
-    params = {"since": since, "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS}
+    params: dict[str, Any] = {"since": since, "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS}
     with connection.cursor() as cursor:
         cursor.execute(FAILURES_SQL, params)
         rows = cursor.fetchall()
@@ -291,8 +302,8 @@ def _aware(value: Any) -> datetime:
     if isinstance(value, str):  # SQLite returns an aggregate of a datetime column as text
         value = datetime.fromisoformat(value)
     if timezone.is_naive(value):
-        value = timezone.make_aware(value, timezone.UTC)  # type: ignore[attr-defined]
-    return value  # type: ignore[no-any-return]
+        value = timezone.make_aware(value, UTC)
+    return value
 
 
 def failures_retry(*, error: str, since: datetime) -> int:

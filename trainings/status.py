@@ -46,11 +46,9 @@ def push_queue_depth() -> tuple[int | None, int | None, str]:
         return None, None, "n/a (the broker is not RabbitMQ)"
     try:
         with Connection(url, connect_timeout=1) as broker:
-            channel = broker.channel()
+            channel: Any = broker.channel()
             try:
-                _, depth, consumers = channel.queue_declare(
-                    queue=settings.TRAININGS_PUSH_QUEUE, passive=True
-                )
+                _, depth, consumers = channel.queue_declare(queue=settings.TRAININGS_PUSH_QUEUE, passive=True)
             finally:
                 channel.close()
     except Exception as exc:  # a status page reports a broker problem, it does not fail on it
@@ -77,7 +75,10 @@ def deliveries_chart(points: list[MinutePoint], *, width: int = 720, height: int
     bars = []
     for i, point in enumerate(points):
         x = pad_left + i * bar
-        for value, offset, css in ((point.delivered, 0, "delivered"), (point.failed, point.delivered, "failed")):
+        for value, offset, css in (
+            (point.delivered, 0, "delivered"),
+            (point.failed, point.delivered, "failed"),
+        ):
             if value:
                 h = plot_h * value / top
                 y = 8 + plot_h - plot_h * (offset + value) / top

@@ -17,7 +17,7 @@ def seconds(value: float | timedelta | None) -> str:
     if value is None or value == "":
         return "—"
     total = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    sign, total = ("−" if total < 0 else ""), abs(total)
+    sign, total = ("-" if total < 0 else ""), abs(total)
     if total < 1:
         return f"{sign}{total * 1000:.0f} ms"
     if total < 60:
@@ -34,7 +34,7 @@ def seconds(value: float | timedelta | None) -> str:
 
 @register.filter
 def local(value: datetime | None, zone: str = "") -> str:
-    """An instant in `zone` (default: the person's active zone) to the second, with the zone's abbreviation."""
+    """An instant in `zone` (default: the person's active zone), to the second, with the zone's name."""
     if value is None:
         return "—"
     shown = timezone.localtime(value, ZoneInfo(zone)) if zone else timezone.localtime(value)
