@@ -27,7 +27,7 @@ _SCAN = ScanMinute._meta.db_table
 # Counts stop here: past it the page says "at least" (a backlog that large is the news, not its digits).
 COUNT_CAP = 100_000
 # Lateness percentiles over at most this many of the window's latest deliveries (the sample size is shown).
-LATENESS_SAMPLE = 20_000
+LATENESS_SAMPLE = 10_000
 # Failures grouped over at most this many of the last 24 h's latest failed rows, and this many groups.
 FAILURE_SAMPLE = 10_000
 FAILURE_GROUPS = 20

@@ -26,6 +26,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from reminders.status import occurrence_state
+from reminders.templatetags.admin_time import seconds
 from trainings.models import (
     DeliveredPush,
     Invitation,
@@ -37,11 +38,12 @@ from trainings.models import (
     ReminderRule,
     ReminderRun,
     ReminderTemplate,
+    RuleKind,
     RunOutcome,
     Team,
     Training,
 )
-from trainings.offsets import is_time_zone
+from trainings.offsets import OffsetError, is_time_zone
 from trainings.selectors import (
     players_visible_to,
     reminder_recipients,
@@ -527,12 +529,22 @@ class TemplateInline(_OperatorsOnly, admin.StackedInline):
 
 @admin.register(ReminderRule)
 class ReminderRuleAdmin(_OperatorsOnly, admin.ModelAdmin):
-    list_display = ["slug", "kind", "offsets", "active", "updated_at"]
+    list_display = ["slug", "kind", "readable_offsets", "active", "updated_at"]
     list_filter = ["kind", "active"]
     inlines = [TemplateInline]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ReminderRule | None = None) -> list[str]:
         return ["slug"] if obj is not None else []
+
+    @admin.display(description="offsets")
+    def readable_offsets(self, rule: ReminderRule) -> str:
+        """["90m", "6h"] as "90 min, 6 h before the start"."""
+        try:
+            offsets = rule.parsed_offsets()
+        except OffsetError:
+            return str(rule.offsets)
+        anchor = "after the end" if rule.kind == RuleKind.POST else "before the start"
+        return f"{', '.join(offset.human() for offset in reversed(offsets))} {anchor}"
 
     def save_model(self, request: HttpRequest, obj: ReminderRule, form: ModelForm, change: bool) -> None:
         super().save_model(request, obj, form, change)
@@ -558,23 +570,42 @@ class _ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ReminderRun)
 class ReminderRunAdmin(_ReadOnlyAdmin):
-    list_display = ["fire_at", "training", "rule", "outcome", "recipients", "attempts", "ran_at"]
+    list_display = ["fire_at_local", "training", "rule", "outcome", "recipients", "attempts", "lateness"]
     list_filter = ["outcome", "rule"]
     list_select_related = ["training", "rule"]
+    ordering = ["-fire_at", "-id"]  # the latest reminders first
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ReminderRun]:
         return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))
 
+    @admin.display(description="fired at", ordering="fire_at")
+    def fire_at_local(self, run: ReminderRun) -> str:
+        return _local(run.fire_at)
+
+    @admin.display(description="lateness")
+    def lateness(self, run: ReminderRun) -> str:
+        """When the last attempt ran, after the instant it was for."""
+        return seconds(run.ran_at - run.fire_at)
+
 
 @admin.register(Push)
 class PushAdmin(_ReadOnlyAdmin):
-    list_display = ["created_at", "player", "kind", "title", "status", "sent_at"]
-    list_filter = ["status", "kind"]
-    search_fields = ["key", "occurrence_key"]
-    list_select_related = ["player"]
+    list_display = ["created_local", "player", "training", "kind", "title", "status", "sent_local"]
+    list_filter = ["status", "kind", ("training", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["key", "occurrence_key", "player__name", "training__title"]
+    list_select_related = ["player", "training"]
+    ordering = ["-created_at", "-id"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Push]:
         return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))
+
+    @admin.display(description="created", ordering="created_at")
+    def created_local(self, push: Push) -> str:
+        return _local(push.created_at)
+
+    @admin.display(description="sent", ordering="sent_at")
+    def sent_local(self, push: Push) -> str:
+        return _local(push.sent_at) if push.sent_at else ""
 
 
 @admin.register(DeliveredPush)

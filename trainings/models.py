@@ -269,6 +269,7 @@ class Push(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "pushes"
         constraints = [
             models.UniqueConstraint(fields=["occurrence_key", "player"], name="push_unique_per_occurrence"),
             models.CheckConstraint(condition=Q(status__in=PushStatus.values), name="push_status_valid"),
@@ -305,6 +306,9 @@ class DeliveredPush(models.Model):
     key = models.CharField(max_length=300, unique=True)
     provider = models.CharField(max_length=50)
     delivered_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "delivered pushes"
 
     def __str__(self) -> str:
         return self.key

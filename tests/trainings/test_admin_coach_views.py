@@ -51,7 +51,11 @@ def _form(team: Team, day: str, start: str, end: str) -> dict[str, Any]:
         "end_1": end,
         "time_zone": "Europe/Paris",
         "location": "",
-        **{f"{p}-{k}": v for p in ("invitations", "answers") for k, v in (("TOTAL_FORMS", 0), ("INITIAL_FORMS", 0))},
+        **{
+            f"{p}-{k}": v
+            for p in ("invitations", "answers")
+            for k, v in (("TOTAL_FORMS", 0), ("INITIAL_FORMS", 0))
+        },
     }
 
 
