@@ -26,6 +26,10 @@ from reminders.services import occurrences_cancel, occurrences_retry_now
 from reminders.status import occurrence_state
 from reminders.templatetags.admin_time import seconds
 
+# The lists (occurrences, trainings) need the page's width to fit 1,400 px without scrolling sideways;
+# the app list stays one click away on the index.
+admin.site.enable_nav_sidebar = False
+
 
 class OccurrenceInline(admin.TabularInline):
     model = Occurrence

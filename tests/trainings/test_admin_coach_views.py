@@ -101,7 +101,7 @@ def test_the_list_shows_local_start_next_reminder_rsvp_and_answer_counts_in_a_fi
     next_fire = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).order_by("fire_at").first()
     assert next_fire is not None
     local = next_fire.fire_at.astimezone(PARIS)
-    assert f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}" in page
+    assert f"{local:%a %Y-%m-%d}<br>{local:%H:%M:%S} {local.tzname()}" in page
     assert chloe.name not in page  # names belong to the training page, the list has counts
 
 
