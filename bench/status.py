@@ -144,7 +144,12 @@ def main() -> int:
         f"{page['median_ms']:.1f} ms, max {page['max_ms']:.1f} ms (target < {TARGET_MS:.0f} ms)",
     ]
     with connection.cursor() as cursor:
-        for name, (sql, params) in status_queries(now=timezone.now()).items():
+        queries = {
+            **status_queries(now=timezone.now()),
+            # trainings/status.py: the gateway's last delivery, on the primary key.
+            "gateway_last": ("SELECT delivered_at FROM trainings_deliveredpush ORDER BY id DESC LIMIT 1", {}),
+        }
+        for name, (sql, params) in queries.items():
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
             out += ["", f"## {name}", *(row[0] for row in cursor.fetchall())]
     path = Path(__file__).with_name("status_explain.txt")

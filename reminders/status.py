@@ -25,11 +25,11 @@ _OCC = Occurrence._meta.db_table
 _SCAN = ScanMinute._meta.db_table
 
 # Counts stop here: past it the page says "at least" (a backlog that large is the news, not its digits).
-COUNT_CAP = 100_000
+COUNT_CAP = 10_000
 # Lateness percentiles over at most this many of the window's latest deliveries (the sample size is shown).
-LATENESS_SAMPLE = 10_000
+LATENESS_SAMPLE = 5_000
 # Failures grouped over at most this many of the last 24 h's latest failed rows, and this many groups.
-FAILURE_SAMPLE = 10_000
+FAILURE_SAMPLE = 5_000
 FAILURE_GROUPS = 20
 ERROR_PREFIX = 200
 
@@ -209,6 +209,12 @@ def status_queries(*, now: datetime) -> dict[str, tuple[str, dict[str, Any]]]:
             FAILURES_SQL,
             {"since": now - timedelta(hours=24), "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS},
         ),
+        # The ORM reads of the scan record, written out: both on the primary key (minute).
+        "per_minute": (
+            f"SELECT * FROM {_SCAN} WHERE minute >= %(start)s AND minute <= %(end)s",  # noqa: S608
+            {"start": now - timedelta(minutes=59), "end": now},
+        ),
+        "last_scan": (f"SELECT * FROM {_SCAN} ORDER BY minute DESC LIMIT 1", {}),  # noqa: S608
     }
 
 

@@ -21,7 +21,14 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 from kombu import Connection
 
-from reminders.status import ERROR_PREFIX, EngineStatus, MinutePoint, engine_status, failures_retry
+from reminders.status import (
+    ERROR_PREFIX,
+    FAILURE_SAMPLE,
+    EngineStatus,
+    MinutePoint,
+    engine_status,
+    failures_retry,
+)
 from trainings.models import DeliveredPush
 from trainings.selectors import user_sees_all_teams
 
@@ -140,6 +147,7 @@ def status_view(request: HttpRequest) -> HttpResponse:
         "scan_age": scan_age,
         "scan_stale": scan_age is None or scan_age > timedelta(seconds=30),
         "refresh_seconds": REFRESH_SECONDS,
+        "failure_sample": FAILURE_SAMPLE,
         "zone": timezone.get_current_timezone_name(),
     }
     return TemplateResponse(request, "admin/status.html", context)
