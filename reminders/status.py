@@ -61,13 +61,14 @@ def scan_record(*, result: ScanResult, worker: str, at: datetime | None = None) 
     """Add one scan run's totals to its minute's row (one upsert; concurrent workers add, never overwrite)."""
     at = at or timezone.now()
     minute = at.replace(second=0, microsecond=0)
+    as_db = connection.ops.adapt_datetimefield_value  # on SQLite: the text the ORM compares with
     params: list[Any] = [
-        minute,
+        as_db(minute),
         result.claimed,
         result.delivered,
         result.retried,
         result.failed,
-        at,
+        as_db(at),
         worker[:200],
     ]
     with connection.cursor() as cursor:
