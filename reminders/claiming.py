@@ -67,7 +67,7 @@ UPDATE {_TABLE} AS o
           LIMIT %(limit)s)
     ) AS c
      GROUP BY c.id
-     ORDER BY min(c.part), max(c.level) DESC, min(c.due)
+     ORDER BY min(c.part), max(c.level) DESC, min(c.due), c.id
      LIMIT %(limit)s))
 RETURNING o.id, o.job_id, (EXTRACT(EPOCH FROM o.fire_at) * 1000000)::bigint, o.attempts, o.idempotency_key,
           o.priority
@@ -163,12 +163,12 @@ def occurrences_claim_due(
             ready = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, throttle_id=throttle_id)
             aged_ids = list(
                 ready.filter(next_attempt_at__lte=aged)
-                .order_by("next_attempt_at")
+                .order_by("next_attempt_at", "id")
                 .values_list("id", flat=True)[:aged_limit]
             )
             strict_ids = list(
                 ready.filter(next_attempt_at__lte=due)
-                .order_by("-priority", "next_attempt_at")
+                .order_by("-priority", "next_attempt_at", "id")
                 .values_list("id", flat=True)[:limit]
             )
             ids = list(dict.fromkeys(aged_ids + strict_ids))[:limit]
@@ -184,7 +184,8 @@ def occurrences_claim_due(
                     "id", "job_id", "fire_at", "attempts", "idempotency_key", "priority"
                 )
             ]
-    rows.sort(key=lambda r: (-r.priority, r.fire_at))
+    # Ties go to the lower id, the order rows were inserted in: the events of one trigger in batch order.
+    rows.sort(key=lambda r: (-r.priority, r.fire_at, r.id))
     return Claim(token=token, claimed_until=until, occurrences=rows)
 
 

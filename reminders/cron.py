@@ -1,33 +1,18 @@
-"""Schedule expressions and their timelines: which instants a recurring schedule fires at.
+"""Schedule expressions and their timelines: which instants a recurring schedule fires at (seed 001).
 
-Four forms (seed 001):
-
-- a 5-field crontab (``*/15 9-17 * * MON-FRI``), evaluated in the schedule's IANA zone with Debian cron's
-  rules for DST changes (the ones cronsim documents): a job at a specific time (minute and hour fields
-  not starting with ``*``) that falls in the skipped hour runs once, at the jump (``30 2 * * *`` in
-  Europe/Paris fires at 03:00 on the spring-forward day), and a specific time in the repeated hour runs
-  once (the first copy); every other line runs on real time, so ``*/15 * * * *`` fires in both copies of
-  the repeated hour and not at all in the skipped one. cronsim parses and matches the fields; the changes
-  themselves are handled here (see `CronTimeline`);
-- a nickname: ``@hourly``, ``@daily``/``@midnight``, ``@weekly``, ``@monthly``, ``@yearly``/``@annually``
-  (the cron lines they stand for, in the schedule's zone);
-- ``@every <duration>`` (``90s``, ``15m``, ``1h30m``, ``2d``): exact durations from an anchor, the
-  schedule's start if it has one (the first fire is the start itself), otherwise the moment the expression
-  was set (the first fire is one period later, as in seed 001). At least ``MIN_EVERY_SECONDS``;
-- ``@at <unix seconds>``: a single instant.
-
-A timeline only answers "the first instant strictly after t" (`next_after`), so the next fire is always
-computed from the previous fire, never from the time a delivery happened.
-
-Every timeline ends where the calendar does: a fire whose time, in UTC or as wall time in the schedule's
-zone, would fall outside years 1-9999 (what a datetime holds) means the timeline has ended.
+Forms: a 5-field crontab, a nickname (``@hourly`` … ``@yearly``), ``@every <duration>`` (exact durations
+from the schedule's start, else from when it was set) and ``@at <unix seconds>``. Crontabs follow Debian
+cron across DST in the schedule's zone (see `CronTimeline`); cronsim parses and matches the fields. A
+timeline only answers `next_after(t)`, so the next fire comes from the previous one, never from when a
+delivery happened, and it ends where years 1-9999 end.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from typing import Protocol
@@ -71,6 +56,9 @@ class Timeline(Protocol):
 class CronTimeline:
     """A crontab in a zone, evaluated one constant-offset stretch of time at a time.
 
+    Debian cron's DST rules: a specific time (minute and hour fields not starting with ``*``) in a skipped
+    hour runs once, at the jump; in a repeated hour, once (the first copy); every other line runs on real
+    time (``*/15`` fires in both copies of a repeated hour and not in a skipped one).
     Between two UTC-offset changes the zone's wall clock is a fixed shift of UTC, so cronsim on naive
     wall times is exact there. The rules for the changes themselves are applied here rather than left to
     cronsim's zone handling, which loops for ever in a repeated window that crosses an hour (Chatham
@@ -78,6 +66,11 @@ class CronTimeline:
 
     expression: str
     zone: ZoneInfo
+    # What cronsim is given: `expression` with its one-value stepped ranges rewritten (see `_as_debian`).
+    _cronsim: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_cronsim", _as_debian(self.expression))
 
     def next_after(self, instant: datetime) -> datetime | None:
         try:
@@ -98,7 +91,7 @@ class CronTimeline:
         while stretch.start < give_up:
             if stretch.start > instant and self._fires_at_jump(stretch):
                 return stretch.start
-            for wall in CronSim(self.expression, _wall(after, stretch.offset)):
+            for wall in CronSim(self._cronsim, _wall(after, stretch.offset)):
                 fire = (wall - stretch.offset).replace(tzinfo=UTC)
                 if fire >= stretch.end:
                     break
@@ -120,7 +113,7 @@ class CronTimeline:
             # cronsim's reverse walk answers strictly before a whole-second start: one second past the
             # whole second of `upto` includes `upto` itself.
             start = _wall(upto, stretch.offset).replace(microsecond=0) + timedelta(seconds=1)
-            for wall in CronSim(self.expression, start, reverse=True):
+            for wall in CronSim(self._cronsim, start, reverse=True):
                 fire = (wall - stretch.offset).replace(tzinfo=UTC)
                 if fire < stretch.start:
                     break
@@ -154,8 +147,51 @@ class CronTimeline:
         if not self._fixed_time or stretch.offset <= stretch.offset_before:
             return False
         skipped_from = _wall(stretch.start, stretch.offset_before)
-        first = next(CronSim(self.expression, skipped_from - timedelta(seconds=1)), None)
+        first = next(CronSim(self._cronsim, skipped_from - timedelta(seconds=1)), None)
         return first is not None and first < _wall(stretch.start, stretch.offset)
+
+
+_MONTH_NAMES = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+_DAY_NAMES = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+# Per field (minute, hour, day, month, weekday): the names it takes, and the number the first stands for.
+_FIELD_NAMES: tuple[tuple[Sequence[str], int], ...] = (
+    ((), 0),
+    ((), 0),
+    ((), 0),
+    (_MONTH_NAMES, 1),
+    (_DAY_NAMES, 0),
+)
+_STEPPED_RANGE = re.compile(r"^([0-9A-Za-z]+)-([0-9A-Za-z]+)/([0-9]+)$")
+
+
+def _as_debian(expression: str) -> str:
+    """`expression` with each one-value range with a step (``6-6/2``, ``MON-MON/3``) reduced to its value.
+
+    Debian cron reads ``a-a/s`` as ``{a}``; cronsim 2.8 reads any one-item term before ``/`` as a start and
+    runs it to the field's maximum (``0 0 1 6-6/2 *`` fired in June, August, October and December). Only
+    terms whose two ends name the same value are touched; a zero step is left for cronsim to refuse."""
+    fields = expression.split()
+    if len(fields) != 5:
+        return expression
+    for position, (names, base) in enumerate(_FIELD_NAMES):
+        terms = fields[position].split(",")
+        for index, term in enumerate(terms):
+            match = _STEPPED_RANGE.match(term)
+            if match is None or int(match[3]) == 0:
+                continue
+            start, end = (_field_value(match[k], names, base) for k in (1, 2))
+            if start is not None and start == end:
+                terms[index] = match[1]
+        fields[position] = ",".join(terms)
+    return " ".join(fields)
+
+
+def _field_value(token: str, names: Sequence[str], base: int) -> int | None:
+    """The number a field token stands for (names count from `base`: JAN is 1, SUN is 0)."""
+    if token.isdigit():
+        return int(token)
+    upper = token.upper()
+    return names.index(upper) + base if upper in names else None
 
 
 # cronsim gives up after 50 years without a match; so do the stretch walks.

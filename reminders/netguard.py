@@ -123,10 +123,43 @@ def resolve_public_addresses(host: str, port: int, *, allow_private: bool) -> li
 
 
 def is_public(address: IPAddress) -> bool:
-    """Globally routable unicast: not loopback, private, link-local (metadata), CGNAT, reserved, multicast."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Globally routable unicast: not loopback, private, link-local (metadata), CGNAT, reserved, multicast.
+
+    An IPv6 address that carries an IPv4 address for a translator or tunnel to reach (see
+    `embedded_ipv4`) is public only if every IPv4 address it carries is: ``[64:ff9b::7f00:1]`` reaches
+    127.0.0.1 through a NAT64 gateway, and ``is_global`` alone calls it public."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return is_public(address.ipv4_mapped)  # ::ffff:a.b.c.d is a.b.c.d on a dual-stack socket
+        if any(address in network for network in _NEVER_PUBLIC_V6):
+            return False
+        if not all(is_public(carried) for carried in embedded_ipv4(address)):
+            return False
     return address.is_global and not address.is_multicast
+
+
+# Translation and tunnel prefixes whose addresses carry an IPv4 address in their low 32 bits.
+_NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # RFC 2765 (SIIT)
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # RFC 4291, deprecated but still routed by some stacks
+# Not globally reachable in IANA's registry, though Python 3.11's `is_global` says so: local-use NAT64
+# (RFC 8215) embeds an IPv4 address at a position only its operator knows.
+_NEVER_PUBLIC_V6 = (ipaddress.IPv6Network("64:ff9b:1::/48"),)
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address hands to a translator or tunnel: IPv4-mapped, IPv4-compatible,
+    IPv4-translated, NAT64 (64:ff9b::/96), 6to4 (2002::/16), and Teredo's server and client."""
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in _NAT64_WELL_KNOWN or address in _IPV4_TRANSLATED or address in _IPV4_COMPATIBLE:
+        return [low32]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
 
 
 def _ip_literal(host: str) -> IPAddress | None:

@@ -42,7 +42,6 @@ from reminders.models import (
     Job,
     MisfirePolicy,
     Occurrence,
-    OccurrenceStatus,
     Schedule,
     ThrottlePolicy,
 )
@@ -150,16 +149,20 @@ def schedule_upsert(
         created = schedule is None
         if schedule is None:
             owner_id = owner.pk if owner is not None and owner.pk else None
-            job = Job.objects.create(key=f"{JOB_KEY_PREFIX}{key}", owner_id=owner_id, **job_fields)
+            # A deleted schedule's job, holding its history: taken back, by its owner only.
+            job = Job.objects.select_for_update().filter(key=f"{JOB_KEY_PREFIX}{key}").first()
+            if job is None:
+                job = Job.objects.create(key=f"{JOB_KEY_PREFIX}{key}", owner_id=owner_id, **job_fields)
+            else:
+                _check_owner(job.owner_id, owner, what=f"schedule {key!r}")
+                for name, value in job_fields.items():
+                    setattr(job, name, value)
+                job.version += 1
+                job.save()
             schedule = Schedule(key=key, owner_id=owner_id, job=job)
             timeline_changed = True
         else:
-            if (
-                owner is not None
-                and schedule.owner_id not in (None, owner.pk)
-                and not getattr(owner, "is_staff", False)
-            ):
-                raise OwnershipError(f"schedule {key!r} belongs to another owner")
+            _check_owner(schedule.owner_id, owner, what=f"schedule {key!r}")
             job = Job.objects.select_for_update().get(pk=schedule.job_id)
             for name, value in job_fields.items():
                 setattr(job, name, value)
@@ -183,6 +186,11 @@ def schedule_upsert(
         schedule_timeline(schedule)  # an ExpressionError here rolls the whole change back
         _rematerialise(schedule, now=now, allow_past_at=True)
     return schedule, created
+
+
+def _check_owner(owner_id: int | None, owner: AbstractBaseUser | None, *, what: str) -> None:
+    if owner is not None and owner_id not in (None, owner.pk) and not getattr(owner, "is_staff", False):
+        raise OwnershipError(f"{what} belongs to another owner")
 
 
 def schedule_update(
@@ -221,16 +229,22 @@ def schedule_resume(*, schedule: Schedule) -> Schedule:
 
 
 def schedule_delete(*, schedule: Schedule) -> int:
-    """Delete the schedule, its backing job and its occurrences; returns how many were still pending.
+    """Delete the schedule and cancel what it had pending; returns how many were cancelled.
 
-    An occurrence being delivered at this very moment (claimed) completes; its worker then finds the row
-    gone and marks nothing, and nothing comes after it.
+    Its history stays, as a deleted job's does (retention purges it later): the backing job keeps its
+    delivered, failed and cancelled rows, without the throttle policy (so that policy can go) and under a
+    new version, so an occurrence being delivered right now completes and advances nothing. A schedule
+    created again under the key takes the job back (`schedule_upsert`).
     """
     with transaction.atomic():
         schedule = _locked(schedule)
-        pending = schedule.job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).count()
-        schedule.job.delete()
-    return pending
+        job = schedule.job
+        job.version += 1
+        job.throttle = None
+        job.save(update_fields=["version", "throttle", "updated_at"])
+        cancelled = occurrences_cancel(job.occurrences.all(), reason="schedule deleted")
+        schedule.delete()
+    return cancelled
 
 
 def schedule_preview(schedule: Schedule, *, count: int, now: datetime | None = None) -> list[datetime]:

@@ -15,18 +15,17 @@ from reminders.models import (
     PRIORITY_DEFAULT,
     PRIORITY_MAX,
     PRIORITY_MIN,
-    CallbackType,
     MisfirePolicy,
     Schedule,
     ThrottlePolicy,
 )
 from reminders.serializers import (
-    _TARGET_FIELD,
     MAX_DEADLINE_SECONDS,
     MAX_WINDOW_SECONDS,
     AwareDateTimeField,
     CallbackSerializer,
     JobCallbackOutputSerializer,
+    callback_representation,
 )
 
 EXPRESSION_HELP = (
@@ -150,11 +149,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(JobCallbackOutputSerializer)
     def get_callback(self, schedule: Schedule) -> dict[str, Any]:
-        job = schedule.job
-        return {
-            "type": job.callback_type,
-            "data": {_TARGET_FIELD[CallbackType(job.callback_type)]: job.target, "payload": job.payload},
-        }
+        return callback_representation(schedule.job)
 
 
 class PreviewQuerySerializer(serializers.Serializer):
@@ -196,7 +191,14 @@ class ThrottlePolicySerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="Events per second for all users together.",
     )
-    burst = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False, allow_null=True)
+    burst = serializers.IntegerField(
+        min_value=1,
+        max_value=1_000_000,
+        required=False,
+        allow_null=True,
+        help_text="Most events at once. Null or left out: rate/10, at least 1, following the rate; the "
+        "answer shows the value in force (null only without a rate).",
+    )
     window_seconds = serializers.IntegerField(
         min_value=1, max_value=MAX_WINDOW_SECONDS, required=False, allow_null=True
     )
@@ -205,6 +207,13 @@ class ThrottlePolicySerializer(serializers.ModelSerializer):
         model = ThrottlePolicy
         fields = ["name", "max_per_second", "burst", "window_seconds", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
+
+    def to_representation(self, instance: ThrottlePolicy) -> dict[str, Any]:
+        """`burst` as the bucket applies it: what was set, else the default (whole events at once)."""
+        data = super().to_representation(instance)
+        if data["burst"] is None and instance.max_per_second:
+            data["burst"] = int(instance.capacity)
+        return data
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         instance = self.instance

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 
 import pytest
 
-from reminders.netguard import UnsafeURL, resolve_public_addresses, validate_callback_url
+from reminders.netguard import UnsafeURL, embedded_ipv4, resolve_public_addresses, validate_callback_url
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:4700:4700::1111"
@@ -56,6 +57,17 @@ REFUSED_LITERALS = [
     "http://[fe80::1]/",
     "http://[::ffff:127.0.0.1]/",
     "http://[::ffff:169.254.169.254]/",
+    # IPv6 forms that carry an IPv4 address to a translator or tunnel (issue 19): judged by that address.
+    "http://[64:ff9b::7f00:1]/",  # NAT64 well-known prefix -> 127.0.0.1
+    "http://[64:ff9b::a9fe:a9fe]/",  # ... -> the metadata endpoint
+    "http://[64:ff9b::10.1.2.3]/",
+    "http://[64:ff9b:1::7f00:1]/",  # local-use NAT64: never public
+    "http://[2002:7f00:1::]/",  # 6to4 -> 127.0.0.1
+    "http://[2002:a9fe:a9fe::1]/",  # ... -> 169.254.169.254
+    "http://[::127.0.0.1]/",  # IPv4-compatible
+    "http://[::7f00:1]/",
+    "http://[::ffff:0:127.0.0.1]/",  # IPv4-translated (SIIT)
+    "http://[2001:0:5db8:d822:0:0:80ff:fffe]/",  # Teredo, client 127.0.0.1 (stored inverted)
     "http://2130706433/",
     "http://0x7f000001/",
     "http://0177.0.0.1/",
@@ -83,6 +95,8 @@ def test_it_allows_non_public_ip_literals_when_private_is_allowed(url: str) -> N
         f"https://{PUBLIC_V4}:8443/hook?x=1",
         f"http://[{PUBLIC_V6}]/",
         f"http://[::ffff:{PUBLIC_V4}]/",
+        f"http://[64:ff9b::{PUBLIC_V4}]/",  # NAT64 to a public address
+        "http://[2002:5db8:d822::1]/",  # 6to4 through 93.184.216.34
     ],
 )
 def test_it_accepts_public_ip_literals(url: str) -> None:
@@ -167,7 +181,13 @@ def test_it_returns_every_vetted_address_once_in_resolver_order(dns: dict[str, l
     assert resolve_public_addresses("hooks.example.com", 443, allow_private=False) == [PUBLIC_V6, PUBLIC_V4]
 
 
-@pytest.mark.parametrize("private", ["127.0.0.1", "169.254.169.254", "172.20.0.3", "fe80::1", "fd00::1"])
+@pytest.mark.parametrize(
+    "private",
+    [
+        *["127.0.0.1", "169.254.169.254", "172.20.0.3", "fe80::1", "fd00::1"],
+        *["64:ff9b::7f00:1", "2002:7f00:1::", "::127.0.0.1", "::ffff:0:a9fe:a9fe", "::ffff:127.0.0.1"],
+    ],
+)
 def test_it_refuses_private_addresses_at_connect_time(dns: dict[str, list[str]], private: str) -> None:
     dns["rebound.example.com"] = [private]
 
@@ -179,3 +199,19 @@ def test_it_returns_private_addresses_at_connect_time_when_allowed(dns: dict[str
     dns["db.internal"] = ["10.0.0.7"]
 
     assert resolve_public_addresses("db.internal", 5432, allow_private=True) == ["10.0.0.7"]
+
+
+@pytest.mark.parametrize(
+    ("address", "carried"),
+    [
+        ("64:ff9b::7f00:1", ["127.0.0.1"]),
+        ("2002:7f00:1::", ["127.0.0.1"]),
+        ("::127.0.0.1", ["127.0.0.1"]),
+        ("::ffff:127.0.0.1", ["127.0.0.1"]),
+        ("::ffff:0:127.0.0.1", ["127.0.0.1"]),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", ["65.54.227.120", "192.0.2.45"]),  # RFC 4380's example
+        (PUBLIC_V6, []),
+    ],
+)
+def test_it_finds_the_ipv4_address_an_ipv6_address_carries(address: str, carried: list[str]) -> None:
+    assert [str(v4) for v4 in embedded_ipv4(ipaddress.IPv6Address(address))] == carried

@@ -74,7 +74,9 @@ def test_pause_and_delete_leave_nothing_that_can_fire_and_resume_continues_from_
 
     schedule_delete(schedule=schedule)
     assert not Schedule.objects.exists()
-    assert not Occurrence.objects.exists()
+    # Issue 18: the history stays, as a deleted job's does; nothing is left that can fire.
+    assert set(Occurrence.objects.values_list("status", flat=True)) == {OccurrenceStatus.CANCELLED}
+    assert occurrences_dispatch_batch().claimed == 0
 
 
 def test_a_deadline_records_a_late_fire_as_skipped_and_the_timeline_goes_on() -> None:

@@ -10,7 +10,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from reminders.cron import MIN_EVERY_SECONDS
-from reminders.models import Occurrence, OccurrenceStatus, Schedule
+from reminders.dispatch import occurrences_dispatch_batch
+from reminders.models import CallbackType, Occurrence, OccurrenceStatus, Schedule
+from reminders.schedules import ScheduleSpec, schedule_upsert
+from reminders.services import Callback
 from tests.factories import ThrottlePolicyFactory
 
 pytestmark = pytest.mark.django_db
@@ -94,6 +97,16 @@ def test_it_previews_upcoming_fires_in_utc_and_in_the_zone(api: APIClient) -> No
     assert "count" in api.get("/api/schedules/renewals/preview/?count=0").json()
 
 
+def test_a_one_value_range_with_a_step_previews_that_value_and_is_shown_as_sent(api: APIClient) -> None:
+    """Issue 19: ``0 0 1 6-6/2 *`` previewed June, August, October and December (Debian: June only)."""
+    created = api.post("/api/schedules/", _body(expression="0 0 1 6-6/2 *", timezone="UTC"), format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["expression"] == "0 0 1 6-6/2 *"
+    fires = api.get("/api/schedules/renewals/preview/?count=3").json()["fires"]
+    assert [fire["utc"][5:] for fire in fires] == ["06-01T00:00:00Z"] * 3
+    assert len({fire["utc"][:4] for fire in fires}) == 3
+
+
 def test_it_pauses_and_resumes(api: APIClient) -> None:
     api.post("/api/schedules/", _body(expression="@every 1h"), format="json")
     paused = api.post("/api/schedules/renewals/pause/")
@@ -147,6 +160,60 @@ def test_it_deletes_leaving_nothing_that_can_fire(api: APIClient) -> None:
     assert api.get("/api/schedules/renewals/").status_code == 404
 
 
+@pytest.mark.rabbitmq
+def test_deleting_a_schedule_keeps_its_history_as_deleting_a_job_does(
+    api: APIClient, user: Any, queue_name: str
+) -> None:
+    """Issue 18: the delete took the delivered rows with it; a job's delete keeps them (retention purges
+    them later). What was pending is cancelled and stays on record too."""
+    policy = ThrottlePolicyFactory(name="backups", max_per_second=100)
+    spec = ScheduleSpec(
+        expression="@every 10s",
+        callback=Callback(type=CallbackType.RABBITMQ, target=queue_name, payload={}),
+        throttle=policy,
+    )
+    # Set 15 s ago: its first fire (a period after that) is due now.
+    schedule_upsert(key="renewals", spec=spec, owner=user, now=timezone.now() - dt.timedelta(seconds=15))
+    while occurrences_dispatch_batch().claimed:
+        pass
+    [delivered] = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED)
+    [pending] = _pending("renewals")
+
+    assert api.delete("/api/schedules/renewals/").json() == {"key": "renewals", "cancelled": 1}
+
+    history = api.get("/api/occurrences/?job=schedule:renewals").json()["results"]
+    assert {row["id"]: row["status"] for row in history} == {
+        delivered.pk: "delivered",
+        pending.pk: "cancelled",
+    }
+    assert api.get("/api/schedules/renewals/").status_code == 404
+    assert api.get("/api/jobs/").json()["results"] == [], "a deleted schedule's job is not a job"
+    assert api.delete("/api/throttle-policies/backups/").status_code == 204
+    assert occurrences_dispatch_batch().claimed == 0
+
+
+def test_a_schedule_created_again_under_a_deleted_key_continues_its_history(api: APIClient) -> None:
+    api.post("/api/schedules/", _body(), format="json")
+    [first] = _pending("renewals")
+    api.delete("/api/schedules/renewals/")
+
+    again = api.post("/api/schedules/", _body(), format="json")
+    assert again.status_code == 201, again.json()
+    # The same next point: the cancelled row comes back under the new version, and it chains as before.
+    [revived] = _pending("renewals")
+    assert (revived.pk, revived.job_version) == (first.pk, again.json()["version"])
+    assert Schedule.objects.get(key="renewals").job_id == revived.job_id
+
+    other = APIClient()
+    from tests.factories import UserFactory
+
+    other.force_authenticate(UserFactory())
+    api.delete("/api/schedules/renewals/")
+    assert other.post("/api/schedules/", _body(), format="json").status_code == 403, (
+        "history stays its owner's"
+    )
+
+
 def test_it_hides_other_owners_schedules_and_their_backing_jobs(api: APIClient) -> None:
     api.post("/api/schedules/", _body(), format="json")
     assert api.get("/api/jobs/").json()["results"] == []
@@ -173,6 +240,33 @@ def test_it_crud_throttle_policies_and_refuses_deleting_one_in_use(api: APIClien
     assert api.delete("/api/throttle-policies/backups/").status_code == 409
     api.delete("/api/schedules/renewals/")
     assert api.delete("/api/throttle-policies/backups/").status_code == 204
+
+
+def test_a_throttle_policy_answers_the_burst_it_applies(api: APIClient) -> None:
+    """Issue 18: created without `burst` it answered null, though the bucket holds rate/10 (at least 1)."""
+
+    def burst(name: str, **body: Any) -> Any:
+        created = api.post("/api/throttle-policies/", {"name": name, **body}, format="json")
+        assert created.status_code == 201, created.json()
+        assert api.get(f"/api/throttle-policies/{name}/").json()["burst"] == created.json()["burst"]
+        return created.json()["burst"]
+
+    assert burst("hundred", max_per_second=100) == 10
+    assert burst("slow", max_per_second=5) == 1
+    assert burst("fractional", max_per_second=25) == 2  # 2.5 tokens at most: never 3 at once
+    assert burst("explicit", max_per_second=100, burst=7) == 7
+    assert burst("window-only", window_seconds=60) is None  # no bucket at all
+    # The default follows the rate; a burst that was set does not.
+    assert (
+        api.patch("/api/throttle-policies/hundred/", {"max_per_second": 300}, format="json").json()["burst"]
+        == 30
+    )
+    assert (
+        api.patch("/api/throttle-policies/explicit/", {"max_per_second": 300}, format="json").json()["burst"]
+        == 7
+    )
+    listed = {p["name"]: p["burst"] for p in api.get("/api/throttle-policies/").json()["results"]}
+    assert listed["hundred"] == 30
 
 
 def test_jobs_take_batch_size_and_throttle_and_keep_seed_000_shape(api: APIClient) -> None:

@@ -102,6 +102,54 @@ def test_a_throttled_backlog_does_not_slow_unthrottled_jobs(seen: list[str]) -> 
     assert result.delivered == 6
 
 
+_order: list[int] = []
+
+
+@handlers.register("test.throttling.order")
+def _record_order(delivery: Delivery) -> None:
+    _order.append(delivery.occurrence_id)
+
+
+def _batch_indexes(ids: list[int]) -> list[int]:
+    index = dict(Occurrence.objects.filter(id__in=ids).values_list("id", "batch_index"))
+    return [index[i] for i in ids]
+
+
+@pytest.mark.parametrize("rate", [None, 1000.0], ids=["unthrottled", "throttled"])
+def test_the_events_of_one_trigger_go_out_in_batch_index_order(rate: float | None) -> None:
+    """Issue 18: a throttled batch of 3 went out 2, 1, 0; event i is the i-th of its trigger."""
+    _order.clear()
+    job_upsert(
+        key="ordered",
+        schedules=[timezone.now() - dt.timedelta(seconds=1)],
+        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.order", payload={}),
+        batch_size=20,
+        throttle=ThrottlePolicyFactory(max_per_second=rate) if rate else None,
+    )
+    assert occurrences_dispatch_batch().delivered == 20
+    assert _batch_indexes(_order) == list(range(20))
+
+
+def test_a_bucket_that_allows_one_at_a_time_takes_the_events_of_a_trigger_in_batch_index_order() -> None:
+    policy = ThrottlePolicyFactory(max_per_second=1)
+    now = timezone.now()
+    job_upsert(
+        key="one-by-one",
+        schedules=[now - dt.timedelta(seconds=1)],
+        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.order", payload={}),
+        batch_size=5,
+        throttle=policy,
+    )
+    taken = []
+    for second in range(5):
+        claim = occurrences_claim_throttled(
+            policy_id=policy.id, now=now + dt.timedelta(seconds=second), limit=100, lease_seconds=60
+        )
+        assert claim is not None
+        taken += [o.id for o in claim.occurrences]
+    assert _batch_indexes(taken) == [0, 1, 2, 3, 4]
+
+
 def _declare(name: str) -> None:
     with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
         conn.default_channel.queue_declare(queue=name, durable=True, auto_delete=False)

@@ -17,6 +17,7 @@ FAKE_DNS = {
     "metadata.example.com": ["169.254.169.254"],
     "loopback.example.com": ["127.0.0.1"],
     "v6-loopback.example.com": ["::1"],
+    "nat64-loopback.example.com": ["64:ff9b::7f00:1"],
 }
 
 

@@ -52,6 +52,11 @@ UNSAFE_URLS = [
     "http://[::ffff:a9fe:a9fe]/latest/",
     "http://[fd00::1]/hook",  # unique local IPv6
     "http://[fe80::1]/hook",  # link-local IPv6
+    "http://[64:ff9b::7f00:1]/hook",  # NAT64 to 127.0.0.1
+    "http://[2002:7f00:1::]/hook",  # 6to4 through 127.0.0.1
+    "http://[::127.0.0.1]/hook",  # IPv4-compatible
+    "http://[64:ff9b::a9fe:a9fe]/latest/",  # NAT64 to the metadata endpoint
+    "http://nat64-loopback.example.com/hook",  # a name that resolves to 64:ff9b::7f00:1
     "http://internal.example.com/hook",  # a name that resolves to 10.0.0.5
     "http://metadata.example.com/latest/",  # ... to 169.254.169.254
     "http://loopback.example.com/hook",
