@@ -117,6 +117,8 @@ def main() -> int:
         return 2
     if args.clean:
         with connection.cursor() as cursor:
+            jobs = "SELECT id FROM reminders_job WHERE key LIKE 'bench-status-%%'"
+            cursor.execute(f"DELETE FROM reminders_occurrence WHERE job_id IN ({jobs})")
             cursor.execute("DELETE FROM reminders_job WHERE key LIKE 'bench-status-%%'")
         return 0
     _fill(args.rows)

@@ -332,16 +332,22 @@ class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
         ]
         return extra + super().get_urls()
 
-    def _training_for_action(self, request: HttpRequest, object_id: str) -> Training:
+    def _training_for_action(self, request: HttpRequest, object_id: str) -> Training | None:
+        """The coach's own training for a POST; None (answered like the admin: "does not exist") else."""
         if request.method != "POST":
             raise PermissionDenied("POST only")
         training = self.get_object(request, object_id)
-        if training is None or not self.has_change_permission(request, training):
-            raise PermissionDenied("not your training")
+        if training is not None and not self.has_change_permission(request, training):
+            raise PermissionDenied("you may not change this training")
         return training
+
+    def _missing(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
 
     def remind_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         training = self._training_for_action(request, object_id)
+        if training is None:
+            return self._missing(request, object_id)
         click = request.POST.get("click", "")
         rule = ReminderRule.objects.filter(pk=request.POST.get("rule") or 0, active=True).first()
         if rule is None or not click.isalnum() or len(click) > 64:
@@ -359,12 +365,18 @@ class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
     def copy_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        copy = training_copy(training=self._training_for_action(request, object_id))
+        training = self._training_for_action(request, object_id)
+        if training is None:
+            return self._missing(request, object_id)
+        copy = training_copy(training=training)
         self.message_user(request, f"Copied to {_local(copy.start, copy.zone)}.", messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[copy.pk]))
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        training = training_cancel(training=self._training_for_action(request, object_id))
+        found = self._training_for_action(request, object_id)
+        if found is None:
+            return self._missing(request, object_id)
+        training = training_cancel(training=found)
         self.message_user(
             request, "Training cancelled; its pending reminders are cancelled.", messages.SUCCESS
         )

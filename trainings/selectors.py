@@ -30,6 +30,7 @@ from trainings.models import (
     RuleKind,
     Team,
     Training,
+    TrainingJob,
 )
 
 User = AbstractBaseUser | AnonymousUser
@@ -234,15 +235,18 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
 
 
 def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]:
-    """The next scheduled reminder of each training (one query for a page of them, through the rules'
-    job keys on occurrence_job_fire_idx)."""
-    rules = list(ReminderRule.objects.all())
-    training_of = {job_key(training_id=t.pk, rule=r): t.pk for t in trainings for r in rules}
+    """The next scheduled reminder of each training: two queries for a page of them (the trainings' jobs
+    through TrainingJob, then the first scheduled fire of each job on occurrence_job_fire_idx)."""
+    training_of = dict(
+        TrainingJob.objects.filter(training__in=[t.pk for t in trainings]).values_list(
+            "job_id", "training_id"
+        )
+    )
     rows = (
-        Occurrence.objects.filter(job__key__in=list(training_of), status=OccurrenceStatus.SCHEDULED)
-        .values("job__key")
+        Occurrence.objects.filter(job_id__in=list(training_of), status=OccurrenceStatus.SCHEDULED)
+        .values("job_id")
         .annotate(first=Min("fire_at"))
-        .values_list("job__key", "first")
+        .values_list("job_id", "first")
     )
     earliest: dict[object, datetime] = {}
     for key, first in rows:

@@ -73,10 +73,10 @@ def push_status() -> PushStatus:
     return PushStatus(settings.TRAININGS_PUSH_QUEUE, depth, consumers, note, last)
 
 
-def deliveries_chart(points: list[MinutePoint], *, width: int = 720, height: int = 160) -> SafeString:
+def deliveries_chart(points: list[MinutePoint], *, width: int = 960, height: int = 160) -> SafeString:
     """Deliveries (and failures) per minute as an inline SVG: no script, no external host."""
     top = max([p.delivered + p.failed for p in points] + [1])
-    pad_left, pad_bottom = 48, 20
+    pad_left, pad_bottom = 64, 20
     plot_w, plot_h = width - pad_left - 4, height - pad_bottom - 8
     bar = plot_w / max(len(points), 1)
     bars = []

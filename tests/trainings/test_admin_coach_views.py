@@ -154,6 +154,6 @@ def test_cancel_and_copy_to_next_week_keep_the_local_time_across_dst(browser: Cl
     training.refresh_from_db()
     assert training.cancelled
     assert not Occurrence.objects.filter(
-        job__key__startswith=f"training-{training.pk}-", status=OccurrenceStatus.SCHEDULED
+        job__training_job__training=training, status=OccurrenceStatus.SCHEDULED
     ).exists()
     assert browser.get(f"/admin/trainings/training/{training.pk}/copy/").status_code == 403  # POST only

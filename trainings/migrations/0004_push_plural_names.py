@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0002_seed_rules'),
+        ('trainings', '0003_training_job_relation'),
     ]
 
     operations = [
