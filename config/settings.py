@@ -247,5 +247,7 @@ MIDDLEWARE.insert(
     "reminders.middleware.user_time_zone",
 )
 # A coach opening an operator page is refused with a page, not a traceback in the log.
-LOGGING["filters"] = {"forbidden_quietly": {"()": "reminders.logfilters.ForbiddenWithoutTraceback"}}
-LOGGING["loggers"]["django.request"] = {"filters": ["forbidden_quietly"]}
+LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
+    "()": "reminders.logfilters.ForbiddenWithoutTraceback"
+}
+LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")

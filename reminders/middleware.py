@@ -1,4 +1,5 @@
-"""Each signed-in person reads and types times in their chosen zone (UserPreference, default UTC)."""
+"""Each signed-in person reads and types times in the admin in their chosen zone (UserPreference, default
+UTC). The API keeps answering in UTC (with `*_local` fields where a person reads them), and pays no query."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def user_time_zone(
     def middleware(request: HttpRequest) -> HttpResponse:
         name = "UTC"
         user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated:
+        if request.path.startswith("/admin/") and user is not None and user.is_authenticated:
             # One primary-key lookup through the unique user_id index.
             chosen = UserPreference.objects.filter(user=user).values_list("time_zone", flat=True).first()
             name = chosen or "UTC"

@@ -76,3 +76,13 @@ def test_the_training_api_gives_people_local_times_beside_utc(operator: Any) -> 
     assert body["start_local"] == "2030-10-27T17:25:07+01:00"
     assert body["time_zone"] == "Europe/Paris"
     assert dt.datetime.fromisoformat(body["start"]) == AFTER_DST_END
+
+
+def test_the_api_stays_in_utc_for_a_signed_in_person_with_a_zone(operator: Any) -> None:
+    from tests.factories import TrainingFactory
+
+    UserPreference.objects.create(user=operator, time_zone="Asia/Tokyo")
+    training = TrainingFactory(start=AFTER_DST_END, end=AFTER_DST_END + dt.timedelta(hours=1))
+    body = _client(operator).get(f"/api/trainings/{training.pk}/").json()  # session, as a browser
+    assert body["start"].endswith(("Z", "+00:00"))
+    assert body["start_local"] == "2030-10-27T17:25:07+01:00"  # the training's zone, not the person's
