@@ -306,7 +306,7 @@ class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
         return [
             (
                 rule.pk,
-                f"{rule.get_kind_display()} ({rule.slug})",
+                f"{rule.slug} ({rule.get_kind_display().split(' (')[0].lower()})",
                 reminder_recipients(training=training, rule=rule).count(),
             )
             for rule in rules
