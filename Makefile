@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# ADDR=host:port serves elsewhere when 8000 is taken (e.g. `ADDR=127.0.0.1:8010 make run`); the links
+# dev_admin and demo_trainings print follow it.
+ADDR ?= 127.0.0.1:8000
+export ADDR
+
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-1} $(BIN)/python manage.py dev_admin

@@ -152,6 +152,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        # kombu's exchange table (default ./control, an untracked folder in the checkout).
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -308,3 +310,22 @@ LOGGING["handlers"]["console"]["formatter"] = "json" if LOG_FORMAT == "json" els
 TRAININGS_PUSH_RETENTION_DAYS = env_int("TRAININGS_PUSH_RETENTION_DAYS", 30, minimum=1)
 TRAININGS_RUN_RETENTION_DAYS = env_int("TRAININGS_RUN_RETENTION_DAYS", 90, minimum=1)
 TRAININGS_DELIVERED_PUSH_RETENTION_DAYS = env_int("TRAININGS_DELIVERED_PUSH_RETENTION_DAYS", 7, minimum=1)
+
+# --- Admin for coaches and operators (issue 15) ----------------------------------------------------------
+# Project templates (admin index with the status link, the status page, a friendly 403) come first.
+TEMPLATES[0]["DIRS"] = [BASE_DIR / "templates"]
+# Swagger UI from our own static files (no CDN), so /api/docs/ renders offline.
+INSTALLED_APPS += ["drf_spectacular_sidecar"]
+SPECTACULAR_SETTINGS.update(
+    {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR", "REDOC_DIST": "SIDECAR"}
+)
+# Each signed-in person reads and types times in their chosen zone (reminders.UserPreference).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "reminders.middleware.user_time_zone",
+)
+# A coach opening an operator page is refused with a page, not a traceback in the log.
+LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
+    "()": "reminders.logfilters.ForbiddenWithoutTraceback"
+}
+LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")

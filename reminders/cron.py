@@ -242,7 +242,7 @@ def _boundaries(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
     """New Year (UTC) and every instant in `year` at which the zone's UTC offset changes, in order.
 
     Found hour by hour, then to the second by bisection (tzdata changes fall on whole seconds and are
-    never less than an hour apart); about 7 ms per zone and year, once per process."""
+    never less than an hour apart); cached, since the search is slow next to a lookup."""
     year_start, next_year = _new_year(year), _new_year(year + 1)
     # A zone's wall time on the last day of year 9999 may not fit in a datetime: stop a day short there.
     scan_end = next_year if next_year < _LATEST else next_year - timedelta(days=1)

@@ -8,8 +8,11 @@ token. Nothing about the future lives in the broker.
 from __future__ import annotations
 
 import uuid
+from functools import cache
+from zoneinfo import available_timezones
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
@@ -199,6 +202,9 @@ class Occurrence(models.Model):
             ),
             # A job's timeline (detail API, upsert, cancel).
             models.Index(fields=["job", "fire_at"], name="occurrence_job_fire_idx"),
+            # The status page's failures: status='failed' AND finished_at >= now - 24 h (reminders/status.py).
+            # Holds failed rows only, which retention never purges but operators retry or delete.
+            models.Index(fields=["finished_at"], condition=Q(status="failed"), name="occurrence_failed_idx"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -277,6 +283,52 @@ class Schedule(models.Model):
     @property
     def version(self) -> int:
         return self.job.version
+
+
+@cache
+def _time_zone_names() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+def validate_time_zone_name(value: str) -> None:
+    if value not in _time_zone_names():
+        raise ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")
+
+
+class UserPreference(models.Model):
+    """A person's admin settings: the zone their times are shown and typed in (default UTC).
+
+    The middleware (reminders/middleware.py) activates it for each request; a training's own page uses
+    the training's zone instead, since that is the zone its coach and players think in.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reminders_preference"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone_name])
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.time_zone}"
+
+
+class ScanMinute(models.Model):
+    """What the scans did in one UTC minute, added to by every scan run with one upsert.
+
+    The status page's deliveries-per-minute chart and "last scan" read the last 60 of these rows (primary
+    key range) instead of counting a million delivered occurrences an hour.
+    """
+
+    minute = models.DateTimeField(primary_key=True)
+    scans = models.PositiveIntegerField(default=0)
+    claimed = models.PositiveIntegerField(default=0)
+    delivered = models.PositiveIntegerField(default=0)
+    retried = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    last_scan_at = models.DateTimeField()
+    last_worker = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M}: {self.delivered} delivered"
 
 
 # Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (reminders/lookups.py).

@@ -96,10 +96,33 @@ class CallbackSerializer(serializers.Serializer):
         )
 
 
+def refuse_trailing_newline(key: str) -> None:
+    """The key pattern's `$` also matches before a final newline; the pattern stays `^…$` because the
+    OpenAPI schema publishes it, and JSON Schema (ECMA-262 regular expressions) has no end-of-text anchor."""
+    if key.endswith("\n"):
+        raise serializers.ValidationError("must not end with a line break.")
+
+
+class ThrottleField(serializers.SlugRelatedField):
+    """A throttle policy by name. A name PostgreSQL cannot hold (NUL, reachable through form bodies, which
+    the JSON parser's check does not see) does not exist rather than failing the lookup with a 500."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(slug_field="name", queryset=ThrottlePolicy.objects.all(), **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+        return super().to_internal_value(data)
+
+
 class JobInputSerializer(serializers.Serializer):
+    # Not trimmed (DRF's default): a key is refused unless it is exactly what will be stored and looked up
+    # (see `refuse_trailing_newline` for the one case the pattern lets through).
     key = serializers.RegexField(
         rf"^{KEY_PATTERN}$",
         max_length=200,
+        trim_whitespace=False,
         error_messages={
             "invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
         },
@@ -118,15 +141,10 @@ class JobInputSerializer(serializers.Serializer):
         default=1,
         help_text="Events per instant, each with its own idempotency key (REMINDERS_MAX_BATCH_SIZE at most).",
     )
-    throttle = serializers.SlugRelatedField(
-        slug_field="name",
-        queryset=ThrottlePolicy.objects.all(),
-        required=False,
-        allow_null=True,
-        default=None,
-    )
+    throttle = ThrottleField(required=False, allow_null=True, default=None)
 
     def validate_key(self, value: str) -> str:
+        refuse_trailing_newline(value)
         if value.startswith("schedule:"):
             raise serializers.ValidationError("keys starting with 'schedule:' are reserved for schedules.")
         reserved_by = handlers.key_reserved_by(value)

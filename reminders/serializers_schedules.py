@@ -25,20 +25,15 @@ from reminders.serializers import (
     AwareDateTimeField,
     CallbackSerializer,
     JobCallbackOutputSerializer,
+    ThrottleField,
     callback_representation,
+    refuse_trailing_newline,
 )
 
 EXPRESSION_HELP = (
     "A 5-field crontab, @hourly/@daily/@weekly/@monthly/@yearly, "
     f"@every <duration> (e.g. 90s, 15m, 1h30m; at least {MIN_EVERY_SECONDS}s) or @at <unix seconds>."
 )
-
-
-class ThrottleField(serializers.SlugRelatedField):
-    """A throttle policy by name."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(slug_field="name", queryset=ThrottlePolicy.objects.all(), **kwargs)
 
 
 def batch_size_field(**kwargs: Any) -> serializers.IntegerField:
@@ -56,6 +51,7 @@ class ScheduleInputSerializer(serializers.Serializer):
     key = serializers.RegexField(
         r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,189}$",
         max_length=190,
+        trim_whitespace=False,  # refused, never silently changed (see JobInputSerializer.key)
         error_messages={
             "invalid": "use 1-190 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
         },
@@ -81,6 +77,10 @@ class ScheduleInputSerializer(serializers.Serializer):
         self.schedule = instance_schedule
         if instance_schedule is not None:
             self.fields.pop("key")
+
+    def validate_key(self, value: str) -> str:
+        refuse_trailing_newline(value)
+        return value
 
     def validate_timezone(self, value: str) -> str:
         try:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+import socket
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from reminders import health
 from reminders.dispatch import occurrences_dispatch_for
 from reminders.services import occurrences_purge_old, scan_kick
+from reminders.status import scan_minutes_purge, scan_record
 
 logger = logging.getLogger(__name__)
 
@@ -18,6 +22,8 @@ logger = logging.getLogger(__name__)
 def scan_due() -> dict[str, int]:
     totals, backlog = occurrences_dispatch_for(seconds=settings.REMINDERS_SCAN_SECONDS)
     health.scan_finished(worker=scan_due.request.hostname)
+    # The status page's "last scan" and deliveries per minute (one upsert per run, reminders/status.py).
+    scan_record(result=totals, worker=scan_due.request.hostname or socket.gethostname())
     if backlog:
         # A full last batch means more is due: drain it now instead of waiting for the next beat tick.
         # Best effort: with the broker down the work done stands, and beat's next tick goes on.
@@ -33,4 +39,5 @@ def scan_due() -> dict[str, int]:
 
 @shared_task(name="reminders.tasks.purge_old", ignore_result=True)
 def purge_old() -> int:
+    scan_minutes_purge(before=timezone.now() - timedelta(days=2))  # the status page reads the last hour
     return occurrences_purge_old()

@@ -111,7 +111,8 @@ class Training(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.title} ({self.start:%Y-%m-%d %H:%M} UTC)"
+        local = self.start.astimezone(self.zone) if is_time_zone(self.time_zone) else self.start
+        return f"{self.title} ({local:%Y-%m-%d %H:%M} {local.tzname()})"
 
     @property
     def zone(self) -> ZoneInfo:
@@ -137,7 +138,7 @@ class QuestionnaireAnswer(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.player} {self.phase} {self.training_id}"
+        return f"{self.player}: {self.get_phase_display()}"  # names, never the training's UUID
 
 
 class InvitationStatus(models.TextChoices):
@@ -165,7 +166,7 @@ class Invitation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.player} -> {self.training_id} ({self.status})"
+        return f"{self.player}: {self.get_status_display()}"  # names, never the training's UUID
 
 
 class RuleKind(models.TextChoices):
@@ -290,6 +291,7 @@ class Push(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "pushes"
         constraints = [
             models.UniqueConstraint(fields=["occurrence_key", "player"], name="push_unique_per_occurrence"),
             models.CheckConstraint(condition=Q(status__in=PushStatus.values), name="push_status_valid"),
@@ -332,6 +334,7 @@ class DeliveredPush(models.Model):
     class Meta:
         # Retention: delivered_at < cutoff (trainings/retention.py).
         indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
+        verbose_name_plural = "delivered pushes"
 
     def __str__(self) -> str:
         return self.key

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from reminders.models import Occurrence
+from reminders.models import Occurrence, OccurrenceStatus
 from trainings.models import (
     Invitation,
     InvitationStatus,
     Membership,
+    Phase,
     Player,
     Push,
     PushStatus,
@@ -27,6 +30,7 @@ from trainings.models import (
     RuleKind,
     Team,
     Training,
+    TrainingJob,
 )
 
 User = AbstractBaseUser | AnonymousUser
@@ -92,6 +96,7 @@ def job_key(*, training_id: object, rule: ReminderRule) -> str:
 @dataclass(frozen=True)
 class TimelineEntry:
     occurrence_id: int
+    occurrence_key: str
     rule: str
     kind: str
     fire_at: datetime
@@ -125,6 +130,7 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
         entries.append(
             TimelineEntry(
                 occurrence_id=occurrence.id,
+                occurrence_key=occurrence.idempotency_key,
                 rule=rule.slug,
                 kind=rule.kind,
                 fire_at=occurrence.fire_at,
@@ -136,3 +142,127 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
             )
         )
     return entries
+
+
+# --- Coach views (admin list columns, player grid, timeline names) ---------------------------------------
+
+
+def _count(queryset: QuerySet[Any]) -> Coalesce:
+    """A correlated COUNT(*) of `queryset` (already filtered on training=OuterRef("pk")), 0 when none."""
+    counted = queryset.order_by().values("training").annotate(n=Count("pk")).values("n")[:1]
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def _owed(phase: str) -> Coalesce:
+    """Players on the list who have not declined and have no answer for `phase` (who the rule chases)."""
+    answered = QuestionnaireAnswer.objects.filter(
+        training=OuterRef("training"), player=OuterRef("player"), phase=phase
+    )
+    return _count(
+        Invitation.objects.filter(training=OuterRef("pk"))
+        .exclude(status=InvitationStatus.DENIED)
+        .filter(~Exists(answered))
+    )
+
+
+def trainings_with_counts(queryset: QuerySet[Training]) -> QuerySet[Training]:
+    """The coach's list columns as correlated subqueries: one query for the page, whatever its length.
+
+    Each count runs on the (training, player) unique indexes of invitations and answers.
+    """
+    invitations = Invitation.objects.filter(training=OuterRef("pk"))
+    answers = QuestionnaireAnswer.objects.filter(training=OuterRef("pk"))
+    return queryset.annotate(
+        n_accepted=_count(invitations.filter(status=InvitationStatus.ACCEPTED)),
+        n_declined=_count(invitations.filter(status=InvitationStatus.DENIED)),
+        n_pending=_count(invitations.filter(status=InvitationStatus.PENDING)),
+        n_pre_answered=_count(answers.filter(phase=Phase.PRE)),
+        n_pre_owed=_owed(Phase.PRE),
+        n_post_answered=_count(answers.filter(phase=Phase.POST)),
+        n_post_owed=_owed(Phase.POST),
+    )
+
+
+@dataclass(frozen=True)
+class PlayerRow:
+    player: str
+    invitation: str
+    responded_at: datetime | None
+    pre_answered_at: datetime | None
+    post_answered_at: datetime | None
+    declined: bool
+    reminders_received: int
+    last_push: str
+    last_push_at: datetime | None
+
+
+def training_player_grid(*, training: Training) -> list[PlayerRow]:
+    """One row per invited player, by name: RSVP, answers, pushes received and the last one's outcome.
+
+    Three queries: invitations with players, answers, pushes (all on the training's indexes).
+    """
+    invitations = list(training.invitations.select_related("player").order_by("player__name"))
+    answered = {
+        (player_id, phase): at
+        for player_id, phase, at in training.answers.values_list("player_id", "phase", "answered_at")
+    }
+    received: dict[int, int] = {}
+    last: dict[int, tuple[str, datetime | None]] = {}
+    for player_id, status, created, sent in training.pushes.order_by("created_at", "pk").values_list(
+        "player_id", "status", "created_at", "sent_at"
+    ):
+        if status == PushStatus.SENT:
+            received[player_id] = received.get(player_id, 0) + 1
+        last[player_id] = (PushStatus(status).label, sent or created)
+    rows = []
+    for invitation in invitations:
+        pid = invitation.player_id
+        outcome, outcome_at = last.get(pid, ("", None))
+        rows.append(
+            PlayerRow(
+                player=invitation.player.name,
+                invitation=invitation.get_status_display(),
+                responded_at=invitation.responded_at,
+                pre_answered_at=answered.get((pid, Phase.PRE)),
+                post_answered_at=answered.get((pid, Phase.POST)),
+                declined=invitation.status == InvitationStatus.DENIED,
+                reminders_received=received.get(pid, 0),
+                last_push=outcome,
+                last_push_at=outcome_at,
+            )
+        )
+    return rows
+
+
+def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]:
+    """The next scheduled reminder of each training: two queries for a page of them (the trainings' jobs
+    through TrainingJob, then the first scheduled fire of each job on occurrence_job_fire_idx)."""
+    training_of = dict(
+        TrainingJob.objects.filter(training__in=[t.pk for t in trainings]).values_list(
+            "job_id", "training_id"
+        )
+    )
+    rows = (
+        Occurrence.objects.filter(job_id__in=list(training_of), status=OccurrenceStatus.SCHEDULED)
+        .values("job_id")
+        .annotate(first=Min("fire_at"))
+        .values_list("job_id", "first")
+    )
+    earliest: dict[object, datetime] = {}
+    for key, first in rows:
+        pk = training_of[key]
+        if pk not in earliest or first < earliest[pk]:
+            earliest[pk] = first
+    return earliest
+
+
+def timeline_reached(*, training: Training, occurrence_keys: list[str]) -> dict[str, list[str]]:
+    """Names of the players each occurrence's pushes reached (published), on push_training_occ_idx."""
+    reached: dict[str, list[str]] = {}
+    for key, name in (
+        Push.objects.filter(training=training, occurrence_key__in=occurrence_keys, status=PushStatus.SENT)
+        .order_by("player__name")
+        .values_list("occurrence_key", "player__name")
+    ):
+        reached.setdefault(key, []).append(name)
+    return reached

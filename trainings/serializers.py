@@ -36,6 +36,9 @@ class TrainingSerializer(serializers.ModelSerializer):
     end = AwareDateTimeField()
     players = serializers.SerializerMethodField()
     invitations = InvitationSerializer(many=True, read_only=True)
+    # For people: the same instants as wall times in the training's zone (ISO 8601 with its UTC offset).
+    start_local = serializers.SerializerMethodField(help_text="`start` in the training's time zone.")
+    end_local = serializers.SerializerMethodField(help_text="`end` in the training's time zone.")
 
     class Meta:
         model = Training
@@ -45,6 +48,8 @@ class TrainingSerializer(serializers.ModelSerializer):
             "title",
             "start",
             "end",
+            "start_local",
+            "end_local",
             "time_zone",
             "location",
             "cancelled",
@@ -54,6 +59,14 @@ class TrainingSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_start_local(self, training: Training) -> str:
+        return training.start.astimezone(training.zone).isoformat()
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_end_local(self, training: Training) -> str:
+        return training.end.astimezone(training.zone).isoformat()
 
     def get_players(self, training: Training) -> list[int]:
         return sorted(invitation.player_id for invitation in training.invitations.all())
@@ -160,11 +173,17 @@ class TimelineEntrySerializer(serializers.Serializer):
     rule = serializers.CharField(help_text="Rule slug.")
     kind = serializers.CharField()
     fire_at = serializers.DateTimeField()
+    fire_at_local = serializers.SerializerMethodField(help_text="`fire_at` in the training's time zone.")
     status = serializers.CharField(help_text="scheduled, claimed, delivered, failed, cancelled or skipped.")
     attempts = serializers.IntegerField()
     outcome = serializers.CharField(allow_null=True, help_text="What the handler found when it fired.")
     recipients = serializers.IntegerField(allow_null=True, help_text="Players still pending when it fired.")
     players_reached = serializers.IntegerField(help_text="Pushes published to the push queue.")
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_fire_at_local(self, entry: Any) -> str:
+        zone = self.context.get("zone")
+        return entry.fire_at.astimezone(zone).isoformat() if zone else entry.fire_at.isoformat()
 
 
 class ReminderTemplateSerializer(serializers.Serializer):

@@ -14,7 +14,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -35,12 +35,13 @@ from trainings.models import (
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
+    RuleKind,
     RunOutcome,
     Team,
     Training,
     TrainingJob,
 )
-from trainings.offsets import MAX_OFFSET
+from trainings.offsets import MAX_OFFSET, Offset
 from trainings.rendering import Rendered, push_render
 from trainings.selectors import active_member_ids, job_key, reminder_recipients
 
@@ -389,6 +390,13 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
     recipients = list(reminder_recipients(training=training, rule=rule))
     if not recipients:
         return _Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
+    return _recipients_pushes(delivery, training, rule, recipients, offset)
+
+
+def _recipients_pushes(
+    delivery: Delivery, training: Training, rule: ReminderRule, recipients: list[Player], offset: Offset
+) -> _Firing:
+    """One unsaved Push per recipient, its text rendered in their language and zone."""
     templates = list(rule.templates.all())
     rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
     pushes = []
@@ -509,6 +517,77 @@ def pushes_publish(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
                 f"{len(failed)} of {len(pushes)} pushes not published: {failed[0]}"
             )
     return errors
+
+
+# --- Coach actions in the admin -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemindResult:
+    recipients: int
+    published: int
+    error: str = ""
+
+
+def _offset_now(training: Training, rule: ReminderRule, now: datetime) -> Offset:
+    """The `{offset}` of a push sent now: how far the rule's anchor (start, or end for POST) is from now."""
+    anchor = training.end if rule.kind == RuleKind.POST else training.start
+    minutes = max(1, round(abs((anchor - now).total_seconds()) / 60))
+    if minutes < 120:
+        return Offset(minutes, "m")
+    if minutes < 2 * 1440:
+        return Offset(round(minutes / 60), "h")
+    return Offset(round(minutes / 1440), "d")
+
+
+def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -> RemindResult:
+    """ "Remind the pending players now": one push per player the rule still chases, published at once.
+
+    The click's token is part of every push key (unique per occurrence key and player), so a resubmitted
+    click finds its pushes already there and publishes only those not yet sent: once per click.
+    """
+    now = timezone.now()
+    occurrence_key = f"manual-{training.pk}-{rule.slug}-{click}"[:255]
+    recipients = list(reminder_recipients(training=training, rule=rule))
+    delivery = Delivery(
+        occurrence_id=0,
+        idempotency_key=occurrence_key,
+        job_key=occurrence_key,
+        fire_at=now,
+        attempt=1,
+        target=settings.TRAININGS_PUSH_QUEUE,
+        payload={"training": str(training.pk), "rule": rule.pk},
+    )
+    firing = _recipients_pushes(delivery, training, rule, recipients, _offset_now(training, rule, now))
+    for push in firing.pushes:
+        push.occurrence_id = None  # no engine occurrence behind a coach's click
+    with transaction.atomic():
+        Push.objects.bulk_create(sorted(firing.pushes, key=lambda p: p.key), ignore_conflicts=True)
+    errors = pushes_publish(deliveries=[delivery])
+    published = Push.objects.filter(occurrence_key=occurrence_key, status=PushStatus.SENT).count()
+    error = str(errors[0]) if 0 in errors else ""
+    return RemindResult(recipients=len(recipients), published=published, error=error)
+
+
+def training_copy(*, training: Training, days: int = 7) -> Training:
+    """The same training `days` later at the same local time (wall clock in its zone, across DST), with
+    the same player list, every invitation pending again."""
+    zone = training.zone
+
+    def later(instant: datetime) -> datetime:
+        local = instant.astimezone(zone).replace(tzinfo=None) + timedelta(days=days)
+        return local.replace(tzinfo=zone, fold=0).astimezone(UTC)
+
+    players = list(Player.objects.filter(invitations__training=training).order_by("pk"))
+    return training_create(
+        team=training.team,
+        title=training.title,
+        start=later(training.start),
+        end=later(training.end),
+        time_zone=training.time_zone,
+        location=training.location,
+        players=players,
+    )
 
 
 # --- Access -------------------------------------------------------------------------------------------

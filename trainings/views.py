@@ -150,7 +150,7 @@ class TrainingViewSet(viewsets.ModelViewSet):
     def timeline(self, request: Request, pk: str | None = None) -> Response:
         training = self.get_object()
         entries = training_timeline(training=training)
-        return Response(TimelineEntrySerializer(entries, many=True).data)
+        return Response(TimelineEntrySerializer(entries, many=True, context={"zone": training.zone}).data)
 
 
 class IsOperatorOrReadOnly(BasePermission):

@@ -177,6 +177,18 @@ def test_bad_input_is_a_400_naming_the_field_and_stores_nothing(
     assert Occurrence.objects.count() == 0
 
 
+@pytest.mark.parametrize("key", [" padded", "padded ", "\tpadded", "padded\n", "\npadded", "pad\nded"])
+def test_a_key_with_whitespace_is_refused_not_trimmed(api: APIClient, key: str) -> None:
+    """Issue 18: " padded" was stored as "padded" with a 201, so a GET of the key sent was a 404."""
+    response = api.post("/api/jobs/", _body(key=key), format="json")
+    assert response.status_code == 400, response.content
+    assert "key" in response.json(), response.json()
+    bulk = api.post("/api/jobs/bulk/", {"jobs": [_body(key=key)]}, format="json")
+    assert bulk.status_code == 400, bulk.content
+    assert "key" in bulk.json()["jobs"]["0"], bulk.json()
+    assert not Job.objects.exists()
+
+
 def test_more_than_the_maximum_instants_is_a_400(api: APIClient, settings: Any) -> None:
     settings.REMINDERS_MAX_SCHEDULES = 3
     soon = timezone.now() + dt.timedelta(hours=1)

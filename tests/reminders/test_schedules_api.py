@@ -82,6 +82,15 @@ def test_it_rejects_bad_input_naming_the_field(api: APIClient, overrides: dict[s
     assert not Occurrence.objects.exists()
 
 
+@pytest.mark.parametrize("key", [" renewals", "renewals ", "renewals\n", "\trenewals"])
+def test_a_key_with_whitespace_is_refused_not_trimmed(api: APIClient, key: str) -> None:
+    """Issue 18: a key sent with surrounding whitespace was stored trimmed with a 201."""
+    response = api.post("/api/schedules/", _body(key=key), format="json")
+    assert response.status_code == 400, response.content
+    assert "key" in response.json(), response.json()
+    assert not Schedule.objects.exists() and not Occurrence.objects.exists()
+
+
 def test_it_previews_upcoming_fires_in_utc_and_in_the_zone(api: APIClient) -> None:
     api.post("/api/schedules/", _body(), format="json")
     response = api.get("/api/schedules/renewals/preview/?count=5")

@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence
+from reminders.serializers import JobInputSerializer
 from tests.security.strategies import callbacks, instants, json_values, keys, url_text
 
 pytestmark = pytest.mark.django_db
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-FIELDS = {"key", "schedules", "callback", "priority", "deadline_seconds"}
+FIELDS = set(JobInputSerializer().fields)  # what a 400 may name, besides detail/non_field_errors
 
 near_valid_jobs = st.fixed_dictionaries(
     {},

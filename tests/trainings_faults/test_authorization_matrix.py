@@ -365,10 +365,21 @@ def _trainings_routes() -> set[tuple[str, str]]:
     return found
 
 
+# Admin pages the trainings app adds beyond each model's own (tested by the admin tests below).
+ADMIN_ROUTES = {
+    ("trainings_training_remind", "*"),
+    ("trainings_training_copy", "*"),
+    ("trainings_training_cancel", "*"),
+    ("admin-status", "*"),
+    ("admin-status-retry", "*"),
+}
+
+
 def test_every_trainings_route_has_a_row_in_the_matrix() -> None:
     routes = _trainings_routes()
     assert len(routes) >= len(MATRIX)  # the walk found the app at all
-    assert routes == set(MATRIX) == set(REQUESTS)
+    assert routes >= ADMIN_ROUTES
+    assert routes - ADMIN_ROUTES == set(MATRIX) == set(REQUESTS)
 
 
 # --- admin ------------------------------------------------------------------------------------------------
@@ -476,6 +487,36 @@ def test_admin_a_coach_cannot_change_or_delete_another_teams_training(world: Wor
     delete = reverse("admin:trainings_training_delete", args=[theirs.pk])
     assert coach.post(delete, {"post": "yes"}).status_code == 302
     assert _state(world.b) == before
+
+
+def test_admin_training_actions_reach_only_the_coachs_own_trainings(world: World) -> None:
+    coach = _admin(world, "coach_a")
+    rule = ReminderRule.objects.get(slug="invitation")
+    before = _state(world.b)
+    for action, body in (("remind", {"rule": rule.pk, "click": "c1"}), ("copy", {}), ("cancel", {})):
+        theirs = reverse(f"admin:trainings_training_{action}", args=[world.b.training.pk])
+        response = coach.post(theirs, body)
+        assert response.status_code == 302 and response["Location"] == "/admin/"  # "does not exist"
+        anonymous = Client().post(theirs, body)
+        assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+        _PASSED["admin"] += 1
+    assert _state(world.b) == before
+    assert not Push.objects.filter(training=world.b.training).exists()
+    own = reverse("admin:trainings_training_copy", args=[world.a.training.pk])
+    assert coach.post(own).status_code == 302
+    assert Training.objects.filter(team=world.a.team).count() == 2
+
+
+@pytest.mark.parametrize(
+    ("actor", "allowed"), [("coach_a", False), ("staff", False), ("operator", True), ("superuser", True)]
+)
+def test_admin_the_status_page_is_for_operators(world: World, actor: str, allowed: bool) -> None:
+    client = _admin(world, actor)
+    assert client.get(reverse("admin-status")).status_code == (200 if allowed else 403)
+    retry = client.post(reverse("admin-status-retry"), {"error": ""})
+    assert retry.status_code == (302 if allowed else 403)
+    assert Client().get(reverse("admin-status")).status_code == 302  # anonymous: to the login page
+    _PASSED["admin"] += 1
 
 
 def test_every_trainings_admin_model_has_a_row() -> None:

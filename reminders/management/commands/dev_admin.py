@@ -7,6 +7,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
+from reminders.management.address import site_url
+
 
 class Command(BaseCommand):
     help = "Development only (DJANGO_DEBUG=1): ensure an `admin` superuser exists and print its API token."
@@ -23,7 +25,8 @@ class Command(BaseCommand):
             user.save()
         token, _ = Token.objects.get_or_create(user=user)
         self.stdout.write(
-            "Admin: http://127.0.0.1:8000/admin/ (admin / admin)   API docs: http://127.0.0.1:8000/api/docs/\n"
+            f"Admin: {site_url('/admin/')} (admin / admin)   API docs: {site_url('/api/docs/')}\n"
+            f"Status: {site_url('/admin/status/')}\n"
             f"API token: {token.key}   e.g. curl -H 'Authorization: Token {token.key}' "
-            "http://127.0.0.1:8000/api/jobs/"
+            f"{site_url('/api/jobs/')}"
         )

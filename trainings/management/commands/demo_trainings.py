@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from reminders.management.address import site_url
 from trainings.models import InvitationStatus, Membership, Phase, Player, Team, Training
 from trainings.selectors import training_timeline
 from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
@@ -65,17 +66,21 @@ class Command(BaseCommand):
         for training in Training.objects.filter(team=team, created_at__gte=now).order_by("created_at"):
             upcoming = [e for e in training_timeline(training=training) if e.status == "scheduled"]
             first = upcoming[0] if upcoming else None
-            when = f"{first.rule} at {first.fire_at:%H:%M:%S} UTC" if first else "nothing pending"
+            local = first.fire_at.astimezone(training.zone) if first else None
+            when = (
+                f"{first.rule} at {local:%H:%M:%S %Z} ({training.time_zone})" if first else "nothing pending"
+            )
             self.stdout.write(
-                f"  {training.title}: next reminder {when}   /api/trainings/{training.pk}/timeline/"
+                f"  {training.title}: next reminder {when}   "
+                f"{site_url(f'/admin/trainings/training/{training.pk}/change/')}"
             )
         self.stdout.write(
             "What to watch:\n"
             "  1. keep `make run` going (worker + beat deliver the due reminders);\n"
             f"  2. run `.venv/bin/python manage.py push_gateway`: each push is logged as a PUSH line "
             f"(provider {settings.TRAININGS_PUSH_PROVIDER}, queue {settings.TRAININGS_PUSH_QUEUE});\n"
-            "  3. http://127.0.0.1:8000/admin/trainings/training/ (coach / coach sees only Demo U15): each "
-            "training's reminder timeline shows status, pending players and pushes sent."
+            f"  3. {site_url('/admin/trainings/training/')} (coach / coach sees only Demo U15): each "
+            "training's page shows its player grid and its reminder timeline in Paris time."
         )
 
     def _coach(self) -> Any:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reminders', '0003_schedules_throttling_batches'),
+        ('reminders', '0004_user_preference_scan_minutes_failed_index'),
     ]
 
     operations = [

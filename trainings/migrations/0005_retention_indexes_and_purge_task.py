@@ -23,7 +23,7 @@ def remove_purge_task(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0003_training_job_relation'),
+        ('trainings', '0004_push_plural_names'),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 

@@ -1,0 +1,159 @@
+"""The coach's admin: local times (across DST), list counts without N+1, player grid, timeline by name,
+remind-now once per click, cancel, copy to next week."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from reminders.models import Occurrence, OccurrenceStatus, UserPreference
+from tests.factories import UserFactory
+from trainings.models import InvitationStatus, Phase, Player, Push, PushStatus, Team, Training
+from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
+
+PARIS = ZoneInfo("Europe/Paris")
+
+
+@pytest.fixture
+def coach(db: None) -> Any:
+    user = UserFactory(username="coach-a", is_staff=True)
+    user.groups.add(coach_group_ensure())
+    return user
+
+
+@pytest.fixture
+def browser(coach: Any) -> Client:
+    client = Client()
+    client.force_login(coach)
+    return client
+
+
+def _training(team: Team, start: dt.datetime, title: str = "Session") -> Training:
+    return training_create(
+        team=team, title=title, start=start, end=start + dt.timedelta(minutes=90), time_zone="Europe/Paris"
+    )
+
+
+def _form(team: Team, day: str, start: str, end: str) -> dict[str, Any]:
+    return {
+        "team": team.pk,
+        "title": "Typed in Paris",
+        "start_0": day,
+        "start_1": start,
+        "end_0": day,
+        "end_1": end,
+        "time_zone": "Europe/Paris",
+        "location": "",
+        **{
+            f"{p}-{k}": v
+            for p in ("invitations", "answers")
+            for k, v in (("TOTAL_FORMS", 0), ("INITIAL_FORMS", 0))
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("day", "utc_hour"),
+    [("2030-10-26", 15), ("2030-10-27", 16)],  # Paris leaves summer time on 27 October 2030
+)
+def test_it_reads_typed_times_in_the_trainings_zone_on_both_sides_of_a_dst_change(
+    browser: Client, team: Team, coach: Any, day: str, utc_hour: int
+) -> None:
+    UserPreference.objects.create(user=coach, time_zone="America/New_York")  # the person's zone is irrelevant
+    response = browser.post("/admin/trainings/training/add/", _form(team, day, "17:25:00", "18:55:00"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    training = Training.objects.get(title="Typed in Paris")
+    assert training.start == dt.datetime.fromisoformat(f"{day}T{utc_hour}:25:00+00:00")
+    page = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    assert 'value="17:25:00"' in page  # shown back as typed, in the training's zone
+    assert "Europe/Paris" in page
+    listing = browser.get("/admin/trainings/training/").content.decode()
+    abbreviation = "CEST" if day == "2030-10-26" else "CET"
+    assert f"17:25:00 {abbreviation}" in listing
+
+
+def test_the_list_shows_local_start_next_reminder_rsvp_and_answer_counts_in_a_fixed_number_of_queries(
+    browser: Client, team: Team
+) -> None:
+    start = timezone.now() + dt.timedelta(days=2)
+    first = _training(team, start, "First")
+    alice, bruno, chloe = (Player.objects.get(name=n) for n in ("Alice", "Bruno", "Chloe"))
+    invitation_respond(invitation=first.invitations.get(player=alice), status=InvitationStatus.ACCEPTED)
+    invitation_respond(invitation=first.invitations.get(player=bruno), status=InvitationStatus.DENIED)
+    answer_record(training=first, player=alice, phase=Phase.PRE, answers={})
+    with CaptureQueriesContext(connection) as one:
+        page = browser.get("/admin/trainings/training/").content.decode()
+    for n in range(4):
+        _training(team, start + dt.timedelta(days=n + 1), f"More {n}")
+    with CaptureQueriesContext(connection) as five:
+        browser.get("/admin/trainings/training/")
+    assert len(five.captured_queries) == len(one.captured_queries)  # no query per row
+    assert "1 ✓" in page and "1 ✗" in page and "1 pending" in page
+    assert "1 / 1" in page  # pre: Alice answered, Chloe owes (Bruno declined)
+    assert "0 / 2" in page  # post: nobody answered, Alice and Chloe owe
+    next_fire = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).order_by("fire_at").first()
+    assert next_fire is not None
+    local = next_fire.fire_at.astimezone(PARIS)
+    assert f"{local:%a %Y-%m-%d}<br>{local:%H:%M:%S} {local.tzname()}" in page
+    assert chloe.name not in page  # names belong to the training page, the list has counts
+
+
+def test_the_training_page_names_players_in_the_grid_and_the_timeline(
+    browser: Client, team: Team, push_queue: str
+) -> None:
+    training = _training(team, timezone.now() + dt.timedelta(days=2))
+    alice = Player.objects.get(name="Alice")
+    answer_record(training=training, player=alice, phase=Phase.PRE, answers={})
+    page = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    assert str(training.pk) not in page.split("Player grid", 1)[1].split("</table>", 1)[0]
+    for name in ("Alice", "Bruno", "Chloe"):
+        assert name in page
+    assert "owed" in page and "✓" in page
+    assert "invitation" in page and "pre-questionnaire" in page  # the timeline, by rule
+    assert f"-&gt; {training.pk}" not in page  # no "Alice -> <uuid>" labels
+
+
+def test_remind_pending_now_pushes_each_pending_player_once_per_click(
+    browser: Client, team: Team, push_queue: str, rules: dict[str, Any]
+) -> None:
+    training = _training(team, timezone.now() + dt.timedelta(days=2))
+    invitation_respond(
+        invitation=training.invitations.get(player__name="Alice"), status=InvitationStatus.ACCEPTED
+    )
+    url = f"/admin/trainings/training/{training.pk}/remind/"
+    form = {"rule": rules["invitation"].pk, "click": "a1b2c3"}
+    response = browser.post(url, form, follow=True)
+    assert "2 push(es) sent to the 2 pending player(s)" in response.content.decode()
+    browser.post(url, form)  # the same click again (a double submit): nothing new
+    pushes = Push.objects.filter(training=training)
+    assert sorted(pushes.values_list("player__name", flat=True)) == ["Bruno", "Chloe"]
+    assert set(pushes.values_list("status", flat=True)) == {PushStatus.SENT}
+    browser.post(url, {**form, "click": "d4e5f6"})  # a new click reminds again
+    assert Push.objects.filter(training=training).count() == 4
+    page = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    assert "Published to the push queue" in page  # the grid's last push outcome
+
+
+def test_cancel_and_copy_to_next_week_keep_the_local_time_across_dst(browser: Client, team: Team) -> None:
+    start = dt.datetime(2030, 10, 22, 17, 25, tzinfo=PARIS)  # the next week's is after the DST change
+    training = _training(team, start)
+    response = browser.post(f"/admin/trainings/training/{training.pk}/copy/")
+    assert response.status_code == 302
+    copy = Training.objects.exclude(pk=training.pk).get()
+    assert copy.start.astimezone(PARIS) == dt.datetime(2030, 10, 29, 17, 25, tzinfo=PARIS)
+    assert copy.start - training.start == dt.timedelta(days=7, hours=1)
+    assert copy.invitations.count() == training.invitations.count()
+    browser.post(f"/admin/trainings/training/{training.pk}/cancel/")
+    training.refresh_from_db()
+    assert training.cancelled
+    assert not Occurrence.objects.filter(
+        job__training_job__training=training, status=OccurrenceStatus.SCHEDULED
+    ).exists()
+    assert browser.get(f"/admin/trainings/training/{training.pk}/copy/").status_code == 403  # POST only
