@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+# LOG_FORMAT=json: Celery leaves logging to Django's LOGGING (one JSON object per line) instead of
+# installing its own text format on the root logger.
+if os.environ.get("LOG_FORMAT") == "json":
+
+    @signals.setup_logging.connect
+    def _logging_from_django_settings(**kwargs: object) -> None:
+        from logging.config import dictConfig
+
+        from django.conf import settings
+
+        dictConfig(settings.LOGGING)
+
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -7,6 +7,8 @@ and CELERY_BROKER_URL=amqp://... switch to PostgreSQL and RabbitMQ (production a
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +234,82 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "InvitationStatusEnum": "trainings.models.InvitationStatus",
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
 }
+
+# --- Operations: metrics, health, abuse limits, log format (reminders/metrics.py, health.py, views_ops.py,
+# api_limits.py, logformat.py; README "Operating it") ----------------------------------------------------
+# prometheus-client's multiprocess mode (scripts/run-all.sh sets it): every process writes its samples there.
+# Created here, before any metric exists, since a missing directory would fail every process at import.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# /metrics: without a token only direct requests from loopback/private addresses; with one, only it.
+METRICS_BEARER_TOKEN = env_str("METRICS_BEARER_TOKEN", "")
+# The scrape-time backlog gauge counts at most this many due rows per priority level (bounds the query).
+REMINDERS_METRICS_BACKLOG_CAP = env_int("REMINDERS_METRICS_BACKLOG_CAP", 100000, minimum=1)
+# /health/ready and `manage.py healthcheck`: some worker must have finished a scan this recently.
+REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS = env_float("REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS", 30.0, minimum=1.0)
+REMINDERS_HEALTH_TIMEOUT_SECONDS = env_float("REMINDERS_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
+# Probes and scrapers speak plain HTTP inside the network even when the site redirects to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^health/"]
+
+# Admin login lockout (django-axes): AXES_FAILURE_LIMIT wrong passwords for one username from one address
+# lock that pair out for AXES_COOLOFF_HOURS, the right password included.
+INSTALLED_APPS += ["axes"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last, as django-axes requires
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0, minimum=0.0) or None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "reminders.api_limits.client_ip"
+
+# API throttling (DRF): per token (or session user) and per client address, each "<n>/<s|m|h|d>". The
+# counters live in the "throttle" cache: per process by default; API_THROTTLE_CACHE=database shares them
+# between processes and hosts (run `manage.py createcachetable` once).
+API_THROTTLE_RATES = {
+    "token": env_str("API_THROTTLE_TOKEN_RATE", "100/s"),
+    "ip": env_str("API_THROTTLE_IP_RATE", "300/s"),
+}
+for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the first request
+    if not re.fullmatch(r"\s*\d+\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*", _rate):
+        raise ImproperlyConfigured(f"API throttle rate {_scope}={_rate!r} is not '<n>/<s|m|h|d>'")
+# How many reverse proxies in front append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
+API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
+    "reminders.api_limits.TokenRateThrottle",
+    "reminders.api_limits.AddressRateThrottle",
+]
+_THROTTLE_CACHE = env_str("API_THROTTLE_CACHE", "memory")
+if _THROTTLE_CACHE not in ("memory", "database"):
+    raise ImproperlyConfigured("API_THROTTLE_CACHE must be 'memory' or 'database'")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "reminders_throttle_cache"}
+        if _THROTTLE_CACHE == "database"
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
+    ),
+}
+
+# Request bodies: one limit for every request, answered with a JSON 413 on the API. 16 MiB holds the
+# documented bulk maximum (200,000 instants, about 5.6 MB in the canonical form, plus 10,000 jobs).
+REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
+MIDDLEWARE.insert(0, "reminders.api_limits.RequestBodyLimitMiddleware")
+
+# LOG_FORMAT=json: one JSON object per line (reminders/logformat.py); "text" (default) for people.
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured("LOG_FORMAT must be 'text' or 'json'")
+LOGGING["formatters"]["json"] = {"()": "reminders.logformat.JsonFormatter"}
+LOGGING["handlers"]["console"]["formatter"] = "json" if LOG_FORMAT == "json" else "plain"
+
+# Retention of trainings bookkeeping (trainings/retention.py, hourly task "trainings: purge old pushes").
+TRAININGS_PUSH_RETENTION_DAYS = env_int("TRAININGS_PUSH_RETENTION_DAYS", 30, minimum=1)
+TRAININGS_RUN_RETENTION_DAYS = env_int("TRAININGS_RUN_RETENTION_DAYS", 90, minimum=1)
+TRAININGS_DELIVERED_PUSH_RETENTION_DAYS = env_int("TRAININGS_DELIVERED_PUSH_RETENTION_DAYS", 7, minimum=1)
 
 # --- Admin for coaches and operators (issue 15) ----------------------------------------------------------
 # Project templates (admin index with the status link, the status page, a friendly 403) come first.

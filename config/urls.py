@@ -5,6 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from reminders import views_ops
 from reminders.preferences import time_zone_view
 from trainings.status import status_retry_view, status_view
 
@@ -20,4 +21,11 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("reminders.urls")),
     path("api/", include("trainings.urls")),
+]
+
+# --- Operations: Prometheus metrics and health probes (reminders/views_ops.py) --------------------------
+urlpatterns += [
+    path("metrics", views_ops.metrics, name="metrics"),
+    path("health/live", views_ops.live, name="health-live"),
+    path("health/ready", views_ops.ready, name="health-ready"),
 ]

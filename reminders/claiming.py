@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
+from reminders import metrics
 from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Occurrence, OccurrenceStatus
 from reminders.retry import RetryPolicy
 
@@ -127,6 +128,7 @@ def claim_statement_postgres(
     return sql, params
 
 
+@metrics.timed_claim
 def occurrences_claim_due(
     *, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0, throttle_id: int | None = None
 ) -> Claim:
@@ -272,6 +274,7 @@ def occurrences_reap_expired(*, now: datetime, policy: RetryPolicy) -> int:
         )
         if failed:
             _schedules_advance(ended, now)
+            metrics.occurrences_reaped_failed(ended)
     returned = expired.update(
         status=OccurrenceStatus.SCHEDULED,
         next_attempt_at=now,

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from reminders import metrics
 from reminders.claiming import (
     Claim,
     ClaimedOccurrence,
@@ -173,6 +174,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
             seconds=job.deadline_seconds
         ):
             late.append(occurrence.id)
+            metrics.occurrences_ended("skipped", job.callback_type)
             continue
         groups[job.callback_type].append(_delivery(occurrence, job))
     if late:
@@ -211,7 +213,8 @@ class _Pipeline:
     def send(self, chunk: _Chunk) -> None:
         previous, self._flight = self._flight, None
         outcome = previous[1].wait() if previous else None
-        self._flight = (chunk, get_transport(chunk.callback_type).start(chunk.deliveries))
+        start = get_transport(chunk.callback_type).start
+        self._flight = (chunk, metrics.publish_timed(chunk.callback_type, start, chunk.deliveries))
         if previous is not None and outcome is not None:
             self._mark(previous[0], outcome)
         if isinstance(self._flight[1], Settled):
@@ -243,6 +246,7 @@ class _Pipeline:
         marked = occurrences_mark_delivered(token=token, ids=accepted, now=now)
         result.delivered += marked
         result.lost_lease += len(accepted) - marked
+        metrics.occurrences_delivered(chunk.callback_type, chunk.deliveries, errors, marked, now)
         if not errors:
             return
         attempts = {d.occurrence_id: d.attempt for d in chunk.deliveries}
@@ -251,6 +255,7 @@ class _Pipeline:
             for oid, exc in errors.items()
         ]
         occurrences_mark_failed(token=token, failures=failures, now=now, policy=self.policy)
+        metrics.occurrences_failed(chunk.callback_type, chunk.deliveries, errors, self.policy.exhausted, now)
         for failure in failures:
             if failure.permanent or self.policy.exhausted(failure.attempts):
                 result.failed += 1

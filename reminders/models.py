@@ -334,3 +334,23 @@ class ScanMinute(models.Model):
 # Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (reminders/lookups.py).
 Occurrence._meta.get_field("id").register_lookup(AnyOf)
 Job._meta.get_field("id").register_lookup(AnyOf)
+
+
+class WorkerHeartbeat(models.Model):
+    """When each worker last finished a due scan: what `/health/ready` and the last-scan metric read.
+
+    One row per Celery worker node (its nodename, shared by its prefork children), written by the scan task
+    at most once a second per process with the database's clock, so hosts with skewed clocks agree.
+    """
+
+    worker = models.CharField(max_length=255, primary_key=True)
+    scan_finished_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # Readiness: the newest scan_finished_at (ORDER BY scan_finished_at DESC LIMIT 1).
+            models.Index(fields=["-scan_finished_at"], name="heartbeat_latest_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.worker} @ {self.scan_finished_at.isoformat()}"

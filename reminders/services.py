@@ -19,6 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from reminders import metrics
 from reminders.models import (
     PRIORITY_DEFAULT,
     PURGEABLE_STATUSES,
@@ -140,11 +141,12 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime], *, created: bo
         if status == OccurrenceStatus.SCHEDULED and (fire_at, index) not in slots
     ]
     if stale:
-        Occurrence.objects.filter(id__in=stale, status=OccurrenceStatus.SCHEDULED).update(
+        cancelled = Occurrence.objects.filter(id__in=stale, status=OccurrenceStatus.SCHEDULED).update(
             status=OccurrenceStatus.CANCELLED,
             finished_at=now,
             last_error="replaced by a new version of the job",
         )
+        metrics.occurrences_ended("cancelled", job.callback_type, cancelled)
     job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
         priority=job.priority, job_version=job.version, throttle=job.throttle_id
     )
@@ -296,9 +298,12 @@ def job_cancel(*, job: Job) -> int:
 
 
 def occurrences_cancel(occurrences: QuerySet[Occurrence], *, reason: str = "cancelled") -> int:
-    return occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
-        status=OccurrenceStatus.CANCELLED, finished_at=timezone.now(), last_error=reason
+    now = timezone.now()
+    count = occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
+        status=OccurrenceStatus.CANCELLED, finished_at=now, last_error=reason
     )
+    metrics.occurrences_cancelled(occurrences, finished_at=now, count=count)
+    return count
 
 
 def occurrences_retry_now(occurrences: QuerySet[Occurrence]) -> int:

@@ -10,6 +10,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from reminders import health
 from reminders.dispatch import occurrences_dispatch_for
 from reminders.services import occurrences_purge_old, scan_kick
 from reminders.status import scan_minutes_purge, scan_record
@@ -20,6 +21,7 @@ logger = logging.getLogger(__name__)
 @shared_task(name="reminders.tasks.scan_due", ignore_result=True)
 def scan_due() -> dict[str, int]:
     totals, backlog = occurrences_dispatch_for(seconds=settings.REMINDERS_SCAN_SECONDS)
+    health.scan_finished(worker=scan_due.request.hostname)
     # The status page's "last scan" and deliveries per minute (one upsert per run, reminders/status.py).
     scan_record(result=totals, worker=scan_due.request.hostname or socket.gethostname())
     if backlog:

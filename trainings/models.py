@@ -257,6 +257,10 @@ class ReminderRun(models.Model):
     attempts = models.PositiveIntegerField(default=1)
     ran_at = models.DateTimeField()
 
+    class Meta:
+        # Retention: ran_at < cutoff (trainings/retention.py).
+        indexes = [models.Index(fields=["ran_at"], name="reminderrun_ran_at_idx")]
+
     def __str__(self) -> str:
         return f"{self.occurrence_key}: {self.outcome}"
 
@@ -296,6 +300,8 @@ class Push(models.Model):
             # The timeline's "players reached": training = t AND occurrence_key IN (...), grouped by key.
             # (The fire path's occurrence_key = k uses the unique (occurrence_key, player) index.)
             models.Index(fields=["training", "occurrence_key"], name="push_training_occ_idx"),
+            # Retention: fire_at < cutoff (trainings/retention.py).
+            models.Index(fields=["fire_at"], name="push_fire_at_idx"),
         ]
 
     def __str__(self) -> str:
@@ -326,6 +332,8 @@ class DeliveredPush(models.Model):
     delivered_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        # Retention: delivered_at < cutoff (trainings/retention.py).
+        indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
         verbose_name_plural = "delivered pushes"
 
     def __str__(self) -> str:

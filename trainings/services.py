@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from reminders import metrics
 from reminders.models import CallbackType, Job, Occurrence
 from reminders.services import Callback, job_upsert, occurrences_cancel
 from reminders.transports import Delivery, TransportError, get_transport
@@ -504,6 +505,7 @@ def pushes_publish(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     Push.objects.filter(pk__in=accepted, status=PushStatus.PENDING).update(
         status=PushStatus.SENT, sent_at=timezone.now()
     )
+    metrics.pushes_queued(push.kind for push in pending if push.pk not in refused)
     per_occurrence: dict[str, list[Push]] = {}
     for push in pending:
         per_occurrence.setdefault(push.occurrence_key, []).append(push)

@@ -6,6 +6,7 @@ import uuid
 
 from celery import shared_task
 
+from trainings.retention import trainings_purge_old
 from trainings.services import rule_reschedule_batch
 
 
@@ -15,3 +16,8 @@ def rule_reschedule(rule_id: int, after: str | None = None) -> None:
     cursor = rule_reschedule_batch(rule_id=rule_id, after=uuid.UUID(after) if after else None)
     if cursor is not None:
         rule_reschedule.delay(rule_id, str(cursor))
+
+
+@shared_task(name="trainings.tasks.purge_old", ignore_result=True)
+def purge_old() -> dict[str, int]:
+    return trainings_purge_old()

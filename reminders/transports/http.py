@@ -1,9 +1,11 @@
-"""POST a job's payload as JSON to its callback URL, signed (`X-Reminders-Signature`, HMAC-SHA256).
+"""POST a job's payload as JSON to its callback URL, signed with the Standard Webhooks scheme.
 
-The key is the job's `secret`, else REMINDERS_HTTP_SIGNING_SECRET, else one derived from SECRET_KEY (so a
-request is never unsigned, though only the first two can be verified outside). The host is resolved and
-vetted by `reminders.netguard` here, at send time, and the connection pinned to the vetted address (DNS
-rebinding); redirects are never followed.
+Every request carries the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+`webhook-signature`; reminders/signing.py) and, for one more release, `X-Reminders-Signature:
+sha256=<hex HMAC-SHA256 of the body>`. The key is the job's `secret`, else REMINDERS_HTTP_SIGNING_SECRET,
+else one derived from SECRET_KEY (so a request is never unsigned, though only the first two can be
+verified outside). The host is resolved and vetted by `reminders.netguard` here, at send time, and the
+connection pinned to the vetted address (DNS rebinding); redirects are never followed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rest_framework import serializers
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from reminders import netguard
+from reminders.signing import standard_webhook_headers
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
@@ -144,6 +147,9 @@ def _deliver(delivery: Delivery, options: _Options) -> TransportError | None:
         "Idempotency-Key": delivery.idempotency_key,
         "User-Agent": USER_AGENT,
         SIGNATURE_HEADER: sign(body, options.signing_key(delivery)),
+        **standard_webhook_headers(
+            message_id=delivery.idempotency_key, body=body, key=options.signing_key(delivery)
+        ),
     }
     return _post(target, addresses, body, headers, options.timeout)
 

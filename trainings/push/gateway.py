@@ -27,6 +27,7 @@ from django.db import IntegrityError, close_old_connections, connection
 from kombu import Connection, Consumer, Queue
 from kombu.message import Message
 
+from reminders import metrics
 from trainings.models import DeliveredPush
 from trainings.push.providers import PushMessage, PushProvider, PushProviderError, get_provider
 
@@ -97,6 +98,7 @@ def gateway_run(
         if not connection.in_atomic_block:  # (a test runs us inside its transaction)
             close_old_connections()  # a long-lived consumer must not keep a dead database connection
         outcome = push_handle(body, provider=provider)
+        metrics.push_handled(body, outcome, provider.name)
         if outcome in (Outcome.DELIVERED, Outcome.DUPLICATE):
             message.ack()
         elif outcome == Outcome.REJECTED:
@@ -118,6 +120,7 @@ def gateway_run(
         with consumer:
             idle_since = time.monotonic()
             while not should_stop():
+                metrics.gateway_alive()
                 if max_messages is not None and stats.handled >= max_messages:
                     break
                 before = stats.handled

@@ -18,6 +18,8 @@ import urllib3
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from reminders.signing import standard_webhook_headers
+
 logger = logging.getLogger("trainings.push")
 
 
@@ -101,6 +103,8 @@ class WebhookProvider:
         if self.secret:
             digest = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
             headers["X-Push-Signature"] = f"sha256={digest}"
+            key = self.secret.encode()
+            headers.update(standard_webhook_headers(message_id=push.idempotency_key, body=body, key=key))
         try:
             response = self._pool.request("POST", self.url, body=body, headers=headers, redirect=False)
         except urllib3.exceptions.HTTPError as exc:

@@ -1,0 +1,67 @@
+"""API throttling: per token and per client address, rates from settings, 429 with Retry-After."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.django_db]
+
+
+def _client(address: str = "10.0.0.1") -> APIClient:
+    token = Token.objects.create(user=UserFactory())
+    client = APIClient(REMOTE_ADDR=address)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def test_a_token_past_its_rate_gets_429_with_retry_after_and_others_go_on(
+    settings: pytest.FixtureRequest,
+) -> None:
+    settings.API_THROTTLE_RATES = {"token": "3/min", "ip": "1000/s"}  # type: ignore[attr-defined]
+    first, second = _client(), _client()
+
+    answers = [first.get("/api/jobs/").status_code for _ in range(4)]
+    refused = first.get("/api/jobs/")
+
+    assert answers == [200, 200, 200, 429]
+    assert refused.status_code == 429
+    assert 0 < int(refused["Retry-After"]) <= 60
+    assert "throttled" in refused.json()["detail"].lower()
+    assert second.get("/api/jobs/").status_code == 200  # another token has its own budget
+
+
+def test_an_address_past_its_rate_gets_429_whatever_token_it_uses(settings: pytest.FixtureRequest) -> None:
+    settings.API_THROTTLE_RATES = {"token": "1000/s", "ip": "5/min"}  # type: ignore[attr-defined]
+    same_host = [_client("10.0.0.7") for _ in range(3)]
+
+    answers = [same_host[i % 3].get("/api/jobs/").status_code for i in range(6)]
+
+    assert answers == [200] * 5 + [429]
+    assert _client("10.0.0.8").get("/api/jobs/").status_code == 200
+
+
+def test_anonymous_requests_count_against_their_address(settings: pytest.FixtureRequest) -> None:
+    settings.API_THROTTLE_RATES = {"token": "1000/s", "ip": "2/min"}  # type: ignore[attr-defined]
+    anonymous = APIClient(REMOTE_ADDR="10.0.0.9")
+
+    answers = [anonymous.get("/api/schema/").status_code for _ in range(3)]
+
+    assert answers == [200, 200, 429]
+
+
+def test_forwarded_for_counts_only_behind_the_configured_proxies(settings: pytest.FixtureRequest) -> None:
+    settings.API_THROTTLE_RATES = {"token": "1000/s", "ip": "1/min"}  # type: ignore[attr-defined]
+    proxy = APIClient(REMOTE_ADDR="10.0.0.2")
+
+    # No proxies configured: a client cannot dodge its limit by inventing X-Forwarded-For.
+    assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="198.51.100.1").status_code == 200
+    assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="198.51.100.2").status_code == 429
+
+    settings.API_NUM_PROXIES = 1  # type: ignore[attr-defined]
+    assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="198.51.100.3").status_code == 200
+    assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4").status_code == 200
+    assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="198.51.100.3").status_code == 429

@@ -1,0 +1,91 @@
+"""HTTP callbacks and push webhooks carry Standard Webhooks signatures that the scheme's maintained verifier
+accepts; a changed body, another key or a replayed old request is refused; the old header stays."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from reminders.signing import standard_webhook_headers
+from reminders.transports.base import Delivery
+from reminders.transports.http import HTTPTransport
+from trainings.push.providers import PushMessage, WebhookProvider
+
+SECRET = "receiver-shared-secret"
+
+
+@pytest.fixture
+def received(settings: pytest.FixtureRequest) -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
+    settings.REMINDERS_HTTP_ALLOW_PRIVATE = True  # type: ignore[attr-defined]
+    requests: list[tuple[dict[str, str], bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", requests
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_http_callback_verifies_with_the_standard_webhooks_library_and_keeps_the_old_header(
+    received: tuple[str, list[tuple[dict[str, str], bytes]]],
+) -> None:
+    url, requests = received
+    delivery = Delivery(1, "idem-1", "job-1", datetime(2030, 1, 1, tzinfo=UTC), 1, url, {"a": 1}, SECRET)
+
+    assert HTTPTransport().deliver([delivery]) == {}
+    assert HTTPTransport().deliver([delivery]) == {}  # a retry of the same occurrence
+
+    (first, body), (second, _) = requests
+    assert Webhook(SECRET.encode()).verify(body, first) == {"a": 1}
+    assert first["webhook-id"] == second["webhook-id"] == "idem-1"  # stable across retries
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SECRET.encode()).verify(body.replace(b"1", b"2"), first)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(b"another key").verify(body, first)
+    legacy = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert first["x-reminders-signature"] == legacy
+
+
+def test_a_replayed_request_is_refused_by_its_timestamp() -> None:
+    old = standard_webhook_headers(message_id="m", body=b"{}", key=SECRET.encode(), now=1_700_000_000)
+    with pytest.raises(WebhookVerificationError, match="too old"):
+        Webhook(SECRET.encode()).verify(b"{}", old)
+
+
+def test_the_push_webhook_is_signed_the_same_way(
+    received: tuple[str, list[tuple[dict[str, str], bytes]]],
+) -> None:
+    url, requests = received
+    body = {
+        "idempotency_key": "occ.7",
+        "player": 7,
+        "title": "t",
+        "body": "b",
+        "training": "x",
+        "kind": "PRE",
+    }
+    WebhookProvider(url=url, secret=SECRET).send(PushMessage.from_body(body))
+
+    ((headers, sent),) = requests
+    assert Webhook(SECRET.encode()).verify(sent, headers)["idempotency_key"] == "occ.7"
+    assert headers["webhook-id"] == "occ.7"
+    assert headers["x-push-signature"].startswith("sha256=")

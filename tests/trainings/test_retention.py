@@ -1,0 +1,58 @@
+"""Pushes, reminder runs and delivered-push keys are purged past their own retention, newer ones stay."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+from django_celery_beat.models import PeriodicTask
+
+from trainings.models import DeliveredPush, Player, Push, ReminderRun, RunOutcome, Team
+from trainings.retention import trainings_purge_old
+from trainings.services import training_create
+
+pytestmark = [pytest.mark.django_db]
+
+
+def test_each_kind_goes_after_its_own_age_and_newer_rows_stay(team: Team) -> None:
+    now = timezone.now()
+    training = training_create(
+        team=team, title="Old", start=now + dt.timedelta(days=1), end=now + dt.timedelta(days=1, hours=1),
+        time_zone="Europe/Paris", location="Stadium",
+    )  # fmt: skip
+    player = Player.objects.filter(memberships__team=team).first()
+    assert player is not None
+
+    def push(key: str, age_days: float) -> None:
+        Push.objects.create(
+            key=key, occurrence_key=key, training=training, player=player, kind="PRE", language="en",
+            title="t", body="b", fire_at=now - dt.timedelta(days=age_days),
+        )  # fmt: skip
+
+    def run(key: str, age_days: float) -> None:
+        ReminderRun.objects.create(
+            occurrence_key=key, training=training, fire_at=now, outcome=RunOutcome.choices[0][0],
+            ran_at=now - dt.timedelta(days=age_days),
+        )  # fmt: skip
+
+    push("push-old", 31)
+    push("push-new", 29)
+    run("run-old", 91)
+    run("run-new", 89)
+    DeliveredPush.objects.create(key="delivered-old", provider="logging")
+    DeliveredPush.objects.create(key="delivered-new", provider="logging")
+    DeliveredPush.objects.filter(key="delivered-old").update(delivered_at=now - dt.timedelta(days=8))
+
+    assert trainings_purge_old(now=now) == {"push": 1, "reminder_run": 1, "delivered_push": 1}
+
+    assert list(Push.objects.values_list("key", flat=True)) == ["push-new"]
+    assert list(ReminderRun.objects.values_list("occurrence_key", flat=True)) == ["run-new"]
+    assert list(DeliveredPush.objects.values_list("key", flat=True)) == ["delivered-new"]
+    assert trainings_purge_old(now=now) == {"push": 0, "reminder_run": 0, "delivered_push": 0}
+
+
+def test_beat_runs_the_purge_hourly() -> None:
+    task = PeriodicTask.objects.get(name="trainings: purge old pushes")
+    assert task.task == "trainings.tasks.purge_old"
+    assert (task.interval.every, task.interval.period) == (1, "hours")  # type: ignore[union-attr]
