@@ -8,7 +8,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -26,9 +26,10 @@ from reminders.claiming import (
     occurrences_mark_skipped,
     occurrences_reap_expired,
 )
+from reminders.cron import MIN_EVERY_SECONDS
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from reminders.retry import RetryPolicy
-from reminders.schedules import event_envelope
+from reminders.schedules import event_envelope, schedules_misfire
 from reminders.throttling import throttled_claims
 from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport
 
@@ -41,6 +42,8 @@ _CHUNK: dict[str, int] = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, C
 # Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
 # untried before its first chunk.
 _LEASE_MARGIN = timedelta(seconds=5)
+# No timeline fires more often than this (cron: once a minute), so no row later than this is superseded.
+_SHORTEST_PERIOD = timedelta(seconds=MIN_EVERY_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +179,13 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = timezone.now()
+    superseded = _misfires(claim, jobs, now)
+    if superseded:
+        result.skipped += len(superseded)
+        pipeline.drop(claim, superseded)
     for occurrence in claim.occurrences:
+        if occurrence.id in superseded:
+            continue
         job = jobs.get(occurrence.job_id)
         if job is None:
             # Deleted (with its occurrences) since the claim: nothing left to deliver or mark.
@@ -204,6 +213,24 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
                 pipeline.drop(claim, untried)
                 break
             yield _Chunk(claim, callback_type, deliveries[start : start + size])
+
+
+def _misfires(claim: Claim, jobs: Mapping[int, _DeliveryJob], now: datetime) -> set[int]:
+    """Rows of schedules claimed so late that a later run is due already: the misfire policy decides.
+
+    Only a row at least one shortest period late can have been superseded, so an on-time scan asks
+    the schedules nothing.
+    """
+    candidates = [
+        o.id
+        for o in claim.occurrences
+        if (job := jobs.get(o.job_id)) is not None
+        and job.schedule_key is not None
+        and now - o.fire_at >= _SHORTEST_PERIOD
+    ]
+    if not candidates:
+        return set()
+    return schedules_misfire(token=claim.token, occurrence_ids=candidates, now=now)
 
 
 class _Pipeline:

@@ -6,10 +6,13 @@ claiming code calls `schedules_advance` in the same transaction as the mark, and
 computed from `next_fire_at` on the schedule's own timeline, never from the delivery time, so a late
 delivery never shifts the timeline.
 
-Misfires (the next point is already in the past, after downtime or a long backlog):
+Misfires (a later point already came due, after downtime or a long backlog), applied both when the
+stored point is claimed (`schedules_misfire`: the stale point is skipped, not sent) and when the next
+point is computed:
 - `fire_once` (default): one occurrence stands for every missed run, the latest of them; the timeline then
   continues from it. This is what cron-like schedulers users know do (anacron, Kubernetes CronJob).
-- `skip`: nothing for the missed runs; the next point after now.
+- `skip`: nothing for the missed runs; the next point after now. A run that came due less than
+  REMINDERS_MISFIRE_GRACE_SECONDS ago is on time, not missed, and is sent.
 A schedule's `deadline_seconds` (from its job) still applies on top: an occurrence claimed more than that
 late is recorded as `skipped` and the timeline goes on.
 
@@ -25,14 +28,16 @@ revived (an update that keeps the same next point).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from reminders.cron import AtTimeline, Timeline, timeline_for
@@ -281,6 +286,56 @@ def schedules_advance(*, occurrence_ids: Sequence[int], now: datetime) -> int:
     return moved
 
 
+def schedules_misfire(*, token: uuid.UUID, occurrence_ids: Sequence[int], now: datetime) -> set[int]:
+    """Apply the misfire policy to claimed rows whose fire point later points have already superseded.
+
+    A point claimed after the next one on its timeline came due (downtime, a long backlog) is not sent:
+    its rows become `skipped` (ours, conditionally on our lease, and its siblings still waiting) and the
+    point the policy picks is materialised instead, in one transaction: fire_once the latest missed run,
+    skip the next future run (or the latest, if it just came due). Returns the ids of ours it skipped.
+    Rows that are not their schedule's current point (a sibling the schedule moved past) are left alone.
+    """
+    heads = _heads_among(occurrence_ids)
+    if not heads:
+        return set()
+    wanted = {schedule_id: (fire_at, version) for schedule_id, fire_at, version in heads}
+    ours = set(occurrence_ids)
+    skipped: set[int] = set()
+    with transaction.atomic():
+        locked = (
+            Schedule.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("job", "job__throttle")
+            .filter(id__in=wanted, paused=False)
+            .order_by("id")  # the same lock order as schedules_advance
+        )
+        for schedule in locked:
+            fire_at, version = wanted[schedule.id]
+            if schedule.next_fire_at != fire_at or schedule.job.version != version:
+                continue
+            timeline = schedule_timeline(schedule)
+            following = _first_after(schedule, timeline, fire_at)
+            if following is None or following > now:
+                continue  # late, but no later run is due yet: not a misfire (a deadline may still apply)
+            replacement = _next_fire(schedule, timeline, after=fire_at, now=now)
+            stale = Occurrence.objects.filter(job_id=schedule.job_id, fire_at=fire_at).filter(
+                Q(status=OccurrenceStatus.SCHEDULED) | Q(status=OccurrenceStatus.CLAIMED, lease_token=token)
+            )
+            ids = list(stale.values_list("id", flat=True))
+            label = replacement.isoformat() if replacement is not None else "nothing (the schedule ends)"
+            Occurrence.objects.filter(id__in=ids).update(
+                status=OccurrenceStatus.SKIPPED,
+                finished_at=now,
+                claimed_until=None,
+                last_error=f"misfire ({schedule.misfire_policy}): superseded, {label} fires instead",
+            )
+            skipped.update(ours.intersection(ids))
+            schedule.next_fire_at = replacement
+            schedule.save(update_fields=["next_fire_at", "updated_at"])
+            if replacement is not None:
+                _materialise(schedule, replacement, now=now)
+    return skipped
+
+
 # --- internals -------------------------------------------------------------------------------------------
 
 _HEADS_SQL_POSTGRES = f"""
@@ -358,13 +413,14 @@ def _first_after(schedule: Schedule, timeline: Timeline, instant: datetime) -> d
 
 
 def _next_fire(schedule: Schedule, timeline: Timeline, *, after: datetime, now: datetime) -> datetime | None:
-    """The point after `after` on the timeline, with the misfire policy when that point is already past."""
+    """The point after `after` on the timeline, with the misfire policy when that point is already past.
+
+    fire_once: the latest point not after now stands for all the missed ones. skip: that latest point
+    only if it just came due (within REMINDERS_MISFIRE_GRACE_SECONDS), else the first point after now.
+    """
     fire = _first_after(schedule, timeline, after)
     if fire is None or fire > now:
         return fire
-    if schedule.misfire_policy == MisfirePolicy.SKIP:
-        return _first_after(schedule, timeline, now)
-    # fire_once: the latest point not after now stands for all the missed ones.
     estimate = timeline.at_or_before(now)
     latest = estimate if estimate is not None and estimate > fire else fire
     if schedule.end_at is not None and latest > schedule.end_at:
@@ -374,6 +430,10 @@ def _next_fire(schedule: Schedule, timeline: Timeline, *, after: datetime, now: 
         if following is None or following > now:
             break
         latest = following
+    if schedule.misfire_policy == MisfirePolicy.SKIP and now - latest > timedelta(
+        seconds=settings.REMINDERS_MISFIRE_GRACE_SECONDS
+    ):
+        return _first_after(schedule, timeline, now)
     return latest
 
 
