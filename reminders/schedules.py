@@ -183,8 +183,9 @@ def schedule_upsert(
         schedule.misfire_policy = spec.misfire_policy
         schedule.paused = spec.paused
         if timeline_changed:
-            # Whole seconds, so an @every fire time is exactly its event id's unix time.
-            schedule.anchor_at = spec.start_at or now.replace(microsecond=0)
+            # Whole seconds, so an @every fire time is exactly its event id's unix time; rounded up, so
+            # the first fire is never less than a whole period after the change.
+            schedule.anchor_at = spec.start_at or _second_at_or_after(now)
         schedule_timeline(schedule)  # an ExpressionError here rolls the whole change back
         _rematerialise(schedule, now=now, allow_past_at=True)
     return schedule, created
@@ -389,6 +390,11 @@ def _rematerialise(schedule: Schedule, *, now: datetime, allow_past_at: bool) ->
     if fire is not None:
         _materialise(schedule, fire, now=now)
         _kick_on_commit(fire)
+
+
+def _second_at_or_after(instant: datetime) -> datetime:
+    whole = instant.replace(microsecond=0)
+    return whole if whole == instant else whole + timedelta(seconds=1)
 
 
 def _first_fire_from(schedule: Schedule, *, now: datetime, allow_past_at: bool) -> datetime | None:
