@@ -41,6 +41,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from reminders.cron import AtTimeline, Timeline, timeline_for
+from reminders.kick import scan_kick_on_commit
 from reminders.models import (
     PRIORITY_DEFAULT,
     CallbackType,
@@ -51,7 +52,7 @@ from reminders.models import (
     Schedule,
     ThrottlePolicy,
 )
-from reminders.services import Callback, OwnershipError, _kick_on_commit, batch_offset, occurrences_cancel
+from reminders.services import Callback, OwnershipError, batch_offset, occurrences_cancel
 
 logger = logging.getLogger(__name__)
 
@@ -389,7 +390,7 @@ def _rematerialise(schedule: Schedule, *, now: datetime, allow_past_at: bool) ->
     schedule.save()
     if fire is not None:
         _materialise(schedule, fire, now=now)
-        _kick_on_commit(fire)
+        scan_kick_on_commit(fire)
 
 
 def _second_at_or_after(instant: datetime) -> datetime:

@@ -19,6 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from reminders.kick import scan_kick_on_commit
 from reminders.models import (
     PRIORITY_DEFAULT,
     PURGEABLE_STATUSES,
@@ -97,7 +98,7 @@ def job_upsert(
             job.version += 1
             job.save()
         _occurrences_replace_pending(job, wanted, created=created)
-    _kick_on_commit(min(wanted) if wanted else None)
+    scan_kick_on_commit(min(wanted) if wanted else None)
     return job, created
 
 
@@ -278,7 +279,7 @@ def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser
                 )
                 count += len(_instants(spec.schedules)) * spec.batch_size
     earliest = min((min(s.schedules) for s in specs if s.schedules), default=None)
-    _kick_on_commit(earliest)
+    scan_kick_on_commit(earliest)
     return BulkResult(created=len(fresh), replaced=len(specs) - len(fresh), instants=count)
 
 
@@ -308,7 +309,7 @@ def occurrences_retry_now(occurrences: QuerySet[Occurrence]) -> int:
         status=OccurrenceStatus.SCHEDULED, next_attempt_at=now, finished_at=None
     )
     if count:
-        _kick_on_commit(now)
+        scan_kick_on_commit(now)
     return count
 
 
@@ -334,23 +335,6 @@ def occurrences_purge_old(*, now: datetime | None = None, max_batches: int = 100
     if deleted:
         logger.info("purged %d occurrences finished before %s", deleted, cutoff.isoformat())
     return deleted
-
-
-def scan_kick() -> None:
-    """Ask a worker to scan now. Best effort: if the broker is down, beat's next tick does it."""
-    from reminders.tasks import scan_due
-
-    try:
-        scan_due.apply_async(expires=30)
-    except Exception:
-        logger.warning("could not kick the scan; beat will pick the work up", exc_info=True)
-
-
-def _kick_on_commit(earliest: datetime | None) -> None:
-    if earliest is not None and earliest <= timezone.now() + timedelta(
-        seconds=settings.REMINDERS_SCAN_SECONDS
-    ):
-        transaction.on_commit(scan_kick)
 
 
 def _is_staff(user: AbstractBaseUser) -> bool:

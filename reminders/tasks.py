@@ -7,13 +7,15 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from reminders.beat import PURGE_TASK, SCAN_TASK
 from reminders.dispatch import occurrences_dispatch_for
-from reminders.services import occurrences_purge_old, scan_kick
+from reminders.kick import scan_kick
+from reminders.services import occurrences_purge_old
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="reminders.tasks.scan_due", ignore_result=True)
+@shared_task(name=SCAN_TASK, ignore_result=True)
 def scan_due() -> dict[str, int]:
     totals, backlog = occurrences_dispatch_for(seconds=settings.REMINDERS_SCAN_SECONDS)
     if backlog:
@@ -29,6 +31,6 @@ def scan_due() -> dict[str, int]:
     return {"claimed": totals.claimed, "delivered": totals.delivered}
 
 
-@shared_task(name="reminders.tasks.purge_old", ignore_result=True)
+@shared_task(name=PURGE_TASK, ignore_result=True)
 def purge_old() -> int:
     return occurrences_purge_old()
