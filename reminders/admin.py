@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from reminders.cron import ExpressionError, timeline_for
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
+from reminders.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.schedules import (
     schedule_delete,
     schedule_pause,
@@ -20,7 +21,6 @@ from reminders.schedules import (
     schedule_update,
     schedules_advance,
 )
-from reminders.services import occurrences_cancel, occurrences_retry_now
 
 
 class OccurrenceInline(admin.TabularInline):

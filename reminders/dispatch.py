@@ -13,7 +13,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import F
 from django.utils import timezone
 
 from reminders.claiming import (
@@ -27,7 +26,8 @@ from reminders.claiming import (
     occurrences_reap_expired,
 )
 from reminders.cron import MIN_EVERY_SECONDS
-from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from reminders.models import CallbackType, Job
+from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
 from reminders.schedules import event_envelope, schedules_misfire
 from reminders.throttling import throttled_claims
@@ -209,7 +209,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
         for start in range(0, len(deliveries), size):
             if timezone.now() > claim.claimed_until - margin:
                 untried = [d.occurrence_id for d in deliveries[start:]]
-                result.released += _release(claim, untried)
+                result.released += occurrences_release(token=claim.token, ids=untried)
                 pipeline.drop(claim, untried)
                 break
             yield _Chunk(claim, callback_type, deliveries[start : start + size])
@@ -308,7 +308,7 @@ class _Pipeline:
             try:
                 self._mark_known()
                 for claim, ids in list(self._unsent.values()):
-                    self.result.released += _release(claim, sorted(ids))
+                    self.result.released += occurrences_release(token=claim.token, ids=sorted(ids))
                     self.drop(claim, ids)
                 return
             except DatabaseError:
@@ -371,13 +371,6 @@ def _reconnect_if_broken() -> None:
     """
     if not connection.in_atomic_block:
         connection.close_if_unusable_or_obsolete()
-
-
-def _release(claim: Claim, ids: list[int]) -> int:
-    """Hand rows back untried (the lease is nearly over); the attempt they were charged is refunded."""
-    return Occurrence.objects.filter(
-        id__any=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED
-    ).update(status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1)
 
 
 def _delivery(occurrence: ClaimedOccurrence, job: _DeliveryJob) -> Delivery:

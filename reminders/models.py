@@ -31,6 +31,34 @@ class OccurrenceStatus(models.TextChoices):
     SKIPPED = "skipped"
 
 
+# Every move an occurrence may make; reminders/occurrences.py makes them all and refuses any other.
+# scheduled -> claimed (a claim), cancelled (cancel), skipped (its fire point was superseded), scheduled
+#   (retry now); claimed -> delivered, failed, skipped (deadline, misfire), scheduled (a retry after a
+#   backoff, a release, an expired lease); failed -> scheduled (retry now); cancelled -> scheduled (a
+#   schedule's fire point materialised again under the same id).
+OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
+    OccurrenceStatus.SCHEDULED: frozenset(
+        {
+            OccurrenceStatus.CLAIMED,
+            OccurrenceStatus.CANCELLED,
+            OccurrenceStatus.SKIPPED,
+            OccurrenceStatus.SCHEDULED,
+        }
+    ),
+    OccurrenceStatus.CLAIMED: frozenset(
+        {
+            OccurrenceStatus.DELIVERED,
+            OccurrenceStatus.FAILED,
+            OccurrenceStatus.SKIPPED,
+            OccurrenceStatus.SCHEDULED,
+        }
+    ),
+    OccurrenceStatus.FAILED: frozenset({OccurrenceStatus.SCHEDULED}),
+    OccurrenceStatus.CANCELLED: frozenset({OccurrenceStatus.SCHEDULED}),
+    OccurrenceStatus.DELIVERED: frozenset(),
+    OccurrenceStatus.SKIPPED: frozenset(),
+}
+
 TERMINAL_STATUSES = (
     OccurrenceStatus.DELIVERED,
     OccurrenceStatus.FAILED,
@@ -143,6 +171,12 @@ class Job(models.Model):
         return self.key
 
 
+class OccurrenceQuerySet(models.QuerySet["Occurrence"]):
+    def held_by(self, token: uuid.UUID) -> OccurrenceQuerySet:
+        """The rows this lease still holds: claimed under `token` (a newer claim changed the token)."""
+        return self.filter(lease_token=token, status=OccurrenceStatus.CLAIMED)
+
+
 class Occurrence(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="occurrences", db_index=False)
     fire_at = models.DateTimeField(help_text="The instant this occurrence is for (never moved by retries).")
@@ -169,6 +203,8 @@ class Occurrence(models.Model):
         ThrottlePolicy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OccurrenceQuerySet.as_manager()
 
     class Meta:
         indexes = [

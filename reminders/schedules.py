@@ -37,9 +37,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
+from reminders import queries
 from reminders.cron import AtTimeline, Timeline, timeline_for
 from reminders.kick import scan_kick_on_commit
 from reminders.models import (
@@ -52,7 +53,13 @@ from reminders.models import (
     Schedule,
     ThrottlePolicy,
 )
-from reminders.services import Callback, OwnershipError, batch_offset, occurrences_cancel
+from reminders.occurrences import (
+    batch_offset,
+    occurrences_cancel,
+    occurrences_insert_idempotent,
+    occurrences_skip_superseded,
+)
+from reminders.services import Callback, OwnershipError
 
 logger = logging.getLogger(__name__)
 
@@ -319,16 +326,13 @@ def schedules_misfire(*, token: uuid.UUID, occurrence_ids: Sequence[int], now: d
             if following is None or following > now:
                 continue  # late, but no later run is due yet: not a misfire (a deadline may still apply)
             replacement = _next_fire(schedule, timeline, after=fire_at, now=now)
-            stale = Occurrence.objects.filter(job_id=schedule.job_id, fire_at=fire_at).filter(
-                Q(status=OccurrenceStatus.SCHEDULED) | Q(status=OccurrenceStatus.CLAIMED, lease_token=token)
-            )
-            ids = list(stale.values_list("id", flat=True))
             label = replacement.isoformat() if replacement is not None else "nothing (the schedule ends)"
-            Occurrence.objects.filter(id__in=ids).update(
-                status=OccurrenceStatus.SKIPPED,
-                finished_at=now,
-                claimed_until=None,
-                last_error=f"misfire ({schedule.misfire_policy}): superseded, {label} fires instead",
+            ids = occurrences_skip_superseded(
+                job_id=schedule.job_id,
+                fire_at=fire_at,
+                token=token,
+                now=now,
+                reason=f"misfire ({schedule.misfire_policy}): superseded, {label} fires instead",
             )
             skipped.update(ours.intersection(ids))
             schedule.next_fire_at = replacement
@@ -340,24 +344,16 @@ def schedules_misfire(*, token: uuid.UUID, occurrence_ids: Sequence[int], now: d
 
 # --- internals -------------------------------------------------------------------------------------------
 
-_HEADS_SQL_POSTGRES = f"""
-SELECT DISTINCT s.id, o.fire_at, o.job_version
-  FROM {Occurrence._meta.db_table} AS o
-  JOIN {Schedule._meta.db_table} AS s ON s.job_id = o.job_id AND s.next_fire_at = o.fire_at
- WHERE o.id = ANY(%s)
-"""  # noqa: S608 - table names are constants
-
 
 def _heads_among(occurrence_ids: Sequence[int]) -> list[tuple[int, datetime, int]]:
     """(schedule id, fire_at, version) for the rows that are their schedule's current fire point.
 
-    This runs after every mark, mostly over rows of plain jobs; on PostgreSQL one array parameter keeps
-    it at a few milliseconds for a 20,000-row batch (an IN list of 20,000 placeholders costs ~10x more).
+    This runs after every mark, mostly over rows of plain jobs, so on PostgreSQL it is one statement.
     """
     ids = list(occurrence_ids)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(_HEADS_SQL_POSTGRES, [ids])
+            cursor.execute(queries.SCHEDULE_HEADS, [ids])
             return [tuple(row) for row in cursor.fetchall()]
     return list(
         Occurrence.objects.filter(id__in=ids, job__schedule__next_fire_at=F("fire_at"))
@@ -464,36 +460,3 @@ def _materialise(schedule: Schedule, fire: datetime, *, now: datetime) -> None:
             )
         )
     occurrences_insert_idempotent(rows)
-
-
-_TABLE = Occurrence._meta.db_table
-_INSERT_COLUMNS = (
-    "job_id, fire_at, next_attempt_at, priority, job_version, batch_index, throttle_id, idempotency_key, "
-    "created_at, status, attempts, last_error"
-)
-_CONFLICT = f"""
-ON CONFLICT (idempotency_key) DO UPDATE SET
-    status = 'scheduled', next_attempt_at = excluded.next_attempt_at, priority = excluded.priority,
-    job_version = excluded.job_version, throttle_id = excluded.throttle_id, attempts = 0,
-    finished_at = NULL, last_error = ''
-WHERE {_TABLE}.status = 'cancelled'
-"""
-
-
-def occurrences_insert_idempotent(rows: Sequence[tuple[Any, ...]], *, chunk: int = 500) -> None:
-    """INSERT rows keyed by a deterministic idempotency key; existing ids are left alone, cancelled revived.
-
-    Two workers inserting the same id at once: PostgreSQL makes the second wait for the first and then
-    take the conflict branch; SQLite has one writer. So a fire point exists at most once.
-    """
-    placeholders = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'scheduled', 0, '')"
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), chunk):
-            part = rows[start : start + chunk]
-            values = ", ".join([placeholders] * len(part))
-            params = [_db_value(value) for row in part for value in row]
-            cursor.execute(f"INSERT INTO {_TABLE} ({_INSERT_COLUMNS}) VALUES {values} {_CONFLICT}", params)  # noqa: S608
-
-
-def _db_value(value: Any) -> Any:
-    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value

@@ -10,7 +10,7 @@ from django.conf import settings
 from reminders.beat import PURGE_TASK, SCAN_TASK
 from reminders.dispatch import occurrences_dispatch_for
 from reminders.kick import scan_kick
-from reminders.services import occurrences_purge_old
+from reminders.occurrences import occurrences_purge_old
 
 logger = logging.getLogger(__name__)
 

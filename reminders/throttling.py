@@ -15,8 +15,8 @@ from datetime import datetime
 
 from django.db import transaction
 
-from reminders.claiming import Claim, occurrences_claim_due
 from reminders.models import ThrottlePolicy
+from reminders.occurrences import Claim, occurrences_claim_due
 
 
 def bucket_refill(policy: ThrottlePolicy, now: datetime) -> float:
