@@ -1,17 +1,15 @@
 """What every scenario needs: the run's database, its queues, the processes it starts, an AMQP consumer
 that times arrivals, peak-RSS readings and fast SQL fills. Everything created here is registered so that
-`Harness.cleanup()` removes it, whatever way the run ends."""
+`Harness.cleanup()` removes it, whatever way the run ends. Processes and consumers themselves are
+bench/processes.py, which the fault suite uses too."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -19,13 +17,49 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import amqp
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.processes import (
+    ROOT,
+    Consumer,
+    amqp_connection,
+    declared_counts,
+    delete_queue,
+    start_process,
+    stop_process,
+)
+
 RESULTS = ROOT / "bench" / "results"
 PAYLOAD = {"kind": "questionnaire", "training": "00000000-0000-0000-0000-000000000000", "minutes_before": 60}
+
+
+# Every size a scenario uses, as (--quick, full run), side by side.
+_SIZES: dict[str, tuple[Any, Any]] = {
+    "service_jobs": (200, 1000),
+    "service_instants": (22, 22),
+    "bulk_jobs": (100, 1000),
+    "bulk_instants": (1000, 1000),
+    "beat_create": (100, 1000),
+    "eta_publish": (1000, 10_000),
+    "dispatch_backlog": (20_000, 100_000),
+    "raw_tx": (20_000, 100_000),
+    "raw_confirm": (2_000, 5_000),
+    "lateness_seconds": (10, 60),
+    "lateness_rate": (1000, 1000),
+    "beat_reminders": (1000, 5000),
+    "beat_seconds": (8, 60),
+    "pending": (4000, 0),
+    "eta_reminders": (1000, 5000),
+    "eta_seconds": (8, 60),
+    "claim_sizes": ([10_000, 200_000, 1_000_000], [10_000, 1_000_000, 5_000_000]),
+    "claim_reps": (8, 20),
+    "memory_sizes": ([10_000, 1_000_000], [10_000, 1_000_000]),
+    "memory_due": (5_000, 20_000),
+    "eta_memory_sizes": ([5_000], [10_000, 100_000]),
+    "trainings": (500, 10_000),
+}
 
 
 @dataclass
@@ -57,63 +91,7 @@ class Sizes:
 
     @classmethod
     def for_run(cls, quick: bool) -> Sizes:
-        if quick:
-            return cls(
-                service_jobs=200,
-                service_instants=22,
-                bulk_jobs=100,
-                bulk_instants=1000,
-                beat_create=100,
-                eta_publish=1000,
-                dispatch_backlog=20_000,
-                raw_tx=20_000,
-                raw_confirm=2_000,
-                lateness_seconds=10,
-                lateness_rate=1000,
-                beat_reminders=1000,
-                beat_seconds=8,
-                pending=4000,
-                eta_reminders=1000,
-                eta_seconds=8,
-                claim_sizes=[10_000, 200_000, 1_000_000],
-                claim_reps=8,
-                memory_sizes=[10_000, 1_000_000],
-                memory_due=5_000,
-                eta_memory_sizes=[5_000],
-                trainings=500,
-            )
-        return cls(
-            service_jobs=1000,
-            service_instants=22,
-            bulk_jobs=1000,
-            bulk_instants=1000,
-            beat_create=1000,
-            eta_publish=10_000,
-            dispatch_backlog=100_000,
-            raw_tx=100_000,
-            raw_confirm=5_000,
-            lateness_seconds=60,
-            lateness_rate=1000,
-            beat_reminders=5000,
-            beat_seconds=60,
-            pending=0,
-            eta_reminders=5000,
-            eta_seconds=60,
-            claim_sizes=[10_000, 1_000_000, 5_000_000],
-            claim_reps=20,
-            memory_sizes=[10_000, 1_000_000],
-            memory_due=20_000,
-            eta_memory_sizes=[10_000, 100_000],
-            trainings=10_000,
-        )
-
-
-def declared_counts(channel: amqp.Channel, name: str) -> tuple[int, int]:
-    """(messages ready, consumers) of an existing queue, by a passive declare."""
-    declared = channel.queue_declare(name, passive=True)
-    assert declared is not None  # py-amqp returns queue_declare_ok_t unless nowait
-    _, messages, consumers = declared
-    return int(messages), int(consumers)
+        return cls(**{name: sizes[0 if quick else 1] for name, sizes in _SIZES.items()})
 
 
 def database_url_named(url: str, name: str) -> str:
@@ -129,6 +107,7 @@ class Harness:
     base_database_url: str
     broker_url: str
     database_name: str = "bench_reminders"
+    maintenance_database: str = "postgres"
     run_id: str = field(default_factory=lambda: time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6])
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     queues: set[str] = field(default_factory=set)
@@ -168,7 +147,7 @@ class Harness:
     def _maintenance(self) -> Any:
         import psycopg
 
-        url = database_url_named(self.base_database_url, "postgres")
+        url = database_url_named(self.base_database_url, self.maintenance_database)
         return psycopg.connect(url.replace("postgresql://", "postgres://", 1), autocommit=True)
 
     def create_database(self) -> None:
@@ -190,16 +169,7 @@ class Harness:
     # --- processes --------------------------------------------------------------------------------
     def start(self, name: str, argv: Sequence[str], **env: str) -> subprocess.Popen[bytes]:
         """Start a child in its own session (so Ctrl-C reaches only us, and we stop it by its group id)."""
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it until it exits
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=ROOT,
-            env=self.child_env(**env),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        proc = start_process(argv, env=self.child_env(**env), log_path=self.log_dir / f"{name}.log")
         proc.bench_name = name  # type: ignore[attr-defined]
         self.processes.append(proc)
         return proc
@@ -261,32 +231,18 @@ class Harness:
 
     def stop(self, proc: subprocess.Popen[bytes], *, grace: float = 10.0) -> None:
         """TERM the child; after `grace` seconds KILL its whole process group (it has its own session)."""
-        if proc.poll() is None:
-            # TERM to the main process only: a Celery worker then stops its own pool children.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=grace)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # prefork children left behind by a dead parent
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        stop_process(proc, grace=grace)
         if proc in self.processes:
             self.processes.remove(proc)
 
     # --- broker -----------------------------------------------------------------------------------
     def amqp_connection(self) -> amqp.Connection:
-        parts = urlsplit(self.broker_url)
-        vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-        conn = amqp.Connection(
-            host=f"{parts.hostname or '127.0.0.1'}:{parts.port or 5672}",
-            userid=unquote(parts.username or "guest"),
-            password=unquote(parts.password or "guest"),
-            virtual_host=vhost,
-            connect_timeout=5,
-        )
-        conn.connect()
-        return conn
+        return amqp_connection(self.broker_url)
+
+    def consumer(self, queue: str) -> Consumer:
+        """A consumer that notes when each message of `queue` arrives; the queue is removed at cleanup."""
+        self.queues.add(queue)
+        return Consumer(self.broker_url, queue)
 
     def declare(self, name: str) -> None:
         self.queues.add(name)
@@ -304,13 +260,8 @@ class Harness:
             return int(conn.channel().queue_purge(name) or 0)
 
     def delete_queue(self, name: str) -> None:
-        with contextlib.suppress(Exception), contextlib.closing(self.amqp_connection()) as conn:
-            channel = conn.channel()
-            channel.queue_delete(name)
-        with contextlib.suppress(Exception), contextlib.closing(self.amqp_connection()) as conn:
-            conn.channel().exchange_delete(
-                name
-            )  # Celery declares an exchange named like each queue it routes to
+        # Celery declares an exchange named like each queue it routes to.
+        delete_queue(self.broker_url, name, exchange=True)
 
     def cleanup(self) -> None:
         for proc in list(self.processes):
@@ -406,80 +357,6 @@ def peak_rss_kib(pid: int) -> int:
 
 def rss_kib(pid: int) -> int:
     return sum(_status_kib(p, "VmRSS") for p in _tree(pid))
-
-
-# --- arrival timing -------------------------------------------------------------------------------
-@dataclass
-class Arrivals:
-    received: list[tuple[float, str]] = field(default_factory=list)
-
-    def lateness(self) -> list[float]:
-        return sorted(at - datetime.fromisoformat(fire_at).timestamp() for at, fire_at in self.received)
-
-
-class Consumer(threading.Thread):
-    """Consumes a queue and notes, for each message, when it arrived and the fire time it carries.
-
-    "Time on the queue" is taken as the moment this consumer receives the message: the consumer has a
-    deep prefetch and no acks, so it is never the bottleneck at these rates.
-    """
-
-    def __init__(self, harness: Harness, queue: str) -> None:
-        super().__init__(daemon=True, name=f"consumer-{queue}")
-        self.harness, self.queue = harness, queue
-        self.arrivals = Arrivals()
-        self._stop_event = threading.Event()
-        self._ready = threading.Event()
-        self.error: BaseException | None = None
-        self.unreadable = 0
-
-    def run(self) -> None:
-        try:
-            with contextlib.closing(self.harness.amqp_connection()) as conn:
-                channel = conn.channel()
-                channel.queue_declare(self.queue, durable=True, auto_delete=False)
-                channel.basic_qos(0, 2000, False)
-                channel.basic_consume(self.queue, callback=self._on_message, no_ack=True)
-                self._ready.set()
-                while not self._stop_event.is_set():
-                    with contextlib.suppress(socket.timeout, TimeoutError):
-                        conn.drain_events(timeout=0.2)
-        except BaseException as exc:
-            self.error = exc
-            self._ready.set()
-
-    def _on_message(self, message: amqp.Message) -> None:
-        now = time.time()
-        try:
-            fire_at = (message.headers or {}).get("fire_at")
-            if fire_at is None:  # a Celery task message sent straight here by beat: the time is in kwargs
-                fire_at = json.loads(message.body)[1]["fire_at"]
-            self.arrivals.received.append((now, str(fire_at)))
-        except (ValueError, KeyError, IndexError, TypeError):
-            self.unreadable += 1
-
-    def __enter__(self) -> Consumer:
-        self.harness.queues.add(self.queue)
-        self.start()
-        self._ready.wait(10)
-        if self.error:
-            raise self.error
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop_event.set()
-        self.join(5)
-
-    def count(self) -> int:
-        return len(self.arrivals.received)
-
-    def wait_for(self, expected: int, *, until: float) -> bool:
-        """Wait until `expected` messages arrived or the monotonic clock passes `until`."""
-        while time.monotonic() < until:
-            if self.count() >= expected:
-                return True
-            time.sleep(0.1)
-        return self.count() >= expected
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:

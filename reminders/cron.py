@@ -1,26 +1,10 @@
-"""Schedule expressions and their timelines: which instants a recurring schedule fires at.
+"""Schedule expressions and their timelines: which instants a recurring schedule fires at (seed 001).
 
-Four forms (seed 001):
-
-- a 5-field crontab (``*/15 9-17 * * MON-FRI``), evaluated in the schedule's IANA zone with Debian cron's
-  rules for DST changes (the ones cronsim documents): a job at a specific time (minute and hour fields
-  not starting with ``*``) that falls in the skipped hour runs once, at the jump (``30 2 * * *`` in
-  Europe/Paris fires at 03:00 on the spring-forward day), and a specific time in the repeated hour runs
-  once (the first copy); every other line runs on real time, so ``*/15 * * * *`` fires in both copies of
-  the repeated hour and not at all in the skipped one. cronsim parses and matches the fields; the changes
-  themselves are handled here (see `CronTimeline`);
-- a nickname: ``@hourly``, ``@daily``/``@midnight``, ``@weekly``, ``@monthly``, ``@yearly``/``@annually``
-  (the cron lines they stand for, in the schedule's zone);
-- ``@every <duration>`` (``90s``, ``15m``, ``1h30m``, ``2d``): exact durations from an anchor, the
-  schedule's start if it has one (the first fire is the start itself), otherwise the moment the expression
-  was set (the first fire is one period later, as in seed 001). At least ``MIN_EVERY_SECONDS``;
-- ``@at <unix seconds>``: a single instant.
-
-A timeline only answers "the first instant strictly after t" (`next_after`), so the next fire is always
-computed from the previous fire, never from the time a delivery happened.
-
-Every timeline ends where the calendar does: a fire whose time, in UTC or as wall time in the schedule's
-zone, would fall outside years 1-9999 (what a datetime holds) means the timeline has ended.
+Forms: a 5-field crontab, a nickname (``@hourly`` … ``@yearly``), ``@every <duration>`` (exact durations
+from the schedule's start, else from when it was set) and ``@at <unix seconds>``. Crontabs follow Debian
+cron across DST in the schedule's zone (see `CronTimeline`); cronsim parses and matches the fields. A
+timeline only answers `next_after(t)`, so the next fire comes from the previous one, never from when a
+delivery happened, and it ends where years 1-9999 end.
 """
 
 from __future__ import annotations
@@ -72,6 +56,9 @@ class Timeline(Protocol):
 class CronTimeline:
     """A crontab in a zone, evaluated one constant-offset stretch of time at a time.
 
+    Debian cron's DST rules: a specific time (minute and hour fields not starting with ``*``) in a skipped
+    hour runs once, at the jump; in a repeated hour, once (the first copy); every other line runs on real
+    time (``*/15`` fires in both copies of a repeated hour and not in a skipped one).
     Between two UTC-offset changes the zone's wall clock is a fixed shift of UTC, so cronsim on naive
     wall times is exact there. The rules for the changes themselves are applied here rather than left to
     cronsim's zone handling, which loops for ever in a repeated window that crosses an hour (Chatham
@@ -255,7 +242,7 @@ def _boundaries(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
     """New Year (UTC) and every instant in `year` at which the zone's UTC offset changes, in order.
 
     Found hour by hour, then to the second by bisection (tzdata changes fall on whole seconds and are
-    never less than an hour apart); about 7 ms per zone and year, once per process."""
+    never less than an hour apart); cached, since the search is slow next to a lookup."""
     year_start, next_year = _new_year(year), _new_year(year + 1)
     # A zone's wall time on the last day of year 9999 may not fit in a datetime: stop a day short there.
     scan_end = next_year if next_year < _LATEST else next_year - timedelta(days=1)

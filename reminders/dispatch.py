@@ -24,17 +24,14 @@ from reminders.claiming import (
     occurrences_mark_skipped,
     occurrences_reap_expired,
 )
-from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from reminders.models import Job, Occurrence, OccurrenceStatus
 from reminders.retry import RetryPolicy
 from reminders.schedules import event_envelope
 from reminders.throttling import throttled_claims
-from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport
+from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport, transport_row
 
 logger = logging.getLogger(__name__)
 
-# How many deliveries of one type go out between two lease checks and marks. RabbitMQ publishes a whole
-# batch in one transaction; HTTP and handlers are slower per item, so they are marked as they go.
-_CHUNK: dict[str, int] = {CallbackType.RABBITMQ: 20000, CallbackType.HTTP: 64, CallbackType.HANDLER: 50}
 # Stop starting new chunks when less than this is left of the lease: the rest is released, not risked.
 # Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
 # untried before its first chunk.
@@ -185,7 +182,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
 
     margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
     for callback_type, deliveries in groups.items():
-        size = _CHUNK.get(callback_type, 50)
+        size = transport_row(callback_type).chunk_size
         for start in range(0, len(deliveries), size):
             if timezone.now() > claim.claimed_until - margin:
                 result.released += _release(claim, [d.occurrence_id for d in deliveries[start:]])

@@ -6,37 +6,60 @@ dotted path a caller sends. Apps register theirs in a `handlers` module, discove
 A handler takes one delivery (`register`) or a whole chunk of them (`register_batch`: up to 50 due
 occurrences of that handler at once, returning the errors keyed by occurrence id), which lets an app read
 and write what the chunk needs in a few statements instead of a few per occurrence.
+
+A handler runs with the project's rights, so by default API callers cannot name it: only `api=True`
+handlers are accepted by the jobs and schedules API. An app that creates its jobs itself reserves their
+key pattern (`keys_reserve`), so no API caller can take such a key before the app does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-from reminders.transports.base import Delivery, TransportError
+if TYPE_CHECKING:
+    # For the annotations only: reminders.transports imports this registry (its handler transport).
+    from reminders.transports.base import Delivery, TransportError
 
-HandlerFn = Callable[[Delivery], None]
-BatchHandlerFn = Callable[[Sequence[Delivery]], Mapping[int, TransportError]]
+HandlerFn: TypeAlias = Callable[["Delivery"], None]
+BatchHandlerFn: TypeAlias = Callable[[Sequence["Delivery"]], Mapping[int, "TransportError"]]
 
 _registry: dict[str, HandlerFn] = {}
 _batch_registry: dict[str, BatchHandlerFn] = {}
+_api_allowed: set[str] = set()
+_reserved_keys: list[tuple[re.Pattern[str], str]] = []
 
 
-def register(name: str) -> Callable[[HandlerFn], HandlerFn]:
+def register(name: str, *, api: bool = False) -> Callable[[HandlerFn], HandlerFn]:
+    """Register a handler called once per occurrence; `api=True` lets API callers schedule it."""
+
     def decorator(fn: HandlerFn) -> HandlerFn:
         _check_free(name, fn)
         _registry[name] = fn
+        _set_api(name, api)
         return fn
 
     return decorator
 
 
-def register_batch(name: str) -> Callable[[BatchHandlerFn], BatchHandlerFn]:
+def register_batch(name: str, *, api: bool = False) -> Callable[[BatchHandlerFn], BatchHandlerFn]:
+    """Register a handler called once per chunk; `api=True` lets API callers schedule it."""
+
     def decorator(fn: BatchHandlerFn) -> BatchHandlerFn:
         _check_free(name, fn)
         _batch_registry[name] = fn
+        _set_api(name, api)
         return fn
 
     return decorator
+
+
+def _set_api(name: str, api: bool) -> None:
+    if api:
+        _api_allowed.add(name)
+    else:
+        _api_allowed.discard(name)
 
 
 def _check_free(name: str, fn: object) -> None:
@@ -59,3 +82,36 @@ def exists(name: str) -> bool:
 
 def names() -> list[str]:
     return sorted({*_registry, *_batch_registry})
+
+
+def api_allowed(name: str) -> bool:
+    """May an API caller (jobs, bulk, schedules) name this handler as a callback?"""
+    return name in _api_allowed and exists(name)
+
+
+def api_names() -> list[str]:
+    return sorted(name for name in names() if name in _api_allowed)
+
+
+def keys_reserve(pattern: str, *, owner: str) -> None:
+    """Keep job keys matching `pattern` away from API callers: they can neither create nor see them.
+
+    For an app that creates and manages jobs itself: a key an API caller took first would otherwise block
+    it. `pattern` is matched from the start, case-insensitively, in Python and as a database regex (so
+    keep to syntax both understand: classes, counts, literals).
+    """
+    compiled = re.compile(pattern, re.IGNORECASE)
+    if all(existing.pattern != compiled.pattern for existing, _ in _reserved_keys):
+        _reserved_keys.append((compiled, owner))
+
+
+def reserved_key_patterns() -> list[str]:
+    return [pattern.pattern for pattern, _ in _reserved_keys]
+
+
+def key_reserved_by(key: str) -> str | None:
+    """Who reserved the namespace this key falls in, or None when an API caller may use it."""
+    for pattern, owner in _reserved_keys:
+        if pattern.match(key):
+            return owner
+    return None

@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Model, Q, QuerySet
 
-from reminders.models import Job, Occurrence
+from reminders import handlers
+from reminders.models import Job, Occurrence, Schedule
+
+User = AbstractBaseUser | AnonymousUser
+_M = TypeVar("_M", bound=Model)
 
 
-def jobs_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
-    """Jobs, not the jobs backing schedules (those are managed through /api/schedules/), nor those a deleted
-    schedule left with its history (its occurrences stay listed under /api/occurrences/)."""
+def jobs_visible_to(user: User) -> QuerySet[Job]:
+    """Jobs, not the jobs backing schedules (those are managed through /api/schedules/) or left by a deleted
+    schedule with its history (its occurrences stay under /api/occurrences/), nor those in a key namespace
+    an app reserved (managed through that app: a training's are its coaches', and coaches are staff too)."""
     jobs = Job.objects.filter(schedule__isnull=True).exclude(key__startswith="schedule:")
-    if getattr(user, "is_staff", False):
-        return jobs
-    return jobs.filter(owner_id=user.pk)
+    for pattern in handlers.reserved_key_patterns():
+        jobs = jobs.exclude(Q(key__iregex=f"^{pattern}"))
+    return _owned_by(jobs, user, owner="owner_id")
 
 
-def occurrences_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Occurrence]:
+def occurrences_visible_to(user: User) -> QuerySet[Occurrence]:
+    return _owned_by(Occurrence.objects.all(), user, owner="job__owner_id")
+
+
+def schedules_visible_to(user: User) -> QuerySet[Schedule]:
+    return _owned_by(Schedule.objects.select_related("job", "job__throttle"), user, owner="owner_id")
+
+
+def _owned_by(queryset: QuerySet[_M], user: User, *, owner: str) -> QuerySet[_M]:
+    """Staff see everything; other users what they own."""
     if getattr(user, "is_staff", False):
-        return Occurrence.objects.all()
-    return Occurrence.objects.filter(job__owner_id=user.pk)
+        return queryset
+    return queryset.filter(**{owner: user.pk})

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,15 +23,13 @@ from reminders.models import (
     Occurrence,
     ThrottlePolicy,
 )
-from reminders.netguard import UnsafeURL, validate_callback_url
-from reminders.parsers import json_strings
 from reminders.services import Callback
+from reminders.transports import transport_row
 
 # Upper bounds keep every number inside its database column and inside what makes sense.
 MAX_DEADLINE_SECONDS = 31 * 24 * 3600
 MAX_WINDOW_SECONDS = 7 * 24 * 3600
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}"
-_QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 
 
 @extend_schema_field(OpenApiTypes.DATETIME)
@@ -69,64 +65,10 @@ class AwareDateTimeField(serializers.Field):
         return value.isoformat()
 
 
-def _payload_size_ok(payload: Any) -> Any:
-    if any("\x00" in text for text in json_strings(payload)):
-        # Valid JSON, but PostgreSQL's jsonb cannot store U+0000 (and most consumers mishandle it).
-        raise serializers.ValidationError("strings and keys must not contain the NUL character (\\u0000).")
-    size = len(json.dumps(payload, separators=(",", ":")).encode())
-    if size > settings.REMINDERS_MAX_PAYLOAD_BYTES:
-        raise serializers.ValidationError(
-            f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
-        )
-    return payload
-
-
-class RabbitMQDataSerializer(serializers.Serializer):
-    queue = serializers.CharField(max_length=255)
-    payload = serializers.JSONField(validators=[_payload_size_ok])
-
-    def validate_queue(self, value: str) -> str:
-        if not _QUEUE_PATTERN.match(value):
-            raise serializers.ValidationError("use letters, digits, '.', '_', ':' or '-' (at most 255).")
-        if value.startswith("amq."):
-            raise serializers.ValidationError("queue names starting with 'amq.' are reserved by RabbitMQ.")
-        return value
-
-
-class HTTPDataSerializer(serializers.Serializer):
-    url = serializers.CharField(max_length=2000)
-    payload = serializers.JSONField(validators=[_payload_size_ok])
-    secret = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
-
-    def validate_url(self, value: str) -> str:
-        try:
-            validate_callback_url(value, allow_private=settings.REMINDERS_HTTP_ALLOW_PRIVATE)
-        except UnsafeURL as exc:
-            raise serializers.ValidationError(str(exc)) from None
-        return value
-
-
-class HandlerDataSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    payload = serializers.JSONField(required=False, default=dict, validators=[_payload_size_ok])
-
-    def validate_name(self, value: str) -> str:
-        if not handlers.exists(value):
-            known = ", ".join(handlers.names()) or "none"
-            raise serializers.ValidationError(f"no handler registered as {value!r} (registered: {known}).")
-        return value
-
-
-_DATA_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
-    CallbackType.RABBITMQ: RabbitMQDataSerializer,
-    CallbackType.HTTP: HTTPDataSerializer,
-    CallbackType.HANDLER: HandlerDataSerializer,
-}
-_TARGET_FIELD: dict[str, str] = {
-    CallbackType.RABBITMQ: "queue",
-    CallbackType.HTTP: "url",
-    CallbackType.HANDLER: "name",
-}
+def callback_representation(job: Job) -> dict[str, Any]:
+    """A job's callback as the API shows it: the input shape, without write-only fields (the secret)."""
+    target_field = transport_row(job.callback_type).data_serializer.target_field
+    return {"type": job.callback_type, "data": {target_field: job.target, "payload": job.payload}}
 
 
 class CallbackSerializer(serializers.Serializer):
@@ -141,13 +83,14 @@ class CallbackSerializer(serializers.Serializer):
                 {name: ["This field is required: a callback is replaced whole."] for name in missing}
             )
         callback_type = attrs["type"]
-        data = _DATA_SERIALIZERS[callback_type](data=attrs["data"])
+        data_serializer = transport_row(callback_type).data_serializer
+        data = data_serializer(data=attrs["data"])
         if not data.is_valid():
             raise serializers.ValidationError({"data": data.errors})
         values = data.validated_data
         return Callback(
             type=CallbackType(callback_type),
-            target=values[_TARGET_FIELD[callback_type]],
+            target=values[data_serializer.target_field],
             payload=values.get("payload", {}),
             secret=values.get("secret", ""),
         )
@@ -197,6 +140,9 @@ class JobInputSerializer(serializers.Serializer):
         refuse_trailing_newline(value)
         if value.startswith("schedule:"):
             raise serializers.ValidationError("keys starting with 'schedule:' are reserved for schedules.")
+        reserved_by = handlers.key_reserved_by(value)
+        if reserved_by is not None:
+            raise serializers.ValidationError(f"this key is in a namespace reserved for {reserved_by}.")
         return value
 
     def validate_schedules(self, value: list[datetime]) -> list[datetime]:
@@ -295,10 +241,7 @@ class JobSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(JobCallbackOutputSerializer)
     def get_callback(self, job: Job) -> dict[str, Any]:
-        return {
-            "type": job.callback_type,
-            "data": {_TARGET_FIELD[job.callback_type]: job.target, "payload": job.payload},
-        }
+        return callback_representation(job)
 
     @extend_schema_field(JobOccurrenceSerializer(many=True))
     def get_occurrences(self, job: Job) -> list[dict[str, Any]]:

@@ -15,18 +15,17 @@ from reminders.models import (
     PRIORITY_DEFAULT,
     PRIORITY_MAX,
     PRIORITY_MIN,
-    CallbackType,
     MisfirePolicy,
     Schedule,
     ThrottlePolicy,
 )
 from reminders.serializers import (
-    _TARGET_FIELD,
     MAX_DEADLINE_SECONDS,
     MAX_WINDOW_SECONDS,
     AwareDateTimeField,
     CallbackSerializer,
     JobCallbackOutputSerializer,
+    callback_representation,
     refuse_trailing_newline,
 )
 
@@ -156,11 +155,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(JobCallbackOutputSerializer)
     def get_callback(self, schedule: Schedule) -> dict[str, Any]:
-        job = schedule.job
-        return {
-            "type": job.callback_type,
-            "data": {_TARGET_FIELD[CallbackType(job.callback_type)]: job.target, "payload": job.payload},
-        }
+        return callback_representation(schedule.job)
 
 
 class PreviewQuerySerializer(serializers.Serializer):

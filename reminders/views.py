@@ -35,11 +35,16 @@ from reminders.services import (
 )
 
 
-class JobViewSet(
+class KeyedViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
 ):
+    """List, read and delete by the caller-chosen key (jobs, schedules); creating is a keyed upsert."""
+
     lookup_field = "key"
     lookup_value_regex = KEY_PATTERN
+
+
+class JobViewSet(KeyedViewSet):
     serializer_class = JobSerializer
 
     def get_queryset(self) -> QuerySet[Job]:

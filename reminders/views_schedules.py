@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import ProtectedError, QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -22,7 +22,7 @@ from reminders.schedules import (
     schedule_update,
     schedule_upsert,
 )
-from reminders.serializers import KEY_PATTERN
+from reminders.selectors import schedules_visible_to
 from reminders.serializers_schedules import (
     PreviewQuerySerializer,
     PreviewSerializer,
@@ -32,20 +32,10 @@ from reminders.serializers_schedules import (
     preview_data,
 )
 from reminders.services import OwnershipError
+from reminders.views import KeyedViewSet
 
 
-def schedules_visible_to(user: Any) -> QuerySet[Schedule]:
-    queryset = Schedule.objects.select_related("job", "job__throttle")
-    if getattr(user, "is_staff", False):
-        return queryset
-    return queryset.filter(owner_id=user.pk)
-
-
-class ScheduleViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
-):
-    lookup_field = "key"
-    lookup_value_regex = KEY_PATTERN
+class ScheduleViewSet(KeyedViewSet):
     serializer_class = ScheduleSerializer
 
     def get_queryset(self) -> QuerySet[Schedule]:

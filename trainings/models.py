@@ -214,6 +214,24 @@ class ReminderTemplate(models.Model):
         return f"{self.rule} [{self.language}]"
 
 
+class TrainingJob(models.Model):
+    """The engine job that holds one rule's reminders for one training.
+
+    A training finds its jobs through this row, never by the job's key: a key says nothing about who made
+    the row, and the trainings app must never take over a job an API caller created.
+    """
+
+    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="reminder_jobs")
+    rule = models.ForeignKey(ReminderRule, on_delete=models.CASCADE, related_name="training_jobs")
+    job = models.OneToOneField("reminders.Job", on_delete=models.CASCADE, related_name="training_job")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["training", "rule"], name="training_job_unique_rule")]
+
+    def __str__(self) -> str:
+        return f"{self.training_id} {self.rule_id} -> {self.job_id}"
+
+
 class RunOutcome(models.TextChoices):
     SENT = "sent", "Pushes published"
     NOBODY_LEFT = "nobody_left", "Everybody had answered"

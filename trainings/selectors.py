@@ -79,7 +79,13 @@ def reminder_recipients(*, training: Training, rule: ReminderRule) -> QuerySet[P
     )
 
 
+# The namespace of the trainings app's job keys, reserved to it at the API (trainings/handlers.py).
+JOB_KEY_NAMESPACE = r"training-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-"
+
+
 def job_key(*, training_id: object, rule: ReminderRule) -> str:
+    """The key a new job of this training and rule is created under. Only for creating it: a training
+    finds its jobs through `TrainingJob`, never by key."""
     return f"training-{training_id}-{rule.slug}"
 
 
@@ -98,12 +104,11 @@ class TimelineEntry:
 
 def training_timeline(*, training: Training) -> list[TimelineEntry]:
     """Every occurrence of every rule's job for this training (history included), by fire time."""
-    rules = {job_key(training_id=training.pk, rule=rule): rule for rule in ReminderRule.objects.all()}
+    rules = {link.job_id: link.rule for link in training.reminder_jobs.select_related("rule")}
     occurrences = list(
-        Occurrence.objects.filter(job__key__in=list(rules))
-        .select_related("job")
+        Occurrence.objects.filter(job_id__in=list(rules))
         .order_by("fire_at", "id")
-        .only("id", "fire_at", "status", "attempts", "idempotency_key", "job__key")
+        .only("id", "fire_at", "status", "attempts", "idempotency_key", "job_id")
     )
     keys = [o.idempotency_key for o in occurrences]
     runs = {run.occurrence_key: run for run in ReminderRun.objects.filter(occurrence_key__in=keys)}
@@ -115,7 +120,7 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
     )
     entries = []
     for occurrence in occurrences:
-        rule = rules[occurrence.job.key]
+        rule = rules[occurrence.job_id]
         run = runs.get(occurrence.idempotency_key)
         entries.append(
             TimelineEntry(

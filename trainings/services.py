@@ -1,15 +1,16 @@
 """Writes: trainings and their reminders, answers, invitation responses, rule changes, and firing.
 
-Scheduling runs inside the training's own transaction: one engine job per (training, rule), keyed
-`training-<uuid>-<rule slug>`, whose occurrences are replaced by `job_upsert` (kept when the instant is
-still wanted, so their idempotency keys survive a move; cancelled when not; added when new). The job's
-payload names the training and the rule only: who gets a push is decided when it fires
+Scheduling runs inside the training's own transaction: one engine job per (training, rule), found through
+its `TrainingJob` row (never by its key), whose occurrences are replaced by `job_upsert` (kept when the
+instant is still wanted, so their idempotency keys survive a move; cancelled when not; added when new). The
+job's payload names the training and the rule only: who gets a push is decided when it fires
 (`reminder_fire`).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from trainings.models import (
     RunOutcome,
     Team,
     Training,
+    TrainingJob,
 )
 from trainings.offsets import MAX_OFFSET
 from trainings.rendering import Rendered, push_render
@@ -56,18 +58,25 @@ def training_reminders_schedule(
 
     A cancelled training or an inactive rule wants none, so its pending occurrences are cancelled.
     Instants at or before `now` are not scheduled. Returns how many instants are now wanted.
+    The training's jobs are the ones linked to it (`TrainingJob`); a new one is created under a key no
+    other job holds, so a row someone else made under the usual key is never taken over.
     """
     now = now or timezone.now()
-    wanted_total = 0
+    wanted_by_rule: dict[ReminderRule, list[datetime]] = {}
     for rule in ReminderRule.objects.all() if rules is None else rules:
-        key = job_key(training_id=training.pk, rule=rule)
-        wanted: list[datetime] = []
+        wanted_by_rule[rule] = []
         if rule.active and not training.cancelled:
-            wanted = [instant for instant, _ in rule.instants_for(training) if instant > now]
-        if not wanted and not Job.objects.filter(key=key).exists():
+            wanted_by_rule[rule] = [instant for instant, _ in rule.instants_for(training) if instant > now]
+    linked = dict(TrainingJob.objects.filter(training=training).values_list("rule_id", "job__key"))
+    fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
+    taken = _keys_taken([job_key(training_id=training.pk, rule=rule) for rule in fresh])
+    links = []
+    for rule, wanted in wanted_by_rule.items():
+        key = linked.get(rule.pk)
+        if key is None and not wanted:
             continue  # nothing to schedule and nothing to cancel: no empty job row
-        job_upsert(
-            key=key,
+        job, created = job_upsert(
+            key=key or _key_free(job_key(training_id=training.pk, rule=rule), taken),
             schedules=wanted,
             callback=Callback(
                 type=CallbackType.HANDLER,
@@ -77,8 +86,30 @@ def training_reminders_schedule(
             priority=settings.TRAININGS_REMINDER_PRIORITY,
             deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
         )
-        wanted_total += len(wanted)
-    return wanted_total
+        if key is None:
+            if not created:  # inserted by someone else since `_keys_taken`: roll back, never adopt it
+                raise JobKeyTaken(job.key)
+            links.append(TrainingJob(training=training, rule=rule, job=job))
+    TrainingJob.objects.bulk_create(links)
+    return sum(len(wanted) for wanted in wanted_by_rule.values())
+
+
+class JobKeyTaken(Exception):
+    """A new training job's key was inserted by someone else meanwhile; the caller's transaction must roll
+    back (the API refuses that namespace, so only a concurrent admin or shell insert gets here)."""
+
+
+def _keys_taken(keys: list[str]) -> set[str]:
+    return set(Job.objects.filter(key__in=keys).values_list("key", flat=True)) if keys else set()
+
+
+def _key_free(key: str, taken: set[str]) -> str:
+    """`key`, or when a job this training does not own holds it (made before the namespace was reserved,
+    or in the admin), `key` with a random suffix."""
+    if key not in taken:
+        return key
+    logger.warning("job key %s is held by a job the trainings app does not own; using another", key)
+    return f"{key}.{secrets.token_hex(4)}"
 
 
 def _invitations_set(*, training: Training, players: Sequence[Player]) -> None:
@@ -165,9 +196,8 @@ def training_cancel(*, training: Training) -> Training:
 def training_delete(*, training: Training) -> int:
     """Delete the training and cancel every pending reminder in the same transaction. Returns how many."""
     with transaction.atomic():
-        keys = [job_key(training_id=training.pk, rule=rule) for rule in ReminderRule.objects.all()]
         cancelled = occurrences_cancel(
-            Occurrence.objects.filter(job__key__in=keys), reason="training deleted"
+            Occurrence.objects.filter(job__training_job__training=training), reason="training deleted"
         )
         training.delete()
     return cancelled
@@ -258,9 +288,7 @@ def rule_update(
 def rule_delete(*, rule: ReminderRule) -> int:
     """Delete a rule and cancel everything it still had pending. Returns how many occurrences."""
     with transaction.atomic():
-        pending = Occurrence.objects.filter(
-            job__key__startswith="training-", job__key__endswith=f"-{rule.slug}", job__target=HANDLER_NAME
-        )
+        pending = Occurrence.objects.filter(job__training_job__rule=rule)
         cancelled = occurrences_cancel(pending, reason=f"rule {rule.slug} deleted")
         rule.delete()
     return cancelled
@@ -285,11 +313,11 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     Returns the errors keyed by occurrence id (the batch handler contract, reminders/handlers.py).
     """
     errors: dict[int, TransportError] = {}
-    targets = _fire_targets([d.payload for d in deliveries])
+    targets = _fire_targets(deliveries)
     firings: list[_Firing] = []
     for delivery in deliveries:
         try:
-            firings.append(_firing(delivery, *targets(delivery.payload)))
+            firings.append(_firing(delivery, *targets(delivery)))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -390,16 +418,24 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
 
 
 def _fire_targets(
-    payloads: Sequence[Any],
-) -> Callable[[Any], tuple[Training | None, ReminderRule | None]]:
-    """Look up the trainings and rules the payloads name (one query each); None for one deleted or for a
-    payload that is not ours."""
-    named = [_payload_ids(payload) for payload in payloads]
-    trainings = Training.objects.select_related("team").in_bulk({ids[0] for ids in named if ids})
-    rules = ReminderRule.objects.prefetch_related("templates").in_bulk({ids[1] for ids in named if ids})
+    deliveries: Sequence[Delivery],
+) -> Callable[[Delivery], tuple[Training | None, ReminderRule | None]]:
+    """Look up the trainings and rules the payloads name (one query each); None for one deleted, or for an
+    occurrence whose job is not the one this app linked to that training and rule: a job someone else
+    pointed at this handler (through the API before that was refused, or in the admin) reaches nobody."""
+    linked = set(
+        TrainingJob.objects.filter(job__key__in={d.job_key for d in deliveries}).values_list(
+            "job__key", "training_id", "rule_id"
+        )
+    )
+    named = {
+        d.job_key: ids for d in deliveries if (ids := _payload_ids(d.payload)) and (d.job_key, *ids) in linked
+    }
+    trainings = Training.objects.select_related("team").in_bulk({ids[0] for ids in named.values()})
+    rules = ReminderRule.objects.prefetch_related("templates").in_bulk({ids[1] for ids in named.values()})
 
-    def lookup(payload: Any) -> tuple[Training | None, ReminderRule | None]:
-        ids = _payload_ids(payload)
+    def lookup(delivery: Delivery) -> tuple[Training | None, ReminderRule | None]:
+        ids = named.get(delivery.job_key)
         if ids is None:
             return None, None
         return trainings.get(ids[0]), rules.get(ids[1])

@@ -21,7 +21,8 @@ from datetime import UTC, datetime, timedelta
 import amqp
 from amqp import spec
 
-from bench.harness import PAYLOAD, Harness, declared_counts
+from bench.harness import PAYLOAD, Harness
+from bench.processes import declared_counts
 from bench.report import Row, Section
 
 

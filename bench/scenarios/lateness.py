@@ -19,13 +19,16 @@ cost grows with the number of enabled tasks it holds, not only with the rate, so
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.harness import PAYLOAD, Consumer, Harness, quantile
+from bench.harness import PAYLOAD, Harness, quantile
+from bench.processes import Consumer
 from bench.report import Row, Section
 
 # Pending reminders fall due from a minute after the measured window, over two minutes: inside beat's
@@ -61,39 +64,57 @@ def _wait(consumer: Consumer, expected: int, last_fire: datetime, grace: float) 
 
 
 def run_ours(h: Harness) -> dict[str, Any]:
+    h.truncate_engine()
+    stats = measure_ours(h, "late", rate=h.sizes.lateness_rate, seconds=h.sizes.lateness_seconds)
+    h.truncate_engine()
+    return stats
+
+
+def measure_ours(
+    h: Harness, tag: str, *, rate: int, seconds: int, during: Callable[[], Any] | None = None
+) -> dict[str, Any]:
+    """Lateness of `rate`/s reminders for `seconds`, on whatever the table already holds.
+
+    `during`, if given, is entered (as a context manager factory) while the reminders fall due: the scale
+    scenario creates schedules there. Only this run's rows are removed afterwards.
+    """
+    from django.db import connection
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
     from reminders.beat import ensure_periodic_tasks
 
     s = h.sizes
-    n = s.lateness_rate * s.lateness_seconds
-    h.truncate_engine()
+    n = rate * seconds
     ensure_periodic_tasks(IntervalSchedule, PeriodicTask)
-    queue = h.queue_name("late-ours")
+    queue = h.queue_name(f"{tag}-ours")
     h.declare(queue)
-    jobs = h.insert_jobs("late", max(1, n // 22), queue=queue)
-    with Consumer(h, queue) as consumer:
-        worker = h.worker("lateness-worker")
-        beat = h.beat("lateness-beat")
-        h.wait_for_log("lateness-beat", "beat: Starting", timeout=30, proc=beat)
+    jobs = h.insert_jobs(tag, max(1, n // 22), queue=queue)
+    load = during() if during else contextlib.nullcontext()
+    with h.consumer(queue) as consumer:
+        worker = h.worker(f"{tag}-worker")
+        beat = h.beat(f"{tag}-beat")
+        h.wait_for_log(f"{tag}-beat", "beat: Starting", timeout=30, proc=beat)
         first = datetime.now(UTC) + timedelta(seconds=3)
-        h.insert_occurrences("late", jobs, n, first=first, step_seconds=1 / s.lateness_rate)
+        h.insert_occurrences(tag, jobs, n, first=first, step_seconds=1 / rate)
         if s.pending:
-            later = first + timedelta(seconds=s.lateness_seconds + PENDING_AFTER)
+            later = first + timedelta(seconds=seconds + PENDING_AFTER)
             h.insert_occurrences(
-                "late-pending", jobs, s.pending, first=later, step_seconds=PENDING_SPREAD / s.pending
+                f"{tag}-pending", jobs, s.pending, first=later, step_seconds=PENDING_SPREAD / s.pending
             )
-        last = first + timedelta(seconds=(n - 1) / s.lateness_rate)
-        _wait(consumer, n, last, grace=15)
+        last = first + timedelta(seconds=(n - 1) / rate)
+        with load as extra:
+            _wait(consumer, n, last, grace=15)
         h.stop(beat)
         h.stop(worker)
     stats = _stats(consumer.arrivals.lateness(), n)
     stats.update(
-        load=f"{s.lateness_rate:,}/s for {s.lateness_seconds} s"
-        + (f" + {s.pending:,} pending" if s.pending else ""),
-        rate=s.lateness_rate,
+        load=f"{rate:,}/s for {seconds} s" + (f" + {s.pending:,} pending" if s.pending else ""),
+        rate=rate,
+        during=extra,
     )
-    h.truncate_engine()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM reminders_occurrence WHERE idempotency_key LIKE %s", [f"bench-{tag}-%"])
+        cursor.execute("DELETE FROM reminders_job WHERE key LIKE %s", [f"bench-{tag}-%"])
     h.delete_queue(queue)
     return stats
 
@@ -133,7 +154,7 @@ def run_beat(h: Harness) -> dict[str, Any]:
         batch_size=1000,
     )
     PeriodicTasks.update_changed()
-    with Consumer(h, queue) as consumer:
+    with h.consumer(queue) as consumer:
         beat = h.beat("beat-competitor")
         started = h.wait_for_log("beat-competitor", "beat: Starting", timeout=30, proc=beat)
         _wait(consumer, n, fires[-1], grace=max(30.0, s.beat_seconds))
@@ -157,7 +178,7 @@ def run_beat(h: Harness) -> dict[str, Any]:
 
 
 def run_eta(h: Harness) -> dict[str, Any]:
-    from bench.tasks import publish_reminder
+    from bench.tasks import publish_reminders_eta
 
     s = h.sizes
     n = s.eta_reminders
@@ -165,23 +186,12 @@ def run_eta(h: Harness) -> dict[str, Any]:
     queue = h.queue_name("late-eta")
     h.declare(queue)
     h.delete_queue(h.celery_queue)  # no leftover scan kicks may occupy the worker
-    with Consumer(h, queue) as consumer:
+    with h.consumer(queue) as consumer:
         worker = h.worker("eta-worker")
         first = datetime.now(UTC) + timedelta(seconds=3)
         fires = [first + timedelta(seconds=i / rate) for i in range(n)]
         later = _pending(first, s.beat_seconds, s.pending)
-        publish_start = time.perf_counter()
-        for i, fire_at in enumerate(sorted(fires + later)):
-            publish_reminder.apply_async(
-                kwargs={
-                    "queue": queue,
-                    "key": f"eta-{i}",
-                    "fire_at": fire_at.isoformat(),
-                    "payload": PAYLOAD,
-                },
-                eta=fire_at,
-            )
-        publish_seconds = time.perf_counter() - publish_start
+        publish_seconds = publish_reminders_eta(sorted(fires + later), queue=queue, key="eta")
         _wait(consumer, n, fires[-1], grace=max(30.0, s.eta_seconds))
         h.stop(worker)
     stats = _stats(consumer.arrivals.lateness(), n)

@@ -12,8 +12,7 @@ with `INSERT ... SELECT generate_series` and vacuumed/analysed as autovacuum wou
 
 The Celery ETA worker for comparison (also -c 1, prefork) receives the same kind of reminders as ETA tasks
 due in two hours, holds them, and its peak RSS is read the same way once the queue has handed it every
-message. It runs with --prefetch-multiplier 65535: with the project's multiplier of 1 Celery raised its
-prefetch by one held ETA task per event-loop wake-up (about one message every two seconds).
+message (see `_eta_worker_rss` for its prefetch).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.harness import PAYLOAD, Harness, peak_rss_kib, rss_kib
+from bench.harness import Harness, peak_rss_kib, rss_kib
 from bench.report import Row, Section
 
 
@@ -165,7 +164,7 @@ def _worker_rss(h: Harness, size: int, due: int) -> dict[str, Any]:
 
 def _eta_worker_rss(h: Harness, held: int) -> dict[str, Any]:
     """A Celery worker (-c 1) holding `held` ETA reminders due in two hours; its peak RSS."""
-    from bench.tasks import publish_reminder
+    from bench.tasks import publish_reminders_eta
 
     h.delete_queue(h.celery_queue)
     name = f"eta-memory-worker-{held}"
@@ -176,13 +175,8 @@ def _eta_worker_rss(h: Harness, held: int) -> dict[str, Any]:
     idle_kib = rss_kib(worker.pid)
     fire = datetime.now(UTC) + timedelta(hours=2)
     start = time.perf_counter()
-    for i in range(held):
-        fire_at = fire + timedelta(milliseconds=i)
-        publish_reminder.apply_async(
-            kwargs={"queue": "x", "key": f"etamem-{i}", "fire_at": fire_at.isoformat(), "payload": PAYLOAD},
-            eta=fire_at,
-        )
-    publish_seconds = time.perf_counter() - start
+    fires = (fire + timedelta(milliseconds=i) for i in range(held))
+    publish_seconds = publish_reminders_eta(fires, queue="x", key="etamem")
     ready = held
     while time.perf_counter() - start < 600:
         ready, _ = h.queue_depth(h.celery_queue)

@@ -1,28 +1,68 @@
-"""One module per callback transport, behind `Transport.deliver()`; `get_transport` picks by callback type."""
+"""One module per callback transport, and one row per callback type in `TRANSPORTS`.
+
+Adding a callback type is a `CallbackType` value, a module here with its transport and its `data`
+serializer, and a row below (healthchecks keeps its channel kinds in a `TRANSPORTS` table the same way).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 from reminders.models import CallbackType
-from reminders.transports.base import Delivery, InFlight, Settled, Transport, TransportError
+from reminders.transports.base import (
+    CallbackDataSerializer,
+    Delivery,
+    InFlight,
+    Settled,
+    Transport,
+    TransportError,
+)
+from reminders.transports.handler import HandlerDataSerializer, HandlerTransport
+from reminders.transports.http import HTTPDataSerializer, HTTPTransport
+from reminders.transports.rabbitmq import RabbitMQDataSerializer, RabbitMQTransport
 
-__all__ = ["Delivery", "InFlight", "Settled", "Transport", "TransportError", "get_transport"]
+__all__ = [
+    "TRANSPORTS",
+    "Delivery",
+    "InFlight",
+    "Settled",
+    "Transport",
+    "TransportError",
+    "TransportRow",
+    "get_transport",
+    "transport_row",
+]
+
+
+@dataclass(frozen=True)
+class TransportRow:
+    """What the rest of the code needs to know about one callback type."""
+
+    transport: type[Transport]
+    # How many deliveries go out between two lease checks and marks (reminders/dispatch.py).
+    chunk_size: int
+    # What the API accepts as the callback's `data`, and which of its fields is the job's target.
+    data_serializer: type[CallbackDataSerializer]
+
+
+# RabbitMQ publishes a whole chunk in one AMQP transaction; HTTP calls and handlers are slower per item,
+# so their chunks are small and marked as they go.
+TRANSPORTS: dict[str, TransportRow] = {
+    CallbackType.RABBITMQ: TransportRow(RabbitMQTransport, 20000, RabbitMQDataSerializer),
+    CallbackType.HTTP: TransportRow(HTTPTransport, 64, HTTPDataSerializer),
+    CallbackType.HANDLER: TransportRow(HandlerTransport, 50, HandlerDataSerializer),
+}
+
+
+def transport_row(callback_type: str) -> TransportRow:
+    try:
+        return TRANSPORTS[callback_type]
+    except KeyError:
+        raise ValueError(f"unknown callback type {callback_type!r}") from None
 
 
 @cache
 def get_transport(callback_type: str) -> Transport:
     """One instance per process and type, so the RabbitMQ transport keeps its connection between scans."""
-    if callback_type == CallbackType.RABBITMQ:
-        from reminders.transports.rabbitmq import RabbitMQTransport
-
-        return RabbitMQTransport()
-    if callback_type == CallbackType.HTTP:
-        from reminders.transports.http import HTTPTransport
-
-        return HTTPTransport()
-    if callback_type == CallbackType.HANDLER:
-        from reminders.transports.handler import HandlerTransport
-
-        return HandlerTransport()
-    raise ValueError(f"unknown callback type {callback_type!r}")
+    return transport_row(callback_type).transport()

@@ -1,11 +1,18 @@
-"""The one interface every callback transport implements."""
+"""The one interface every callback transport implements: what its `callback.data` accepts and how it
+delivers."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
+
+from django.conf import settings
+from rest_framework import serializers
+
+from reminders.parsers import json_strings
 
 
 @dataclass(frozen=True)
@@ -75,3 +82,26 @@ class Transport(Protocol):
         on the same transport. Must not raise.
         """
         ...
+
+
+class CallbackDataSerializer(serializers.Serializer):
+    """A callback type's `data` in the API: its target field, named by `target_field`, and a `payload`
+    (each subclass declares both, so its fields keep their order; the payload is checked here)."""
+
+    target_field: ClassVar[str]
+
+    def validate_payload(self, payload: Any) -> Any:
+        return payload_size_ok(payload)
+
+
+def payload_size_ok(payload: Any) -> Any:
+    """A payload every transport can carry and PostgreSQL can store, within REMINDERS_MAX_PAYLOAD_BYTES."""
+    if any("\x00" in text for text in json_strings(payload)):
+        # Valid JSON, but PostgreSQL's jsonb cannot store U+0000 (and most consumers mishandle it).
+        raise serializers.ValidationError("strings and keys must not contain the NUL character (\\u0000).")
+    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    if size > settings.REMINDERS_MAX_PAYLOAD_BYTES:
+        raise serializers.ValidationError(
+            f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
+        )
+    return payload

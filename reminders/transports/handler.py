@@ -5,10 +5,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from rest_framework import serializers
+
 from reminders import handlers
-from reminders.transports.base import Delivery, InFlight, Settled, TransportError
+from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
+
+
+class HandlerDataSerializer(CallbackDataSerializer):
+    target_field = "name"
+    name = serializers.CharField(max_length=200)
+    payload = serializers.JSONField(required=False, default=dict)
+
+    def validate_name(self, value: str) -> str:
+        # An internal handler (not registered with api=True) runs with the project's rights, e.g.
+        # `trainings.reminder` pushes to any training's players: it is refused like an unknown name.
+        if handlers.api_allowed(value):
+            return value
+        known = ", ".join(handlers.api_names()) or "none"
+        if handlers.exists(value):
+            raise serializers.ValidationError(
+                f"handler {value!r} is internal: API callers cannot schedule it (allowed: {known})."
+            )
+        raise serializers.ValidationError(f"no handler registered as {value!r} (allowed: {known}).")
 
 
 class HandlerTransport:

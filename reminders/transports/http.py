@@ -1,15 +1,9 @@
-"""POST a job's payload as JSON to its callback URL.
+"""POST a job's payload as JSON to its callback URL, signed (`X-Reminders-Signature`, HMAC-SHA256).
 
-Every request carries `X-Reminders-Signature: sha256=<hex HMAC-SHA256 of the body>` so the receiver can
-tell it came from us. The key is the job's own `secret` if it has one, else REMINDERS_HTTP_SIGNING_SECRET,
-else a key derived from SECRET_KEY. A receiver can only verify with one of the first two: the derived key
-exists so that a request is never unsigned, not so that anyone outside this deployment could check it.
-`Idempotency-Key` is the same on every attempt of an occurrence; retries are at-least-once.
-
-The callback URL was vetted when the job was created, but DNS may answer differently now (rebinding),
-so the host is resolved once here, every address checked by `reminders.netguard`, and the connection
-made to the vetted IP itself; Host, TLS SNI and the certificate check still use the name. Redirects are
-never followed: a 302 to http://169.254.169.254/ would walk straight past the guard.
+The key is the job's `secret`, else REMINDERS_HTTP_SIGNING_SECRET, else one derived from SECRET_KEY (so a
+request is never unsigned, though only the first two can be verified outside). The host is resolved and
+vetted by `reminders.netguard` here, at send time, and the connection pinned to the vetted address (DNS
+rebinding); redirects are never followed.
 """
 
 from __future__ import annotations
@@ -25,10 +19,11 @@ from dataclasses import dataclass
 import urllib3
 from django.conf import settings
 from django.utils.crypto import salted_hmac
+from rest_framework import serializers
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 from reminders import netguard
-from reminders.transports.base import Delivery, InFlight, Settled, TransportError
+from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +63,20 @@ class _Options:
         if self.signing_secret:
             return self.signing_secret.encode()
         return self.derived_key
+
+
+class HTTPDataSerializer(CallbackDataSerializer):
+    target_field = "url"
+    url = serializers.CharField(max_length=2000)
+    payload = serializers.JSONField()
+    secret = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
+
+    def validate_url(self, value: str) -> str:
+        try:
+            netguard.validate_callback_url(value, allow_private=settings.REMINDERS_HTTP_ALLOW_PRIVATE)
+        except netguard.UnsafeURL as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value
 
 
 class HTTPTransport:

@@ -1,19 +1,9 @@
-"""Publish a job's payload to a named RabbitMQ queue.
+"""Publish a job's payload to a named RabbitMQ queue: one AMQP transaction per chunk, `mandatory`.
 
-On an AMQP broker each batch is published inside one AMQP transaction: `tx.commit-ok` means RabbitMQ has
-taken every message of the batch (persistent messages on durable queues are on disk by then), which is
-what lets the dispatcher mark the batch delivered. Messages go out `mandatory`, so one the broker cannot
-route comes back as `basic.return` before `commit-ok` and is reported as an error, never dropped.
-
-The queue is declared durable before its first publish on a connection: a caller names a queue and gets
-it, instead of having every message of a brand-new queue returned. Declaring a queue that already exists
-with other arguments fails (PRECONDITION_FAILED) and the occurrence retries with that error.
-
-`start()` returns as soon as `tx.commit` is sent; the dispatcher claims its next batch and marks its last
-one while the broker commits this one, and reads `commit-ok` afterwards (`deliver()` does both at once).
-
-On the embedded broker (kombu's filesystem transport) the same call goes through a kombu Producer; that
-transport writes each message to disk synchronously and has no transactions to wait for.
+`tx.commit-ok` is what lets the dispatcher mark a chunk delivered, and a message the broker cannot route
+comes back as an error before it, never a silent drop. Queues are declared durable before their first
+publish. `start()` returns once `tx.commit` is sent, so the dispatcher works while the broker commits. On
+kombu's filesystem broker (the embedded default) the same call goes through a kombu Producer.
 """
 
 from __future__ import annotations
@@ -22,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import threading
 from collections.abc import Mapping, Sequence
@@ -31,10 +22,26 @@ import amqp
 from amqp import spec
 from django.conf import settings
 from kombu import Connection, Producer, Queue
+from rest_framework import serializers
 
-from reminders.transports.base import Delivery, InFlight, Settled, TransportError
+from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
+
+_QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
+
+
+class RabbitMQDataSerializer(CallbackDataSerializer):
+    target_field = "queue"
+    queue = serializers.CharField(max_length=255)
+    payload = serializers.JSONField()
+
+    def validate_queue(self, value: str) -> str:
+        if not _QUEUE_PATTERN.match(value):
+            raise serializers.ValidationError("use letters, digits, '.', '_', ':' or '-' (at most 255).")
+        if value.startswith("amq."):
+            raise serializers.ValidationError("queue names starting with 'amq.' are reserved by RabbitMQ.")
+        return value
 
 
 class RabbitMQTransport:

@@ -1,14 +1,10 @@
 """The pieces every fault scenario is built from: real worker processes, a beat stand-in, a TCP proxy to
-cut the broker with, an AMQP message count, and the results table the suite writes.
+cut the broker with, and the results table the suite writes. Processes, consumers and arrival counting are
+shared with the benchmark (bench/processes.py).
 
-A new scenario composes these: start `WorkerProcess`es with the env it needs, keep a `Kicker` running,
-inject its fault (kill/freeze at a reported phase, cut the proxy, terminate backends), then assert on the
-database and on what `read_queue()` consumed, and `record()` one row for the table. For the trainings
-scenarios still to come: 6 (a push consumer crashing mid-message) is a `WorkerProcess(module=...)` running
-the push consumer with a probe that reports `received` before it sends, killed there, then `read_queue`
-on the push queue counting sends per idempotency key; 7 (atomic scheduling) needs no new helper: create
-the training through the API inside `transaction.atomic()` that raises, assert no occurrence, then create
-one, kill the worker after `claimed`, and count every reminder on the queue.
+A scenario starts `WorkerProcess`es, keeps a `Kicker` running, injects its fault (kill/freeze at a
+reported phase, cut the proxy, terminate backends), asserts on the database and on what `read_queue()`
+consumed, and `record()`s one row for the table.
 """
 
 from __future__ import annotations
@@ -21,13 +17,10 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.conf import settings
@@ -35,12 +28,12 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 from django.db.models import Count
 from django.utils import timezone
-from kombu import Connection
 
+from bench import processes
+from bench.processes import Arrivals
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from tests.fault_table import record  # noqa: F401 - the scenarios call harness.record
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = 5
 
 
@@ -112,14 +105,8 @@ class WorkerProcess:
             **self.env,
         }
         ready_before = self.count("ready")
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", self.module, self.name],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        argv = [sys.executable, "-m", self.module, self.name]
+        self.process = processes.start_process(argv, env=env, log_path=self.log_file)
         self.starts += 1
         if wait:
             wait_for(
@@ -153,11 +140,9 @@ class WorkerProcess:
         return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGCONT)
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
+        """Kill it (thawed first, if frozen), whatever it is doing."""
+        if self.process is not None:
+            processes.stop_process(self.process)
 
     def phases(self) -> list[tuple[str, int]]:
         if not self.phase_file.exists():
@@ -170,14 +155,10 @@ class WorkerProcess:
 
     def wait_phase(self, phase: str, *, after: int, timeout: float = 30) -> bool:
         """Wait until this worker reports `phase` for the (after+1)-th time; False if it never does."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.count(phase) > after:
-                return True
-            if not self.alive:
-                return False
-            time.sleep(0.005)
-        return False
+        processes.wait_until(
+            lambda: self.count(phase) > after or not self.alive, timeout=timeout, every=0.005
+        )
+        return self.count(phase) > after
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log_file.exists():
@@ -188,11 +169,8 @@ class WorkerProcess:
 def wait_for(
     condition: Callable[[], bool], *, timeout: float, what: str, worker: WorkerProcess | None = None
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
+    if processes.wait_until(condition, timeout=timeout):
+        return
     detail = f"\n--- {worker.name} log ---\n{worker.log_tail()}" if worker else ""
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
 
@@ -255,53 +233,15 @@ def all_delivered(total: int) -> bool:
     return status_counts().get(OccurrenceStatus.DELIVERED, 0) == total
 
 
-@dataclass
-class Arrivals:
-    """What a real AMQP consumer read from the queue."""
-
-    messages: list[Any]
-
-    @property
-    def by_message_id(self) -> Counter[str]:
-        return Counter(m.properties.get("message_id") for m in self.messages)
-
-    @property
-    def duplicates(self) -> int:
-        return len(self.messages) - len(self.by_message_id)
-
-    def ids_per_fire_at(self) -> dict[str, set[str]]:
-        """fire_at header -> the message ids seen for it; one id per occurrence if duplicates agree."""
-        seen: dict[str, set[str]] = {}
-        for message in self.messages:
-            headers = message.properties.get("application_headers") or {}
-            seen.setdefault(headers.get("fire_at"), set()).add(message.properties.get("message_id"))
-        return seen
-
-
 def read_queue(queue: str, *, expect: int, timeout: float = 30) -> Arrivals:
     """Consume every message on `queue` (acking it) with basic.consume, until it is empty and at least
     `expect` arrived or `timeout` passes."""
-    messages: list[Any] = []
-    deadline = time.monotonic() + timeout
-    with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
-        channel = conn.channel()
-        channel.basic_qos(0, 500, False)
-        channel.basic_consume(queue, callback=messages.append, no_ack=True)
-        idle_since = time.monotonic()
-        while time.monotonic() < deadline:
-            before = len(messages)
-            with contextlib.suppress(TimeoutError):
-                conn.drain_events(timeout=0.3)
-            if len(messages) != before:
-                idle_since = time.monotonic()
-            elif len(messages) >= expect and time.monotonic() - idle_since > 0.5:
-                break
-    return Arrivals(messages)
+    return processes.read_queue(settings.CELERY_BROKER_URL, queue, expect=expect, timeout=timeout)
 
 
 def queue_is_durable(queue: str) -> bool:
     """Re-declaring with durable=True succeeds only on a durable queue (PRECONDITION_FAILED otherwise)."""
-    with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
+    with contextlib.closing(processes.amqp_connection(settings.CELERY_BROKER_URL)) as conn:
         try:
             conn.channel().queue_declare(queue=queue, durable=True, auto_delete=False)
         except Exception:
@@ -310,11 +250,7 @@ def queue_is_durable(queue: str) -> bool:
 
 
 def delete_queue(queue: str) -> None:
-    try:
-        with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
-            conn.default_channel.queue_delete(queue)
-    except Exception:  # noqa: S110 - cleanup of a queue that may never have been created
-        pass
+    processes.delete_queue(settings.CELERY_BROKER_URL, queue)
 
 
 def assert_every_occurrence_arrived(arrivals: Arrivals, total: int) -> None:

@@ -154,3 +154,140 @@ def test_it_shows_operators_every_job_in_the_admin(world: dict[str, Any]) -> Non
     # Staff without model permissions see no reminders data at all.
     client.force_login(world["staff"])
     assert client.get("/admin/reminders/job/").status_code == 403
+
+
+# --- internal handlers and reserved keys (issue 19) -------------------------------------------------------
+
+INTERNAL_HANDLER = "trainings.reminder"  # pushes to any training's players: registered without api=True
+TRAINING_KEY = "training-6f1c1d52-2c1e-4a44-9d55-0c8f6f2b1a10-pre-questionnaire"
+
+
+def _handler_callback(name: str) -> dict[str, Any]:
+    payload = {"training": "6f1c1d52-2c1e-4a44-9d55-0c8f6f2b1a10", "rule": 1}
+    return {"type": "handler", "data": {"name": name, "payload": payload}}
+
+
+def _schedule_body(key: str, callback: dict[str, Any]) -> dict[str, Any]:
+    return {"key": key, "expression": "@every 1m", "callback": callback}
+
+
+def _error_at(body: Any, path: str) -> list[str]:
+    """The messages a 400 holds at a dotted field path (`jobs.0.callback.data.name`)."""
+    for part in path.split("."):
+        assert isinstance(body, dict) and part in body, f"no error at {path!r}: {body}"
+        body = body[part]
+    assert isinstance(body, list) and body, body
+    return body
+
+
+def _everything() -> tuple[Any, ...]:
+    from reminders.models import Schedule
+
+    return (
+        *_state(),
+        tuple(Schedule.objects.order_by("key").values_list("key", "job__version", "job__target")),
+    )
+
+
+INTERNAL_HANDLER_REQUESTS = {
+    "job": (
+        "/api/jobs/",
+        {**_job_body("replay-1"), "callback": _handler_callback(INTERNAL_HANDLER)},
+        "callback.data.name",
+    ),
+    "bulk": (
+        "/api/jobs/bulk/",
+        {
+            "jobs": [
+                _job_body("fine-1"),
+                {**_job_body("replay-2"), "callback": _handler_callback(INTERNAL_HANDLER)},
+            ]
+        },
+        "jobs.1.callback.data.name",
+    ),
+    "schedule": (
+        "/api/schedules/",
+        _schedule_body("replay-3", _handler_callback(INTERNAL_HANDLER)),
+        "callback.data.name",
+    ),
+}
+
+
+@pytest.mark.parametrize("actor", ["alice", "staff", "superuser"])
+@pytest.mark.parametrize("route", list(INTERNAL_HANDLER_REQUESTS))
+def test_it_refuses_an_internal_handler_as_a_callback_with_400(
+    world: dict[str, Any], route: str, actor: str
+) -> None:
+    """A handler runs with the project's rights: naming one an app keeps to itself is refused to every API
+    caller, superusers included, and nothing is stored."""
+    user = world.get(actor) or UserFactory(username="root", is_staff=True, is_superuser=True)
+    path, body, field = INTERNAL_HANDLER_REQUESTS[route]
+    before = _everything()
+    response = _client(user).post(path, body, format="json")
+    assert response.status_code == 400, response.content
+    assert "internal" in _error_at(response.json(), field)[0]
+    assert _everything() == before
+
+
+def test_it_refuses_switching_a_schedule_to_an_internal_handler(world: dict[str, Any]) -> None:
+    alice = _client(world["alice"])
+    fine = _schedule_body("alice-every", {"type": "rabbitmq", "data": {"queue": "q.a", "payload": {}}})
+    assert alice.post("/api/schedules/", fine, format="json").status_code == 201
+    before = _everything()
+    switched = {**fine, "callback": _handler_callback(INTERNAL_HANDLER)}
+    replace = alice.post("/api/schedules/", switched, format="json")
+    change = alice.patch("/api/schedules/alice-every/", {"callback": switched["callback"]}, format="json")
+    for response in (replace, change):
+        assert response.status_code == 400, response.content
+        _error_at(response.json(), "callback.data.name")
+    assert _everything() == before
+
+
+def test_a_handler_registered_for_the_api_stays_usable(world: dict[str, Any]) -> None:
+    from reminders import handlers
+    from tests.reminders import handlers_for_tests  # noqa: F401 - registers tests.record with api=True
+
+    assert handlers.api_allowed("tests.record") and not handlers.api_allowed(INTERNAL_HANDLER)
+    body = {**_job_body("alice-handler"), "callback": _handler_callback("tests.record")}
+    assert _client(world["alice"]).post("/api/jobs/", body, format="json").status_code == 201
+
+
+def test_a_handler_is_internal_unless_registered_for_the_api() -> None:
+    from reminders import handlers
+
+    handlers.register("tests.authz.internal")(lambda delivery: None)
+    handlers.register_batch("tests.authz.public", api=True)(lambda deliveries: {})
+    assert handlers.exists("tests.authz.internal") and not handlers.api_allowed("tests.authz.internal")
+    assert handlers.api_allowed("tests.authz.public")
+    assert "tests.authz.internal" not in handlers.api_names()
+
+
+RESERVED_KEY_REQUESTS = {
+    "job": ("/api/jobs/", _job_body(TRAINING_KEY), "key"),
+    "job, upper case": ("/api/jobs/", _job_body(TRAINING_KEY.upper().replace("TRAINING", "training")), "key"),
+    "job, suffixed": ("/api/jobs/", _job_body(f"{TRAINING_KEY}.0a1b2c3d"), "key"),
+    "bulk": ("/api/jobs/bulk/", {"jobs": [_job_body("fine-1"), _job_body(TRAINING_KEY)]}, "jobs.1.key"),
+}
+
+
+@pytest.mark.parametrize("actor", ["alice", "staff", "superuser"])
+@pytest.mark.parametrize("route", list(RESERVED_KEY_REQUESTS))
+def test_it_refuses_a_key_in_the_trainings_namespace_with_400(
+    world: dict[str, Any], route: str, actor: str
+) -> None:
+    """`training-<uuid>-...` keys belong to the trainings app: a caller who took one first could read and
+    cancel the training's reminders once the app scheduled them there."""
+    user = world.get(actor) or UserFactory(username="root", is_staff=True, is_superuser=True)
+    path, body, field = RESERVED_KEY_REQUESTS[route]
+    before = _everything()
+    response = _client(user).post(path, body, format="json")
+    assert response.status_code == 400, response.content
+    assert "reserved" in _error_at(response.json(), field)[0]
+    assert _everything() == before
+
+
+def test_keys_outside_the_namespace_stay_free(world: dict[str, Any]) -> None:
+    """Seed 000's own example key looks like a training's, but names no training id."""
+    alice = _client(world["alice"])
+    for key in ("training-invitations-42", "training-42-reminder", "my-training-6f1c1d52"):
+        assert alice.post("/api/jobs/", _job_body(key), format="json").status_code == 201, key

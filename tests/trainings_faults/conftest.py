@@ -3,8 +3,8 @@ database (a Celery worker, the push gateway) that a test may kill -9."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,13 +14,11 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from kombu import Connection
 
+from bench.processes import amqp_connection, declared_counts, start_process, stop_process
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
 from trainings.defaults import rules_seed
 from trainings.models import ReminderRule, ReminderTemplate, Team
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +32,8 @@ def rules(db: None) -> dict[str, ReminderRule]:
 def push_queue(settings: Any, queue_name: str) -> str:
     """Pushes go to a unique durable queue (declared now, so it can be counted), deleted afterwards."""
     settings.TRAININGS_PUSH_QUEUE = queue_name
-    with Connection(settings.CELERY_BROKER_URL) as broker:
-        broker.default_channel.queue_declare(queue=queue_name, durable=True, auto_delete=False)
+    with contextlib.closing(amqp_connection(settings.CELERY_BROKER_URL)) as broker:
+        broker.channel().queue_declare(queue=queue_name, durable=True, auto_delete=False)
     return queue_name
 
 
@@ -61,20 +59,18 @@ def database_url() -> str:
 
 def ready_count(queue: str) -> int:
     """Messages ready on the queue (not counting unacked ones), asked of RabbitMQ by a passive declare."""
-    with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as broker:
-        return int(broker.default_channel.queue_declare(queue=queue, passive=True).message_count)
+    with contextlib.closing(amqp_connection(settings.CELERY_BROKER_URL)) as broker:
+        return declared_counts(broker.channel(), queue)[0]
 
 
 def wait_for(condition: Callable[[], Any], *, timeout: float, what: str, every: float = 0.05) -> Any:
     """Poll until `condition()` is truthy; fail naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
+    while not (value := condition()):
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(every)
+    return value
 
 
 class Processes:
@@ -89,11 +85,7 @@ class Processes:
         self.started: list[tuple[str, subprocess.Popen[bytes]]] = []
 
     def start(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
-        log = (self.tmp_path / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            argv, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
-        )
-        log.close()  # the child holds its own descriptor
+        process = start_process(argv, env={**self.env, **env}, log_path=self.tmp_path / f"{name}.log")
         self.started.append((name, process))
         return process
 
@@ -117,13 +109,9 @@ class Processes:
     def stop_all(self) -> None:
         for _, process in self.started:
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                process.terminate()  # all at once, so they shut down side by side
         for _, process in self.started:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+            stop_process(process, grace=15)
 
 
 @pytest.fixture

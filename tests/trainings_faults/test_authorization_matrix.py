@@ -5,6 +5,8 @@ team) on coach B's team; operators (a user with `trainings.manage_all_teams`, a 
 The rules: anonymous is 401 everywhere; another team's training is 404 (it does not exist for you), a
 write that names another team or its players is a 400 on that field, a list simply leaves it out; reminder
 rules are read by anyone signed in and changed by operators only (403). A refused write changes nothing.
+Through the engine's API (jobs, bulk, schedules) no caller, operators included, can name the trainings
+handler or take a training's job key (400 naming the field).
 
 A route (or admin model) added to the trainings app without a row here fails the coverage tests.
 """
@@ -24,7 +26,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
-from reminders.models import Occurrence, OccurrenceStatus
+from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
 from tests.fault_table import record
 from trainings.models import (
@@ -57,7 +59,11 @@ def _fault_table_row() -> Iterator[None]:
             result=f"{_PASSED['api']} API cases ({len(MATRIX)} route-methods x {len(COLUMNS)} callers) and "
             f"{_PASSED['admin']} admin cases passed: anonymous 401; another team's training 404 (hidden from "
             "lists; create or player list naming it 400); rule changes 403 for non-operators; a refused "
-            "write changes nothing; a route or admin model without a row fails the suite",
+            "write changes nothing; a route or admin model without a row fails the suite; "
+            f"{_PASSED['engine']} engine API cases against another team's training ({len(ENGINE_ATTACKS)} "
+            f"attacks and a read/cancel of its jobs x {len(ENGINE_CALLERS)} callers, operators included): "
+            "the trainings handler named in a job, bulk or schedule, or a training's job key taken first, "
+            "is a 400 naming the field; its jobs are 404 to read or cancel; nothing changes",
         )
 
 
@@ -241,6 +247,99 @@ def test_a_coach_cannot_list_another_teams_player_on_their_own_training(world: W
     response = client.patch(_detail(world.a), {"players": [world.b.player.pk]}, format="json")
     assert response.status_code == 400 and "players" in response.json()
     assert list(world.a.training.invitations.values_list("player", flat=True)) == [world.a.player.pk]
+
+
+# --- the engine's API cannot reach a training's reminders (issue 19) -------------------------------
+
+# Any account with a token used to (1) schedule the trainings handler with another team's training in its
+# payload, so the worker pushed to that team's pending players, and (2) create a training's job key before
+# the trainings app did, which the app then took over, leaving the caller able to read and cancel it.
+# Both are 400s naming the field, for every caller: no one schedules trainings reminders but the app.
+
+
+def _engine_requests(side: Side) -> dict[str, tuple[str, dict[str, Any], str]]:
+    """(path, body, the field the 400 must name) for each attack on `side`'s training."""
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+    payload = {"training": str(side.training.pk), "rule": rule.pk}
+    replay = {"type": "handler", "data": {"name": "trainings.reminder", "payload": payload}}
+    queue = {"type": "rabbitmq", "data": {"queue": "q.attacker", "payload": {}}}
+    now = dt.datetime.now(dt.UTC).isoformat()
+    squat = f"training-{side.training.pk}-{rule.slug}"
+    return {
+        "replay": (
+            "/api/jobs/",
+            {"key": "replay-1", "schedules": [now], "callback": replay},
+            "callback.data.name",
+        ),
+        "replay-bulk": (
+            "/api/jobs/bulk/",
+            {"jobs": [{"key": "replay-2", "schedules": [now], "callback": replay}]},
+            "jobs.0.callback.data.name",
+        ),
+        "replay-schedule": (
+            "/api/schedules/",
+            {"key": "replay-3", "expression": "@every 1m", "callback": replay},
+            "callback.data.name",
+        ),
+        "squat": ("/api/jobs/", {"key": squat, "schedules": [now], "callback": queue}, "key"),
+        "squat-bulk": (
+            "/api/jobs/bulk/",
+            {"jobs": [{"key": squat, "schedules": [now], "callback": queue}]},
+            "jobs.0.key",
+        ),
+    }
+
+
+ENGINE_ATTACKS = ["replay", "replay-bulk", "replay-schedule", "squat", "squat-bulk"]
+ENGINE_CALLERS = ["nobody", "coach_a", "staff", "operator", "superuser"]  # nobody: signed in, no team
+
+
+def _engine_state(side: Side) -> tuple[Any, ...]:
+    return (
+        _state(side),
+        tuple(Job.objects.order_by("pk").values_list("pk", "key", "owner", "target", "version")),
+        Schedule.objects.count(),
+        Push.objects.count(),
+    )
+
+
+@pytest.mark.parametrize("caller", ENGINE_CALLERS)
+@pytest.mark.parametrize("attack", ENGINE_ATTACKS)
+def test_no_engine_api_caller_can_schedule_a_trainings_reminder(
+    world: World, attack: str, caller: str
+) -> None:
+    users = {**world.users, "nobody": UserFactory(username="nobody")}
+    path, body, field = _engine_requests(world.b)[attack]
+    before = _engine_state(world.b)
+    client = APIClient()
+    client.force_authenticate(users[caller])
+    response = client.post(path, body, format="json")
+    assert response.status_code == 400, response.content[:500]
+    errors: Any = response.json()
+    for part in field.split("."):
+        errors = errors[part]
+    assert errors, response.json()
+    assert _engine_state(world.b) == before
+    _PASSED["engine"] += 1
+
+
+@pytest.mark.parametrize("caller", ENGINE_CALLERS)
+def test_no_engine_api_caller_can_read_or_cancel_a_trainings_jobs(world: World, caller: str) -> None:
+    """A training's jobs are managed through the trainings API only. Coaches are staff users, and the
+    engine's API shows staff every job: without this, coach A could cancel team B's reminders there."""
+    users = {**world.users, "nobody": UserFactory(username="nobody")}
+    client = APIClient()
+    client.force_authenticate(users[caller])
+    keys = list(Job.objects.filter(training_job__training=world.b.training).values_list("key", flat=True))
+    assert len(keys) == 3
+    before = _engine_state(world.b)
+    for key in keys:
+        assert client.get(f"/api/jobs/{key}/").status_code == 404
+        assert client.delete(f"/api/jobs/{key}/").status_code == 404
+    listed = {row["key"] for row in client.get("/api/jobs/").json()["results"]}
+    assert not listed & set(keys)
+    assert _engine_state(world.b) == before
+    _PASSED["engine"] += 1
 
 
 def _trainings_routes() -> set[tuple[str, str]]:

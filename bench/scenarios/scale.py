@@ -1,0 +1,188 @@
+"""Seed scale (seed 001: 30 M active schedules, 5,000 new ones a minute): claim, memory and lateness.
+
+`python -m bench --only scale` (apart from the full run: filling and vacuuming 30 M rows takes minutes).
+The table holds 10 k future occurrences, then 30 M (2 M with --quick). At each size: the claim of 1,000 due
+rows (median, with its plan), a fresh worker's peak RSS while it drains a due set, and fire lateness at a
+steady rate with real worker and beat processes while a thread creates recurring schedules through
+`schedule_upsert` at seed 001's rate. The small size is the comparison: each row is the large size over it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.harness import Harness
+from bench.report import Row, Section
+from bench.scenarios import lateness, tablesize
+
+SCHEDULES_PER_MINUTE = 5000
+
+
+@contextlib.contextmanager
+def schedules_arriving(h: Harness, tag: str, per_minute: int) -> Iterator[dict[str, Any]]:
+    """Create `@every 1h` schedules at `per_minute` from a thread until the block ends.
+
+    Each one is a new key with its first fire an hour away, as a service adopting the scheduler would add
+    them: a Job, a Schedule and its next occurrence per call, in one transaction.
+    """
+    from django.db import connection
+
+    from reminders.models import CallbackType
+    from reminders.schedules import ScheduleSpec, schedule_upsert
+    from reminders.services import Callback
+
+    stats: dict[str, Any] = {"created": 0, "target_per_minute": per_minute, "behind_max": 0}
+    stop = threading.Event()
+    queue = h.queue_name(f"{tag}-sched")
+    callback = Callback(type=CallbackType.RABBITMQ, target=queue, payload={"kind": "scale"}, secret="")
+
+    def create() -> None:
+        interval = 60.0 / per_minute
+        start = time.monotonic()
+        try:
+            while not stop.is_set():
+                i = stats["created"]
+                due = start + i * interval
+                lag = time.monotonic() - due
+                if lag < 0:
+                    stop.wait(-lag)
+                    continue
+                stats["behind_max"] = max(stats["behind_max"], lag)
+                schedule_upsert(
+                    key=f"bench-{tag}-{i}",
+                    spec=ScheduleSpec(
+                        expression="@every 1h",
+                        timezone="UTC",
+                        callback=callback,
+                        start_at=datetime.now(UTC) + timedelta(hours=1),
+                    ),
+                )
+                stats["created"] = i + 1
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=create, name=f"{tag}-schedules", daemon=True)
+    started = time.monotonic()
+    thread.start()
+    try:
+        yield stats
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        elapsed = time.monotonic() - started
+        stats["seconds"] = elapsed
+        stats["per_minute"] = stats["created"] * 60 / elapsed if elapsed else 0.0
+
+
+def _at_size(h: Harness, table: tablesize.FutureTable, size: int) -> dict[str, Any]:
+    s = h.sizes
+    fill = table.fill_to(size)
+    print(f"  table: {size:,} future occurrences (filled and vacuumed in {fill:.1f} s)", flush=True)
+    claim = tablesize._claim_cost(h, size, s.claim_reps)
+    print(f"    claim of 1,000: median {claim['median_ms']:.2f} ms, p90 {claim['p90_ms']:.2f} ms", flush=True)
+    for line in claim["index_lines"]:
+        print(f"      plan: {line}", flush=True)
+    rss = tablesize._worker_rss(h, size, s.memory_due)
+    print(
+        f"    worker peak RSS {rss['peak_kib'] / 1024:.1f} MiB ({rss['delivered']:,} delivered)", flush=True
+    )
+    tag = f"scale-{size}"
+    late = lateness.measure_ours(
+        h,
+        tag,
+        rate=s.lateness_rate,
+        seconds=s.lateness_seconds,
+        during=lambda: schedules_arriving(h, tag, SCHEDULES_PER_MINUTE),
+    )
+    created = late["during"]
+    print(
+        f"    lateness @{late['rate']:,}/s: p50 {late['p50'] * 1000:.1f} ms, "
+        f"p99 {late['p99'] * 1000:.1f} ms, max {late['max'] * 1000:.1f} ms "
+        f"({late['received']:,}/{late['expected']:,}); "
+        f"{created['created']:,} schedules created at {created['per_minute']:,.0f}/min",
+        flush=True,
+    )
+    late.pop("cdf", None)
+    return {"size": size, "fill_seconds": fill, "claim": claim, "rss": rss, "lateness": late}
+
+
+def run(h: Harness) -> Section:
+    sizes = [10_000, 2_000_000] if h.quick else [10_000, 30_000_000]
+    h.truncate_engine()
+    table = tablesize.FutureTable(h)
+    results = [_at_size(h, table, size) for size in sizes]
+    h.truncate_engine()
+    small, large = results
+    label = f"{large['size'] / 1e6:g} M vs {small['size'] / 1e3:g} k future"
+    claim_ratio = large["claim"]["median_ms"] / small["claim"]["median_ms"]
+    rss_ratio = large["rss"]["peak_kib"] / small["rss"]["peak_kib"]
+    late_l, late_s = large["lateness"], small["lateness"]
+    load = f"@{late_l['rate']:,}/s + {SCHEDULES_PER_MINUTE:,} schedules/min"
+    section = Section("scale")
+    section.rows += [
+        Row(
+            f"7a claim 1,000 due, {label}",
+            large["claim"]["median_ms"],
+            small["claim"]["median_ms"],
+            f"at {small['size']:,}",
+            "ms",
+            claim_ratio,
+            "large/small",
+            "≤ 1.5x",
+            claim_ratio <= 1.5,
+            note="plan at the large size: " + " / ".join(large["claim"]["index_lines"][:3]),
+        ),
+        Row(
+            f"7b worker peak RSS, {label}",
+            large["rss"]["peak_kib"] / 1024,
+            small["rss"]["peak_kib"] / 1024,
+            f"at {small['size']:,}",
+            "MiB",
+            rss_ratio,
+            "large/small",
+            "≤ 1.10x",
+            rss_ratio <= 1.10,
+        ),
+        Row(
+            f"7c lateness p50 {load}, {label}",
+            late_l["p50"] * 1000,
+            late_s["p50"] * 1000,
+            f"at {small['size']:,}",
+            "ms",
+            late_l["p50"] / late_s["p50"] if late_s["p50"] else None,
+            "large/small",
+            "≤ 5 ms",
+            late_l["p50"] <= 0.005,
+            note=f"received {late_l['received']:,}/{late_l['expected']:,}; schedules created "
+            f"{late_l['during']['created']:,} at {late_l['during']['per_minute']:,.0f}/min",
+        ),
+        Row(
+            f"7d lateness p99 {load}, {label}",
+            late_l["p99"] * 1000,
+            late_s["p99"] * 1000,
+            f"at {small['size']:,}",
+            "ms",
+            late_l["p99"] / late_s["p99"] if late_s["p99"] else None,
+            "large/small",
+            "≤ 25 ms",
+            late_l["p99"] <= 0.025,
+        ),
+        Row(
+            f"7e lateness max {load}, {label}",
+            late_l["max"] * 1000,
+            late_s["max"] * 1000,
+            f"at {small['size']:,}",
+            "ms",
+            late_l["max"] / late_s["max"] if late_s["max"] else None,
+            "large/small",
+            "≤ 100 ms",
+            late_l["max"] <= 0.1,
+        ),
+    ]
+    section.data = {"runs": results}
+    return section

@@ -1,0 +1,186 @@
+"""The import graph of reminders/ and trainings/: no cycle, and no function-local import that hides one.
+
+Read with `ast`, so nothing is imported to check it. An import of `a.b.c` counts as importing the packages
+`a.b` and `a` too (their `__init__` runs first), except a package the importing module sits in. Imports
+under `if TYPE_CHECKING:` are for annotations only and do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ("reminders", "trainings")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    line: int
+    target: str  # the imported module of the apps
+    local: bool  # inside a function or class body, not at module level
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if "migrations" in parts:
+                continue
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Imports that run when the module is imported (conditionals and try blocks included)."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If) and not _is_type_checking(node):
+            yield from _module_level(node.body)
+            yield from _module_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                yield from _module_level(block)
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    return {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _is_type_checking(node)
+        for inner in ast.walk(node)
+    }
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[str]:
+    """The app modules an import statement runs, parent packages included."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            package = package[: len(package) - (node.level - 1)]
+            base = ".".join([*package, base] if base else package)
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+    for name in names:
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):
+            candidate = ".".join(parts[:end])
+            inside = end < len(parts) and module.startswith(candidate + ".")
+            if candidate in MODULES and candidate != module and not inside:
+                yield candidate
+
+
+def _imports() -> list[Import]:
+    found = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        top = {id(node) for node in _module_level(tree.body)}
+        skip = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in skip:
+                continue
+            for target in set(_targets(node, module, path.name == "__init__.py")):
+                found.append(Import(module, node.lineno, target, local=id(node) not in top))
+    return found
+
+
+def _cycles(imports: list[Import]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    edges: dict[str, set[str]] = {module: set() for module in MODULES}
+    for each in imports:
+        edges[each.module].add(each.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in edges[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for module in sorted(MODULES):
+        if module not in index:
+            visit(module)
+    return sorted(components)
+
+
+def test_it_reads_every_module_of_the_apps() -> None:
+    assert {"reminders.models", "reminders.transports.base", "trainings.push.gateway"} <= set(MODULES)
+
+
+def test_module_level_imports_form_no_cycle() -> None:
+    assert _cycles([i for i in _imports() if not i.local]) == []
+
+
+@pytest.mark.xfail(
+    reason="issue 18, item 1-2: the engine refactor (reminders/claiming.py, services.py, schedules.py, "
+    "tasks.py) and the trainings/services.py split remove the function-local imports that close "
+    "reminders.claiming -> schedules -> services -> tasks -> dispatch -> claiming and "
+    "trainings.services <-> trainings.tasks",
+    strict=False,
+)
+def test_no_function_local_import_closes_a_cycle() -> None:
+    imports = _imports()
+    cycles = _cycles(imports)
+    closing = sorted(
+        f"{i.module}:{i.line} imports {i.target}"
+        for i in imports
+        if i.local and any(i.module in c and i.target in c for c in cycles)
+    )
+    assert cycles == [], f"cycles {cycles}, closed by function-local imports: {closing}"
+
+
+def test_it_sees_a_cycle_through_a_package_init(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check itself: `a.b` importing `a.c.d` runs `a.c`'s __init__, which imports `a.b`; a module
+    importing a sibling inside its own package does not count that package."""
+    names = ("a", "a.b", "a.c", "a.c.d", "a.c.base")
+    monkeypatch.setattr(sys.modules[__name__], "MODULES", dict.fromkeys(names, ROOT))
+    assert sorted(_targets(_parse("import a.c.d"), "a.b", False)) == ["a.c", "a.c.d"]
+    assert list(_targets(_parse("from a.c.base import X"), "a.c.d", False)) == ["a.c.base"]
+    assert list(_targets(_parse("from . import base"), "a.c", True)) == ["a.c.base"]
+    imports = [Import("a.b", 1, "a.c", local=False), Import("a.c", 1, "a.b", local=True)]
+    assert _cycles(imports) == [["a.b", "a.c"]]
+    assert _cycles([i for i in imports if not i.local]) == []
+
+
+def _parse(source: str) -> ast.Import | ast.ImportFrom:
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.Import | ast.ImportFrom)
+    return node
