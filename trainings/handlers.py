@@ -7,18 +7,22 @@ Push message, one per player, published to the durable queue `TRAININGS_PUSH_QUE
 routing key = queue name, persistent, AMQP `message_id` = `idempotency_key`), JSON body:
 
     {
-      "schema": "trainings.push/1",
+      "schema": "trainings.push/2",
       "idempotency_key": "<occurrence idempotency key>.<player id>",  # stable across redeliveries
-      "player": 42,                                 # player id
-      "device_tokens": ["fcm:...", "apns:..."],     # as stored on the player when the push was created
+      "player": 42,                                 # player id: the gateway sends to their enabled Devices
       "title": "Pre-training questionnaire",        # rendered in the player's language
       "body": "U15 session starts at 10:00 ...",    # local times in the player's zone
       "language": "en",
       "training": "<training uuid>",
       "kind": "PRE" | "POST" | "INVITATION",
       "rule": "pre-questionnaire",                  # rule slug
-      "fire_at": "2026-03-30T08:00:00+00:00"        # the reminder instant (UTC)
-    }
+      "fire_at": "2026-03-30T08:00:00+00:00",       # the reminder instant (UTC)
+      "expires_at": "2026-03-30T09:30:00+00:00"     # stale after this (training start; POST: questionnaire
+    }                                               # close), so the gateway drops it and records why
+
+Schema 1 (before devices were rows) also carried `device_tokens` and no `expires_at`; the gateway still
+reads it and ignores the tokens. The app receives `training`, `kind`, `rule` and `push` (the key) as data,
+and the notification collapses per (training, kind) on the device.
 
 Consumers must de-duplicate on `idempotency_key` (the push gateway does).
 """

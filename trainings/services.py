@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +33,7 @@ from trainings.models import (
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
+    RuleKind,
     RunOutcome,
     Team,
     Training,
@@ -361,6 +362,7 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
     if not recipients:
         return _Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
     templates = list(rule.templates.all())
+    expires_at = push_expiry(training=training, kind=rule.kind)
     rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
     pushes = []
     for player in recipients:
@@ -382,11 +384,19 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
                 language=rendered.language,
                 title=rendered.title,
                 body=rendered.body,
-                device_tokens=list(player.device_tokens or []),
                 fire_at=delivery.fire_at,
+                expires_at=expires_at,
             )
         )
     return _Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
+
+
+def push_expiry(*, training: Training, kind: str) -> datetime:
+    """When a reminder is no use any more: the training's start for PRE and INVITATION, the close of the
+    post-training questionnaire (TRAININGS_POST_QUESTIONNAIRE_HOURS after the end) for POST."""
+    if kind == RuleKind.POST:
+        return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
+    return training.start
 
 
 def _fire_targets(
