@@ -250,8 +250,8 @@ class ApnsPeer(_Peer):
                         return
                 writer.write(conn.data_to_send())
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, asyncio.CancelledError):
+            pass  # the client went away, or the peer is stopping
         finally:
             writer.close()
 
@@ -283,6 +283,7 @@ class ApnsPeer(_Peer):
         conn.send_data(stream_id, data, end_stream=True)
 
 
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 _FCM_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
                429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}  # fmt: skip
 
@@ -331,8 +332,8 @@ class FcmPeer(_Peer):
                 await writer.drain()
                 if headers.get("connection", "").lower() == "close":
                     break
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.CancelledError):
+            pass  # the client went away, or the peer is stopping
         finally:
             writer.close()
 
@@ -356,8 +357,9 @@ class FcmPeer(_Peer):
                 {"error": "invalid_grant", "error_description": "Invalid grant: account not found"},
             )
         try:
+            # google-auth always names Google's endpoint as the audience, whatever the token_uri.
             claims = jwt.decode(form.get("assertion", ""), self.public_key, algorithms=["RS256"],
-                                audience=self.token_uri)  # fmt: skip
+                                audience=[self.token_uri, GOOGLE_TOKEN_AUDIENCE])  # fmt: skip
         except jwt.PyJWTError as exc:
             return 400, [], {"error": "invalid_grant", "error_description": f"bad assertion: {exc}"}
         if self.client_email and claims.get("iss") != self.client_email:

@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import logging
+import ssl
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -163,7 +164,7 @@ def _client(*, base_url: str, http2: bool, in_flight: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         base_url=base_url,
         http2=http2,
-        verify=ca_file or True,
+        verify=ssl.create_default_context(cafile=ca_file) if ca_file else True,
         timeout=httpx.Timeout(settings.PUSH_HTTP_TIMEOUT),
         limits=httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight),
         trust_env=False,
