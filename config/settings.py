@@ -231,7 +231,7 @@ PUSH_APNS_TOPIC = env_str("PUSH_APNS_TOPIC", "")  # the app's bundle id, unless 
 PUSH_TLS_CA_FILE = env_str("PUSH_TLS_CA_FILE", "")  # extra CA bundle (a staging peer); empty: system's
 PUSH_HTTP_TIMEOUT = env_float("PUSH_HTTP_TIMEOUT", 10.0, minimum=0.1)
 # httpx logs every request at INFO (with the device token in APNs paths): thousands a second.
-LOGGING["loggers"]["httpx"] = {"level": "WARNING"}  # type: ignore[index]
+LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
 # Sends in flight at once (HTTP/2 streams on the one APNs connection, FCM requests).
 TRAININGS_GATEWAY_IN_FLIGHT = env_int("TRAININGS_GATEWAY_IN_FLIGHT", 100, minimum=1, maximum=1000)
 # Messages taken from the queue per round of sends.

@@ -17,7 +17,7 @@ from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import delete_queue, drain_queue
 from tests.factories import DeviceFactory, PlayerFactory
-from tests.trainings.push_fixtures import apns, fcm, message  # noqa: F401
+from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.gateway import Outcome, PushSender, dead_letter_queue_name, gateway_run
 from trainings.push.peers import Answer, ApnsPeer, FcmPeer

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.factories import DeviceFactory, PlayerFactory
-from tests.trainings.push_fixtures import TOPIC, TRAINING, apns, fcm, message  # noqa: F401
+from tests.trainings.push_fixtures import TOPIC, TRAINING, message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.peers import ApnsPeer, FcmPeer

@@ -283,7 +283,7 @@ class ApnsPeer(_Peer):
         conn.send_data(stream_id, data, end_stream=True)
 
 
-GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
 _FCM_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
                429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}  # fmt: skip
 

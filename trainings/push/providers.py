@@ -277,8 +277,11 @@ class FcmProvider:
         if not self.project_id:
             raise ImproperlyConfigured(f"PUSH_FCM_CREDENTIALS_FILE={credentials_file!r} has no project_id")
         ca_file = settings.PUSH_TLS_CA_FILE
-        pool = urllib3.PoolManager(
-            timeout=urllib3.Timeout(settings.PUSH_HTTP_TIMEOUT), **({"ca_certs": ca_file} if ca_file else {})
+        timeout = urllib3.Timeout(settings.PUSH_HTTP_TIMEOUT)
+        pool = (
+            urllib3.PoolManager(timeout=timeout, ca_certs=ca_file)
+            if ca_file
+            else urllib3.PoolManager(timeout=timeout)
         )
         self._token_request = google.auth.transport.urllib3.Request(pool)
         self._path = f"/v1/projects/{self.project_id}/messages:send"

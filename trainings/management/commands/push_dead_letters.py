@@ -38,7 +38,7 @@ class Command(BaseCommand):
         seen = replayed = 0
         try:
             with Connection(url) as broker:
-                channel = broker.channel()
+                channel: Any = broker.channel()  # an amqp/virtual channel: basic_get, basic_ack
                 channel.queue_declare(queue=name, durable=True, auto_delete=False)
                 while seen < options["limit"]:
                     message = channel.basic_get(queue=name, no_ack=False)
