@@ -495,6 +495,7 @@ _COACH_PERMISSIONS = {
     "team": ("view", "change"),
     "reminderrun": ("view",),
     "push": ("view",),
+    "device": ("view",),
 }
 
 
