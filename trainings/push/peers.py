@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,9 @@ class _Peer:
         self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.port = 0
+        # Runs on the peer's thread before each device request is answered; False: no answer, the
+        # connection is dropped (a fault test kills the gateway there).
+        self.on_request: Callable[[str], bool] = lambda token: True
 
     def script(self, token: str, answers: list[Answer]) -> None:
         with self._lock:
@@ -378,6 +382,10 @@ class FcmPeer(_Peer):
             token = str(message["token"])
         except (ValueError, KeyError, TypeError):
             return 400, [], _fcm_error(400, "INVALID_ARGUMENT", "message.token is required")
+        if not self.on_request(token):
+            if self.record:
+                self.received.append(Received(token, headers, message, status=0))
+            raise ConnectionResetError("dropped by on_request")
         answer = self.next_answer(token) if bearer in self.issued else Answer(401, "UNAUTHENTICATED")
         if self.record:
             self.received.append(Received(token, headers, message, status=answer.status))
