@@ -33,11 +33,12 @@ def apns(tmp_path: Path, settings: Any) -> Iterator[ApnsPeer]:
 
 @pytest.fixture
 def fcm(tmp_path: Path, settings: Any) -> Iterator[FcmPeer]:
-    peer = FcmPeer(project_id="demo-project")
+    peer = FcmPeer(tmp_path, project_id="demo-project")
     path, public_key = service_account(tmp_path, token_uri=peer.token_uri, project_id="demo-project")
     peer.trust(public_key, client_email="pusher@demo-project.iam.gserviceaccount.com")
     settings.PUSH_FCM_BASE_URL = peer.url
     settings.PUSH_FCM_CREDENTIALS_FILE = str(path)
+    settings.PUSH_TLS_CA_FILE = str(peer.ca_file)  # the same self-signed certificate as the APNs peer's
     yield peer
     peer.stop()
 

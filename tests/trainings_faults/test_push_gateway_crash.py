@@ -44,12 +44,13 @@ pytestmark = [
 
 @pytest.fixture
 def fcm(tmp_path: Path) -> Iterator[tuple[FcmPeer, dict[str, str]]]:
-    peer = FcmPeer()
+    peer = FcmPeer(tmp_path)
     path, public_key = service_account(tmp_path, token_uri=peer.token_uri)
     peer.trust(public_key)
     env = {
         "PUSH_FCM_CREDENTIALS_FILE": str(path),
         "PUSH_FCM_BASE_URL": peer.url,
+        "PUSH_TLS_CA_FILE": str(peer.ca_file),
         # One send in flight: the kill lands between two device sends of one batch.
         "TRAININGS_GATEWAY_IN_FLIGHT": "1",
         "TRAININGS_GATEWAY_RETRY_SECONDS": "0",

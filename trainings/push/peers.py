@@ -4,9 +4,12 @@
   It verifies the provider JWT (ES256, `kid`, `iss`) with the public key, the `apns-topic`, the push type
   and the collapse id, and answers as APNs does (200 with `apns-id`; 400/410/403/429/500 with a JSON
   `reason`).
-- `FcmPeer`: HTTP/1.1, the OAuth 2 token endpoint (`POST /token`, the JWT-bearer grant a service account
-  signs with RS256) and `POST /v1/projects/<id>/messages:send`, which accepts only a bearer token it
-  issued and answers as FCM v1 does (200 with `name`; UNREGISTERED, INVALID_ARGUMENT, 429, 503...).
+- `FcmPeer`: over TLS, HTTP/2 (HTTP/1.1 for clients that do not offer h2): the OAuth 2 token endpoint
+  (`POST /token`, the JWT-bearer grant a service account signs with RS256) and
+  `POST /v1/projects/<id>/messages:send`, which accepts only a bearer token it issued and answers as
+  FCM v1 does (200 with `name`; UNREGISTERED, INVALID_ARGUMENT, 429, 503...).
+
+Peers started on one directory share one self-signed certificate: point PUSH_TLS_CA_FILE at `ca_file`.
 
 Each runs its own asyncio loop in a daemon thread on 127.0.0.1, port 0. `script(token, [Answer...])` makes
 the next requests for a device token answer those, in order; afterwards it answers success.
@@ -62,7 +65,11 @@ class Received:
 
 
 def tls_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 / localhost; the cert file is also the CA to trust."""
+    """A self-signed certificate for 127.0.0.1 / localhost; the cert file is also the CA to trust. Peers
+    started on one directory share it, so one PUSH_TLS_CA_FILE trusts them all."""
+    cert_path, key_path = directory / "peer-cert.pem", directory / "peer-key.pem"
+    if cert_path.exists() and key_path.exists():
+        return cert_path, key_path
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = dt.datetime.now(dt.UTC)
@@ -83,7 +90,6 @@ def tls_certificate(directory: Path) -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    cert_path, key_path = directory / "peer-cert.pem", directory / "peer-key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(
@@ -179,7 +185,60 @@ class _Peer:
         self._thread.join(timeout=5)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self._serve_h2(reader, writer)
+
+    def _h2_answer(self, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         raise NotImplementedError
+
+    async def _serve_h2(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One HTTP/2 connection: every stream answered by `_h2_answer` as soon as its request ends."""
+        conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
+        )
+        conn.initiate_connection()
+        conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000})
+        writer.write(conn.data_to_send())
+        streams: dict[int, tuple[dict[str, str], bytearray]] = {}
+        try:
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.RequestReceived):
+                        streams[event.stream_id or 0] = (
+                            {str(k): str(v) for k, v in event.headers or []}, bytearray()
+                        )  # fmt: skip
+                    elif isinstance(event, h2.events.DataReceived):
+                        streams[event.stream_id or 0][1].extend(event.data or b"")
+                        conn.acknowledge_received_data(
+                            event.flow_controlled_length or 0, event.stream_id or 0
+                        )
+                    elif isinstance(event, h2.events.StreamEnded):
+                        headers, body = streams.pop(event.stream_id or 0)
+                        status, extra, answer = self._h2_answer(headers, bytes(body))
+                        response = [(":status", str(status)), *extra]
+                        if answer:
+                            response.append(("content-length", str(len(answer))))
+                        conn.send_headers(event.stream_id or 0, response, end_stream=not answer)
+                        if answer:
+                            conn.send_data(event.stream_id or 0, answer, end_stream=True)
+                    elif isinstance(event, h2.events.ConnectionTerminated):
+                        return
+                writer.write(conn.data_to_send())
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, asyncio.CancelledError):
+            pass  # the client went away, or the peer is stopping
+        finally:
+            writer.close()
+
+
+def _server_tls(directory: Path, protocols: list[str]) -> tuple[ssl.SSLContext, Path]:
+    ca_file, key_file = tls_certificate(directory)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(ca_file, key_file)
+    context.set_alpn_protocols(protocols)
+    return context, ca_file
 
 
 class ApnsPeer(_Peer):
@@ -194,11 +253,8 @@ class ApnsPeer(_Peer):
         self.team_id = team_id
         self.topic = topic
         self.record = record
-        self.ca_file, key_file = tls_certificate(directory)
         self._verified: set[str] = set()
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(self.ca_file, key_file)
-        context.set_alpn_protocols(["h2"])
+        context, self.ca_file = _server_tls(directory, ["h2"])
         self.start(context)
         self.url = f"https://127.0.0.1:{self.port}"
 
@@ -228,40 +284,7 @@ class ApnsPeer(_Peer):
             return Answer(405, "MethodNotAllowed")
         return None
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = h2.connection.H2Connection(
-            h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
-        )
-        conn.initiate_connection()
-        conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000})
-        writer.write(conn.data_to_send())
-        streams: dict[int, tuple[dict[str, str], bytearray]] = {}
-        try:
-            while True:
-                data = await reader.read(65536)
-                if not data:
-                    break
-                for event in conn.receive_data(data):
-                    if isinstance(event, h2.events.RequestReceived):
-                        streams[event.stream_id] = (dict(event.headers), bytearray())  # type: ignore[arg-type]
-                    elif isinstance(event, h2.events.DataReceived):
-                        streams[event.stream_id][1].extend(event.data)
-                        conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                    elif isinstance(event, h2.events.StreamEnded):
-                        headers, body = streams.pop(event.stream_id)
-                        self._answer(conn, event.stream_id, headers, bytes(body))
-                    elif isinstance(event, h2.events.ConnectionTerminated):
-                        return
-                writer.write(conn.data_to_send())
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, asyncio.CancelledError):
-            pass  # the client went away, or the peer is stopping
-        finally:
-            writer.close()
-
-    def _answer(
-        self, conn: h2.connection.H2Connection, stream_id: int, headers: dict[str, str], body: bytes
-    ) -> None:
+    def _h2_answer(self, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         token = headers.get(":path", "").removeprefix("/3/device/")
         answer = self._check(headers) or self.next_answer(token)
         self.count += 1
@@ -271,20 +294,15 @@ class ApnsPeer(_Peer):
             except ValueError:
                 payload = {}
             self.received.append(Received(token, headers, payload, status=answer.status))
-        apns_id = headers.get("apns-id") or str(uuid.uuid4())
-        response = [(":status", str(answer.status)), ("apns-id", apns_id)]
+        extra = [("apns-id", headers.get("apns-id") or str(uuid.uuid4()))]
         if answer.retry_after is not None:
-            response.append(("retry-after", str(int(answer.retry_after))))
+            extra.append(("retry-after", str(int(answer.retry_after))))
         if answer.status == 200:
-            conn.send_headers(stream_id, response, end_stream=True)
-            return
+            return 200, extra, b""
         reason = {"reason": answer.reason or "InternalServerError"}
         if answer.status == 410:
             reason["timestamp"] = str(int(time.time() * 1000))
-        data = json.dumps(reason).encode()
-        conn.send_headers(stream_id, [*response, ("content-type", "application/json"),
-                                      ("content-length", str(len(data)))])  # fmt: skip
-        conn.send_data(stream_id, data, end_stream=True)
+        return answer.status, [*extra, ("content-type", "application/json")], json.dumps(reason).encode()
 
 
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
@@ -293,13 +311,14 @@ _FCM_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION
 
 
 class FcmPeer(_Peer):
-    """FCM HTTP v1 and its OAuth 2 token endpoint, over HTTP/1.1 with keep-alive.
+    """FCM HTTP v1 and its OAuth 2 token endpoint over TLS: HTTP/2 when the client offers it by ALPN (the
+    gateway does), HTTP/1.1 otherwise (google-auth's token request).
 
     `public_key` is the service account's (set it with `trust()` once the account exists: the account
     needs this peer's token URL first). `refuse_grants=True` answers the token endpoint `invalid_grant`.
     """
 
-    def __init__(self, *, project_id: str = "demo-project", record: bool = True) -> None:
+    def __init__(self, directory: Path, *, project_id: str = "demo-project", record: bool = True) -> None:
         super().__init__()
         self.project_id = project_id
         self.record = record
@@ -308,8 +327,9 @@ class FcmPeer(_Peer):
         self.issued: set[str] = set()
         self.grants = 0
         self.refuse_grants = False
-        self.start()
-        self.url = f"http://127.0.0.1:{self.port}"
+        context, self.ca_file = _server_tls(directory, ["h2", "http/1.1"])
+        self.start(context)
+        self.url = f"https://127.0.0.1:{self.port}"
         self.token_uri = f"{self.url}/token"
 
     def trust(self, public_key: Any, client_email: str = "") -> None:
@@ -317,6 +337,9 @@ class FcmPeer(_Peer):
         self.client_email = client_email
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if writer.get_extra_info("ssl_object").selected_alpn_protocol() == "h2":
+            await self._serve_h2(reader, writer)
+            return
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -331,26 +354,38 @@ class FcmPeer(_Peer):
                 status, extra, document = self._route(method, path, headers, body)
                 data = json.dumps(document).encode()
                 lines_out = [f"HTTP/1.1 {status} X", "Content-Type: application/json",
-                             f"Content-Length: {len(data)}", *extra]  # fmt: skip
+                             f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in extra)]  # fmt: skip
                 writer.write(("\r\n".join(lines_out) + "\r\n\r\n").encode() + data)
                 await writer.drain()
                 if headers.get("connection", "").lower() == "close":
                     break
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.CancelledError):
+        except (
+            asyncio.IncompleteReadError,
+            ConnectionError,
+            ValueError,
+            asyncio.CancelledError,
+            ssl.SSLError,
+        ):
             pass  # the client went away, or the peer is stopping
         finally:
             writer.close()
 
+    def _h2_answer(self, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        status, extra, document = self._route(
+            headers.get(":method", ""), headers.get(":path", ""), headers, body
+        )
+        return status, [*extra, ("content-type", "application/json")], json.dumps(document).encode()
+
     def _route(
         self, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, list[str], Any]:
+    ) -> tuple[int, list[tuple[str, str]], Any]:
         if method == "POST" and path == "/token":
             return self._grant(body)
         if method == "POST" and path == f"/v1/projects/{self.project_id}/messages:send":
             return self._send(headers, body)
         return 404, [], {"error": {"code": 404, "status": "NOT_FOUND", "message": "no such endpoint"}}
 
-    def _grant(self, body: bytes) -> tuple[int, list[str], Any]:
+    def _grant(self, body: bytes) -> tuple[int, list[tuple[str, str]], Any]:
         """The JWT-bearer grant: the assertion must be signed by the service account's key for this URI."""
         self.grants += 1
         form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
@@ -374,7 +409,7 @@ class FcmPeer(_Peer):
         self.issued.add(access)
         return 200, [], {"access_token": access, "expires_in": 3600, "token_type": "Bearer"}
 
-    def _send(self, headers: dict[str, str], body: bytes) -> tuple[int, list[str], Any]:
+    def _send(self, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], Any]:
         bearer = headers.get("authorization", "").removeprefix("Bearer ")
         self.count += 1
         try:
@@ -391,7 +426,7 @@ class FcmPeer(_Peer):
             self.received.append(Received(token, headers, message, status=answer.status))
         if answer.status == 200:
             return 200, [], {"name": f"projects/{self.project_id}/messages/{self.count}"}
-        extra = [f"Retry-After: {int(answer.retry_after)}"] if answer.retry_after is not None else []
+        extra = [("retry-after", str(int(answer.retry_after)))] if answer.retry_after is not None else []
         code = answer.reason or _FCM_STATUS.get(answer.status, "")
         text = _FCM_TOKEN_INVALID if code == "INVALID_ARGUMENT" else f"scripted {answer.status}"
         return answer.status, extra, _fcm_error(answer.status, code, text)

@@ -29,6 +29,8 @@ import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from trainings.push.h2client import H2Client, H2Error, H2Response
+
 logger = logging.getLogger("trainings.push")
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
@@ -159,16 +161,15 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def _client(*, base_url: str, http2: bool, in_flight: int) -> httpx.AsyncClient:
+def _h2(base_url: str) -> H2Client:
+    """One HTTP/2 connection to the provider, trusting PUSH_TLS_CA_FILE too when it is set."""
     ca_file = settings.PUSH_TLS_CA_FILE
-    return httpx.AsyncClient(
-        base_url=base_url,
-        http2=http2,
-        verify=ssl.create_default_context(cafile=ca_file) if ca_file else True,
-        timeout=httpx.Timeout(settings.PUSH_HTTP_TIMEOUT),
-        limits=httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight),
-        trust_env=False,
-    )
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+    return H2Client(base_url, ssl_context=context, timeout=settings.PUSH_HTTP_TIMEOUT)
+
+
+def _dumps(document: Any) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
 
 
 # --- stand-ins ------------------------------------------------------------------------------------------
@@ -251,7 +252,8 @@ _FCM_DEAD = {"UNREGISTERED", "SENDER_ID_MISMATCH"}
 
 
 class FcmProvider:
-    """Firebase Cloud Messaging, HTTP v1 (`POST {base}/v1/projects/<id>/messages:send`).
+    """Firebase Cloud Messaging, HTTP v1 (`POST {base}/v1/projects/<id>/messages:send`) over one HTTP/2
+    connection, as Google recommends for sending many messages.
 
     The OAuth 2 access token comes from the service account through google-auth, which signs the JWT grant
     and posts it to the account's own `token_uri`; it is reused until google-auth says it expired.
@@ -259,7 +261,7 @@ class FcmProvider:
 
     name = "fcm"
 
-    def __init__(self, *, credentials_file: str, base_url: str, in_flight: int) -> None:
+    def __init__(self, *, credentials_file: str, base_url: str) -> None:
         import google.auth.transport.urllib3
         import urllib3
         from google.oauth2 import service_account
@@ -285,7 +287,7 @@ class FcmProvider:
         )
         self._token_request = google.auth.transport.urllib3.Request(pool)
         self._path = f"/v1/projects/{self.project_id}/messages:send"
-        self._http = _client(base_url=base_url, http2=True, in_flight=in_flight)
+        self._http = _h2(base_url)
 
     def prepare(self) -> None:
         """Fetch or refresh the access token when google-auth says it is missing or about to expire."""
@@ -317,25 +319,25 @@ class FcmProvider:
         else:
             message["android"] = {"collapse_key": push.collapse_id, "priority": "HIGH", "ttl": f"{ttl}s",
                                   "notification": {"tag": push.collapse_id}}  # fmt: skip
-        headers = {"Authorization": f"Bearer {self.credentials.token}"}
+        headers = {"authorization": f"Bearer {self.credentials.token}", "content-type": "application/json"}
         try:
-            response = await self._http.post(self._path, json={"message": message}, headers=headers)
-        except httpx.HTTPError as exc:
-            return SendResult(Verdict.RETRY, error=f"FCM unreachable: {type(exc).__name__}")
-        if response.status_code == 200:
-            return SendResult(Verdict.ACCEPTED, message_id=str(_json(response).get("name", "")))
+            response = await self._http.post(self._path, headers=headers, body=_dumps({"message": message}))
+        except H2Error as exc:
+            return SendResult(Verdict.RETRY, error=f"FCM unreachable: {exc}")
+        if response.status == 200:
+            return SendResult(Verdict.ACCEPTED, message_id=str(_json(response.body).get("name", "")))
         return self._refusal(response)
 
-    def _refusal(self, response: httpx.Response) -> SendResult:
-        error = _json(response).get("error") or {}
+    def _refusal(self, response: H2Response) -> SendResult:
+        error = _json(response.body).get("error") or {}
         status = str(error.get("status", ""))
         codes = {str(d.get("errorCode")) for d in error.get("details") or [] if isinstance(d, dict)}
         code = next(iter(codes - {"None"}), status) or status
-        text = f"FCM {response.status_code} {code}".strip()
-        retry_after = retry_after_seconds(response.headers.get("retry-after"))
+        text = f"FCM {response.status} {code}".strip()
+        retry_after = retry_after_seconds(response.header("retry-after"))
         if codes & _FCM_DEAD or status == "NOT_FOUND":
             return SendResult(Verdict.TOKEN_DEAD, error=text)
-        if response.status_code == 400 or "INVALID_ARGUMENT" in (codes | {status}):
+        if response.status == 400 or "INVALID_ARGUMENT" in (codes | {status}):
             violations = [
                 str(v.get("field", ""))
                 for d in error.get("details") or [] if isinstance(d, dict)
@@ -345,9 +347,9 @@ class FcmProvider:
                 any("token" in v for v in violations) or "token" in str(error.get("message", "")).lower()
             )
             return SendResult(Verdict.TOKEN_DEAD if on_token else Verdict.FAILED, error=text)
-        if response.status_code in (401, 403) or "THIRD_PARTY_AUTH_ERROR" in codes:
+        if response.status in (401, 403) or "THIRD_PARTY_AUTH_ERROR" in codes:
             return SendResult(Verdict.AUTH, error=text)
-        if response.status_code == 429 or response.status_code >= 500:
+        if response.status == 429 or response.status >= 500:
             return SendResult(Verdict.RETRY, error=text, retry_after=retry_after)
         return SendResult(Verdict.FAILED, error=text)
 
@@ -366,14 +368,12 @@ APNS_TOKEN_SECONDS = 50 * 60  # Apple: refresh no more than every 20 min, a toke
 class ApnsProvider:
     """Apple Push Notification service over HTTP/2 with token-based auth (ES256 JWT from a .p8 key).
 
-    One HTTP/2 connection carries every request as its own stream; `in_flight` bounds them.
+    One HTTP/2 connection carries every request as its own stream (the gateway bounds how many at once).
     """
 
     name = "apns"
 
-    def __init__(
-        self, *, key_file: str, key_id: str, team_id: str, topic: str, base_url: str, in_flight: int
-    ) -> None:
+    def __init__(self, *, key_file: str, key_id: str, team_id: str, topic: str, base_url: str) -> None:
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
         try:
@@ -388,7 +388,7 @@ class ApnsProvider:
         self.topic = topic
         self._jwt = ""
         self._jwt_at = 0.0
-        self._http = _client(base_url=base_url, http2=True, in_flight=in_flight)
+        self._http = _h2(base_url)
 
     def prepare(self) -> None:
         pass
@@ -419,24 +419,27 @@ class ApnsProvider:
             "apns-expiration": str(max(expires, 0)),
             "apns-collapse-id": push.collapse_id,
             "apns-id": device.send_uuid(push),
+            "content-type": "application/json",
         }
         try:
-            response = await self._http.post(f"/3/device/{device.token}", json=payload, headers=headers)
-        except httpx.HTTPError as exc:
-            return SendResult(Verdict.RETRY, error=f"APNs unreachable: {type(exc).__name__}")
-        if response.status_code == 200:
-            return SendResult(Verdict.ACCEPTED, message_id=response.headers.get("apns-id", ""))
-        reason = str(_json(response).get("reason", ""))
-        text = f"APNs {response.status_code} {reason}".strip()
-        retry_after = retry_after_seconds(response.headers.get("retry-after"))
-        if response.status_code == 410 or reason in _APNS_DEAD:
+            response = await self._http.post(
+                f"/3/device/{device.token}", headers=headers, body=_dumps(payload)
+            )
+        except H2Error as exc:
+            return SendResult(Verdict.RETRY, error=f"APNs unreachable: {exc}")
+        if response.status == 200:
+            return SendResult(Verdict.ACCEPTED, message_id=response.header("apns-id") or "")
+        reason = str(_json(response.body).get("reason", ""))
+        text = f"APNs {response.status} {reason}".strip()
+        retry_after = retry_after_seconds(response.header("retry-after"))
+        if response.status == 410 or reason in _APNS_DEAD:
             return SendResult(Verdict.TOKEN_DEAD, error=text)
         if reason == "ExpiredProviderToken":
             self.provider_token(renew=True)
             return SendResult(Verdict.RETRY, error=text, retry_after=0.0)
-        if response.status_code in (401, 403) or reason in _APNS_AUTH:
+        if response.status in (401, 403) or reason in _APNS_AUTH:
             return SendResult(Verdict.AUTH, error=text)
-        if response.status_code == 429 or response.status_code >= 500:
+        if response.status == 429 or response.status >= 500:
             return SendResult(Verdict.RETRY, error=text, retry_after=retry_after)
         return SendResult(Verdict.FAILED, error=text)
 
@@ -444,9 +447,9 @@ class ApnsProvider:
         await self._http.aclose()
 
 
-def _json(response: httpx.Response) -> dict[str, Any]:
+def _json(body: bytes) -> dict[str, Any]:
     try:
-        value = response.json()
+        value = json.loads(body or b"{}")
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
@@ -503,7 +506,6 @@ def providers_from_settings() -> Providers:
         providers.by_device["fcm"] = FcmProvider(
             credentials_file=settings.PUSH_FCM_CREDENTIALS_FILE,
             base_url=settings.PUSH_FCM_BASE_URL,
-            in_flight=in_flight,
         )
     if settings.PUSH_APNS_KEY_FILE:
         providers.by_device["apns"] = ApnsProvider(
@@ -512,6 +514,5 @@ def providers_from_settings() -> Providers:
             team_id=settings.PUSH_APNS_TEAM_ID,
             topic=settings.PUSH_APNS_TOPIC,
             base_url=settings.PUSH_APNS_BASE_URL,
-            in_flight=in_flight,
         )
     return providers
