@@ -217,7 +217,7 @@ TRAININGS_PUSH_WEBHOOK_TIMEOUT = env_float("TRAININGS_PUSH_WEBHOOK_TIMEOUT", 10.
 # First retry delay of a push a provider throttled or failed (doubles per attempt, capped at 5 min; a
 # provider's Retry-After is the floor).
 TRAININGS_GATEWAY_RETRY_SECONDS = env_float("TRAININGS_GATEWAY_RETRY_SECONDS", 5.0, minimum=0.0)
-TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 200, minimum=1, maximum=5000)
+TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 1000, minimum=1, maximum=5000)
 
 # --- Push delivery to phones (trainings/push/: FCM HTTP v1, APNs over HTTP/2) --------------------------
 # A provider whose credentials are unset is off; TRAININGS_PUSH_PROVIDER stands in for its devices.
@@ -235,7 +235,7 @@ LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
 # Sends in flight at once (HTTP/2 streams on the one APNs connection, FCM requests).
 TRAININGS_GATEWAY_IN_FLIGHT = env_int("TRAININGS_GATEWAY_IN_FLIGHT", 100, minimum=1, maximum=1000)
 # Messages taken from the queue per round of sends.
-TRAININGS_GATEWAY_BATCH = env_int("TRAININGS_GATEWAY_BATCH", 200, minimum=1, maximum=5000)
+TRAININGS_GATEWAY_BATCH = env_int("TRAININGS_GATEWAY_BATCH", 500, minimum=1, maximum=5000)
 # Bounded retries: after this many attempts, or this long after the push's fire time, a push still not
 # delivered goes to the dead-letter queue `<TRAININGS_PUSH_QUEUE>.dead` (`manage.py push_dead_letters`).
 # The age stays well under RabbitMQ's consumer_timeout (30 min): a retrying push is held unacked.

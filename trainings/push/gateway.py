@@ -79,6 +79,9 @@ class Outcome(StrEnum):
     REJECTED = "rejected"
 
 
+_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.DUPLICATE}
+
+
 @dataclass(frozen=True)
 class Handled:
     outcome: Outcome
@@ -99,7 +102,7 @@ class PushSender:
     or FLUSH_SECONDS), so a gateway killed in the middle of a batch re-sends at most the last moments'.
     """
 
-    FLUSH_EVERY = 64
+    FLUSH_EVERY = 1000
     FLUSH_SECONDS = 0.05
 
     def __init__(self, providers: Providers, *, in_flight: int | None = None) -> None:
@@ -304,9 +307,13 @@ class PushSender:
             return
         with transaction.atomic():
             PushSend.objects.bulk_create(sorted(rows, key=lambda r: r.push_key), ignore_conflicts=True)
+            summary = _summaries(results, closing)
             DeliveredPush.objects.bulk_create(
-                sorted((DeliveredPush(key=p.idempotency_key, provider=_summary(p, results, closing))
-                        for p in finished), key=lambda d: d.key),
+                sorted(
+                    (DeliveredPush(key=p.idempotency_key, provider=summary.get(p.idempotency_key) or "none")
+                     for p in finished),
+                    key=lambda d: d.key,
+                ),
                 ignore_conflicts=True,
             )  # fmt: skip
 
@@ -314,13 +321,16 @@ class PushSender:
 _Result = tuple[int, PushMessage, Target, SendResult]
 
 
-def _summary(push: PushMessage, results: list[_Result],
-             closing: list[tuple[int, PushMessage, SendStatus]]) -> str:  # fmt: skip
-    for _, p, status in closing:
-        if p is push and status in (SendStatus.STALE, SendStatus.NO_DEVICE):
-            return str(status)
-    names = sorted({d.provider for _, p, d, _ in results if p is push})
-    return "+".join(names)[:50] or "none"
+def _summaries(results: list[_Result], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
+    """Per finished push key, how it finished: `stale`, `no_device`, or the providers of its devices."""
+    providers: dict[str, set[str]] = {}
+    for _, push, device, _ in results:
+        providers.setdefault(push.idempotency_key, set()).add(device.provider)
+    summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
+    for _, push, status in closing:
+        if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
+            summary[push.idempotency_key] = str(status)
+    return summary
 
 
 def devices_disable(*, device_ids: Sequence[int], reason: str, now: Any = None) -> int:
@@ -428,6 +438,7 @@ def gateway_run(
         dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
     )
     batch_size = settings.TRAININGS_GATEWAY_BATCH
+    multiple_ack = url.startswith(("amqp://", "amqps://", "pyamqp://"))  # kombu's virtual brokers ack one
 
     def on_message(body: Any, message: Message) -> None:
         inbox.append(_Held(body, message))
@@ -514,6 +525,13 @@ def gateway_run(
                             "push stays queued until an operator fixes the credentials", exc,
                         )  # fmt: skip
                         raise
+                    if multiple_ack and not waiting and all(r.outcome in _ACKED for r in results):
+                        # Every message up to the batch's newest is done (nothing older is held for a
+                        # retry, and the unhandled ones are newer): one `basic.ack multiple` for all.
+                        max(batch, key=lambda h: int(h.message.delivery_tag or 0)).message.ack(multiple=True)
+                        for result in results:
+                            stats.add(result.outcome)
+                        continue
                     for held, result in zip(batch, results, strict=True):
                         settle(held, result)
     finally:
