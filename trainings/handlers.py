@@ -31,11 +31,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders.handlers import register_batch
+from reminders.handlers import register, register_batch
 from reminders.transports.base import Delivery, TransportError
-from trainings.services import reminders_fire
+from trainings.services import QUIET_RELEASE_HANDLER, quiet_release, reminders_fire
 
 
 @register_batch("trainings.reminder")
 def training_reminders(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
     return reminders_fire(deliveries=deliveries)
+
+
+@register(QUIET_RELEASE_HANDLER)
+def training_quiet_release(delivery: Delivery) -> None:
+    """A player's quiet hours ended: publish their held pushes (payload: the training and the rule)."""
+    quiet_release(delivery=delivery)

@@ -53,9 +53,23 @@ class Team(models.Model):
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Quiet hours, wall-clock time in each player's zone (e.g. 22:00-07:00): trainings/push/quiet.py.
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="Players get no push from (local time)..."
+    )
+    quiet_end = models.TimeField(
+        null=True, blank=True, help_text="...until (local time); held pushes go then."
+    )
 
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
+                name="team_quiet_hours_both_or_none",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -75,6 +89,19 @@ class Player(models.Model):
         "player_tokens' moved the fcm:/apns: entries across).",
     )
     teams = models.ManyToManyField(Team, through="Membership", related_name="players")
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
+    )
+    quiet_end = models.TimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
+                name="player_quiet_hours_both_or_none",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -251,6 +278,8 @@ class PushStatus(models.TextChoices):
     PENDING = "pending", "Waiting to be published"
     SENT = "sent", "Published to the push queue"
     WITHDRAWN = "withdrawn", "Player answered before a retry published it"
+    HELD = "held", "Held for the player's quiet hours"
+    SKIPPED = "skipped", "Not sent: quiet hours end after it is of any use"
 
 
 class Push(models.Model):
@@ -276,6 +305,8 @@ class Push(models.Model):
         help_text="After this the push is stale (training started, questionnaire closed).",
     )
     status = models.CharField(max_length=10, choices=PushStatus.choices, default=PushStatus.PENDING)
+    release_at = models.DateTimeField(null=True, blank=True, help_text="Held: when the quiet hours end.")
+    status_reason = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
 

@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from reminders.models import CallbackType, Job, Occurrence
+from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from reminders.services import Callback, job_upsert, occurrences_cancel
 from reminders.transports import Delivery, TransportError, get_transport
 from trainings.models import (
@@ -38,7 +39,8 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.offsets import MAX_OFFSET
+from trainings.offsets import MAX_OFFSET, is_time_zone
+from trainings.push.quiet import quiet_hours_for
 from trainings.rendering import Rendered, push_render
 from trainings.selectors import active_member_ids, job_key, reminder_recipients
 
@@ -308,6 +310,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
+        _quiet_releases_schedule(firings)
     errors.update(pushes_publish(deliveries=[f.delivery for f in firings]))
     return errors
 
@@ -372,6 +375,7 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
                 templates=templates, training=training, player=player, offset=offset
             )
         rendered = rendered_for[audience]
+        status, release_at, reason = _quiet_status(player, training, delivery.fire_at, expires_at)
         pushes.append(
             Push(
                 key=f"{delivery.idempotency_key}.{player.pk}",
@@ -386,9 +390,105 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
                 body=rendered.body,
                 fire_at=delivery.fire_at,
                 expires_at=expires_at,
+                status=status,
+                release_at=release_at,
+                status_reason=reason,
             )
         )
     return _Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
+
+
+def _quiet_status(
+    player: Player, training: Training, fire_at: datetime, expires_at: datetime
+) -> tuple[PushStatus, datetime | None, str]:
+    """PENDING; or HELD until the player's quiet hours end; or SKIPPED when they end too late to help."""
+    zone = ZoneInfo(player.time_zone) if is_time_zone(player.time_zone) else training.zone
+    quiet = quiet_hours_for(player=player, team=training.team, zone=zone)
+    release_at = quiet.release_at(fire_at) if quiet else None
+    if release_at is None:
+        return PushStatus.PENDING, None, ""
+    if release_at >= expires_at:
+        return (
+            PushStatus.SKIPPED,
+            None,
+            (
+                f"quiet hours {quiet.start:%H:%M}-{quiet.end:%H:%M} {zone.key} end at "  # type: ignore[union-attr]
+                f"{release_at.astimezone(zone):%Y-%m-%d %H:%M}, after the push is of use"
+            ),
+        )
+    return (
+        PushStatus.HELD,
+        release_at,
+        f"quiet hours until {release_at.astimezone(zone):%Y-%m-%d %H:%M} {zone.key}",
+    )
+
+
+QUIET_RELEASE_HANDLER = "trainings.quiet_release"
+
+
+def quiet_release_key(*, training_id: object, rule: ReminderRule) -> str:
+    return f"training-{training_id}-{rule.slug}-quiet-release"
+
+
+def _quiet_releases_schedule(firings: Sequence[_Firing]) -> None:
+    """One engine job per (training, rule) with held pushes, firing at each distinct release instant (the
+    instants already pending stay; job_upsert keeps what is still wanted)."""
+    wanted: dict[tuple[Training, ReminderRule], set[datetime]] = {}
+    for firing in firings:
+        for push in firing.pushes:
+            if push.status == PushStatus.HELD and push.release_at and firing.training and firing.rule:
+                wanted.setdefault((firing.training, firing.rule), set()).add(push.release_at)
+    for (training, rule), instants in wanted.items():
+        key = quiet_release_key(training_id=training.pk, rule=rule)
+        pending = Occurrence.objects.filter(job__key=key, status=OccurrenceStatus.SCHEDULED)
+        instants |= set(pending.values_list("fire_at", flat=True))
+        job_upsert(
+            key=key,
+            schedules=sorted(instants),
+            callback=Callback(
+                type=CallbackType.HANDLER,
+                target=QUIET_RELEASE_HANDLER,
+                payload={"training": str(training.pk), "rule": rule.pk},
+            ),
+            priority=settings.TRAININGS_REMINDER_PRIORITY,
+            deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
+        )
+
+
+def quiet_release(*, delivery: Delivery) -> int:
+    """Quiet hours are over: publish the held pushes now due, after asking again who is still pending
+    (a player who answered overnight gets nothing: withdrawn). Returns how many were published."""
+    ids = _payload_ids(delivery.payload)
+    training = Training.objects.select_related("team").filter(pk=ids[0]).first() if ids else None
+    rule = ReminderRule.objects.filter(pk=ids[1]).first() if ids else None
+    if training is None or rule is None:
+        return 0
+    now = timezone.now()
+    with transaction.atomic():
+        held = Push.objects.select_for_update().filter(
+            training=training, rule=rule, status=PushStatus.HELD, release_at__lte=max(now, delivery.fire_at)
+        )
+        still = set(reminder_recipients(training=training, rule=rule).values_list("pk", flat=True))
+        gone = [p.pk for p in held if p.player_id not in still or training.cancelled]
+        Push.objects.filter(pk__in=gone).update(
+            status=PushStatus.WITHDRAWN, status_reason="answered while held"
+        )
+        due = Push.objects.filter(
+            training=training, rule=rule, status=PushStatus.HELD, release_at__lte=max(now, delivery.fire_at)
+        )
+        keys = list(due.values_list("occurrence_key", flat=True).distinct())
+        due.update(status=PushStatus.PENDING)
+    errors = pushes_publish(
+        deliveries=[
+            Delivery(
+                delivery.occurrence_id, key, delivery.job_key, delivery.fire_at, delivery.attempt, "", None
+            )
+            for key in keys
+        ]
+    )
+    if errors:
+        raise next(iter(errors.values()))
+    return len(keys)
 
 
 def push_expiry(*, training: Training, kind: str) -> datetime:
