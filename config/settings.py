@@ -240,6 +240,9 @@ TRAININGS_GATEWAY_BATCH = env_int("TRAININGS_GATEWAY_BATCH", 500, minimum=1, max
 # delivered goes to the dead-letter queue `<TRAININGS_PUSH_QUEUE>.dead` (`manage.py push_dead_letters`).
 # The age stays well under RabbitMQ's consumer_timeout (30 min): a retrying push is held unacked.
 TRAININGS_GATEWAY_MAX_ATTEMPTS = env_int("TRAININGS_GATEWAY_MAX_ATTEMPTS", 8, minimum=1)
+# A training moved by less than this keeps the reminders its players already had (no "90 min before"
+# twice); players already reminded get one "training moved" push. A bigger move reminds them again.
+TRAININGS_MOVE_REPEAT_MINUTES = env_int("TRAININGS_MOVE_REPEAT_MINUTES", 120, minimum=0)
 # The post-training questionnaire closes this long after the training ends: a POST push later is stale.
 TRAININGS_POST_QUESTIONNAIRE_HOURS = env_int("TRAININGS_POST_QUESTIONNAIRE_HOURS", 24, minimum=1)
 TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS", 900, minimum=1, maximum=1500)

@@ -33,7 +33,13 @@ from collections.abc import Mapping, Sequence
 
 from reminders.handlers import register, register_batch
 from reminders.transports.base import Delivery, TransportError
-from trainings.services import QUIET_RELEASE_HANDLER, quiet_release, reminders_fire
+from trainings.services import (
+    MOVED_NOTICE_HANDLER,
+    QUIET_RELEASE_HANDLER,
+    quiet_release,
+    reminders_fire,
+    training_moved_notify,
+)
 
 
 @register_batch("trainings.reminder")
@@ -45,3 +51,9 @@ def training_reminders(deliveries: Sequence[Delivery]) -> Mapping[int, Transport
 def training_quiet_release(delivery: Delivery) -> None:
     """A player's quiet hours ended: publish their held pushes (payload: the training and the rule)."""
     quiet_release(delivery=delivery)
+
+
+@register(MOVED_NOTICE_HANDLER)
+def training_moved_notice(delivery: Delivery) -> None:
+    """The training moved: tell the players already reminded (payload: the training and its new start)."""
+    training_moved_notify(delivery=delivery)

@@ -282,6 +282,9 @@ class PushStatus(models.TextChoices):
     SKIPPED = "skipped", "Not sent: quiet hours end after it is of any use"
 
 
+MOVED = "MOVED"  # the kind of a "training moved" push (not a rule's)
+
+
 class Push(models.Model):
     """One push for one player from one occurrence. The unique pair is what makes redelivery harmless."""
 
@@ -291,7 +294,10 @@ class Push(models.Model):
     training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes")
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
     rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL)
-    kind = models.CharField(max_length=10, choices=RuleKind.choices)
+    kind = models.CharField(max_length=10, choices=[*RuleKind.choices, (MOVED, "Training moved")])
+    offset = models.CharField(
+        max_length=10, blank=True, help_text="The rule's offset it reminded at, e.g. 90m."
+    )
     language = models.CharField(max_length=10)
     title = models.CharField(max_length=300)
     body = models.TextField()

@@ -25,6 +25,7 @@ from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from reminders.services import Callback, job_upsert, occurrences_cancel
 from reminders.transports import Delivery, TransportError, get_transport
 from trainings.models import (
+    MOVED,
     Invitation,
     InvitationStatus,
     Phase,
@@ -41,7 +42,7 @@ from trainings.models import (
 )
 from trainings.offsets import MAX_OFFSET, is_time_zone
 from trainings.push.quiet import quiet_hours_for
-from trainings.rendering import Rendered, push_render
+from trainings.rendering import Rendered, moved_render, push_render
 from trainings.selectors import active_member_ids, job_key, reminder_recipients
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,7 @@ def training_update(
     changes["cancelled"] = cancelled
     with transaction.atomic():
         training = Training.objects.select_for_update().get(pk=training.pk)
+        moved_from = training.start
         for name, value in changes.items():
             if value is not _UNSET:
                 setattr(training, name, value)
@@ -157,6 +159,8 @@ def training_update(
         if players is not _UNSET:
             _invitations_set(training=training, players=players)
         training_reminders_schedule(training=training)
+        if training.start != moved_from and not training.cancelled:
+            training_moved_notice_schedule(training=training)  # players already reminded hear of it
     return training
 
 
@@ -361,11 +365,13 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
     offset = dict(rule.instants_for(training)).get(delivery.fire_at)
     if offset is None:
         return _Firing(delivery, training, rule, RunOutcome.STALE)
+    expires_at = push_expiry(training=training, kind=rule.kind)
     recipients = list(reminder_recipients(training=training, rule=rule))
+    reminded = _reminded_at_offset(delivery, training, rule, str(offset), expires_at)
+    recipients = [player for player in recipients if player.pk not in reminded]
     if not recipients:
         return _Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
     templates = list(rule.templates.all())
-    expires_at = push_expiry(training=training, kind=rule.kind)
     rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
     pushes = []
     for player in recipients:
@@ -385,6 +391,7 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
                 player=player,
                 rule=rule,
                 kind=rule.kind,
+                offset=str(offset),
                 language=rendered.language,
                 title=rendered.title,
                 body=rendered.body,
@@ -396,6 +403,86 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
             )
         )
     return _Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
+
+
+def _reminded_at_offset(
+    delivery: Delivery, training: Training, rule: ReminderRule, offset: str, expires_at: datetime
+) -> set[int]:
+    """Players this rule already reminded at this offset for this training, before it moved by less than
+    TRAININGS_MOVE_REPEAT_MINUTES (their earlier push's expiry says where the training was then)."""
+    limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
+    earlier = (
+        Push.objects.filter(training=training, rule=rule, offset=offset)
+        .exclude(occurrence_key=delivery.idempotency_key)
+        .exclude(status__in=[PushStatus.WITHDRAWN, PushStatus.SKIPPED])
+        .values_list("player_id", "expires_at")
+    )
+    return {player for player, then in earlier if then is None or abs(then - expires_at) < limit}
+
+
+def training_moved_notice_schedule(*, training: Training) -> None:
+    """In the move's transaction: an engine job that, right after commit, tells the players already
+    reminded that the training moved (a newer move replaces a notice not yet sent)."""
+    job_upsert(
+        key=f"training-{training.pk}-moved-notice",
+        schedules=[timezone.now()],
+        callback=Callback(
+            type=CallbackType.HANDLER,
+            target=MOVED_NOTICE_HANDLER,
+            payload={"training": str(training.pk), "start": training.start.isoformat()},
+        ),
+        priority=settings.TRAININGS_REMINDER_PRIORITY,
+    )
+
+
+MOVED_NOTICE_HANDLER = "trainings.moved_notice"
+
+
+def training_moved_notify(*, delivery: Delivery) -> int:
+    """One "training moved" push, with the new local time, to each player a reminder of this training
+    already reached before the move (and who has not declined it). Returns how many were published."""
+    payload = delivery.payload if isinstance(delivery.payload, dict) else {}
+    try:
+        training_id = uuid.UUID(str(payload.get("training")))
+    except ValueError:
+        return 0
+    training = Training.objects.select_related("team").filter(pk=training_id).first()
+    if training is None or training.cancelled or training.start.isoformat() != payload.get("start"):
+        return 0  # gone, cancelled, or moved again: that move has its own notice
+    reminded = (
+        Push.objects.filter(training=training, status=PushStatus.SENT, sent_at__lte=delivery.fire_at)
+        .exclude(kind=MOVED)
+        .values_list("player_id", flat=True)
+    )
+    players = (
+        Player.objects.filter(pk__in=reminded)
+        .filter(invitations__training=training, memberships__team=training.team, memberships__active=True)
+        .exclude(invitations__training=training, invitations__status=InvitationStatus.DENIED)
+        .distinct()
+    )
+    pushes = []
+    for player in players:
+        rendered = moved_render(training=training, player=player)
+        pushes.append(
+            Push(
+                key=f"{delivery.idempotency_key}.{player.pk}",
+                occurrence_key=delivery.idempotency_key,
+                occurrence_id=delivery.occurrence_id,
+                training=training,
+                player=player,
+                kind=MOVED,
+                language=rendered.language,
+                title=rendered.title,
+                body=rendered.body,
+                fire_at=delivery.fire_at,
+                expires_at=training.start,
+            )
+        )
+    Push.objects.bulk_create(sorted(pushes, key=lambda p: p.key), ignore_conflicts=True)
+    errors = pushes_publish(deliveries=[delivery])
+    if errors:
+        raise next(iter(errors.values()))
+    return len(pushes)
 
 
 def _quiet_status(
