@@ -424,7 +424,7 @@ def training_moved_notice_schedule(*, training: Training) -> None:
     """In the move's transaction: an engine job that, right after commit, tells the players already
     reminded that the training moved (a newer move replaces a notice not yet sent)."""
     job_upsert(
-        key=f"training-{training.pk}-moved-notice",
+        key=moved_notice_key(training_id=training.pk),
         schedules=[timezone.now()],
         callback=Callback(
             type=CallbackType.HANDLER,
@@ -513,8 +513,13 @@ def _quiet_status(
 QUIET_RELEASE_HANDLER = "trainings.quiet_release"
 
 
+# Not `training-<uuid>-...`: that prefix names a training's reminder jobs (one per rule).
 def quiet_release_key(*, training_id: object, rule: ReminderRule) -> str:
-    return f"training-{training_id}-{rule.slug}-quiet-release"
+    return f"trainings-quiet-release-{training_id}-{rule.slug}"
+
+
+def moved_notice_key(*, training_id: object) -> str:
+    return f"trainings-moved-notice-{training_id}"
 
 
 def _quiet_releases_schedule(firings: Sequence[_Firing]) -> None:

@@ -15,7 +15,7 @@ from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
 from trainings.models import MOVED, Push, PushStatus, ReminderRule, ReminderRun, RunOutcome, Team, Training
 from trainings.selectors import job_key
-from trainings.services import training_create, training_update
+from trainings.services import moved_notice_key, training_create, training_update
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -40,7 +40,7 @@ def _move(training: Training, minutes: int) -> Training:
 
 
 def _notice(training: Training) -> Occurrence:
-    return Occurrence.objects.filter(job__key=f"training-{training.pk}-moved-notice").latest("id")
+    return Occurrence.objects.filter(job__key=moved_notice_key(training_id=training.pk)).latest("id")
 
 
 def test_a_move_between_reminders_sends_one_moved_push_and_repeats_no_offset(

@@ -120,7 +120,7 @@ def test_a_reminder_whose_quiet_hours_end_after_the_start_is_skipped_with_the_re
         "quiet hours 22:00-07:00 Europe/Paris end at 2027-03-28 07:00" in reason for _, reason in skipped
     )
     assert drain_queue(push_queue) == []
-    assert not Occurrence.objects.filter(job__key__endswith="-quiet-release").exists()
+    assert not Occurrence.objects.filter(job__key__startswith="trainings-quiet-release-").exists()
 
 
 def test_without_quiet_hours_nothing_is_held(
