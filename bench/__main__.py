@@ -20,7 +20,7 @@ from typing import Any
 from bench.harness import RESULTS, Harness
 from bench.report import Section, render_table, write_chart, write_json
 
-SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings")
+SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push")
 # Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes.
 APART = ("scale",)
 
@@ -172,6 +172,10 @@ def _run(h: Harness, name: str, selected: list[str]) -> list[Section]:
         from bench.scenarios import tablesize
 
         return tablesize.run(h, claim="claim" in selected, memory="memory" in selected)
+    if name == "push":
+        from bench.scenarios import push
+
+        return [push.run(h)]
     from bench.scenarios import trainings
 
     return [trainings.run(h)]

@@ -221,9 +221,38 @@ TRAININGS_PUSH_PROVIDER = env_str("TRAININGS_PUSH_PROVIDER", "logging")
 TRAININGS_PUSH_WEBHOOK_URL = env_str("TRAININGS_PUSH_WEBHOOK_URL", "")
 TRAININGS_PUSH_WEBHOOK_SECRET = env_str("TRAININGS_PUSH_WEBHOOK_SECRET", "")
 TRAININGS_PUSH_WEBHOOK_TIMEOUT = env_float("TRAININGS_PUSH_WEBHOOK_TIMEOUT", 10.0, minimum=0.1)
-# How long the gateway waits before handing a push the provider refused back to the queue.
+# First retry delay of a push a provider throttled or failed (doubles per attempt, capped at 5 min; a
+# provider's Retry-After is the floor).
 TRAININGS_GATEWAY_RETRY_SECONDS = env_float("TRAININGS_GATEWAY_RETRY_SECONDS", 5.0, minimum=0.0)
-TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 10, minimum=1, maximum=1000)
+TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 1000, minimum=1, maximum=5000)
+
+# --- Push delivery to phones (trainings/push/: FCM HTTP v1, APNs over HTTP/2) --------------------------
+# A provider whose credentials are unset is off; TRAININGS_PUSH_PROVIDER stands in for its devices.
+PUSH_FCM_BASE_URL = env_str("PUSH_FCM_BASE_URL", "https://fcm.googleapis.com")
+PUSH_FCM_CREDENTIALS_FILE = env_str("PUSH_FCM_CREDENTIALS_FILE", "")  # service-account JSON
+PUSH_APNS_BASE_URL = env_str("PUSH_APNS_BASE_URL", "https://api.push.apple.com")
+PUSH_APNS_KEY_FILE = env_str("PUSH_APNS_KEY_FILE", "")  # the .p8 (PEM) token signing key
+PUSH_APNS_KEY_ID = env_str("PUSH_APNS_KEY_ID", "")
+PUSH_APNS_TEAM_ID = env_str("PUSH_APNS_TEAM_ID", "")
+PUSH_APNS_TOPIC = env_str("PUSH_APNS_TOPIC", "")  # the app's bundle id, unless a device names its own
+PUSH_TLS_CA_FILE = env_str("PUSH_TLS_CA_FILE", "")  # extra CA bundle (a staging peer); empty: system's
+PUSH_HTTP_TIMEOUT = env_float("PUSH_HTTP_TIMEOUT", 10.0, minimum=0.1)
+# httpx logs every request at INFO (with the device token in APNs paths): thousands a second.
+LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
+# Sends in flight at once (HTTP/2 streams on the one APNs connection, FCM requests).
+TRAININGS_GATEWAY_IN_FLIGHT = env_int("TRAININGS_GATEWAY_IN_FLIGHT", 100, minimum=1, maximum=1000)
+# Messages taken from the queue per round of sends.
+TRAININGS_GATEWAY_BATCH = env_int("TRAININGS_GATEWAY_BATCH", 500, minimum=1, maximum=5000)
+# Bounded retries: after this many attempts, or this long after the push's fire time, a push still not
+# delivered goes to the dead-letter queue `<TRAININGS_PUSH_QUEUE>.dead` (`manage.py push_dead_letters`).
+# The age stays well under RabbitMQ's consumer_timeout (30 min): a retrying push is held unacked.
+TRAININGS_GATEWAY_MAX_ATTEMPTS = env_int("TRAININGS_GATEWAY_MAX_ATTEMPTS", 8, minimum=1)
+# A training moved by less than this keeps the reminders its players already had (no "90 min before"
+# twice); players already reminded get one "training moved" push. A bigger move reminds them again.
+TRAININGS_MOVE_REPEAT_MINUTES = env_int("TRAININGS_MOVE_REPEAT_MINUTES", 120, minimum=0)
+# The post-training questionnaire closes this long after the training ends: a POST push later is stale.
+TRAININGS_POST_QUESTIONNAIRE_HOURS = env_int("TRAININGS_POST_QUESTIONNAIRE_HOURS", 24, minimum=1)
+TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS", 900, minimum=1, maximum=1500)
 # Engine priority of reminder jobs, and how late a reminder may still go out (a "75 min before" push
 # that is more than 15 min late would land after the next one).
 TRAININGS_REMINDER_PRIORITY = env_int("TRAININGS_REMINDER_PRIORITY", 5, minimum=0, maximum=9)

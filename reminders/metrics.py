@@ -68,7 +68,7 @@ PUSHES = Counter(
 )
 PUSH_DEVICES = Counter(
     "trainings_push_provider_sends",
-    "Pushes handed to a provider, by provider and outcome (accepted, retry, rejected).",
+    "Device sends by provider and outcome (accepted, token_dead, retry, failed).",
     ["provider", "outcome"],
 )
 GATEWAY_HEARTBEAT = Gauge(
@@ -213,14 +213,19 @@ def pushes_queued(kinds: Iterable[str]) -> None:
             PUSHES.labels(kind, "queued").inc(count)
 
 
-def push_handled(body: Any, outcome: str, provider: str) -> None:
-    """The gateway's outcome for one push message (delivered, duplicate, retry, rejected)."""
+def push_handled(body: Any, outcome: str) -> None:
+    """The gateway's outcome for one push message (delivered, no_device, stale, duplicate, retry, ...)."""
     if not _enabled:
         return
     kind = body.get("kind") if isinstance(body, dict) else None
     PUSHES.labels(str(kind) if kind in _PUSH_KINDS else "unknown", str(outcome)).inc()
-    if outcome in ("delivered", "retry", "rejected"):
-        PUSH_DEVICES.labels(provider, "accepted" if outcome == "delivered" else str(outcome)).inc()
+
+
+def push_device_outcomes(outcomes: Iterable[tuple[str, str]]) -> None:
+    """One (provider, verdict) per device send: accepted, token_dead, retry, failed."""
+    if _enabled:
+        for (provider, verdict), count in collections.Counter(outcomes).items():
+            PUSH_DEVICES.labels(provider, verdict).inc(count)
 
 
 def gateway_alive() -> None:

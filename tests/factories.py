@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from reminders.models import CallbackType, Job, Occurrence, Schedule, ThrottlePolicy
 from trainings.models import (
+    Device,
     Invitation,
     Membership,
     Player,
@@ -99,11 +100,31 @@ class TeamFactory(factory.django.DjangoModelFactory):
 class PlayerFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Player
+        skip_postgeneration_save = True
 
     name = factory.Sequence(lambda n: f"Player {n}")
     time_zone = "Europe/Paris"
     language = "en"
-    device_tokens = factory.LazyAttribute(lambda p: [f"fcm:{p.name.replace(' ', '-').lower()}"])
+
+    @factory.post_generation
+    def devices(self, create: bool, extracted: list | None, **kwargs: object) -> None:  # type: ignore[type-arg]
+        """One Android (FCM) device named after the player unless `devices=[...]` says otherwise."""
+        if not create:
+            return
+        specs = extracted if extracted is not None else [{"provider": "fcm", "platform": "android"}]
+        for spec in specs:
+            token = spec.get("token") or f"{spec['provider']}-{self.name.replace(' ', '-').lower()}"
+            Device.objects.create(player=self, **{**spec, "token": token})
+
+
+class DeviceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Device
+
+    player = factory.SubFactory(PlayerFactory, devices=[])
+    provider = "fcm"
+    platform = "android"
+    token = factory.Sequence(lambda n: f"token-{n}")
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):

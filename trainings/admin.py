@@ -632,3 +632,7 @@ class PushAdmin(_ReadOnlyAdmin):
 class DeliveredPushAdmin(_ReadOnlyAdmin):
     list_display = ["key", "provider", "delivered_at"]
     search_fields = ["key"]
+
+
+# Devices: their admin lives with the push code (trainings/push/admin.py).
+from trainings.push import admin as _push_admin  # noqa: E402, F401

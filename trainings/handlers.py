@@ -9,16 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders.handlers import keys_reserve, register_batch
+from reminders.handlers import keys_reserve, register, register_batch
 from reminders.transports.base import Delivery, TransportError
 from trainings.selectors import JOB_KEY_NAMESPACE
-from trainings.services import reminders_fire
+from trainings.services import (
+    MOVED_NOTICE_HANDLER,
+    QUIET_RELEASE_HANDLER,
+    quiet_release,
+    reminders_fire,
+    training_moved_notify,
+)
 
 # Only this app's services create these jobs: an API caller can neither take one of their keys first
 # nor name the handler (it pushes to any training's players).
 keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
+keys_reserve(r"trainings-(quiet-release|moved-notice)-", owner="the trainings app (held and moved pushes)")
 
 
 @register_batch("trainings.reminder", api=False)
 def training_reminders(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
     return reminders_fire(deliveries=deliveries)
+
+
+@register(QUIET_RELEASE_HANDLER)
+def training_quiet_release(delivery: Delivery) -> None:
+    """A player's quiet hours ended: publish their held pushes (payload: the training and the rule)."""
+    quiet_release(delivery=delivery)
+
+
+@register(MOVED_NOTICE_HANDLER)
+def training_moved_notice(delivery: Delivery) -> None:
+    """The training moved: tell the players already reminded (payload: the training and its new start)."""
+    training_moved_notify(delivery=delivery)

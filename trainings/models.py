@@ -53,9 +53,23 @@ class Team(models.Model):
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Quiet hours, wall-clock time in each player's zone (e.g. 22:00-07:00): trainings/push/quiet.py.
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="Players get no push from (local time)..."
+    )
+    quiet_end = models.TimeField(
+        null=True, blank=True, help_text="...until (local time); held pushes go then."
+    )
 
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
+                name="team_quiet_hours_both_or_none",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -68,8 +82,26 @@ class Player(models.Model):
     )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
-    device_tokens = models.JSONField(default=list, blank=True, help_text="Push tokens (FCM/APNs).")
+    device_tokens = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Legacy, no longer read: push tokens now live in Device rows (migration 'devices_from_"
+        "player_tokens' moved the fcm:/apns: entries across).",
+    )
     teams = models.ManyToManyField(Team, through="Membership", related_name="players")
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
+    )
+    quiet_end = models.TimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
+                name="player_quiet_hours_both_or_none",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -269,6 +301,11 @@ class PushStatus(models.TextChoices):
     PENDING = "pending", "Waiting to be published"
     SENT = "sent", "Published to the push queue"
     WITHDRAWN = "withdrawn", "Player answered before a retry published it"
+    HELD = "held", "Held for the player's quiet hours"
+    SKIPPED = "skipped", "Not sent: quiet hours end after it is of any use"
+
+
+MOVED = "MOVED"  # the kind of a "training moved" push (not a rule's)
 
 
 class Push(models.Model):
@@ -280,13 +317,25 @@ class Push(models.Model):
     training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes")
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
     rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL)
-    kind = models.CharField(max_length=10, choices=RuleKind.choices)
+    kind = models.CharField(max_length=10, choices=[*RuleKind.choices, (MOVED, "Training moved")])
+    offset = models.CharField(
+        max_length=10, blank=True, help_text="The rule's offset it reminded at, e.g. 90m."
+    )
     language = models.CharField(max_length=10)
     title = models.CharField(max_length=300)
     body = models.TextField()
-    device_tokens = models.JSONField(default=list)
+    device_tokens = models.JSONField(
+        default=list, help_text="Legacy: the tokens of pushes made before Device rows."
+    )
     fire_at = models.DateTimeField()
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="After this the push is stale (training started, questionnaire closed).",
+    )
     status = models.CharField(max_length=10, choices=PushStatus.choices, default=PushStatus.PENDING)
+    release_at = models.DateTimeField(null=True, blank=True, help_text="Held: when the quiet hours end.")
+    status_reason = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
 
@@ -308,12 +357,11 @@ class Push(models.Model):
         return self.key
 
     def message(self) -> dict[str, object]:
-        """The JSON published to the push queue (schema `trainings.push/1`, documented in handlers.py)."""
+        """The JSON published to the push queue (schema `trainings.push/2`, documented in handlers.py)."""
         return {
-            "schema": "trainings.push/1",
+            "schema": "trainings.push/2",
             "idempotency_key": self.key,
             "player": self.player_id,
-            "device_tokens": list(self.device_tokens),
             "title": self.title,
             "body": self.body,
             "language": self.language,
@@ -321,11 +369,13 @@ class Push(models.Model):
             "kind": self.kind,
             "rule": self.rule.slug if self.rule else None,
             "fire_at": self.fire_at.isoformat(),
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
         }
 
 
 class DeliveredPush(models.Model):
-    """The gateway's record of a push its provider accepted; written before the AMQP ack."""
+    """The gateway's record of a push it finished (every device has its `PushSend` outcome, or the push was
+    stale, had no device, or was dead-lettered); written before the AMQP ack. `provider` summarises how."""
 
     key = models.CharField(max_length=300, unique=True)
     provider = models.CharField(max_length=50)
@@ -338,3 +388,118 @@ class DeliveredPush(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+# --- Devices and what the gateway did with each push on each of them -----------------------------------
+
+
+class DevicePlatform(models.TextChoices):
+    IOS = "ios", "iOS"
+    ANDROID = "android", "Android"
+    WEB = "web", "Web"
+
+
+class DeviceProvider(models.TextChoices):
+    APNS = "apns", "Apple Push Notification service"
+    FCM = "fcm", "Firebase Cloud Messaging"
+
+
+class DeviceQuerySet(models.QuerySet["Device"]):
+    def enabled(self) -> DeviceQuerySet:
+        return self.filter(disabled_at__isnull=True)
+
+
+class Device(models.Model):
+    """One app install that can receive pushes. A token the provider calls dead is disabled, never deleted,
+    so the admin can say why a player stopped getting reminders; registering it again re-enables it."""
+
+    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="devices")
+    platform = models.CharField(max_length=7, choices=DevicePlatform.choices)
+    provider = models.CharField(max_length=4, choices=DeviceProvider.choices)
+    token = models.CharField(max_length=4096)
+    app_id = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="APNs topic (the app's bundle id) or FCM app id; empty means the configured default.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=200, blank=True)
+
+    objects = DeviceQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "token"], name="device_unique_token_per_provider"),
+            models.CheckConstraint(
+                condition=Q(platform__in=DevicePlatform.values), name="device_platform_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(provider__in=DeviceProvider.values), name="device_provider_valid"
+            ),
+            # APNs serves Apple platforms only (iOS apps and Safari web push).
+            models.CheckConstraint(
+                condition=~Q(provider="apns") | Q(platform__in=["ios", "web"]), name="device_apns_is_apple"
+            ),
+            models.CheckConstraint(
+                condition=Q(disabled_at__isnull=True, disabled_reason="")
+                | Q(disabled_at__isnull=False) & ~Q(disabled_reason=""),
+                name="device_disabled_has_reason",
+            ),
+        ]
+        indexes = [
+            # The gateway's fan-out: player_id IN (...) AND disabled_at IS NULL.
+            models.Index(
+                fields=["player"], condition=Q(disabled_at__isnull=True), name="device_enabled_player_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.token[:12]}… ({self.player_id})"
+
+    @property
+    def enabled(self) -> bool:
+        return self.disabled_at is None
+
+
+class SendStatus(models.TextChoices):
+    ACCEPTED = "accepted", "Accepted by the provider"
+    TOKEN_DEAD = "token_dead", "Token dead: device disabled"
+    FAILED = "failed", "Failed (refused payload, or retries exhausted)"
+    NO_DEVICE = "no_device", "Player has no enabled device"
+    STALE = "stale", "Dropped: sat in the queue past its use"
+
+
+class PushSend(models.Model):
+    """What the gateway did with one push on one device (or, without a device, with the push as a whole:
+    no device, stale). Written before the AMQP ack; a device with a row here is never sent that push again.
+    """
+
+    push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
+    device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
+    player_id = models.BigIntegerField(help_text="The push's player (kept when the device row goes).")
+    provider = models.CharField(
+        max_length=10, help_text="apns, fcm or logging (a provider without credentials)."
+    )
+    status = models.CharField(max_length=10, choices=SendStatus.choices)
+    provider_message_id = models.CharField(max_length=300, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["push_key", "device"], name="pushsend_unique_per_device"),
+            # The push-level outcomes (no device, stale) once per push; a removed device's rows also lose
+            # their device, hence the status in the condition.
+            models.UniqueConstraint(
+                fields=["push_key"],
+                condition=Q(device__isnull=True, status__in=["no_device", "stale"]),
+                name="pushsend_unique_push_outcome",
+            ),
+            models.CheckConstraint(condition=Q(status__in=SendStatus.values), name="pushsend_status_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.push_key} -> {self.device_id}: {self.status}"

@@ -54,3 +54,30 @@ def push_render(
     return Rendered(
         language=language, title=render_template(title, values), body=render_template(body, values)
     )
+
+
+_MOVED = {
+    "en": ("Training moved: {title}", "{title} now starts on {start_date} at {start_time} ({time_zone})."),
+    "fr": (
+        "Entraînement déplacé : {title}",
+        "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
+    ),
+}
+
+
+def moved_render(*, training: Training, player: Player) -> Rendered:
+    """The "training moved" push, in the player's language (English otherwise) and zone."""
+    language = player.language if player.language in _MOVED else "en"
+    zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
+    local_start = training.start.astimezone(ZoneInfo(zone_name))
+    with translation.override(language):
+        values = {
+            "title": training.title,
+            "start_time": formats.time_format(local_start, "TIME_FORMAT"),
+            "start_date": formats.date_format(local_start, "DATE_FORMAT"),
+            "time_zone": zone_name,
+        }
+    title, body = _MOVED[language]
+    return Rendered(
+        language=language, title=render_template(title, values), body=render_template(body, values)
+    )

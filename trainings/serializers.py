@@ -11,6 +11,9 @@ from rest_framework import serializers
 
 from reminders.serializers import AwareDateTimeField
 from trainings.models import (
+    Device,
+    DevicePlatform,
+    DeviceProvider,
     Invitation,
     InvitationStatus,
     Phase,
@@ -21,6 +24,7 @@ from trainings.models import (
     Training,
 )
 from trainings.offsets import OffsetError, is_time_zone, parse_offsets
+from trainings.push.devices import token_preview
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 
 
@@ -219,3 +223,50 @@ class ReminderRuleInputSerializer(serializers.Serializer):
         except OffsetError as exc:
             raise serializers.ValidationError(str(exc)) from None
         return value
+
+
+# --- Devices (trainings/push/devices.py) ----------------------------------------------------------------
+
+
+class DeviceSerializer(serializers.ModelSerializer):
+    """A device as its owner sees it; others (coaches, operators) get `token` shortened."""
+
+    enabled = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = Device
+        fields = ["id", "player", "platform", "provider", "token", "app_id", "enabled", "created_at",
+                  "last_success_at", "disabled_at", "disabled_reason"]  # fmt: skip
+        read_only_fields = fields
+
+    def to_representation(self, instance: Device) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if not self.context.get("owner"):
+            data["token"] = token_preview(instance.token)
+        return data
+
+
+class DeviceInputSerializer(serializers.Serializer):
+    platform = serializers.ChoiceField(choices=DevicePlatform.choices)
+    provider = serializers.ChoiceField(choices=DeviceProvider.choices)
+    token = serializers.CharField(max_length=4096, trim_whitespace=False)
+    app_id = serializers.CharField(
+        max_length=255,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="APNs topic (bundle id) when it differs from PUSH_APNS_TOPIC.",
+    )
+
+    def validate_token(self, value: str) -> str:
+        if not value or any(c.isspace() or not c.isprintable() for c in value):
+            raise serializers.ValidationError("a non-empty token without spaces or control characters.")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["provider"] == DeviceProvider.APNS:
+            if attrs["platform"] not in (DevicePlatform.IOS, DevicePlatform.WEB):
+                raise serializers.ValidationError({"platform": "APNs devices are ios or web."})
+            if not all(c in "0123456789abcdefABCDEF" for c in attrs["token"]):
+                raise serializers.ValidationError({"token": "an APNs device token is hexadecimal."})
+        return attrs

@@ -1,12 +1,26 @@
 from __future__ import annotations
 
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from trainings.views import ReminderRuleViewSet, TrainingViewSet
+from trainings.views import PlayerDeviceViewSet, ReminderRuleViewSet, TrainingViewSet
 
 # SimpleRouter: the reminders router already serves the API root at /api/.
 router = SimpleRouter()
 router.register("trainings", TrainingViewSet, basename="training")
 router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
 
-urlpatterns = router.urls
+urlpatterns = [
+    *router.urls,
+    # A player's push devices (trainings/push/devices.py).
+    path(
+        "players/<int:player_pk>/devices/",
+        PlayerDeviceViewSet.as_view({"get": "list", "post": "create"}),
+        name="player-devices",
+    ),
+    path(
+        "players/<int:player_pk>/devices/<int:pk>/",
+        PlayerDeviceViewSet.as_view({"delete": "destroy"}),
+        name="player-device",
+    ),
+]

@@ -13,16 +13,20 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.generics import get_object_or_404
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from trainings.models import ReminderRule, Training
+from trainings.models import Device, Player, ReminderRule, Training
+from trainings.push.devices import device_players_visible_to, device_register, device_remove, player_of
 from trainings.selectors import training_timeline, trainings_visible_to, user_sees_all_teams
 from trainings.serializers import (
     AnswerInputSerializer,
     AnswerSerializer,
+    DeviceInputSerializer,
+    DeviceSerializer,
     InvitationResponseSerializer,
     InvitationSerializer,
     ReminderRuleInputSerializer,
@@ -195,3 +199,74 @@ class ReminderRuleViewSet(
         except DjangoValidationError as exc:
             raise _as_drf(exc) from None
         return Response(ReminderRuleSerializer(self.get_queryset().get(pk=rule.pk)).data)
+
+
+# --- Devices (trainings/push/devices.py) ----------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(
+        responses={200: DeviceSerializer(many=True)},
+        description="The player's devices with their state (enabled, last success, why disabled). The "
+        "player sees full tokens; coaches of their teams and operators see them shortened.",
+    ),
+    create=extend_schema(
+        request=DeviceInputSerializer,
+        responses={
+            200: DeviceSerializer,
+            201: DeviceSerializer,
+            400: OpenApiResponse(description="Field errors."),
+            403: OpenApiResponse(description="Only the player registers their own devices."),
+        },
+        description="Register a push token for yourself (the player). 201 when new; 200 when the token was "
+        "known: it is re-enabled and moves to you.",
+    ),
+    destroy=extend_schema(
+        responses={204: None, 403: OpenApiResponse(description="Only the player removes their devices.")},
+        description="Remove one of your devices (the app signed out).",
+    ),
+)
+class PlayerDeviceViewSet(
+    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = DeviceSerializer
+    pagination_class = None  # a player has a handful
+
+    def _player(self) -> Player:
+        player = device_players_visible_to(self.request.user).filter(pk=self.kwargs["player_pk"]).first()
+        if player is None:
+            raise NotFound("No such player.")
+        return player
+
+    def _is_owner(self, player: Player) -> bool:
+        own = player_of(self.request.user)
+        return own is not None and own.pk == player.pk
+
+    def get_queryset(self) -> QuerySet[Device]:
+        if getattr(self, "swagger_fake_view", False):
+            return Device.objects.none()
+        return Device.objects.filter(player=self._player()).order_by("created_at", "id")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = dict(super().get_serializer_context())
+        if not getattr(self, "swagger_fake_view", False) and "player_pk" in self.kwargs:
+            context["owner"] = self._is_owner(self._player())
+        return context
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        player = self._player()
+        if not self._is_owner(player):
+            raise PermissionDenied("Only the player registers their own devices.")
+        data = DeviceInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        device, created = device_register(player=player, **data.validated_data)
+        body = DeviceSerializer(device, context={"owner": True}).data
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        player = self._player()
+        if not self._is_owner(player):
+            raise PermissionDenied("Only the player removes their own devices.")
+        device = get_object_or_404(Device, pk=kwargs["pk"], player=player)
+        device_remove(device=device)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -9,6 +9,9 @@ from django.utils import timezone
 from reminders.dispatch import ScanResult, occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+
+# The loopback APNs and FCM peers for the push tests (test_push_*.py).
+from tests.trainings.push_fixtures import apns, fcm  # noqa: F401
 from trainings.defaults import rules_seed
 from trainings.models import ReminderRule, ReminderTemplate, Team
 

@@ -100,7 +100,7 @@ def test_the_worker_pushes_exactly_the_pending_players_with_rendered_text(
     )
     assert dan["title"] == "Serez-vous à Speed session ?"
     assert (chloe["kind"], chloe["training"], chloe["rule"]) == ("INVITATION", training_id, "invitation")
-    assert chloe["device_tokens"] == ["fcm:chloe"]
+    assert chloe["schema"] == "trainings.push/2" and "device_tokens" not in chloe  # devices are rows
     assert all(m.properties["message_id"] == json.loads(m.body)["idempotency_key"] for m in messages)
 
     timeline = api.get(f"/api/trainings/{training_id}/timeline/").json()

@@ -183,7 +183,7 @@ def test_pushes_are_rendered_in_each_players_language_and_zone(training, rules, 
     french = messages[bruno.pk]
     assert french["title"] == "Questionnaire avant l'entraînement"
     assert french["body"].startswith("Speed session commence à 12:00 :")  # 18:00 Paris is 12:00 in Montreal
-    assert french["device_tokens"] == ["fcm:bruno"]
+    assert french["expires_at"] == training.start.isoformat()  # stale once the training has started
     assert french["training"] == str(training.pk)
     assert french["kind"] == "PRE"
     assert french["idempotency_key"] == f"{at_15.idempotency_key}.{bruno.pk}"

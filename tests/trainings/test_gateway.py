@@ -1,7 +1,9 @@
-"""The push gateway: provider backends, de-duplication on the idempotency key, ack only when accepted."""
+"""The push gateway: stand-in backends (logging, webhook), de-duplication on the idempotency key, ack only
+when every device has an outcome. FCM and APNs against real peers: test_push_*.py."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -17,17 +19,17 @@ from django.utils import timezone
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import drain_queue
-from trainings.models import DeliveredPush
+from tests.factories import PlayerFactory
+from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.push.gateway import Outcome, gateway_run, push_handle
-from trainings.push.providers import PushMessage, PushProviderError, WebhookProvider
+from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict, WebhookProvider
 
 
 def _message(key: str = "occ-1.7", **overrides: Any) -> dict[str, Any]:
     body = {
-        "schema": "trainings.push/1",
+        "schema": "trainings.push/2",
         "idempotency_key": key,
         "player": 7,
-        "device_tokens": ["fcm:abc"],
         "title": "Pre-training questionnaire",
         "body": "Speed session starts at 6 p.m.",
         "language": "en",
@@ -41,41 +43,59 @@ def _message(key: str = "occ-1.7", **overrides: Any) -> dict[str, Any]:
 
 
 class Recorder:
+    """A stand-in provider that answers what it is told (the gateway's side of the interface)."""
+
     name = "recorder"
 
-    def __init__(self, fail: PushProviderError | None = None) -> None:
-        self.sent: list[PushMessage] = []
-        self.fail = fail
+    def __init__(self, verdict: Verdict = Verdict.ACCEPTED) -> None:
+        self.sent: list[tuple[PushMessage, Target]] = []
+        self.verdict = verdict
 
-    def send(self, push: PushMessage) -> None:
-        if self.fail is not None:
-            raise self.fail
-        self.sent.append(push)
+    def prepare(self) -> None:
+        pass
+
+    async def send(self, push: PushMessage, device: Target) -> SendResult:
+        self.sent.append((push, device))
+        return SendResult(self.verdict, error="" if self.verdict == Verdict.ACCEPTED else "told to")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.fixture
+def player7(db: None) -> Any:
+    return PlayerFactory(id=7, name="Seven")
 
 
 @pytest.mark.django_db
-def test_it_sends_once_per_idempotency_key() -> None:
+def test_it_sends_once_per_idempotency_key(player7: Any) -> None:
     provider = Recorder()
-    assert push_handle(_message(), provider=provider) == Outcome.DELIVERED
-    assert push_handle(_message(), provider=provider) == Outcome.DUPLICATE
-    assert [p.idempotency_key for p in provider.sent] == ["occ-1.7"]
-    assert DeliveredPush.objects.get().provider == "recorder"
+    assert push_handle(_message(), providers=provider) == Outcome.DELIVERED
+    assert push_handle(_message(), providers=provider) == Outcome.DUPLICATE
+    assert [p.idempotency_key for p, _ in provider.sent] == ["occ-1.7"]
+    assert DeliveredPush.objects.get().provider == "fcm"
+    send = PushSend.objects.get()
+    assert (send.push_key, send.device.token, send.provider, send.status) == (
+        "occ-1.7",
+        "fcm-seven",
+        "recorder",
+        SendStatus.ACCEPTED,
+    )
 
 
 @pytest.mark.django_db
-def test_a_refused_push_is_retried_and_not_recorded() -> None:
-    assert push_handle(_message(), provider=Recorder(PushProviderError("down"))) == Outcome.RETRY
-    assert (
-        push_handle(_message(), provider=Recorder(PushProviderError("bad", permanent=True)))
-        == Outcome.REJECTED
-    )
-    assert not DeliveredPush.objects.exists()
+def test_a_refused_push_is_retried_and_not_recorded(player7: Any) -> None:
+    assert push_handle(_message(), providers=Recorder(Verdict.RETRY)) == Outcome.RETRY
+    assert not DeliveredPush.objects.exists() and not PushSend.objects.exists()
+    # A payload the provider refuses for good is recorded failed for that device; the push is finished.
+    assert push_handle(_message(), providers=Recorder(Verdict.FAILED)) == Outcome.DELIVERED
+    assert PushSend.objects.get().status == SendStatus.FAILED
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("body", [[], "x", {"idempotency_key": "k"}, _message(player="seven")])
 def test_a_malformed_message_is_rejected(body: Any) -> None:
-    assert push_handle(body, provider=Recorder()) == Outcome.REJECTED
+    assert push_handle(body, providers=Recorder()) == Outcome.REJECTED
 
 
 # --- webhook backend (a real HTTP server on loopback stands in for the provider) -------------------------
@@ -106,29 +126,42 @@ def hook() -> Iterator[tuple[str, type[_Hook]]]:
     server.server_close()
 
 
+_DEVICE = Target(3, "fcm", "android", "tok-3")
+
+
+def _webhook_send(provider: WebhookProvider) -> SendResult:
+    async def go() -> SendResult:
+        try:
+            return await provider.send(PushMessage.from_body(_message()), _DEVICE)
+        finally:
+            await provider.aclose()
+
+    return asyncio.run(go())
+
+
 def test_the_webhook_posts_the_signed_push(hook) -> None:  # type: ignore[no-untyped-def]
     url, handler = hook
-    WebhookProvider(url, secret="s3cret").send(PushMessage.from_body(_message()))
+    assert _webhook_send(WebhookProvider(url, secret="s3cret")).verdict == Verdict.ACCEPTED
     headers, body = handler.received[0]
     assert json.loads(body)["idempotency_key"] == "occ-1.7"
-    assert headers["Idempotency-Key"] == "occ-1.7"
+    assert json.loads(body)["device"]["token"] == "tok-3"
+    assert headers["Idempotency-Key"] == "occ-1.7/3"
     expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
     assert headers["X-Push-Signature"] == f"sha256={expected}"
 
 
-@pytest.mark.parametrize(("status", "permanent"), [(503, False), (429, False), (400, True), (404, True)])
-def test_the_webhook_raises_on_refusal(hook, status: int, permanent: bool) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("status", "verdict"),
+    [(503, Verdict.RETRY), (429, Verdict.RETRY), (400, Verdict.FAILED), (404, Verdict.FAILED)],
+)
+def test_the_webhook_answers_a_refusal(hook, status: int, verdict: Verdict) -> None:  # type: ignore[no-untyped-def]
     url, handler = hook
     handler.status = status
-    with pytest.raises(PushProviderError) as error:
-        WebhookProvider(url).send(PushMessage.from_body(_message()))
-    assert error.value.permanent is permanent
+    assert _webhook_send(WebhookProvider(url)).verdict == verdict
 
 
 def test_an_unreachable_webhook_is_retried() -> None:
-    with pytest.raises(PushProviderError) as error:
-        WebhookProvider("http://127.0.0.1:1/push", timeout=1).send(PushMessage.from_body(_message()))
-    assert not error.value.permanent
+    assert _webhook_send(WebhookProvider("http://127.0.0.1:1/push", timeout=1)).verdict == Verdict.RETRY
 
 
 # --- the consumer, against the real broker ---------------------------------------------------------------
@@ -148,21 +181,21 @@ def _publish(queue: str, *bodies: dict[str, Any]) -> None:
 
 @pytest.mark.django_db
 @pytest.mark.rabbitmq
-def test_the_gateway_acks_accepted_and_duplicate_pushes(push_queue: str) -> None:
+def test_the_gateway_acks_accepted_and_duplicate_pushes(push_queue: str, player7: Any) -> None:
     _publish(push_queue, _message("a.1"), _message("b.2"), _message("a.1"))
     provider = Recorder()
-    stats = gateway_run(provider=provider, max_messages=3, idle_seconds=5)
+    stats = gateway_run(providers=Providers(standin=provider), max_messages=3, idle_seconds=5)
     assert stats.counts == {"delivered": 2, "duplicate": 1}
-    assert sorted(p.idempotency_key for p in provider.sent) == ["a.1", "b.2"]
+    assert sorted(p.idempotency_key for p, _ in provider.sent) == ["a.1", "b.2"]
     assert drain_queue(push_queue) == []
 
 
 @pytest.mark.django_db
 @pytest.mark.rabbitmq
-def test_the_gateway_leaves_a_refused_push_on_the_queue(push_queue: str, settings: Any) -> None:
+def test_the_gateway_leaves_a_refused_push_on_the_queue(push_queue: str, settings: Any, player7: Any) -> None:
     settings.TRAININGS_GATEWAY_RETRY_SECONDS = 0
     _publish(push_queue, _message("c.3"))
-    stats = gateway_run(provider=Recorder(PushProviderError("provider down")), max_messages=1, idle_seconds=5)
+    stats = gateway_run(providers=Providers(standin=Recorder(Verdict.RETRY)), max_messages=1, idle_seconds=5)
     assert set(stats.counts) == {"retry"}  # requeued (maybe redelivered and refused again), never acked
     remaining = drain_queue(push_queue, expect=1)
     assert [json.loads(m.body)["idempotency_key"] for m in remaining] == ["c.3"]
@@ -170,9 +203,10 @@ def test_the_gateway_leaves_a_refused_push_on_the_queue(push_queue: str, setting
 
 @pytest.mark.django_db
 @pytest.mark.rabbitmq
-def test_the_command_runs_the_logging_provider(push_queue: str, caplog: Any) -> None:
+def test_the_command_runs_the_logging_provider(push_queue: str, caplog: Any, player7: Any) -> None:
     _publish(push_queue, _message("d.4"))
     with caplog.at_level("INFO", logger="trainings.push"):
         call_command("push_gateway", "--max-messages", "1", "--idle-seconds", "5")
     assert "key=d.4" in caplog.text
-    assert DeliveredPush.objects.filter(key="d.4", provider="logging").exists()
+    assert DeliveredPush.objects.filter(key="d.4").exists()
+    assert PushSend.objects.get(push_key="d.4").provider == "logging"  # FCM has no credentials here

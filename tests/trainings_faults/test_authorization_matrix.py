@@ -31,6 +31,7 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserF
 from tests.fault_table import record
 from trainings.models import (
     DeliveredPush,
+    Device,
     Player,
     Push,
     ReminderRule,
@@ -150,6 +151,15 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
         {"kind": "INVITATION", "offsets": ["1d"], "active": True},
     ),
     ("reminder-rule-detail", "PATCH"): lambda s: ("/api/reminder-rules/invitation/", {"offsets": ["1d"]}),
+    ("player-devices", "GET"): lambda s: (f"/api/players/{s.player.pk}/devices/", None),
+    ("player-devices", "POST"): lambda s: (
+        f"/api/players/{s.player.pk}/devices/",
+        {"platform": "android", "provider": "fcm", "token": "new-token"},
+    ),
+    ("player-device", "DELETE"): lambda s: (
+        f"/api/players/{s.player.pk}/devices/{s.player.devices.get().pk}/",
+        None,
+    ),
 }
 
 # (actor, whose objects): the columns of the matrix.
@@ -177,6 +187,10 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("reminder-rule-detail", "GET"):       (401,      200,     200,          200,        200,      200),
     ("reminder-rule-detail", "PUT"):       (401,      403,     403,          403,        200,      200),
     ("reminder-rule-detail", "PATCH"):     (401,      403,     403,          403,        200,      200),
+    # Devices: only the player registers or removes their own (tests/trainings/test_devices_api.py).
+    ("player-devices", "GET"):             (401,      200,     404,          404,        200,      200),
+    ("player-devices", "POST"):            (401,      403,     404,          404,        403,      403),
+    ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      403),
 }
 # fmt: on
 CASES = [
@@ -209,6 +223,7 @@ def _state(side: Side) -> tuple[Any, ...]:
         ).count(),
         Training.objects.filter(team=side.team).count(),
         list(ReminderRule.objects.order_by("slug").values_list("slug", "offsets")),
+        list(side.player.devices.order_by("pk").values_list("token", "disabled_at")),
     )
 
 
@@ -427,6 +442,7 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
         lambda s: DeliveredPush.objects.create(key=f"dp-{s.team.name}", provider="x"),
         SUPERUSERS,
     ),
+    Device: (lambda s: s.player.devices.get(), SCOPED),
 }
 
 

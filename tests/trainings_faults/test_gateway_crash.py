@@ -63,7 +63,8 @@ class Provider:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["Content-Length"]))
-                key = self.headers["Idempotency-Key"]
+                # `<push key>/<device id>`; each player here has one device, so the push key says it all.
+                key = self.headers["Idempotency-Key"].rsplit("/", 1)[0]
                 provider.keys.append(key)
                 if provider.on_request(key):
                     self.send_response(200)

@@ -1,64 +1,386 @@
-"""The push gateway: consume the push queue, hand each push to the provider, ack only once accepted.
+"""The push gateway: consume the push queue, send each push to every enabled device of its player, ack a
+message only once every device outcome is recorded.
 
-Per message:
-1. Parse; a message that is not a `trainings.push/1` object is rejected without requeue (a poison
-   message must not loop; with a dead-letter exchange on the queue it lands there).
-2. De-duplicate: a key already in `DeliveredPush` is acked without sending (a redelivered message or a
-   republished push).
-3. Send through the provider; on failure requeue after TRAININGS_GATEWAY_RETRY_SECONDS (permanent
-   failures are rejected). On success record the key, then ack. A crash between send and record sends
-   that one push again on redelivery: at-least-once, like the rest of the pipeline.
+Per round (up to TRAININGS_GATEWAY_BATCH messages, plus the retries now due):
+1. Parse; a message that is not a push is rejected without requeue (a poison message must not loop).
+2. Skip what is done: a key in `DeliveredPush` is acked without sending (redelivered or republished), and
+   a device that already has a `PushSend` row for the push is not sent it again (a gateway killed in the
+   middle of a player's devices resumes with the rest). A push past its `expires_at` (the training has
+   started; the questionnaire has closed) is recorded `stale`; a player without an enabled device is
+   recorded `no_device`.
+3. Send every (push, device) concurrently, at most TRAININGS_GATEWAY_IN_FLIGHT at once, each to its
+   device's provider (HTTP/2 streams on one connection for APNs).
+4. Record the outcomes in one transaction: `accepted`, `token_dead` (the device is disabled with the
+   reason and never tried again), `failed` (the payload was refused); a push whose devices all have an
+   outcome gets its `DeliveredPush` row. Then ack.
+5. A push with a device to retry (429, 5xx, network) stays unacked in this gateway and comes back after
+   a backoff that honours `Retry-After`; a throttled provider is paused for every push meanwhile. Past
+   TRAININGS_GATEWAY_MAX_ATTEMPTS attempts or TRAININGS_GATEWAY_MAX_AGE_SECONDS it goes to the
+   dead-letter queue (`manage.py push_dead_letters` lists and replays it), its remaining devices are
+   recorded `failed`, and it is acked.
+6. Credentials refused (401/403, a bad service account): `AuthFailure` is raised, nothing more is acked,
+   the connection closes and RabbitMQ keeps every unacked message queued for a gateway with fixed
+   credentials.
+
+A crash between a provider's acceptance and step 4 sends those (push, device) pairs again on redelivery,
+with the same `apns-id` / `Idempotency-Key` and the same collapse id, so the phone shows one
+notification: at-least-once, like the rest of the pipeline.
 
 Works on RabbitMQ and on kombu's filesystem broker alike (plain kombu Consumer).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import queue
+import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
 from kombu import Connection, Consumer, Queue
 from kombu.message import Message
 
 from reminders import metrics
-from trainings.models import DeliveredPush
-from trainings.push.providers import PushMessage, PushProvider, PushProviderError, get_provider
+from reminders.transports import Delivery
+from reminders.transports.rabbitmq import RabbitMQTransport
+from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push.providers import (
+    AuthFailure,
+    Providers,
+    PushMessage,
+    PushProvider,
+    SendResult,
+    Target,
+    Verdict,
+    providers_from_settings,
+)
 
 logger = logging.getLogger(__name__)
 
+DEAD_LETTER_SCHEMA = "trainings.push-dead/1"
+
 
 class Outcome(StrEnum):
-    DELIVERED = "delivered"
+    DELIVERED = "delivered"  # every enabled device has its outcome recorded
+    NO_DEVICE = "no_device"
+    STALE = "stale"
     DUPLICATE = "duplicate"
     RETRY = "retry"
+    DEAD_LETTERED = "dead_lettered"
     REJECTED = "rejected"
 
 
-def push_handle(body: Any, *, provider: PushProvider) -> Outcome:
-    """Steps 1-3 without the broker: what to do with one message body."""
+_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.DUPLICATE}
+
+
+@dataclass(frozen=True)
+class Handled:
+    outcome: Outcome
+    retry_after: float = 0.0  # RETRY: the provider's Retry-After (the floor of the backoff)
+    error: str = ""
+    push: PushMessage | None = None
+
+
+_FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
+          Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
+
+
+class PushSender:
+    """Steps 1-4 for a list of message bodies, without the broker.
+
+    The HTTP clients live on an event loop in a thread of their own; this (the caller's) thread does the
+    database work, recording outcomes while later sends are still in flight (every FLUSH_EVERY outcomes
+    or FLUSH_SECONDS), so a gateway killed in the middle of a batch re-sends at most the last moments'.
+    """
+
+    FLUSH_EVERY = 1000
+    FLUSH_SECONDS = 0.05
+
+    def __init__(self, providers: Providers, *, in_flight: int | None = None) -> None:
+        self.providers = providers
+        self.in_flight = in_flight or settings.TRAININGS_GATEWAY_IN_FLIGHT
+        self.paused_until: dict[str, float] = {}  # written by the loop's thread (and by prepare failures)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="push-sends", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        for provider in self.providers.all():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(provider.aclose(), self.loop).result(timeout=5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+    def handle(self, bodies: Sequence[Any], *, attempts: Sequence[int] | None = None) -> list[Handled]:
+        now = timezone.now()
+        handled: list[Handled | None] = [None] * len(bodies)
+        pushes: dict[int, PushMessage] = {}
+        for i, body in enumerate(bodies):
+            try:
+                pushes[i] = PushMessage.from_body(body)
+            except ValueError as exc:
+                logger.error("rejecting malformed push message: %s", exc)
+                handled[i] = Handled(Outcome.REJECTED, error=str(exc))
+        keys = {p.idempotency_key for p in pushes.values()}
+        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
+        sent: dict[str, set[int | None]] = {}
+        for key, device_id in PushSend.objects.filter(push_key__in=keys - done).values_list(
+            "push_key", "device_id"
+        ):
+            sent.setdefault(key, set()).add(device_id)
+        devices: dict[int, list[Target]] = {}
+        players = {p.player for p in pushes.values() if p.idempotency_key not in done}
+        for row in Device.objects.enabled().filter(player_id__in=players).order_by("pk"):
+            devices.setdefault(row.player_id, []).append(
+                Target(row.pk, row.provider, row.platform, row.token, row.app_id)
+            )
+
+        work: list[tuple[int, PushMessage, Target]] = []
+        closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
+        seen_in_batch: set[str] = set()
+        for i, push in pushes.items():
+            key = push.idempotency_key
+            if key in done or key in seen_in_batch:
+                handled[i] = Handled(Outcome.DUPLICATE, push=push)
+                continue
+            seen_in_batch.add(key)
+            if push.expires_at is not None and push.expires_at <= now:
+                closing.append((i, push, SendStatus.STALE))
+                continue
+            todo = [d for d in devices.get(push.player, []) if d.device_id not in sent.get(key, set())]
+            if not todo:
+                closing.append((i, push, SendStatus.NO_DEVICE if not sent.get(key) else SendStatus.ACCEPTED))
+                continue
+            work.extend((i, push, device) for device in todo)
+
+        for provider in {id(p): p for p in (self.providers.for_device(d) for _, _, d in work)}.values():
+            try:
+                provider.prepare()
+            except ConnectionError as exc:  # the token endpoint is down: that provider's sends wait
+                self.paused_until[provider.name] = time.monotonic() + settings.TRAININGS_GATEWAY_RETRY_SECONDS
+                logger.warning("provider %s not ready: %s", provider.name, exc)
+
+        attempt_of = {i: (attempts[i] if attempts else 1) for i in pushes}
+        results = self._send_and_record(work, attempt_of, now) if work else []
+
+        auth_error = next((r.error for (_, _, _, r) in results if r.verdict == Verdict.AUTH), None)
+        retry: dict[int, SendResult] = {}
+        for i, _, _, result in results:
+            if result.verdict in (Verdict.RETRY, Verdict.AUTH):
+                earlier = retry.get(i)
+                if earlier is None or (result.retry_after or 0) > (earlier.retry_after or 0):
+                    retry[i] = result
+        closing_at = {c[0] for c in closing}
+        complete = [
+            (i, push)
+            for i, push in pushes.items()
+            if handled[i] is None and i not in retry and i not in closing_at
+        ]
+        self._finish(results, closing, complete, attempt_of, now)
+        if auth_error is not None:
+            raise AuthFailure(auth_error)
+
+        for i, push, status in closing:
+            outcome = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE}.get(
+                status, Outcome.DELIVERED
+            )
+            handled[i] = Handled(outcome, push=push)
+        for i, push in complete:
+            handled[i] = Handled(Outcome.DELIVERED, push=push)
+        for i, result in retry.items():
+            handled[i] = Handled(Outcome.RETRY, retry_after=result.retry_after or 0.0, error=result.error,
+                                 push=pushes[i])  # fmt: skip
+        return [h if h is not None else Handled(Outcome.RETRY) for h in handled]
+
+    def _send_and_record(
+        self, work: list[tuple[int, PushMessage, Target]], attempt_of: dict[int, int], now: Any
+    ) -> list[_Result]:
+        """Step 3 on the loop's thread; the outcomes come back here one by one and are recorded as they
+        come."""
+        arrived: queue.SimpleQueue[_Result] = queue.SimpleQueue()
+        future = asyncio.run_coroutine_threadsafe(self._send_all(work, arrived), self.loop)
+        results: list[_Result] = []
+        unrecorded: list[_Result] = []
+        last_flush = time.monotonic()
+        while len(results) < len(work):
+            try:
+                item = arrived.get(timeout=self.FLUSH_SECONDS)
+            except queue.Empty:
+                if future.done():
+                    future.result()  # raises what broke the loop's side; otherwise keep waiting
+            else:
+                results.append(item)
+                unrecorded.append(item)
+            if unrecorded and (
+                len(unrecorded) >= self.FLUSH_EVERY or time.monotonic() - last_flush >= self.FLUSH_SECONDS
+            ):
+                self._record_sends(unrecorded, attempt_of, now)
+                unrecorded, last_flush = [], time.monotonic()
+        self._record_sends(unrecorded, attempt_of, now)
+        return results
+
+    async def _send_all(
+        self, work: list[tuple[int, PushMessage, Target]], arrived: queue.SimpleQueue[_Result]
+    ) -> None:
+        gate = asyncio.Semaphore(self.in_flight)
+
+        async def one(i: int, push: PushMessage, device: Target) -> None:
+            provider = self.providers.for_device(device)
+            async with gate:
+                wait = self.paused_until.get(provider.name, 0.0) - time.monotonic()
+                if wait > 0:  # throttled: this push waits its turn rather than adding to the provider's load
+                    result = SendResult(
+                        Verdict.RETRY, error="provider paused (Retry-After)", retry_after=wait
+                    )
+                else:
+                    try:
+                        result = await provider.send(push, device)
+                    except Exception as exc:  # a provider bug must not lose the batch's other outcomes
+                        logger.exception("provider %s failed on %s", provider.name, device.send_key(push))
+                        result = SendResult(Verdict.RETRY, error=f"{type(exc).__name__}")
+            if result.verdict == Verdict.RETRY and result.retry_after:
+                until = time.monotonic() + result.retry_after
+                self.paused_until[provider.name] = max(self.paused_until.get(provider.name, 0.0), until)
+            arrived.put((i, push, device, result))
+
+        await asyncio.gather(*(one(*item) for item in work))
+
+    def _record_sends(self, results: list[_Result], attempt_of: dict[int, int], now: Any) -> None:
+        """The final device outcomes among `results`, and the devices' state, in one transaction."""
+        rows: list[PushSend] = []
+        accepted: list[int] = []
+        dead: dict[int, str] = {}
+        for i, push, device, result in results:
+            status = _FINAL.get(result.verdict)
+            if status is None:
+                continue
+            rows.append(
+                PushSend(
+                    push_key=push.idempotency_key, device_id=device.device_id, player_id=push.player,
+                    provider=self.providers.for_device(device).name, status=status,
+                    provider_message_id=result.message_id[:300], error=result.error[:500],
+                    attempts=attempt_of[i], recorded_at=now,
+                )
+            )  # fmt: skip
+            if result.verdict == Verdict.ACCEPTED:
+                accepted.append(device.device_id)
+            elif result.verdict == Verdict.TOKEN_DEAD:
+                dead[device.device_id] = result.error or "token refused by the provider"
+        metrics.push_device_outcomes(
+            (self.providers.for_device(device).name, str(result.verdict)) for _, _, device, result in results
+        )
+        if not rows:
+            return
+        with transaction.atomic():
+            # Sorted, so two gateways recording overlapping rows take their locks in one order.
+            PushSend.objects.bulk_create(sorted(rows, key=lambda r: (r.push_key, r.device_id or 0)),
+                                         ignore_conflicts=True)  # fmt: skip
+            if accepted:
+                Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
+            for device_id, reason in sorted(dead.items()):
+                devices_disable(device_ids=[device_id], reason=reason)
+
+    def _finish(
+        self,
+        results: list[_Result],
+        closing: list[tuple[int, PushMessage, SendStatus]],
+        complete: list[tuple[int, PushMessage]],
+        attempt_of: dict[int, int],
+        now: Any,
+    ) -> None:
+        """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
+        rows = [
+            PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
+                     status=status, attempts=attempt_of[i], recorded_at=now)
+            for i, push, status in closing
+            if status in (SendStatus.STALE, SendStatus.NO_DEVICE)
+        ]  # fmt: skip
+        finished = [p for _, p, _ in closing] + [p for _, p in complete]
+        if not finished:
+            return
+        with transaction.atomic():
+            PushSend.objects.bulk_create(sorted(rows, key=lambda r: r.push_key), ignore_conflicts=True)
+            summary = _summaries(results, closing)
+            DeliveredPush.objects.bulk_create(
+                sorted(
+                    (DeliveredPush(key=p.idempotency_key, provider=summary.get(p.idempotency_key) or "none")
+                     for p in finished),
+                    key=lambda d: d.key,
+                ),
+                ignore_conflicts=True,
+            )  # fmt: skip
+
+
+_Result = tuple[int, PushMessage, Target, SendResult]
+
+
+def _summaries(results: list[_Result], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
+    """Per finished push key, how it finished: `stale`, `no_device`, or the providers of its devices."""
+    providers: dict[str, set[str]] = {}
+    for _, push, device, _ in results:
+        providers.setdefault(push.idempotency_key, set()).add(device.provider)
+    summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
+    for _, push, status in closing:
+        if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
+            summary[push.idempotency_key] = str(status)
+    return summary
+
+
+def devices_disable(*, device_ids: Sequence[int], reason: str, now: Any = None) -> int:
+    """Disable devices the provider called dead (kept for the record; re-registering re-enables)."""
+    return Device.objects.filter(pk__in=device_ids, disabled_at__isnull=True).update(
+        disabled_at=now or timezone.now(), disabled_reason=reason[:200] or "disabled"
+    )
+
+
+def push_dead_lettered(*, push: PushMessage, error: str, attempts: int) -> None:
+    """After the dead-letter queue has the push: its devices without an outcome are `failed`, the push is
+    finished (a redelivery of the original is a duplicate)."""
+    now = timezone.now()
+    recorded = set(PushSend.objects.filter(push_key=push.idempotency_key).values_list("device_id", flat=True))
+    left = Device.objects.enabled().filter(player_id=push.player).exclude(pk__in=[r for r in recorded if r])
+    rows = [
+        PushSend(push_key=push.idempotency_key, device=device, player_id=push.player,
+                 provider=device.provider, status=SendStatus.FAILED, error=f"dead-lettered: {error}"[:500],
+                 attempts=attempts, recorded_at=now)
+        for device in left
+    ]  # fmt: skip
+    with transaction.atomic():
+        PushSend.objects.bulk_create(rows, ignore_conflicts=True)
+        DeliveredPush.objects.get_or_create(key=push.idempotency_key, defaults={"provider": "dead-letter"})
+
+
+def push_replay_forget(*, key: str) -> int:
+    """Before a dead-lettered push is replayed: forget its failures so its devices are tried again."""
+    with transaction.atomic():
+        deleted, _ = PushSend.objects.filter(
+            Q(status=SendStatus.FAILED) | Q(device__isnull=True), push_key=key
+        ).delete()
+        DeliveredPush.objects.filter(key=key).delete()
+    return deleted
+
+
+# --- The consumer ---------------------------------------------------------------------------------------
+
+
+def push_handle(body: Any, *, providers: Providers | PushProvider) -> Outcome:
+    """One message through steps 1-4 (tests, and callers without a broker)."""
+    sender = PushSender(providers if isinstance(providers, Providers) else Providers(standin=providers))
     try:
-        push = PushMessage.from_body(body)
-    except ValueError as exc:
-        logger.error("rejecting malformed push message: %s", exc)
-        return Outcome.REJECTED
-    if DeliveredPush.objects.filter(key=push.idempotency_key).exists():
-        return Outcome.DUPLICATE
-    try:
-        provider.send(push)
-    except PushProviderError as exc:
-        logger.warning("provider %s refused push %s: %s", provider.name, push.idempotency_key, exc)
-        return Outcome.REJECTED if exc.permanent else Outcome.RETRY
-    # Another gateway may record the same key at the same moment: both sent, the record is there.
-    with contextlib.suppress(IntegrityError):
-        DeliveredPush.objects.get_or_create(key=push.idempotency_key, defaults={"provider": provider.name})
-    return Outcome.DELIVERED
+        return sender.handle([body])[0].outcome
+    finally:
+        sender.close()
 
 
 @dataclass
@@ -78,56 +400,148 @@ def push_queue() -> Queue:
     return Queue(name, routing_key=name, durable=True, auto_delete=False)
 
 
+def dead_letter_queue_name() -> str:
+    return f"{settings.TRAININGS_PUSH_QUEUE}.dead"
+
+
+def retry_delay(attempt: int, *, retry_after: float = 0.0) -> float:
+    """Exponential backoff with jitter from TRAININGS_GATEWAY_RETRY_SECONDS, never under Retry-After."""
+    base = settings.TRAININGS_GATEWAY_RETRY_SECONDS * (2 ** max(0, attempt - 1))
+    return max(retry_after, min(base, 300.0) * random.uniform(0.8, 1.2))
+
+
+@dataclass
+class _Held:
+    body: Any
+    message: Message
+    attempts: int = 0
+    first_seen: float = field(default_factory=time.monotonic)
+    due: float = 0.0
+
+
 def gateway_run(
     *,
     url: str | None = None,
-    provider: PushProvider | None = None,
+    providers: Providers | None = None,
     max_messages: int | None = None,
     idle_seconds: float | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> GatewayStats:
-    """Consume until stopped, `max_messages` handled, or `idle_seconds` without a message."""
-    provider = provider or get_provider()
+    """Consume until stopped, `max_messages` handled, or `idle_seconds` with nothing to do.
+
+    Raises AuthFailure when a provider refuses our credentials (nothing more is acked).
+    """
+    providers = providers or providers_from_settings()
     url = url or settings.REMINDERS_CALLBACK_BROKER_URL
+    sender = PushSender(providers)
+    dead_letters = RabbitMQTransport(url)
     stats = GatewayStats()
+    inbox: list[_Held] = []
+    waiting: list[_Held] = []
     options = (
         dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
     )
+    batch_size = settings.TRAININGS_GATEWAY_BATCH
+    multiple_ack = url.startswith(("amqp://", "amqps://", "pyamqp://"))  # kombu's virtual brokers ack one
 
     def on_message(body: Any, message: Message) -> None:
-        if not connection.in_atomic_block:  # (a test runs us inside its transaction)
-            close_old_connections()  # a long-lived consumer must not keep a dead database connection
-        outcome = push_handle(body, provider=provider)
-        metrics.push_handled(body, outcome, provider.name)
-        if outcome in (Outcome.DELIVERED, Outcome.DUPLICATE):
-            message.ack()
-        elif outcome == Outcome.REJECTED:
-            message.reject(requeue=False)
-        else:
-            time.sleep(settings.TRAININGS_GATEWAY_RETRY_SECONDS)
-            message.requeue()
-        stats.add(outcome)
+        inbox.append(_Held(body, message))
 
-    with Connection(url, transport_options=options) as broker:
-        broker.ensure_connection(max_retries=3)
-        consumer = Consumer(
-            broker.default_channel,
-            queues=[push_queue()],
-            callbacks=[on_message],
-            accept=["json"],
-            prefetch_count=settings.TRAININGS_GATEWAY_PREFETCH,
-        )
-        with consumer:
-            idle_since = time.monotonic()
-            while not should_stop():
-                metrics.gateway_alive()
-                if max_messages is not None and stats.handled >= max_messages:
-                    break
-                before = stats.handled
-                with contextlib.suppress(TimeoutError):
-                    broker.drain_events(timeout=0.5)
-                if stats.handled != before:
-                    idle_since = time.monotonic()
-                elif idle_seconds is not None and time.monotonic() - idle_since >= idle_seconds:
-                    break
+    def settle(held: _Held, result: Handled) -> None:
+        if result.outcome == Outcome.REJECTED:
+            held.message.reject(requeue=False)
+        elif result.outcome == Outcome.RETRY:
+            age = time.monotonic() - held.first_seen
+            if held.attempts >= settings.TRAININGS_GATEWAY_MAX_ATTEMPTS or (
+                age >= settings.TRAININGS_GATEWAY_MAX_AGE_SECONDS
+            ):
+                _dead_letter(held, result)
+                return
+            held.due = time.monotonic() + retry_delay(held.attempts, retry_after=result.retry_after)
+            waiting.append(held)
+        else:
+            held.message.ack()
+        stats.add(result.outcome)
+
+    def _dead_letter(held: _Held, result: Handled) -> None:
+        assert result.push is not None
+        document = {"schema": DEAD_LETTER_SCHEMA, "push": held.body, "error": result.error,
+                    "attempts": held.attempts, "dead_at": timezone.now().isoformat()}  # fmt: skip
+        refused = dead_letters.deliver(
+            [Delivery(0, result.push.idempotency_key, "push-gateway", timezone.now(), held.attempts,
+                      dead_letter_queue_name(), document)]
+        )  # fmt: skip
+        if refused:  # the dead-letter queue did not take it: keep it here and try again later
+            logger.error("dead-letter queue refused push %s: %s", result.push.idempotency_key, refused[0])
+            held.due = time.monotonic() + settings.TRAININGS_GATEWAY_RETRY_SECONDS
+            waiting.append(held)
+            stats.add(Outcome.RETRY)
+            return
+        push_dead_lettered(push=result.push, error=result.error, attempts=held.attempts)
+        logger.error("push %s dead-lettered after %d attempts: %s", result.push.idempotency_key,
+                     held.attempts, result.error)  # fmt: skip
+        held.message.ack()
+        stats.add(Outcome.DEAD_LETTERED)
+
+    try:
+        with Connection(url, transport_options=options) as broker:
+            broker.ensure_connection(max_retries=3)
+            consumer = Consumer(
+                broker.default_channel,
+                queues=[push_queue()],
+                callbacks=[on_message],
+                accept=["json"],
+                prefetch_count=settings.TRAININGS_GATEWAY_PREFETCH,
+            )
+            with consumer:
+                idle_since = time.monotonic()
+                while not should_stop():
+                    metrics.gateway_alive()
+                    if max_messages is not None and stats.handled >= max_messages:
+                        break
+                    now = time.monotonic()
+                    next_due = min((h.due for h in waiting), default=now + 0.5)
+                    timeout = 0.5 if not inbox else 0.005
+                    timeout = max(0.0, min(timeout, next_due - now))
+                    while len(inbox) < batch_size:
+                        try:
+                            broker.drain_events(timeout=max(timeout, 0.001))
+                        except TimeoutError:
+                            break
+                        timeout = 0.002  # keep filling the batch while messages arrive back to back
+                    now = time.monotonic()
+                    due = [h for h in waiting if h.due <= now]
+                    waiting[:] = [h for h in waiting if h.due > now]
+                    batch, inbox[:] = [*due, *inbox[:batch_size]], inbox[batch_size:]
+                    if not batch:
+                        if not waiting and idle_seconds is not None and now - idle_since >= idle_seconds:
+                            break
+                        continue
+                    idle_since = now
+                    if not connection.in_atomic_block:  # (a test runs us inside its transaction)
+                        close_old_connections()  # a long-lived consumer must not keep a dead connection
+                    for held in batch:
+                        held.attempts += 1
+                    try:
+                        results = sender.handle([h.body for h in batch], attempts=[h.attempts for h in batch])
+                    except AuthFailure as exc:
+                        logger.critical(
+                            "push provider refused our credentials (%s): the gateway stops; every unacked "
+                            "push stays queued until an operator fixes the credentials", exc,
+                        )  # fmt: skip
+                        raise
+                    for held, result in zip(batch, results, strict=True):
+                        metrics.push_handled(held.body, result.outcome)
+                    if multiple_ack and not waiting and all(r.outcome in _ACKED for r in results):
+                        # Every message up to the batch's newest is done (nothing older is held for a
+                        # retry, and the unhandled ones are newer): one `basic.ack multiple` for all.
+                        max(batch, key=lambda h: int(h.message.delivery_tag or 0)).message.ack(multiple=True)
+                        for result in results:
+                            stats.add(result.outcome)
+                        continue
+                    for held, result in zip(batch, results, strict=True):
+                        settle(held, result)
+    finally:
+        sender.close()
+        dead_letters.close()
     return stats

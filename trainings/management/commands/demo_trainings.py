@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from reminders.management.address import site_url
-from trainings.models import InvitationStatus, Membership, Phase, Player, Team, Training
+from trainings.models import Device, InvitationStatus, Membership, Phase, Player, Team, Training
 from trainings.selectors import training_timeline
 from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
 
@@ -39,11 +39,13 @@ class Command(BaseCommand):
         for name, language, zone in PLAYERS:
             player, _ = Player.objects.get_or_create(
                 name=f"Demo {name}",
-                defaults={
-                    "language": language,
-                    "time_zone": zone,
-                    "device_tokens": [f"demo-token-{name.lower()}"],
-                },
+                defaults={"language": language, "time_zone": zone},
+            )
+            # One Android device each: without FCM credentials the logging provider "delivers" to it.
+            Device.objects.get_or_create(
+                provider="fcm",
+                token=f"demo-token-{name.lower()}",
+                defaults={"player": player, "platform": "android"},
             )
             Membership.objects.get_or_create(team=team, player=player)
             players[name] = player

@@ -3,14 +3,17 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from trainings.push.gateway import gateway_run
-from trainings.push.providers import get_provider
+from trainings.push.providers import AuthFailure, providers_from_settings
 
 
 class Command(BaseCommand):
-    help = "Consume the push queue (TRAININGS_PUSH_QUEUE) and hand each push to TRAININGS_PUSH_PROVIDER."
+    help = (
+        "Consume the push queue (TRAININGS_PUSH_QUEUE) and send each push to the player's devices: APNs and "
+        "FCM where their credentials are set, TRAININGS_PUSH_PROVIDER (logging by default) for the rest."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--max-messages", type=int, default=None, help="Stop after this many messages.")
@@ -25,12 +28,18 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        provider = get_provider()
-        self.stdout.write(f"push gateway: provider={provider.name}; Ctrl-C to stop")
-        stats = gateway_run(
-            provider=provider,
-            max_messages=options["max_messages"],
-            idle_seconds=options["idle_seconds"],
-            should_stop=lambda: stopping,
-        )
+        providers = providers_from_settings()
+        self.stdout.write(f"push gateway: {providers.describe()}; Ctrl-C to stop")
+        try:
+            stats = gateway_run(
+                providers=providers,
+                max_messages=options["max_messages"],
+                idle_seconds=options["idle_seconds"],
+                should_stop=lambda: stopping,
+            )
+        except AuthFailure as exc:
+            raise CommandError(
+                f"push provider refused the credentials ({exc}); pushes stay queued. Fix the credentials "
+                "and start the gateway again."
+            ) from None
         self.stdout.write(f"push gateway stopped: {stats.counts}")

@@ -1,0 +1,137 @@
+"""7. The push gateway: pushes per second from the push queue to the phones' services.
+
+N pushes (4,000; 1,000 with --quick), one per player, each player with one device, half iOS (APNs) and
+half Android (FCM), are published to the push queue; then `manage.py push_gateway` (a child process)
+drains them, twice in the same run:
+- a: to a local APNs peer (HTTP/2 over TLS, the provider JWT checked) and a local FCM v1 peer (the OAuth
+  bearer token checked), both served from this process (trainings/push/peers.py);
+- b: the logging provider (no credentials: what `make run` uses), the same messages.
+The rate is pushes finished (DeliveredPush rows, written before each ack) over the time from the start of
+the gateway's first round of sends to the last of them, so the process start-up is not counted.
+Target: >= 1,000 pushes/s to the peers.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.harness import Harness
+from bench.report import Row, Section
+
+TARGET = 1_000.0
+
+
+def run(h: Harness) -> Section:
+    from django.db.models import Max, Min
+    from django.utils import timezone
+
+    from reminders.transports import Delivery
+    from reminders.transports.rabbitmq import RabbitMQTransport
+    from trainings import models as tm
+    from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
+
+    section = Section("push")
+    n = 1_000 if h.quick else 4_000
+    h.declare(h.push_queue)
+    players = tm.Player.objects.bulk_create([tm.Player(name=f"bench push {i}") for i in range(n)])
+    tm.Device.objects.bulk_create(
+        [
+            tm.Device(player=p, provider="apns", platform="ios", token=f"{i:064x}")
+            if i % 2 == 0
+            else tm.Device(player=p, provider="fcm", platform="android", token=f"fcm-bench-{i}")
+            for i, p in enumerate(players)
+        ]
+    )
+    start = timezone.now() + timedelta(hours=2)
+    training = str(uuid.uuid4())
+
+    def publish(tag: str) -> None:
+        transport = RabbitMQTransport(h.broker_url)
+        try:
+            messages: list[dict[str, Any]] = [
+                {
+                    "schema": "trainings.push/2", "idempotency_key": f"{tag}.{p.pk}", "player": p.pk,
+                    "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.",
+                    "language": "en", "training": training, "kind": "PRE", "rule": "pre-questionnaire",
+                    "fire_at": timezone.now().isoformat(), "expires_at": start.isoformat(),
+                }
+                for p in players
+            ]  # fmt: skip
+            for first in range(0, len(messages), 500):
+                chunk = messages[first : first + 500]
+                refused = transport.deliver(
+                    [Delivery(i, str(m["idempotency_key"]), "bench", timezone.now(), 1, h.push_queue, m)
+                     for i, m in enumerate(chunk)]
+                )  # fmt: skip
+                assert not refused, refused
+        finally:
+            transport.close()
+
+    def drain(label: str, **env: str) -> dict[str, Any]:
+        tm.DeliveredPush.objects.all().delete()
+        tm.PushSend.objects.all().delete()
+        publish(label)
+        proc = h.start(
+            f"push-gateway-{label}",
+            [sys.executable, "manage.py", "push_gateway", "--max-messages", str(n), "--idle-seconds", "30"],
+            **env,
+        )
+        wall = time.perf_counter()
+        proc.wait(timeout=600)
+        wall = time.perf_counter() - wall
+        # From the start of the first round of sends (its PushSend rows carry that instant) to the last
+        # DeliveredPush row (written just before its ack): every push, and not the process start-up.
+        first = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
+        last = tm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
+        done = tm.DeliveredPush.objects.count()
+        accepted = tm.PushSend.objects.filter(status=tm.SendStatus.ACCEPTED).count()
+        seconds = (last - first).total_seconds() if first and last else 0.0
+        return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall,
+                "rate": done / seconds if seconds else None, "exit": proc.returncode}  # fmt: skip
+
+    workdir = Path(h.log_dir) / "push-peers"
+    workdir.mkdir(parents=True, exist_ok=True)
+    key_path, public_key = apns_key(workdir)
+    apns = ApnsPeer(workdir, public_key=public_key, key_id="BENCHKEY01", team_id="BENCHTEAM1",
+                    topic="com.example.bench", record=False)  # fmt: skip
+    fcm = FcmPeer(workdir, project_id="bench-project", record=False)
+    account, account_key = service_account(workdir, token_uri=fcm.token_uri, project_id="bench-project")
+    fcm.trust(account_key)
+    try:
+        peers = drain(
+            "peers",
+            PUSH_APNS_BASE_URL=apns.url, PUSH_APNS_KEY_FILE=str(key_path), PUSH_APNS_KEY_ID="BENCHKEY01",
+            PUSH_APNS_TEAM_ID="BENCHTEAM1", PUSH_APNS_TOPIC="com.example.bench",
+            PUSH_TLS_CA_FILE=str(apns.ca_file),
+            PUSH_FCM_BASE_URL=fcm.url, PUSH_FCM_CREDENTIALS_FILE=str(account),
+        )  # fmt: skip
+        peers["apns_requests"], peers["fcm_requests"] = apns.count, fcm.count
+    finally:
+        apns.stop()
+        fcm.stop()
+    logging_run = drain("logging")
+
+    rate = peers["rate"]
+    section.rows += [
+        Row(
+            f"7a push gateway to local APNs + FCM peers ({n:,} pushes)",
+            rate,
+            logging_run["rate"],
+            "logging provider",
+            "pushes/s",
+            rate / logging_run["rate"] if rate and logging_run["rate"] else None,
+            "of logging",
+            "≥ 1,000 pushes/s",
+            passed=bool(rate and rate >= TARGET and peers["accepted"] == n),
+            note=f"{peers['accepted']:,}/{n:,} accepted ({peers['apns_requests']:,} APNs HTTP/2 streams "
+            f"on one TLS connection, {peers['fcm_requests']:,} FCM requests) in {peers['seconds']:.2f} s; "
+            f"logging provider {logging_run['accepted']:,} in {logging_run['seconds']:.2f} s",
+        ),
+    ]
+    section.data = {"pushes": n, "peers": peers, "logging": logging_run}
+    return section

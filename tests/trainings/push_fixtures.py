@@ -1,0 +1,63 @@
+"""Fixtures for the FCM and APNs tests: the loopback peers (trainings/push/peers.py) with the settings that
+point the providers at them, and messages as the reminder pipeline publishes them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
+
+TOPIC = "com.example.coach"
+TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"
+
+
+@pytest.fixture
+def apns(tmp_path: Path, settings: Any) -> Iterator[ApnsPeer]:
+    key_path, public_key = apns_key(tmp_path)
+    peer = ApnsPeer(tmp_path, public_key=public_key, key_id="KEY1234567", team_id="TEAM123456", topic=TOPIC)
+    settings.PUSH_APNS_BASE_URL = peer.url
+    settings.PUSH_APNS_KEY_FILE = str(key_path)
+    settings.PUSH_APNS_KEY_ID = "KEY1234567"
+    settings.PUSH_APNS_TEAM_ID = "TEAM123456"
+    settings.PUSH_APNS_TOPIC = TOPIC
+    settings.PUSH_TLS_CA_FILE = str(peer.ca_file)  # the peer's self-signed certificate
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture
+def fcm(tmp_path: Path, settings: Any) -> Iterator[FcmPeer]:
+    peer = FcmPeer(tmp_path, project_id="demo-project")
+    path, public_key = service_account(tmp_path, token_uri=peer.token_uri, project_id="demo-project")
+    peer.trust(public_key, client_email="pusher@demo-project.iam.gserviceaccount.com")
+    settings.PUSH_FCM_BASE_URL = peer.url
+    settings.PUSH_FCM_CREDENTIALS_FILE = str(path)
+    settings.PUSH_TLS_CA_FILE = str(peer.ca_file)  # the same self-signed certificate as the APNs peer's
+    yield peer
+    peer.stop()
+
+
+def message(
+    key: str, player: int, *, kind: str = "PRE", expires_in: float = 3600, **extra: Any
+) -> dict[str, Any]:
+    now = timezone.now()
+    return {
+        "schema": "trainings.push/2",
+        "idempotency_key": key,
+        "player": player,
+        "title": "Pre-training questionnaire",
+        "body": "Speed session starts at 6 p.m.",
+        "language": "en",
+        "training": TRAINING,
+        "kind": kind,
+        "rule": "pre-questionnaire",
+        "fire_at": now.isoformat(),
+        "expires_at": (now + dt.timedelta(seconds=expires_in)).isoformat(),
+        **extra,
+    }

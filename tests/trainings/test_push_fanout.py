@@ -1,0 +1,104 @@
+"""One push reaches every enabled device of the player, through the provider of each device, against real
+APNs (HTTP/2 + TLS, JWT checked) and FCM v1 (OAuth token checked) peers on loopback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.factories import DeviceFactory, PlayerFactory
+from tests.trainings.push_fixtures import TOPIC, TRAINING, message
+from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push.gateway import Outcome, PushSender
+from trainings.push.peers import ApnsPeer, FcmPeer
+from trainings.push.providers import providers_from_settings
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sender(apns: ApnsPeer, fcm: FcmPeer) -> Any:
+    sender = PushSender(providers_from_settings())
+    yield sender
+    sender.close()
+
+
+def test_it_sends_one_push_to_each_enabled_device(apns: ApnsPeer, fcm: FcmPeer, sender: PushSender) -> None:
+    player = PlayerFactory(devices=[])
+    phone = DeviceFactory(player=player, provider="apns", platform="ios", token="a" * 64)
+    android = DeviceFactory(player=player, provider="fcm", platform="android", token="android-1")
+    web = DeviceFactory(player=player, provider="fcm", platform="web", token="web-1")
+    DeviceFactory(
+        player=player, provider="fcm", token="old", disabled_at="2026-01-01T00:00Z", disabled_reason="x"
+    )
+
+    [handled] = sender.handle([message("occ.1", player.pk)])
+
+    assert handled.outcome == Outcome.DELIVERED
+    [ios] = apns.received
+    assert ios.token == "a" * 64 and ios.status == 200
+    assert ios.headers["apns-topic"] == TOPIC
+    assert ios.headers["apns-push-type"] == "alert" and ios.headers["apns-priority"] == "10"
+    assert ios.headers["apns-collapse-id"] == f"{TRAINING}:pre"  # a newer PRE reminder replaces this one
+    assert int(ios.headers["apns-expiration"]) > 0
+    assert ios.body["aps"]["alert"]["title"] == "Pre-training questionnaire"
+    assert (ios.body["training"], ios.body["kind"]) == (TRAINING, "PRE")  # the app opens the questionnaire
+    by_token = {r.token: r.body for r in fcm.received}
+    assert set(by_token) == {"android-1", "web-1"}  # not the disabled device
+    assert by_token["android-1"]["android"]["collapse_key"] == f"{TRAINING}:pre"
+    assert by_token["android-1"]["android"]["notification"]["tag"] == f"{TRAINING}:pre"
+    assert by_token["web-1"]["webpush"]["notification"]["tag"] == f"{TRAINING}:pre"
+    assert by_token["web-1"]["data"] == {"training": TRAINING, "kind": "PRE", "push": "occ.1",
+                                         "rule": "pre-questionnaire"}  # fmt: skip
+
+    sends = {s.device_id: s for s in PushSend.objects.all()}
+    assert set(sends) == {phone.pk, android.pk, web.pk}
+    assert {s.status for s in sends.values()} == {SendStatus.ACCEPTED}
+    assert sends[phone.pk].provider == "apns" and sends[android.pk].provider == "fcm"
+    assert sends[phone.pk].provider_message_id == ios.headers["apns-id"]
+    assert sends[android.pk].provider_message_id.startswith("projects/demo-project/messages/")
+    assert all(d.last_success_at for d in Device.objects.filter(pk__in=sends))
+    assert DeliveredPush.objects.get().key == "occ.1"
+
+
+def test_the_oauth_token_is_fetched_once_and_reused(fcm: FcmPeer, sender: PushSender) -> None:
+    players = [PlayerFactory() for _ in range(3)]
+    sender.handle([message(f"occ.{p.pk}", p.pk) for p in players])
+    sender.handle([message("again.1", players[0].pk)])
+    assert fcm.grants == 1  # cached until google-auth says it expires
+    assert [r.status for r in fcm.received] == [200] * 4
+
+
+def test_a_player_without_an_enabled_device_is_a_recorded_outcome(sender: PushSender) -> None:
+    player = PlayerFactory(devices=[])
+    [handled] = sender.handle([message("occ.9", player.pk)])
+    assert handled.outcome == Outcome.NO_DEVICE
+    send = PushSend.objects.get()
+    assert (send.push_key, send.device, send.status) == ("occ.9", None, SendStatus.NO_DEVICE)
+    assert DeliveredPush.objects.filter(key="occ.9").exists()
+
+
+def test_a_push_that_sat_in_the_queue_past_the_training_start_is_dropped(
+    fcm: FcmPeer, sender: PushSender
+) -> None:
+    player = PlayerFactory()
+    [handled] = sender.handle([message("occ.late", player.pk, expires_in=-1)])
+    assert handled.outcome == Outcome.STALE
+    assert fcm.received == []
+    assert PushSend.objects.get().status == SendStatus.STALE
+
+
+def test_providers_without_credentials_leave_their_devices_to_the_logging_provider(caplog: Any) -> None:
+    player = PlayerFactory(
+        devices=[{"provider": "apns", "platform": "ios"}, {"provider": "fcm", "platform": "web"}]
+    )
+    sender = PushSender(providers_from_settings())
+    try:
+        with caplog.at_level("INFO", logger="trainings.push"):
+            [handled] = sender.handle([message("occ.dev", player.pk)])
+    finally:
+        sender.close()
+    assert handled.outcome == Outcome.DELIVERED
+    assert set(PushSend.objects.values_list("provider", flat=True)) == {"logging"}
+    assert caplog.text.count("PUSH player=") == 2

@@ -1,0 +1,134 @@
+"""The push gateway is killed -9 in the middle of a batch that fans out to several devices per player.
+
+The gateway records each device outcome as it arrives (trainings/push/gateway.py), so after a restart:
+- no (push, device) the provider accepted before the crash is sent again;
+- the one in flight when the gateway died (the provider never answered it) is sent again;
+- nothing is lost: every device of every player gets the push, each push is finished once, the queue is
+  empty.
+
+Real `manage.py push_gateway` subprocesses, the real RabbitMQ, pushes made by the real reminder
+pipeline, and the FCM peer (OAuth token endpoint included) on loopback.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from reminders.dispatch import occurrences_dispatch_batch
+from reminders.models import Occurrence
+from tests.conftest import drain_queue
+from tests.fault_table import record
+from tests.trainings_faults.conftest import Processes, ready_count, wait_for
+from trainings.models import DeliveredPush, Device, Push, PushSend, ReminderRule, SendStatus, Team
+from trainings.push.peers import FcmPeer, service_account
+from trainings.selectors import job_key
+from trainings.services import training_create
+
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.postgres,
+    pytest.mark.rabbitmq,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture
+def fcm(tmp_path: Path) -> Iterator[tuple[FcmPeer, dict[str, str]]]:
+    peer = FcmPeer(tmp_path)
+    path, public_key = service_account(tmp_path, token_uri=peer.token_uri)
+    peer.trust(public_key)
+    env = {
+        "PUSH_FCM_CREDENTIALS_FILE": str(path),
+        "PUSH_FCM_BASE_URL": peer.url,
+        "PUSH_TLS_CA_FILE": str(peer.ca_file),
+        # One send in flight: the kill lands between two device sends of one batch.
+        "TRAININGS_GATEWAY_IN_FLIGHT": "1",
+        "TRAININGS_GATEWAY_RETRY_SECONDS": "0",
+    }
+    yield peer, env
+    peer.stop()
+
+
+def test_a_gateway_killed_mid_batch_resends_nothing_accepted_and_loses_nothing(
+    team: Team, push_queue: str, processes: Processes, fcm: tuple[FcmPeer, dict[str, str]]
+) -> None:
+    peer, env = fcm
+    for player in team.players.all():  # three devices each: twelve sends for four pushes
+        for n in (2, 3):
+            Device.objects.create(
+                player=player, provider="fcm", platform="android", token=f"{player.name}-{n}"
+            )
+    start = timezone.now() + dt.timedelta(days=10)
+    training = training_create(
+        team=team, title="Speed session", start=start, end=start + dt.timedelta(hours=1), time_zone="UTC"
+    )
+    first = Occurrence.objects.filter(
+        job__key=job_key(training_id=training.pk, rule=ReminderRule.objects.get(slug="invitation"))
+    ).earliest("fire_at")
+    Occurrence.objects.filter(pk=first.pk).update(next_attempt_at=timezone.now() - dt.timedelta(seconds=1))
+    assert occurrences_dispatch_batch().delivered == 1
+    wait_for(lambda: ready_count(push_queue) == 4, timeout=5, what="four pushes on the queue")
+
+    gateway: subprocess.Popen[bytes] | None = None
+
+    def kill_on_the_sixth(token: str) -> bool:
+        if len(peer.received) < 5:
+            return True
+        if gateway is not None and gateway.poll() is None:
+            time.sleep(0.5)  # the gateway records outcomes as they come (every 50 ms at most)
+            os.kill(gateway.pid, signal.SIGKILL)
+            gateway.wait(timeout=10)
+        return False  # the sixth send never gets an answer
+
+    peer.on_request = kill_on_the_sixth
+    started = time.monotonic()
+    gateway = processes.gateway("gateway-1", "--idle-seconds", "30", **env)
+    wait_for(lambda: gateway.poll() is not None, timeout=60, what="the kill on the sixth send")
+    assert gateway.returncode == -signal.SIGKILL, processes.log("gateway-1")
+    accepted_before = sorted(
+        PushSend.objects.filter(status=SendStatus.ACCEPTED).values_list("push_key", "device__token")
+    )
+    assert len(accepted_before) == 5, processes.log("gateway-1")  # everything answered was recorded
+    assert peer.received[-1].status == 0  # the sixth: in flight, never answered
+    assert not DeliveredPush.objects.exists()  # the batch never finished
+    wait_for(lambda: ready_count(push_queue) == 4, timeout=10, what="RabbitMQ to requeue the unacked pushes")
+
+    peer.on_request = lambda token: True
+    sent_before = len(peer.received)
+    restarted = processes.gateway("gateway-2", "--idle-seconds", "10", **env)
+    try:
+        restarted.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the restarted gateway did not finish:\n" + processes.log("gateway-2"))
+    elapsed = time.monotonic() - started
+
+    # Pair every request with the push it carried (the data has the push key) and the device token.
+    pairs = [(r.body["data"]["push"], r.token) for r in peer.received]
+    resent = Counter(pairs[sent_before:])
+    assert not resent.keys() & set(accepted_before), "a send the provider had accepted went out again"
+    every = {(p.key, d.token) for p in Push.objects.all() for d in Device.objects.filter(player=p.player_id)}
+    assert len(every) == 12
+    assert set(pairs) == every  # nothing lost
+    assert sum(Counter(pairs).values()) == 13  # twelve sends, plus the one in flight at the kill
+    assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == sorted(
+        p.key for p in Push.objects.all()
+    )
+    assert PushSend.objects.filter(status=SendStatus.ACCEPTED).count() == 12
+    assert drain_queue(push_queue) == []
+    record(
+        scenario="Push gateway killed -9 in the middle of a batch fanning out to 3 devices per player",
+        fault="SIGKILL of `manage.py push_gateway` while the FCM peer holds the 6th of 12 device sends",
+        result=f"restarted gateway sent only the 7 unrecorded (push, device) pairs: 0 of the 5 accepted "
+        f"before the kill re-sent, the one in flight sent again; 12/12 device outcomes accepted, "
+        f"4/4 pushes finished, queue empty ({elapsed:.1f} s)",
+    )

@@ -1,0 +1,78 @@
+"""The Device admin: each device with its state (enabled, last success, when and why it was disabled) and
+its latest sends. Read-only (the app registers devices); coaches see their teams' players' devices.
+
+Registered from trainings/admin.py (one import line), kept here so the push code stays in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from trainings.models import Device
+from trainings.push.devices import token_preview
+from trainings.selectors import players_visible_to
+
+
+class DeviceStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("enabled", "Enabled"), ("disabled", "Disabled")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Device]) -> QuerySet[Device]:
+        if self.value() == "enabled":
+            return queryset.filter(disabled_at__isnull=True)
+        if self.value() == "disabled":
+            return queryset.filter(disabled_at__isnull=False)
+        return queryset
+
+
+@admin.register(Device)
+class DeviceAdmin(admin.ModelAdmin):
+    list_display = ["player", "provider", "platform", "short_token", "state", "last_success_at", "created_at"]
+    list_filter = [DeviceStateFilter, "provider", "platform"]
+    search_fields = ["player__name", "token"]
+    list_select_related = ["player"]
+    fields = ("player", "provider", "platform", "short_token", "app_id", "state", "created_at",
+              "last_success_at", "disabled_at", "disabled_reason", "recent_sends")  # fmt: skip
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Device]:
+        return super().get_queryset(request).filter(player__in=players_visible_to(request.user))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="token")
+    def short_token(self, device: Device) -> str:
+        return token_preview(device.token)
+
+    @admin.display(description="state")
+    def state(self, device: Device) -> SafeString:
+        if device.enabled:
+            return format_html('<span style="color:#080">{}</span>', "enabled")
+        return format_html(
+            '<span style="color:#a00">disabled {}</span>: {}',
+            device.disabled_at.strftime("%Y-%m-%d %H:%M UTC") if device.disabled_at else "",
+            device.disabled_reason,
+        )
+
+    @admin.display(description="latest sends")
+    def recent_sends(self, device: Device) -> SafeString:
+        sends = device.sends.order_by("-recorded_at")[:10]
+        rows = format_html_join(
+            "",
+            "<li>{} {} {} {}</li>",
+            ((s.recorded_at.strftime("%Y-%m-%d %H:%M"), s.push_key, s.status, s.error) for s in sends),
+        )
+        return format_html("<ul>{}</ul>", rows) if sends else format_html("{}", "none yet")
