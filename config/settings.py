@@ -186,6 +186,9 @@ REMINDERS_PAST_TOLERANCE_SECONDS = env_int("REMINDERS_PAST_TOLERANCE_SECONDS", 8
 # Schedules, batches, throttling, priority (reminders/schedules.py, throttling.py, claiming.py).
 REMINDERS_MAX_BATCH_SIZE = env_int("REMINDERS_MAX_BATCH_SIZE", 10000, minimum=1, maximum=100000)
 REMINDERS_PREVIEW_MAX = env_int("REMINDERS_PREVIEW_MAX", 100, minimum=1)
+# A schedule's point claimed late after later points came due is a misfire; under `skip`, the latest of
+# them is still sent if it came due less than this ago (it is on time, not stale). reminders/schedules.py.
+REMINDERS_MISFIRE_GRACE_SECONDS = env_float("REMINDERS_MISFIRE_GRACE_SECONDS", 5.0, minimum=0.0)
 REMINDERS_PRIORITY_AGING_SECONDS = env_float("REMINDERS_PRIORITY_AGING_SECONDS", 60.0, minimum=0.0)
 REMINDERS_PRIORITY_AGED_SHARE = env_float("REMINDERS_PRIORITY_AGED_SHARE", 0.1, minimum=0.0)
 if REMINDERS_PRIORITY_AGED_SHARE > 1:

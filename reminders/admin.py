@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from reminders.cron import ExpressionError, timeline_for
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
+from reminders.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.schedules import (
     schedule_delete,
     schedule_pause,
@@ -22,7 +23,6 @@ from reminders.schedules import (
     schedule_update,
     schedules_advance,
 )
-from reminders.services import occurrences_cancel, occurrences_retry_now
 from reminders.status import occurrence_state
 from reminders.templatetags.admin_time import seconds
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from reminders import metrics
@@ -25,9 +26,11 @@ from reminders.claiming import (
     occurrences_mark_skipped,
     occurrences_reap_expired,
 )
-from reminders.models import Job, Occurrence, OccurrenceStatus
+from reminders.cron import MIN_EVERY_SECONDS
+from reminders.models import Job
+from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
-from reminders.schedules import event_envelope
+from reminders.schedules import event_envelope, schedules_misfire
 from reminders.throttling import throttled_claims
 from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport, transport_row
 
@@ -37,6 +40,8 @@ logger = logging.getLogger(__name__)
 # Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
 # untried before its first chunk.
 _LEASE_MARGIN = timedelta(seconds=5)
+# No timeline fires more often than this (cron: once a minute), so no row later than this is superseded.
+_SHORTEST_PERIOD = timedelta(seconds=MIN_EVERY_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +101,9 @@ def occurrences_dispatch_batch(
     try:
         _scan(pipeline, batch_size or settings.REMINDERS_BATCH_SIZE)
         pipeline.settle()
-    finally:
-        pipeline.abandon()
+    except Exception:
+        pipeline.recover()
+        raise
     return result
 
 
@@ -125,8 +131,9 @@ def occurrences_dispatch_for(
             if not full:
                 pipeline.settle()  # nothing is left in flight while we sleep
                 time.sleep(settings.REMINDERS_POLL_SECONDS)
-    finally:
-        pipeline.abandon()
+    except Exception:
+        pipeline.recover()
+        raise
 
 
 def _scan(pipeline: _Pipeline, limit: int) -> int:
@@ -137,7 +144,11 @@ def _scan(pipeline: _Pipeline, limit: int) -> int:
         "early_seconds": settings.REMINDERS_EARLY_SECONDS,
     }
     claim = occurrences_claim_due(now=timezone.now(), **claim_args)
-    claims = [claim, *throttled_claims(now=timezone.now(), **claim_args)]
+    pipeline.hold(claim)
+    claims = [claim]
+    for throttled in throttled_claims(now=timezone.now(), **claim_args):
+        pipeline.hold(throttled)  # committed: from here an error must hand it back
+        claims.append(throttled)
     for each in claims:
         if each.occurrences:
             pipeline.result.claimed += len(each.occurrences)
@@ -166,10 +177,21 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = timezone.now()
+    superseded = _misfires(claim, jobs, now)
+    if superseded:
+        result.skipped += len(superseded)
+        pipeline.drop(claim, superseded)
+        for o in claim.occurrences:
+            if o.id in superseded and (job := jobs.get(o.job_id)) is not None:
+                metrics.occurrences_ended("skipped", job.callback_type)
     for occurrence in claim.occurrences:
+        if occurrence.id in superseded:
+            continue
         job = jobs.get(occurrence.job_id)
         if job is None:
-            continue  # deleted (with its occurrences) since the claim: nothing left to deliver or mark
+            # Deleted (with its occurrences) since the claim: nothing left to deliver or mark.
+            pipeline.drop(claim, [occurrence.id])
+            continue
         if job.deadline_seconds is not None and now - occurrence.fire_at > timedelta(
             seconds=job.deadline_seconds
         ):
@@ -181,72 +203,145 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
         result.skipped += occurrences_mark_skipped(
             token=claim.token, ids=late, now=now, reason="past its deadline when claimed"
         )
+        pipeline.drop(claim, late)
 
     margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
     for callback_type, deliveries in groups.items():
         size = transport_row(callback_type).chunk_size
         for start in range(0, len(deliveries), size):
             if timezone.now() > claim.claimed_until - margin:
-                result.released += _release(claim, [d.occurrence_id for d in deliveries[start:]])
+                untried = [d.occurrence_id for d in deliveries[start:]]
+                result.released += occurrences_release(token=claim.token, ids=untried)
+                pipeline.drop(claim, untried)
                 break
             yield _Chunk(claim, callback_type, deliveries[start : start + size])
+
+
+def _misfires(claim: Claim, jobs: Mapping[int, _DeliveryJob], now: datetime) -> set[int]:
+    """Rows of schedules claimed so late that a later run is due already: the misfire policy decides.
+
+    Only a row at least one shortest period late can have been superseded, so an on-time scan asks
+    the schedules nothing.
+    """
+    candidates = [
+        o.id
+        for o in claim.occurrences
+        if (job := jobs.get(o.job_id)) is not None
+        and job.schedule_key is not None
+        and now - o.fire_at >= _SHORTEST_PERIOD
+    ]
+    if not candidates:
+        return set()
+    return schedules_misfire(token=claim.token, occurrence_ids=candidates, now=now)
 
 
 class _Pipeline:
     """Sends chunks so that the database works while the broker commits: at most one chunk in flight.
 
-    Waiting for RabbitMQ's `commit-ok` on a batch of 1,000 took longer than claiming and marking a batch
-    (bench/, dispatch scenario: 97 µs against 52 µs per occurrence), and the two ran one after the other.
-    Now `send` waits for the previous chunk's outcome, starts the new chunk, and only then marks the
-    previous one; the caller's next claim also runs while the new chunk is in flight. A chunk is still
-    marked only after its outcome is known and only while its lease holds, so nothing about delivery
-    changes but the order of the work: a crash leaves at most two chunks claimed and unmarked, which the
-    reaper returns as it always did. A transport that has delivered by the time `start` returns (HTTP,
-    handlers: `Settled`) is marked at once, as before.
+    `send` waits for the previous chunk's outcome, starts the new chunk, and only then marks the previous
+    one; the caller's next claim also runs while the new chunk is in flight (the broker's `commit-ok` on
+    1,000 messages took longer than claiming and marking them). A chunk is marked only after its outcome
+    is known and only while its lease holds. A transport that has delivered by the time `start` returns
+    (HTTP, handlers: `Settled`) is marked at once.
+
+    It also keeps the books of what this scan holds: claimed rows not handed to a transport yet, and
+    outcomes not marked yet. After an error (a terminated database backend, say) `recover` hands the
+    first back and marks the second on a fresh connection, so an error costs seconds, not a lease.
     """
 
     def __init__(self, policy: RetryPolicy, result: ScanResult) -> None:
         self.policy = policy
         self.result = result
         self._flight: tuple[_Chunk, InFlight] | None = None
+        self._unsent: dict[uuid.UUID, tuple[Claim, set[int]]] = {}
+        self._outcomes: list[_Outcome] = []
+
+    def hold(self, claim: Claim) -> None:
+        """A committed claim: its rows are ours to deliver, or to hand back."""
+        if claim.occurrences:
+            self._unsent[claim.token] = (claim, {o.id for o in claim.occurrences})
+
+    def drop(self, claim: Claim, ids: Iterable[int]) -> None:
+        """These rows of `claim` need nothing more from this scan (sent, skipped, released or gone)."""
+        entry = self._unsent.get(claim.token)
+        if entry is not None:
+            entry[1].difference_update(ids)
+            if not entry[1]:
+                del self._unsent[claim.token]
 
     def send(self, chunk: _Chunk) -> None:
         previous, self._flight = self._flight, None
-        outcome = previous[1].wait() if previous else None
+        if previous is not None:
+            self._outcomes.append(_Outcome(previous[0], previous[1].wait()))
+        self.drop(chunk.claim, [d.occurrence_id for d in chunk.deliveries])
         start = get_transport(chunk.callback_type).start
         self._flight = (chunk, metrics.publish_timed(chunk.callback_type, start, chunk.deliveries))
-        if previous is not None and outcome is not None:
-            self._mark(previous[0], outcome)
+        self._mark_known()
         if isinstance(self._flight[1], Settled):
             # Delivered before start() returned (HTTP, handlers): there is nothing to overlap, and holding
             # the mark back until the next chunk (up to 64 slow HTTP calls) would only risk the lease.
             self.settle()
 
     def settle(self) -> None:
-        """Wait for the chunk in flight, if any, and mark it."""
+        """Wait for the chunk in flight, if any, and mark every known outcome."""
         if self._flight is not None:
             chunk, flight = self._flight
             self._flight = None
-            self._mark(chunk, flight.wait())
+            self._outcomes.append(_Outcome(chunk, flight.wait()))
+        self._mark_known()
 
-    def abandon(self) -> None:
-        """After an error: wait for the chunk in flight so the transport is free, but mark nothing.
+    def recover(self) -> None:
+        """After an error: mark what was published and hand back what was not, on a fresh connection.
 
-        Its rows stay claimed until the lease runs out, then the reaper returns them (at-least-once).
+        Retried with a short backoff while the database stays away, until the leases run out; from then
+        on the reaper returns the rows (every write here is conditional on the lease token, so a late
+        one changes nothing).
         """
         if self._flight is not None:
-            _chunk, flight = self._flight
+            chunk, flight = self._flight
             self._flight = None
-            flight.wait()
+            self._outcomes.append(_Outcome(chunk, flight.wait()))  # frees the transport; wait never raises
+        if not self._outcomes and not self._unsent:
+            return
+        claims = [o.chunk.claim for o in self._outcomes] + [claim for claim, _ in self._unsent.values()]
+        give_up_at = max(claim.claimed_until for claim in claims)
+        pause = 0.05
+        while True:
+            _reconnect_if_broken()
+            try:
+                self._mark_known()
+                for claim, ids in list(self._unsent.values()):
+                    self.result.released += occurrences_release(token=claim.token, ids=sorted(ids))
+                    self.drop(claim, ids)
+                return
+            except DatabaseError:
+                if timezone.now() + timedelta(seconds=pause) >= give_up_at:
+                    logger.exception("could not hand a batch back after an error; its lease will expire")
+                    return
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+            except Exception:
+                # Not the database being away: trying again would fail the same way. The scan's own error
+                # is what the caller sees; the lease covers the rows.
+                logger.exception("could not hand a batch back after an error; its lease will expire")
+                return
 
-    def _mark(self, chunk: _Chunk, errors: Mapping[int, TransportError]) -> None:
-        result, token = self.result, chunk.claim.token
+    def _mark_known(self) -> None:
+        while self._outcomes:
+            self._mark(self._outcomes[0])
+            self._outcomes.pop(0)
+
+    def _mark(self, outcome: _Outcome) -> None:
+        result, chunk, errors = self.result, outcome.chunk, outcome.errors
+        token = chunk.claim.token
         now = timezone.now()
-        accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
-        marked = occurrences_mark_delivered(token=token, ids=accepted, now=now)
-        result.delivered += marked
-        result.lost_lease += len(accepted) - marked
-        metrics.occurrences_delivered(chunk.callback_type, chunk.deliveries, errors, marked, now)
+        if not outcome.delivered_marked:
+            accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
+            marked = occurrences_mark_delivered(token=token, ids=accepted, now=now)
+            outcome.delivered_marked = True  # a retry after an error below must not mark (and count) twice
+            result.delivered += marked
+            result.lost_lease += len(accepted) - marked
+            metrics.occurrences_delivered(chunk.callback_type, chunk.deliveries, errors, marked, now)
         if not errors:
             return
         attempts = {d.occurrence_id: d.attempt for d in chunk.deliveries}
@@ -265,11 +360,22 @@ class _Pipeline:
             result.errors[kind] = result.errors.get(kind, 0) + 1
 
 
-def _release(claim: Claim, ids: list[int]) -> int:
-    """Hand rows back untried (the lease is nearly over); the attempt they were charged is refunded."""
-    return Occurrence.objects.filter(
-        id__any=ids, lease_token=claim.token, status=OccurrenceStatus.CLAIMED
-    ).update(status=OccurrenceStatus.SCHEDULED, claimed_until=None, attempts=F("attempts") - 1)
+@dataclass
+class _Outcome:
+    """A chunk whose delivery outcome is known and whose rows are not marked yet."""
+
+    chunk: _Chunk
+    errors: Mapping[int, TransportError]
+    delivered_marked: bool = False
+
+
+def _reconnect_if_broken() -> None:
+    """Drop a connection the error left unusable (a terminated backend), so the next query opens a new one.
+
+    Inside a transaction (tests run in one) the connection is not ours to close.
+    """
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
 
 
 def _delivery(occurrence: ClaimedOccurrence, job: _DeliveryJob) -> Delivery:

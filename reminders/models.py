@@ -34,6 +34,34 @@ class OccurrenceStatus(models.TextChoices):
     SKIPPED = "skipped"
 
 
+# Every move an occurrence may make; reminders/occurrences.py makes them all and refuses any other.
+# scheduled -> claimed (a claim), cancelled (cancel), skipped (its fire point was superseded), scheduled
+#   (retry now); claimed -> delivered, failed, skipped (deadline, misfire), scheduled (a retry after a
+#   backoff, a release, an expired lease); failed -> scheduled (retry now); cancelled -> scheduled (a
+#   schedule's fire point materialised again under the same id).
+OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
+    OccurrenceStatus.SCHEDULED: frozenset(
+        {
+            OccurrenceStatus.CLAIMED,
+            OccurrenceStatus.CANCELLED,
+            OccurrenceStatus.SKIPPED,
+            OccurrenceStatus.SCHEDULED,
+        }
+    ),
+    OccurrenceStatus.CLAIMED: frozenset(
+        {
+            OccurrenceStatus.DELIVERED,
+            OccurrenceStatus.FAILED,
+            OccurrenceStatus.SKIPPED,
+            OccurrenceStatus.SCHEDULED,
+        }
+    ),
+    OccurrenceStatus.FAILED: frozenset({OccurrenceStatus.SCHEDULED}),
+    OccurrenceStatus.CANCELLED: frozenset({OccurrenceStatus.SCHEDULED}),
+    OccurrenceStatus.DELIVERED: frozenset(),
+    OccurrenceStatus.SKIPPED: frozenset(),
+}
+
 TERMINAL_STATUSES = (
     OccurrenceStatus.DELIVERED,
     OccurrenceStatus.FAILED,
@@ -146,6 +174,12 @@ class Job(models.Model):
         return self.key
 
 
+class OccurrenceQuerySet(models.QuerySet["Occurrence"]):
+    def held_by(self, token: uuid.UUID) -> OccurrenceQuerySet:
+        """The rows this lease still holds: claimed under `token` (a newer claim changed the token)."""
+        return self.filter(lease_token=token, status=OccurrenceStatus.CLAIMED)
+
+
 class Occurrence(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="occurrences", db_index=False)
     fire_at = models.DateTimeField(help_text="The instant this occurrence is for (never moved by retries).")
@@ -173,10 +207,12 @@ class Occurrence(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = OccurrenceQuerySet.as_manager()
+
     class Meta:
         indexes = [
             # The due scan: status='scheduled' AND throttle IS NULL AND priority=p AND next_attempt_at <= now
-            # ORDER BY next_attempt_at, once per priority level (reminders/claiming.py). Future rows of other
+            # ORDER BY next_attempt_at, once per priority level (reminders/queries.py). Future rows of other
             # states are not in it, and the range condition stops at `now`, so cost does not grow with future
             # rows. Throttled rows are not in it either, so a throttled backlog never slows unthrottled jobs.
             models.Index(

@@ -6,10 +6,13 @@ claiming code calls `schedules_advance` in the same transaction as the mark, and
 computed from `next_fire_at` on the schedule's own timeline, never from the delivery time, so a late
 delivery never shifts the timeline.
 
-Misfires (the next point is already in the past, after downtime or a long backlog):
+Misfires (a later point already came due, after downtime or a long backlog), applied both when the
+stored point is claimed (`schedules_misfire`: the stale point is skipped, not sent) and when the next
+point is computed:
 - `fire_once` (default): one occurrence stands for every missed run, the latest of them; the timeline then
   continues from it. This is what cron-like schedulers users know do (anacron, Kubernetes CronJob).
-- `skip`: nothing for the missed runs; the next point after now.
+- `skip`: nothing for the missed runs; the next point after now. A run that came due less than
+  REMINDERS_MISFIRE_GRACE_SECONDS ago is on time, not missed, and is sent.
 A schedule's `deadline_seconds` (from its job) still applies on top: an occurrence claimed more than that
 late is recorded as `skipped` and the timeline goes on.
 
@@ -25,17 +28,21 @@ revived (an update that keeps the same next point).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from reminders import queries
 from reminders.cron import AtTimeline, Timeline, timeline_for
+from reminders.kick import scan_kick_on_commit
 from reminders.models import (
     PRIORITY_DEFAULT,
     CallbackType,
@@ -45,7 +52,13 @@ from reminders.models import (
     Schedule,
     ThrottlePolicy,
 )
-from reminders.services import Callback, OwnershipError, _kick_on_commit, batch_offset, occurrences_cancel
+from reminders.occurrences import (
+    batch_offset,
+    occurrences_cancel,
+    occurrences_insert_idempotent,
+    occurrences_skip_superseded,
+)
+from reminders.services import Callback, OwnershipError
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +194,9 @@ def schedule_upsert(
         schedule.misfire_policy = spec.misfire_policy
         schedule.paused = spec.paused
         if timeline_changed:
-            # Whole seconds, so an @every fire time is exactly its event id's unix time.
-            schedule.anchor_at = spec.start_at or now.replace(microsecond=0)
+            # Whole seconds, so an @every fire time is exactly its event id's unix time; rounded up, so
+            # the first fire is never less than a whole period after the change.
+            schedule.anchor_at = spec.start_at or _second_at_or_after(now)
         schedule_timeline(schedule)  # an ExpressionError here rolls the whole change back
         _rematerialise(schedule, now=now, allow_past_at=True)
     return schedule, created
@@ -295,26 +309,65 @@ def schedules_advance(*, occurrence_ids: Sequence[int], now: datetime) -> int:
     return moved
 
 
-# --- internals -------------------------------------------------------------------------------------------
+def schedules_misfire(*, token: uuid.UUID, occurrence_ids: Sequence[int], now: datetime) -> set[int]:
+    """Apply the misfire policy to claimed rows whose fire point later points have already superseded.
 
-_HEADS_SQL_POSTGRES = f"""
-SELECT DISTINCT s.id, o.fire_at, o.job_version
-  FROM {Occurrence._meta.db_table} AS o
-  JOIN {Schedule._meta.db_table} AS s ON s.job_id = o.job_id AND s.next_fire_at = o.fire_at
- WHERE o.id = ANY(%s)
-"""  # noqa: S608 - table names are constants
+    A point claimed after the next one on its timeline came due (downtime, a long backlog) is not sent:
+    its rows become `skipped` (ours, conditionally on our lease, and its siblings still waiting) and the
+    point the policy picks is materialised instead, in one transaction: fire_once the latest missed run,
+    skip the next future run (or the latest, if it just came due). Returns the ids of ours it skipped.
+    Rows that are not their schedule's current point (a sibling the schedule moved past) are left alone.
+    """
+    heads = _heads_among(occurrence_ids)
+    if not heads:
+        return set()
+    wanted = {schedule_id: (fire_at, version) for schedule_id, fire_at, version in heads}
+    ours = set(occurrence_ids)
+    skipped: set[int] = set()
+    with transaction.atomic():
+        locked = (
+            Schedule.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("job", "job__throttle")
+            .filter(id__in=wanted, paused=False)
+            .order_by("id")  # the same lock order as schedules_advance
+        )
+        for schedule in locked:
+            fire_at, version = wanted[schedule.id]
+            if schedule.next_fire_at != fire_at or schedule.job.version != version:
+                continue
+            timeline = schedule_timeline(schedule)
+            following = _first_after(schedule, timeline, fire_at)
+            if following is None or following > now:
+                continue  # late, but no later run is due yet: not a misfire (a deadline may still apply)
+            replacement = _next_fire(schedule, timeline, after=fire_at, now=now)
+            label = replacement.isoformat() if replacement is not None else "nothing (the schedule ends)"
+            ids = occurrences_skip_superseded(
+                job_id=schedule.job_id,
+                fire_at=fire_at,
+                token=token,
+                now=now,
+                reason=f"misfire ({schedule.misfire_policy}): superseded, {label} fires instead",
+            )
+            skipped.update(ours.intersection(ids))
+            schedule.next_fire_at = replacement
+            schedule.save(update_fields=["next_fire_at", "updated_at"])
+            if replacement is not None:
+                _materialise(schedule, replacement, now=now)
+    return skipped
+
+
+# --- internals -------------------------------------------------------------------------------------------
 
 
 def _heads_among(occurrence_ids: Sequence[int]) -> list[tuple[int, datetime, int]]:
     """(schedule id, fire_at, version) for the rows that are their schedule's current fire point.
 
-    This runs after every mark, mostly over rows of plain jobs; on PostgreSQL one array parameter keeps
-    it at a few milliseconds for a 20,000-row batch (an IN list of 20,000 placeholders costs ~10x more).
+    This runs after every mark, mostly over rows of plain jobs, so on PostgreSQL it is one statement.
     """
     ids = list(occurrence_ids)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(_HEADS_SQL_POSTGRES, [ids])
+            cursor.execute(queries.SCHEDULE_HEADS, [ids])
             return [tuple(row) for row in cursor.fetchall()]
     return list(
         Occurrence.objects.filter(id__in=ids, job__schedule__next_fire_at=F("fire_at"))
@@ -347,7 +400,12 @@ def _rematerialise(schedule: Schedule, *, now: datetime, allow_past_at: bool) ->
     schedule.save()
     if fire is not None:
         _materialise(schedule, fire, now=now)
-        _kick_on_commit(fire)
+        scan_kick_on_commit(fire)
+
+
+def _second_at_or_after(instant: datetime) -> datetime:
+    whole = instant.replace(microsecond=0)
+    return whole if whole == instant else whole + timedelta(seconds=1)
 
 
 def _first_fire_from(schedule: Schedule, *, now: datetime, allow_past_at: bool) -> datetime | None:
@@ -372,13 +430,14 @@ def _first_after(schedule: Schedule, timeline: Timeline, instant: datetime) -> d
 
 
 def _next_fire(schedule: Schedule, timeline: Timeline, *, after: datetime, now: datetime) -> datetime | None:
-    """The point after `after` on the timeline, with the misfire policy when that point is already past."""
+    """The point after `after` on the timeline, with the misfire policy when that point is already past.
+
+    fire_once: the latest point not after now stands for all the missed ones. skip: that latest point
+    only if it just came due (within REMINDERS_MISFIRE_GRACE_SECONDS), else the first point after now.
+    """
     fire = _first_after(schedule, timeline, after)
     if fire is None or fire > now:
         return fire
-    if schedule.misfire_policy == MisfirePolicy.SKIP:
-        return _first_after(schedule, timeline, now)
-    # fire_once: the latest point not after now stands for all the missed ones.
     estimate = timeline.at_or_before(now)
     latest = estimate if estimate is not None and estimate > fire else fire
     if schedule.end_at is not None and latest > schedule.end_at:
@@ -388,6 +447,10 @@ def _next_fire(schedule: Schedule, timeline: Timeline, *, after: datetime, now: 
         if following is None or following > now:
             break
         latest = following
+    if schedule.misfire_policy == MisfirePolicy.SKIP and now - latest > timedelta(
+        seconds=settings.REMINDERS_MISFIRE_GRACE_SECONDS
+    ):
+        return _first_after(schedule, timeline, now)
     return latest
 
 
@@ -411,36 +474,3 @@ def _materialise(schedule: Schedule, fire: datetime, *, now: datetime) -> None:
             )
         )
     occurrences_insert_idempotent(rows)
-
-
-_TABLE = Occurrence._meta.db_table
-_INSERT_COLUMNS = (
-    "job_id, fire_at, next_attempt_at, priority, job_version, batch_index, throttle_id, idempotency_key, "
-    "created_at, status, attempts, last_error"
-)
-_CONFLICT = f"""
-ON CONFLICT (idempotency_key) DO UPDATE SET
-    status = 'scheduled', next_attempt_at = excluded.next_attempt_at, priority = excluded.priority,
-    job_version = excluded.job_version, throttle_id = excluded.throttle_id, attempts = 0,
-    finished_at = NULL, last_error = ''
-WHERE {_TABLE}.status = 'cancelled'
-"""
-
-
-def occurrences_insert_idempotent(rows: Sequence[tuple[Any, ...]], *, chunk: int = 500) -> None:
-    """INSERT rows keyed by a deterministic idempotency key; existing ids are left alone, cancelled revived.
-
-    Two workers inserting the same id at once: PostgreSQL makes the second wait for the first and then
-    take the conflict branch; SQLite has one writer. So a fire point exists at most once.
-    """
-    placeholders = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'scheduled', 0, '')"
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), chunk):
-            part = rows[start : start + chunk]
-            values = ", ".join([placeholders] * len(part))
-            params = [_db_value(value) for row in part for value in row]
-            cursor.execute(f"INSERT INTO {_TABLE} ({_INSERT_COLUMNS}) VALUES {values} {_CONFLICT}", params)  # noqa: S608
-
-
-def _db_value(value: Any) -> Any:
-    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value

@@ -1,4 +1,4 @@
-"""Writes: scheduling, replacing, cancelling and purging. Callers pass validated, aware datetimes.
+"""Job writes: scheduling, replacing and cancelling a job's instants. Callers pass validated, aware datetimes.
 
 Every write here runs in the caller's transaction (nested as a savepoint): a domain object and its
 occurrences are committed together or not at all. The only broker call, the scan kick, happens after
@@ -10,26 +10,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, User
-from django.db import IntegrityError, connection, transaction
-from django.db.models import QuerySet
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from reminders import metrics
+from reminders.kick import scan_kick_on_commit
 from reminders.models import (
     PRIORITY_DEFAULT,
-    PURGEABLE_STATUSES,
     CallbackType,
     Job,
     Occurrence,
     OccurrenceStatus,
     ThrottlePolicy,
-    new_idempotency_key,
 )
+from reminders.occurrences import occurrences_cancel, occurrences_insert
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +95,7 @@ def job_upsert(
             job.version += 1
             job.save()
         _occurrences_replace_pending(job, wanted, created=created)
-    _kick_on_commit(min(wanted) if wanted else None)
+    scan_kick_on_commit(min(wanted) if wanted else None)
     return job, created
 
 
@@ -128,7 +125,6 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime], *, created: bo
     if created:  # nothing to replace: skip the three queries below
         occurrences_insert([(job, instant, index) for instant, index in sorted(slots)])
         return
-    now = timezone.now()
     existing = list(
         job.occurrences.exclude(status=OccurrenceStatus.CANCELLED).values_list(
             "id", "fire_at", "batch_index", "status"
@@ -141,69 +137,13 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime], *, created: bo
         if status == OccurrenceStatus.SCHEDULED and (fire_at, index) not in slots
     ]
     if stale:
-        cancelled = Occurrence.objects.filter(id__in=stale, status=OccurrenceStatus.SCHEDULED).update(
-            status=OccurrenceStatus.CANCELLED,
-            finished_at=now,
-            last_error="replaced by a new version of the job",
+        occurrences_cancel(
+            Occurrence.objects.filter(id__in=stale), reason="replaced by a new version of the job"
         )
-        metrics.occurrences_ended("cancelled", job.callback_type, cancelled)
     job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
         priority=job.priority, job_version=job.version, throttle=job.throttle_id
     )
     occurrences_insert([(job, instant, index) for instant, index in sorted(slots - covered)])
-
-
-def batch_offset(job: Job, index: int) -> timedelta:
-    """How far after its instant event `index` of a batch is due: spread over the policy's window, if any."""
-    window = job.throttle.window_seconds if job.throttle is not None else None
-    if not window or job.batch_size <= 1:
-        return timedelta(0)
-    return timedelta(seconds=window * index / job.batch_size)
-
-
-_COPY_COLUMNS = (
-    "job_id, fire_at, next_attempt_at, priority, status, attempts, last_error, idempotency_key, job_version, "
-    "batch_index, throttle_id, created_at"
-)
-
-
-def occurrences_insert(rows: Sequence[tuple[Job, datetime, int]]) -> int:
-    """Insert new `scheduled` occurrences, one per (job, instant, batch index), each with a fresh key.
-
-    On PostgreSQL the rows are streamed with COPY, several times faster than INSERT batches (bulk
-    scheduling is measured by the benchmark); either way it runs inside the caller's transaction.
-    """
-    if not rows:
-        return 0
-    now = timezone.now()
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
-            with raw.copy(f"COPY {Occurrence._meta.db_table} ({_COPY_COLUMNS}) FROM STDIN") as copy:
-                for job, instant, index in rows:
-                    copy.write_row(
-                        (job.pk, instant, instant + batch_offset(job, index), job.priority,
-                         OccurrenceStatus.SCHEDULED.value, 0, "", new_idempotency_key(), job.version, index,
-                         job.throttle_id, now)
-                    )  # fmt: skip
-        return len(rows)
-    Occurrence.objects.bulk_create(
-        [
-            Occurrence(
-                job=job,
-                fire_at=instant,
-                next_attempt_at=instant + batch_offset(job, index),
-                priority=job.priority,
-                job_version=job.version,
-                batch_index=index,
-                throttle_id=job.throttle_id,
-                idempotency_key=new_idempotency_key(),
-            )
-            for job, instant, index in rows
-        ],
-        batch_size=2000,
-    )
-    return len(rows)
 
 
 @dataclass(frozen=True)
@@ -280,7 +220,7 @@ def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser
                 )
                 count += len(_instants(spec.schedules)) * spec.batch_size
     earliest = min((min(s.schedules) for s in specs if s.schedules), default=None)
-    _kick_on_commit(earliest)
+    scan_kick_on_commit(earliest)
     return BulkResult(created=len(fresh), replaced=len(specs) - len(fresh), instants=count)
 
 
@@ -295,67 +235,6 @@ def job_cancel(*, job: Job) -> int:
         job.version += 1
         job.save(update_fields=["version", "updated_at"])
         return occurrences_cancel(job.occurrences.all())
-
-
-def occurrences_cancel(occurrences: QuerySet[Occurrence], *, reason: str = "cancelled") -> int:
-    now = timezone.now()
-    count = occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
-        status=OccurrenceStatus.CANCELLED, finished_at=now, last_error=reason
-    )
-    metrics.occurrences_cancelled(occurrences, finished_at=now, count=count)
-    return count
-
-
-def occurrences_retry_now(occurrences: QuerySet[Occurrence]) -> int:
-    """Operator action: make failed or waiting occurrences due now (one more attempt for failed ones)."""
-    now = timezone.now()
-    count = occurrences.filter(status__in=[OccurrenceStatus.FAILED, OccurrenceStatus.SCHEDULED]).update(
-        status=OccurrenceStatus.SCHEDULED, next_attempt_at=now, finished_at=None
-    )
-    if count:
-        _kick_on_commit(now)
-    return count
-
-
-def occurrences_purge_old(*, now: datetime | None = None, max_batches: int = 100) -> int:
-    """Delete finished occurrences older than the retention period, in bounded batches.
-
-    Each batch is its own short statement, so a large purge never holds a long transaction; a run stops
-    after `max_batches` and the next hourly run continues.
-    """
-    cutoff = (now or timezone.now()) - timedelta(days=settings.REMINDERS_RETENTION_DAYS)
-    batch = settings.REMINDERS_PURGE_BATCH
-    deleted = 0
-    for _ in range(max_batches):
-        ids = list(
-            Occurrence.objects.filter(status__in=PURGEABLE_STATUSES, finished_at__lt=cutoff).values_list(
-                "id", flat=True
-            )[:batch]
-        )
-        if not ids:
-            break
-        count, _ = Occurrence.objects.filter(id__in=ids).delete()
-        deleted += count
-    if deleted:
-        logger.info("purged %d occurrences finished before %s", deleted, cutoff.isoformat())
-    return deleted
-
-
-def scan_kick() -> None:
-    """Ask a worker to scan now. Best effort: if the broker is down, beat's next tick does it."""
-    from reminders.tasks import scan_due
-
-    try:
-        scan_due.apply_async(expires=30)
-    except Exception:
-        logger.warning("could not kick the scan; beat will pick the work up", exc_info=True)
-
-
-def _kick_on_commit(earliest: datetime | None) -> None:
-    if earliest is not None and earliest <= timezone.now() + timedelta(
-        seconds=settings.REMINDERS_SCAN_SECONDS
-    ):
-        transaction.on_commit(scan_kick)
 
 
 def _is_staff(user: AbstractBaseUser) -> bool:

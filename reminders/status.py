@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from reminders.dispatch import ScanResult
 from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Occurrence, OccurrenceStatus, ScanMinute
-from reminders.services import occurrences_retry_now
+from reminders.occurrences import occurrences_retry_now
 
 _OCC = Occurrence._meta.db_table
 _SCAN = ScanMinute._meta.db_table

@@ -11,14 +11,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from reminders import health
+from reminders.beat import PURGE_TASK, SCAN_TASK
 from reminders.dispatch import occurrences_dispatch_for
-from reminders.services import occurrences_purge_old, scan_kick
+from reminders.kick import scan_kick
+from reminders.occurrences import occurrences_purge_old
 from reminders.status import scan_minutes_purge, scan_record
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="reminders.tasks.scan_due", ignore_result=True)
+@shared_task(name=SCAN_TASK, ignore_result=True)
 def scan_due() -> dict[str, int]:
     totals, backlog = occurrences_dispatch_for(seconds=settings.REMINDERS_SCAN_SECONDS)
     health.scan_finished(worker=scan_due.request.hostname)
@@ -37,7 +39,7 @@ def scan_due() -> dict[str, int]:
     return {"claimed": totals.claimed, "delivered": totals.delivered}
 
 
-@shared_task(name="reminders.tasks.purge_old", ignore_result=True)
+@shared_task(name=PURGE_TASK, ignore_result=True)
 def purge_old() -> int:
     scan_minutes_purge(before=timezone.now() - timedelta(days=2))  # the status page reads the last hour
     return occurrences_purge_old()

@@ -10,12 +10,13 @@ one instant under 100/s go out from their fire time on, staggered at the rate, n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 
 from django.db import transaction
 
-from reminders.claiming import Claim, occurrences_claim_due
 from reminders.models import ThrottlePolicy
+from reminders.occurrences import Claim, occurrences_claim_due
 
 
 def bucket_refill(policy: ThrottlePolicy, now: datetime) -> float:
@@ -58,9 +59,13 @@ def occurrences_claim_throttled(
         return claim
 
 
-def throttled_claims(*, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0) -> list[Claim]:
-    """One claim per policy that has something to give now. Policies are few (named, shared)."""
-    claims = []
+def throttled_claims(
+    *, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0
+) -> Iterator[Claim]:
+    """One claim per policy that has something to give now. Policies are few (named, shared).
+
+    A generator, so the caller holds each committed claim before the next policy's claim can fail.
+    """
     for policy_id in ThrottlePolicy.objects.order_by("id").values_list("id", flat=True):
         claim = occurrences_claim_throttled(
             policy_id=policy_id,
@@ -70,5 +75,4 @@ def throttled_claims(*, now: datetime, limit: int, lease_seconds: int, early_sec
             early_seconds=early_seconds,
         )
         if claim is not None and claim.occurrences:
-            claims.append(claim)
-    return claims
+            yield claim

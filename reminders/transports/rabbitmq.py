@@ -70,21 +70,37 @@ class RabbitMQTransport:
             return Settled({})
         self._lock.acquire()
         try:
-            connection = self._connect()
+            connection, fresh = self._connect()
             if connection.transport.driver_type == "amqp":
-                self._publish_transaction(connection, deliveries)
-                return _Commit(self, connection, deliveries)  # releases the lock when waited for
+                try:
+                    self._publish_transaction(connection, deliveries)
+                except Exception as exc:
+                    if fresh or not _closed_under_us(exc):
+                        raise
+                    connection = self._reconnect(exc)
+                    self._publish_transaction(connection, deliveries)
+                    fresh = True
+                # Releases the lock when waited for.
+                return _Commit(self, connection, deliveries, may_reconnect=not fresh)
             errors = self._publish_kombu(connection, deliveries)
         except Exception as exc:
             errors = self._broken(deliveries, exc)
         self._lock.release()
         return Settled(errors)
 
-    def _finish(self, connection: Connection, deliveries: Sequence[Delivery]) -> dict[int, TransportError]:
+    def _finish(
+        self, connection: Connection, deliveries: Sequence[Delivery], *, may_reconnect: bool
+    ) -> dict[int, TransportError]:
         """Read `commit-ok` (and any `basic.return` before it), then give the channel back."""
         try:
-            channel: Any = connection.default_channel
-            channel.wait(spec.Tx.CommitOk)
+            try:
+                self._commit_ok(connection)
+            except Exception as exc:
+                if not may_reconnect or not _closed_under_us(exc):
+                    raise
+                connection = self._reconnect(exc)
+                self._publish_transaction(connection, deliveries)
+                self._commit_ok(connection)
             return {
                 d.occurrence_id: TransportError(self._returned[d.idempotency_key])
                 for d in deliveries
@@ -94,6 +110,22 @@ class RabbitMQTransport:
             return self._broken(deliveries, exc)
         finally:
             self._lock.release()
+
+    def _commit_ok(self, connection: Connection) -> None:
+        channel: Any = connection.default_channel
+        channel.wait(spec.Tx.CommitOk)
+
+    def _reconnect(self, exc: Exception) -> Connection:
+        """The broker closed the connection we kept between batches (a restart, a failover, an operator).
+
+        That is not the endpoint failing: the batch goes out again at once on a new connection, once. If
+        that fails too, it is a delivery error with the usual backoff. Whatever the old connection had
+        committed before it closed is sent again (at-least-once, same message ids).
+        """
+        logger.info("broker connection closed (%r); publishing again on a new one", exc)
+        self.close()
+        connection, _ = self._connect()
+        return connection
 
     def _broken(self, deliveries: Sequence[Delivery], exc: Exception) -> dict[int, TransportError]:
         # Whatever state the connection is in (closed channel, half-committed transaction), the outcome of
@@ -110,10 +142,12 @@ class RabbitMQTransport:
             with contextlib.suppress(Exception):  # already broken: nothing to save
                 connection.release()
 
-    def _connect(self) -> Connection:
+    def _connect(self) -> tuple[Connection, bool]:
+        """The connection, and whether it was opened just now (a new one is not retried on)."""
         if self._connection is not None and self._pid != os.getpid():
             # A forked worker child must not share its parent's socket.
             self._connection, self._declared = None, set()
+        fresh = self._connection is None
         if self._connection is None:
             connection = Connection(
                 self.url,
@@ -126,7 +160,7 @@ class RabbitMQTransport:
                 channel: Any = connection.default_channel
                 channel.tx_select()
                 channel.events["basic_return"].add(self._on_return)
-        return self._connection
+        return self._connection, fresh
 
     def _on_return(self, exc: Exception, exchange: str, routing_key: str, message: amqp.Message) -> None:
         message_id = message.properties.get("message_id", "")
@@ -197,14 +231,29 @@ class _Commit:
     """A published batch whose `tx.commit-ok` has not been read yet."""
 
     def __init__(
-        self, transport: RabbitMQTransport, connection: Connection, deliveries: Sequence[Delivery]
+        self,
+        transport: RabbitMQTransport,
+        connection: Connection,
+        deliveries: Sequence[Delivery],
+        *,
+        may_reconnect: bool,
     ) -> None:
         self._transport = transport
         self._connection = connection
         self._deliveries = deliveries
+        self._may_reconnect = may_reconnect
         self._errors: Mapping[int, TransportError] | None = None
 
     def wait(self) -> Mapping[int, TransportError]:
         if self._errors is None:
-            self._errors = self._transport._finish(self._connection, self._deliveries)
+            self._errors = self._transport._finish(
+                self._connection, self._deliveries, may_reconnect=self._may_reconnect
+            )
         return self._errors
+
+
+def _closed_under_us(exc: Exception) -> bool:
+    """The connection was closed by the broker or the network: not a timeout, not a refused channel."""
+    if isinstance(exc, amqp.exceptions.RecoverableConnectionError):  # e.g. CONNECTION_FORCED
+        return True
+    return isinstance(exc, OSError) and not isinstance(exc, TimeoutError)

@@ -9,6 +9,7 @@ themselves (CONN_HEALTH_CHECKS) and deliver everything.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -66,4 +67,43 @@ def test_it_delivers_everything_when_the_database_drops_the_workers(
         f"{TOTAL}/{TOTAL} delivered by the same 2 processes (reconnected by themselves); interrupted "
         f"statement rolled back; {leased_out} re-claimed after lease expiry; {arrivals.duplicates} "
         "duplicates (same message_id); 0 failed",
+    )
+
+
+def test_it_hands_back_a_batch_stranded_by_a_database_error_within_seconds(
+    workers: Callable[..., harness.WorkerProcess], fault_queue: str
+) -> None:
+    """Issue 19, defect 4: with a 60 s lease, terminating the worker's backend right after a claim was
+    committed (the next scan statement fails) or right after a publish (the mark fails) must cost seconds:
+    the worker hands back what it has not published and marks what it has, on a fresh connection."""
+    total = 300
+    worker = workers("stranded", phase_delay=0.3, REMINDERS_BATCH_SIZE="50", REMINDERS_LEASE_SECONDS="60")
+    worker.start()
+    harness.due_occurrences(fault_queue, total)
+    terminated: dict[str, int] = {}
+
+    with harness.Kicker():
+        for point in ("claimed", "published"):
+            assert worker.wait_phase(point, after=worker.count(point), timeout=30), worker.log_tail()
+            terminated[point] = harness.terminate_worker_backends(worker=worker)
+        started = time.monotonic()
+        harness.wait_for(
+            lambda: harness.all_delivered(total), timeout=20, what="every occurrence delivered", worker=worker
+        )
+        recovered_in = time.monotonic() - started
+
+    assert all(count >= 1 for count in terminated.values()), terminated
+    assert worker.alive and worker.starts == 1
+    arrivals = harness.read_queue(fault_queue, expect=total)
+    harness.assert_every_occurrence_arrived(arrivals, total)
+    # Published rows were marked after the error, not re-sent after a lease: no duplicate on the queue.
+    assert arrivals.duplicates == 0
+    # Nothing waited for its lease to run out: every row was claimed once (a hand-back refunds the attempt).
+    assert not Occurrence.objects.filter(attempts__gt=1).exists()
+    harness.record(
+        "4. database error mid-batch (60 s lease)",
+        "pg_terminate_backend after a committed claim and after a publish before its mark",
+        f"{total}/{total} delivered {recovered_in:.1f} s after the second termination (lease 60 s); "
+        f"unpublished rows handed back, published rows marked on a fresh connection; "
+        f"{arrivals.duplicates} duplicates",
     )

@@ -12,7 +12,7 @@ import datetime as dt
 import itertools
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reminders.cron import ExpressionError, timeline_for, upcoming
@@ -163,7 +163,7 @@ def field_texts(draw: st.DrawFn, index: int) -> str:
     return ",".join(draw(st.lists(_terms(low, high, names, base), min_size=1, max_size=3)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     fields=st.tuples(*(field_texts(i) for i in range(5))),
     start=st.datetimes(dt.datetime(2025, 1, 1), dt.datetime(2030, 1, 1), timezones=st.just(UTC)),

@@ -170,7 +170,7 @@ def test_it_fires_strictly_later_each_time_and_only_when_the_expression_matches_
         ), local
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     zone_name=st.sampled_from(ZONES),
     expression=expressions,

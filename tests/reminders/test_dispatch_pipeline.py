@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from reminders import dispatch
@@ -92,7 +93,37 @@ def test_the_next_claim_and_the_previous_mark_run_while_the_broker_commits(monke
     assert [m.properties["message_id"] for m in received] == [o.idempotency_key for o in occurrences]
 
 
-def test_an_error_while_marking_waits_for_the_chunk_in_flight_and_leaves_both_to_the_reaper(  # type: ignore[no-untyped-def]
+def test_a_database_error_while_marking_marks_both_chunks_once_the_database_answers(  # type: ignore[no-untyped-def]
+    monkeypatch, queue_name
+) -> None:
+    """Issue 19, defect 4: a published chunk is marked after the error, not re-sent after its lease."""
+    occurrences = _due(queue_name, 4)
+    recorder = _Recorder(monkeypatch)
+    recorded_mark = dispatch.occurrences_mark_delivered
+    failures = iter([OperationalError("terminating connection due to administrator command")])
+
+    def blip_then_mark(**kwargs: Any) -> int:
+        error = next(failures, None)
+        if error is not None:
+            recorder._record("mark")
+            raise error
+        return recorded_mark(**kwargs)
+
+    monkeypatch.setattr(dispatch, "occurrences_mark_delivered", blip_then_mark)
+
+    with pytest.raises(OperationalError):
+        occurrences_dispatch_for(seconds=60, batch_size=2, until_idle=True)
+
+    # The second chunk was in flight when marking the first failed: its outcome is read, then both marks.
+    assert recorder.events[-4:] == ["mark1", "wait2", "mark2", "mark3"]
+    assert set(Occurrence.objects.values_list("status", "attempts")) == {(OccurrenceStatus.DELIVERED, 1)}
+    received = drain_queue(queue_name, expect=4)
+    assert sorted(m.properties["message_id"] for m in received) == sorted(
+        o.idempotency_key for o in occurrences
+    )
+
+
+def test_an_error_that_is_not_the_database_leaves_both_chunks_to_the_reaper(  # type: ignore[no-untyped-def]
     monkeypatch, queue_name
 ) -> None:
     occurrences = _due(queue_name, 4)
@@ -101,16 +132,16 @@ def test_an_error_while_marking_waits_for_the_chunk_in_flight_and_leaves_both_to
 
     def failing_mark(**kwargs: Any) -> int:
         recorder._record("mark")
-        raise RuntimeError("database went away")
+        raise RuntimeError("a bug in the mark")
 
     monkeypatch.setattr(dispatch, "occurrences_mark_delivered", failing_mark)
 
-    with pytest.raises(RuntimeError, match="database went away"):
+    with pytest.raises(RuntimeError, match="a bug in the mark"):
         occurrences_dispatch_for(seconds=60, batch_size=2, until_idle=True)
 
-    # The second chunk was in flight when marking the first failed: its outcome was still read, so the
-    # transport is free, but neither chunk is marked.
-    assert recorder.events[-2:] == ["mark1", "wait2"]
+    # The chunk in flight was still waited for, so the transport is free; the one try to mark after the
+    # error failed the same way, and nothing is marked.
+    assert recorder.events[-3:] == ["mark1", "wait2", "mark2"]
     assert set(Occurrence.objects.values_list("status", flat=True)) == {OccurrenceStatus.CLAIMED}
     assert len(drain_queue(queue_name, expect=4)) == 4
 
@@ -121,6 +152,26 @@ def test_an_error_while_marking_waits_for_the_chunk_in_flight_and_leaves_both_to
     assert totals.delivered == 4
     again = drain_queue(queue_name, expect=4)
     assert sorted(m.properties["message_id"] for m in again) == sorted(o.idempotency_key for o in occurrences)
+
+
+def test_a_database_error_after_a_claim_hands_the_unsent_rows_back_at_once(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, defect 4: the claim is committed, the throttled claims that follow fail: the claimed rows
+    go back to `scheduled` (the attempt refunded) instead of waiting out the lease."""
+    _due(queue_name, 3)
+
+    def failing_throttled_claims(**kwargs: Any) -> Any:
+        raise OperationalError("terminating connection due to administrator command")
+        yield  # a generator, as the real one
+
+    monkeypatch.setattr(dispatch, "throttled_claims", failing_throttled_claims)
+
+    with pytest.raises(OperationalError):
+        occurrences_dispatch_for(seconds=60, batch_size=10, until_idle=True)
+
+    assert set(Occurrence.objects.values_list("status", "attempts", "claimed_until")) == {
+        (OccurrenceStatus.SCHEDULED, 0, None)
+    }
+    assert drain_queue(queue_name, timeout=0.5) == []
 
 
 @pytest.mark.django_db

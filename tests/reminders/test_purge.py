@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from reminders.models import Occurrence, OccurrenceStatus
-from reminders.services import occurrences_purge_old
+from reminders.occurrences import occurrences_purge_old
 from tests.factories import OccurrenceFactory
 
 pytestmark = pytest.mark.django_db

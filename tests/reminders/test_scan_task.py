@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from celery import current_app
 from kombu.exceptions import OperationalError
 
 from reminders import tasks
@@ -22,7 +23,7 @@ def test_a_full_batch_re_kicks_the_scan_and_a_partial_one_does_not(settings: Any
     for _ in range(3):
         OccurrenceFactory(job=job)
     kicks: list[dict[str, Any]] = []
-    monkeypatch.setattr(tasks.scan_due, "apply_async", lambda **kw: kicks.append(kw))
+    monkeypatch.setattr(current_app, "send_task", lambda name, **kw: kicks.append(kw))
 
     assert tasks.scan_due() == {"claimed": 2, "delivered": 2}
     assert len(kicks) == 1
@@ -39,10 +40,10 @@ def test_a_re_kick_the_broker_refuses_does_not_fail_a_scan_that_delivered(
     job = JobFactory(callback_type=CallbackType.HANDLER, target="tests.record")
     OccurrenceFactory(job=job)
 
-    def broker_down(**kwargs: Any) -> None:
+    def broker_down(name: str, **kwargs: Any) -> None:
         raise OperationalError("[Errno 111] Connection refused")
 
-    monkeypatch.setattr(tasks.scan_due, "apply_async", broker_down)
+    monkeypatch.setattr(current_app, "send_task", broker_down)
 
     assert tasks.scan_due() == {"claimed": 1, "delivered": 1}
     assert "could not kick the scan" in caplog.text

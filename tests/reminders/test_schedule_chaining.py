@@ -114,3 +114,19 @@ def test_it_fires_an_at_schedule_once() -> None:
     [occurrence] = _pending(schedule)
     _deliver_head(schedule, at=occurrence.fire_at)
     assert _pending(schedule) == []
+
+
+def test_an_every_schedule_first_fires_a_whole_period_after_it_was_created() -> None:
+    """Issue 19, defect 8: created at 12:00:00.8, `@every 10s` fired at 12:00:10 (9.2 s later) because the
+    anchor was truncated to the second. Rounded up, the first fire is 12:00:11, still on whole seconds."""
+    created = T0 + dt.timedelta(milliseconds=800)
+    schedule = schedule_create(key="ten", expression="@every 10s", now=created)
+
+    assert schedule.next_fire_at == T0 + dt.timedelta(seconds=11)
+    assert schedule.next_fire_at - created >= dt.timedelta(seconds=10)
+    [pending] = _pending(schedule)
+    assert pending.idempotency_key == f"ten-{int((T0 + dt.timedelta(seconds=11)).timestamp())}"
+    # An instant already on a whole second stays the anchor.
+    assert schedule_create(key="exact", expression="@every 10s", now=T0).next_fire_at == T0 + dt.timedelta(
+        seconds=10
+    )

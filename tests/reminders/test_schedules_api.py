@@ -177,12 +177,14 @@ def test_deleting_a_schedule_keeps_its_history_as_deleting_a_job_does(
     them later). What was pending is cancelled and stays on record too."""
     policy = ThrottlePolicyFactory(name="backups", max_per_second=100)
     spec = ScheduleSpec(
-        expression="@every 10s",
+        expression="@every 1h",
         callback=Callback(type=CallbackType.RABBITMQ, target=queue_name, payload={}),
         throttle=policy,
     )
-    # Set 15 s ago: its first fire (a period after that) is due now.
-    schedule_upsert(key="renewals", spec=spec, owner=user, now=timezone.now() - dt.timedelta(seconds=15))
+    # Set an hour and a minute ago: its first fire (a period after that) is due, the next one is not.
+    schedule_upsert(
+        key="renewals", spec=spec, owner=user, now=timezone.now() - dt.timedelta(hours=1, minutes=1)
+    )
     while occurrences_dispatch_batch().claimed:
         pass
     [delivered] = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED)

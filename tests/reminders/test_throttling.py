@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import threading
 import time
@@ -202,17 +203,24 @@ def test_2000_events_due_at_once_under_500_per_second_arrive_over_about_4_second
             priority=priority,
         )
     _declare(queue_name)
-    consumer = _Consumer(queue_name, expect=2000, timeout=15)
+    consumer = _Consumer(queue_name, expect=2000, timeout=60)  # safety nets only: see `lost` below
     consumer.start()
     consumer.ready.wait(5)
 
     due_monotonic = time.monotonic() + (due - timezone.now()).total_seconds()
-    stop = time.monotonic() + 12
+    stop = time.monotonic() + 60
     delivered = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED)
+    scans: list[float] = []
     while time.monotonic() < stop and delivered.count() < 2000:
+        scans.append(time.monotonic())
         occurrences_dispatch_batch()
         time.sleep(0.02)
     consumer.join(timeout=10)
+    # The bucket holds a tenth of a second's worth (50 events): a scan that comes later than that after the
+    # previous one finds it full and the excess is gone, as the policy says. That lost time is the
+    # worker's (on a loaded machine one scan took 250 ms here), not the policy's: it is added to the bound.
+    capacity_seconds = policy.capacity / 500
+    lost = sum(max(0.0, later - earlier - capacity_seconds) for earlier, later in itertools.pairwise(scans))
 
     arrivals = consumer.arrivals
     assert len(arrivals) == 2000
@@ -220,9 +228,10 @@ def test_2000_events_due_at_once_under_500_per_second_arrive_over_about_4_second
     first, last = arrivals[0][0], arrivals[-1][0]
     assert first >= due_monotonic - 0.05  # none early
     print(
-        f"2000 events at 500/s: first {first - due_monotonic:.3f} s, last {last - due_monotonic:.3f} s late"
+        f"2000 events at 500/s: first {first - due_monotonic:.3f} s, last {last - due_monotonic:.3f} s late; "
+        f"{len(scans)} scans, {lost:.3f} s of them past a full bucket"
     )
-    assert 3.0 <= last - due_monotonic <= 6.0, last - due_monotonic
+    assert 3.0 <= last - due_monotonic <= 6.0 + lost, (last - due_monotonic, lost)
     order = [priorities[job] for _, _, job in arrivals]
     assert order == sorted(order, reverse=True)
     assert Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count() == 2000

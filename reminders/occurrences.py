@@ -1,0 +1,429 @@
+"""Every change of an occurrence's status: insert, claim, end, release, reap, cancel, retry, purge.
+
+Each function makes one of the moves in OCCURRENCE_TRANSITIONS (reminders/models.py) and refuses any
+other. The moves that end a claim are conditional on the lease token: a worker whose lease expired and was
+re-claimed by someone else can no longer write over the newer claim. Ending a row returns what ended; the
+caller hands that to the schedule advance (reminders/claiming.py, the admin), so nothing here looks up.
+
+Who else might be there when claiming: other workers and beats run the same scan at the same moment.
+PostgreSQL settles it with FOR UPDATE SKIP LOCKED; SQLite has one writer at a time (BEGIN IMMEDIATE).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+
+from reminders import metrics, queries
+from reminders.kick import scan_kick_on_commit
+from reminders.models import (
+    OCCURRENCE_TRANSITIONS,
+    PURGEABLE_STATUSES,
+    Job,
+    Occurrence,
+    OccurrenceStatus,
+    new_idempotency_key,
+)
+from reminders.retry import RetryPolicy
+
+logger = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ClaimedOccurrence:
+    id: int
+    job_id: int
+    fire_at: datetime
+    attempts: int
+    idempotency_key: str
+    priority: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    token: uuid.UUID
+    claimed_until: datetime
+    occurrences: list[ClaimedOccurrence]
+
+
+@dataclass(frozen=True)
+class Failure:
+    occurrence_id: int
+    attempts: int
+    error: str
+    permanent: bool
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What a write changed: `count` rows, of which those in `ids` reached a final state.
+
+    The caller passes `ids` to `schedules_advance`, which looks only at rows that are their schedule's
+    current fire point, so `ids` may name rows the write was asked to end (a batch mark does not read back
+    which of them it still held).
+    """
+
+    count: int = 0
+    ids: tuple[int, ...] = ()
+
+
+def _move(
+    rows: QuerySet[Occurrence], *, source: OccurrenceStatus, to: OccurrenceStatus, **fields: Any
+) -> int:
+    """The one place a status is updated: only along an allowed transition, only from `source`."""
+    if to not in OCCURRENCE_TRANSITIONS[source]:
+        raise ValueError(f"an occurrence cannot move from {source} to {to}")
+    return rows.filter(status=source).update(status=to, **fields)
+
+
+# --- insert --------------------------------------------------------------------------------------------
+
+
+def batch_offset(job: Job, index: int) -> timedelta:
+    """How far after its instant event `index` of a batch is due: spread over the policy's window, if any."""
+    window = job.throttle.window_seconds if job.throttle is not None else None
+    if not window or job.batch_size <= 1:
+        return timedelta(0)
+    return timedelta(seconds=window * index / job.batch_size)
+
+
+def occurrences_insert(rows: Sequence[tuple[Job, datetime, int]]) -> int:
+    """Insert new `scheduled` occurrences, one per (job, instant, batch index), each with a fresh key.
+
+    On PostgreSQL the rows are streamed with COPY (bulk scheduling is measured by the benchmark); either
+    way it runs inside the caller's transaction.
+    """
+    if not rows:
+        return 0
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
+            with raw.copy(queries.COPY_OCCURRENCES) as copy:
+                for job, instant, index in rows:
+                    copy.write_row(
+                        (job.pk, instant, instant + batch_offset(job, index), job.priority,
+                         OccurrenceStatus.SCHEDULED.value, 0, "", new_idempotency_key(), job.version, index,
+                         job.throttle_id, now)
+                    )  # fmt: skip
+        return len(rows)
+    Occurrence.objects.bulk_create(
+        [
+            Occurrence(
+                job=job,
+                fire_at=instant,
+                next_attempt_at=instant + batch_offset(job, index),
+                priority=job.priority,
+                job_version=job.version,
+                batch_index=index,
+                throttle_id=job.throttle_id,
+                idempotency_key=new_idempotency_key(),
+            )
+            for job, instant, index in rows
+        ],
+        batch_size=2000,
+    )
+    return len(rows)
+
+
+def occurrences_insert_idempotent(rows: Sequence[tuple[Any, ...]], *, chunk: int = 500) -> None:
+    """INSERT rows keyed by a deterministic idempotency key; existing ids are left alone, cancelled revived.
+
+    Two workers inserting the same id at once: PostgreSQL makes the second wait for the first and then
+    take the conflict branch; SQLite has one writer. So a fire point exists at most once.
+    """
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            values = ", ".join([queries.INSERT_IDEMPOTENT_ROW] * len(part))
+            sql = queries.INSERT_IDEMPOTENT.format(values=values)
+            cursor.execute(sql, [_db_value(value) for row in part for value in row])
+
+
+def _db_value(value: Any) -> Any:
+    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
+
+
+# --- claim ---------------------------------------------------------------------------------------------
+
+
+def claim_statement_postgres(
+    *,
+    token: uuid.UUID,
+    until: datetime,
+    due: datetime,
+    aged: datetime,
+    limit: int,
+    aged_limit: int,
+    throttle_id: int | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """The claim statement and its parameters, exactly as the engine runs it (EXPLAIN reuses it)."""
+    scope = queries.CLAIM_SCOPE_THROTTLED if throttle_id is not None else queries.CLAIM_SCOPE_UNTHROTTLED
+    params = {
+        "token": token,
+        "until": until,
+        "due": due,
+        "aged": aged,
+        "limit": limit,
+        "aged_limit": aged_limit,
+        "throttle": throttle_id,
+    }
+    return queries.CLAIM_DUE.format(scope=scope), params
+
+
+@metrics.timed_claim
+def occurrences_claim_due(
+    *, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0, throttle_id: int | None = None
+) -> Claim:
+    """Lease up to `limit` due occurrences: the aged share oldest first, then highest priority, oldest first.
+
+    Without `throttle_id` only unthrottled rows are taken; with it, only that policy's rows (the caller,
+    reminders/throttling.py, decides how many the policy allows now).
+    """
+    token = uuid.uuid4()
+    until = now + timedelta(seconds=lease_seconds)
+    due = now + timedelta(seconds=early_seconds)
+    aged = now - timedelta(seconds=settings.REMINDERS_PRIORITY_AGING_SECONDS)
+    aged_limit = min(limit, math.ceil(limit * settings.REMINDERS_PRIORITY_AGED_SHARE))
+    if connection.vendor == "postgresql":
+        sql, params = claim_statement_postgres(
+            token=token,
+            until=until,
+            due=due,
+            aged=aged,
+            limit=limit,
+            aged_limit=aged_limit,
+            throttle_id=throttle_id,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = [
+                ClaimedOccurrence(id_, job_id, _EPOCH + timedelta(microseconds=us), attempts, key, priority)
+                for id_, job_id, us, attempts, key, priority in cursor.fetchall()
+            ]
+    else:
+        with transaction.atomic():
+            ready = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, throttle_id=throttle_id)
+            aged_ids = list(
+                ready.filter(next_attempt_at__lte=aged)
+                .order_by("next_attempt_at", "id")
+                .values_list("id", flat=True)[:aged_limit]
+            )
+            strict_ids = list(
+                ready.filter(next_attempt_at__lte=due)
+                .order_by("-priority", "next_attempt_at", "id")
+                .values_list("id", flat=True)[:limit]
+            )
+            ids = list(dict.fromkeys(aged_ids + strict_ids))[:limit]
+            _move(
+                Occurrence.objects.filter(id__in=ids),
+                source=OccurrenceStatus.SCHEDULED,
+                to=OccurrenceStatus.CLAIMED,
+                lease_token=token,
+                claimed_until=until,
+                attempts=F("attempts") + 1,
+            )
+            rows = [
+                ClaimedOccurrence(*values)
+                for values in Occurrence.objects.held_by(token).values_list(
+                    "id", "job_id", "fire_at", "attempts", "idempotency_key", "priority"
+                )
+            ]
+    # Ties go to the lower id, the order rows were inserted in: the events of one trigger in batch order.
+    rows.sort(key=lambda r: (-r.priority, r.fire_at, r.id))
+    return Claim(token=token, claimed_until=until, occurrences=rows)
+
+
+# --- end a claim ---------------------------------------------------------------------------------------
+
+
+def occurrences_set_delivered(*, token: uuid.UUID, ids: Iterable[int], now: datetime) -> Ended:
+    """Delivered: the rows this lease still holds."""
+    ids = tuple(ids)
+    count = _move(
+        Occurrence.objects.filter(id__any=list(ids), lease_token=token),
+        source=OccurrenceStatus.CLAIMED,
+        to=OccurrenceStatus.DELIVERED,
+        delivered_at=now,
+        finished_at=now,
+        claimed_until=None,
+        last_error="",
+    )
+    return Ended(count, ids if count else ())
+
+
+def occurrences_set_skipped(*, token: uuid.UUID, ids: Iterable[int], now: datetime, reason: str) -> Ended:
+    """Skipped (past its deadline): the rows this lease still holds."""
+    ids = tuple(ids)
+    count = _move(
+        Occurrence.objects.filter(id__any=list(ids), lease_token=token),
+        source=OccurrenceStatus.CLAIMED,
+        to=OccurrenceStatus.SKIPPED,
+        finished_at=now,
+        claimed_until=None,
+        last_error=reason[:2000],
+    )
+    return Ended(count, ids if count else ())
+
+
+def occurrences_set_failed(
+    *, token: uuid.UUID, failures: Iterable[Failure], now: datetime, policy: RetryPolicy
+) -> Ended:
+    """Each failed row goes back to `scheduled` after a backoff, or to `failed` when it cannot succeed."""
+    changed = 0
+    ended: list[int] = []
+    for failure in failures:
+        held = Occurrence.objects.filter(id=failure.occurrence_id, lease_token=token)
+        error = failure.error[:2000]
+        if failure.permanent or policy.exhausted(failure.attempts):
+            count = _move(
+                held,
+                source=OccurrenceStatus.CLAIMED,
+                to=OccurrenceStatus.FAILED,
+                finished_at=now,
+                claimed_until=None,
+                last_error=error,
+            )
+            if count:
+                ended.append(failure.occurrence_id)
+        else:
+            count = _move(
+                held,
+                source=OccurrenceStatus.CLAIMED,
+                to=OccurrenceStatus.SCHEDULED,
+                next_attempt_at=now + timedelta(seconds=policy.delay(failure.attempts)),
+                claimed_until=None,
+                last_error=error,
+            )
+        changed += count
+    return Ended(changed, tuple(ended))
+
+
+def occurrences_release(*, token: uuid.UUID, ids: Iterable[int]) -> int:
+    """Hand rows back untried (lease nearly over, or an error): the attempt they were charged is refunded."""
+    return _move(
+        Occurrence.objects.filter(id__any=list(ids), lease_token=token),
+        source=OccurrenceStatus.CLAIMED,
+        to=OccurrenceStatus.SCHEDULED,
+        claimed_until=None,
+        attempts=F("attempts") - 1,
+    )
+
+
+def occurrences_expire_leases(*, now: datetime, policy: RetryPolicy) -> Ended:
+    """Return rows whose lease ran out (their worker died or froze) to `scheduled`, due at once.
+
+    A row whose claims keep expiring (a payload that kills the worker) fails after the maximum attempts
+    instead of looping forever; those are what ended. The worker that lost the lease may still be running;
+    its later mark is refused because the next claim changes the token.
+    """
+    expired = Occurrence.objects.filter(claimed_until__lt=now)
+    ended = list(
+        expired.filter(status=OccurrenceStatus.CLAIMED, attempts__gte=policy.max_attempts).values_list(
+            "id", flat=True
+        )
+    )
+    failed = _move(
+        expired.filter(id__any=ended),
+        source=OccurrenceStatus.CLAIMED,
+        to=OccurrenceStatus.FAILED,
+        finished_at=now,
+        claimed_until=None,
+        last_error="lease expired on the last allowed attempt",
+    )
+    returned = _move(
+        expired,
+        source=OccurrenceStatus.CLAIMED,
+        to=OccurrenceStatus.SCHEDULED,
+        next_attempt_at=now,
+        claimed_until=None,
+        last_error="lease expired before the delivery was confirmed",
+    )
+    return Ended(failed + returned, tuple(ended) if failed else ())
+
+
+def occurrences_skip_superseded(
+    *, job_id: int, fire_at: datetime, token: uuid.UUID, now: datetime, reason: str
+) -> list[int]:
+    """A schedule's fire point a later one superseded (a misfire): its rows waiting or held by this lease
+    become `skipped`. Returns their ids."""
+    point = Occurrence.objects.filter(job_id=job_id, fire_at=fire_at)
+    waiting = list(point.filter(status=OccurrenceStatus.SCHEDULED).values_list("id", flat=True))
+    held = list(point.held_by(token).values_list("id", flat=True))
+    fields = {"finished_at": now, "claimed_until": None, "last_error": reason[:2000]}
+    source, to = OccurrenceStatus.SCHEDULED, OccurrenceStatus.SKIPPED
+    _move(Occurrence.objects.filter(id__in=waiting), source=source, to=to, **fields)
+    _move(Occurrence.objects.filter(id__in=held), source=OccurrenceStatus.CLAIMED, to=to, **fields)
+    return waiting + held
+
+
+# --- operators and retention ---------------------------------------------------------------------------
+
+
+def occurrences_cancel(occurrences: QuerySet[Occurrence], *, reason: str = "cancelled") -> int:
+    """Cancel those not fired yet (`scheduled`); claimed ones complete."""
+    now = timezone.now()
+    count = _move(
+        occurrences,
+        source=OccurrenceStatus.SCHEDULED,
+        to=OccurrenceStatus.CANCELLED,
+        finished_at=now,
+        last_error=reason,
+    )
+    metrics.occurrences_cancelled(occurrences, finished_at=now, count=count)
+    return count
+
+
+def occurrences_retry_now(occurrences: QuerySet[Occurrence]) -> int:
+    """Operator action: make failed or waiting occurrences due now (one more attempt for failed ones)."""
+    now = timezone.now()
+    fields = {"next_attempt_at": now, "finished_at": None}
+    with transaction.atomic():
+        ids = list(
+            occurrences.filter(status__in=[OccurrenceStatus.FAILED, OccurrenceStatus.SCHEDULED]).values_list(
+                "id", flat=True
+            )
+        )
+        rows = Occurrence.objects.filter(id__in=ids)
+        # Waiting rows first: the failed ones, once moved, must not be counted again.
+        count = _move(rows, source=OccurrenceStatus.SCHEDULED, to=OccurrenceStatus.SCHEDULED, **fields)
+        count += _move(rows, source=OccurrenceStatus.FAILED, to=OccurrenceStatus.SCHEDULED, **fields)
+    if count:
+        scan_kick_on_commit(now)
+    return count
+
+
+def occurrences_purge_old(*, now: datetime | None = None, max_batches: int = 100) -> int:
+    """Delete finished occurrences older than the retention period, in bounded batches.
+
+    Each batch is its own short statement, so a large purge never holds a long transaction; a run stops
+    after `max_batches` and the next hourly run continues.
+    """
+    cutoff = (now or timezone.now()) - timedelta(days=settings.REMINDERS_RETENTION_DAYS)
+    batch = settings.REMINDERS_PURGE_BATCH
+    deleted = 0
+    for _ in range(max_batches):
+        ids = list(
+            Occurrence.objects.filter(status__in=PURGEABLE_STATUSES, finished_at__lt=cutoff).values_list(
+                "id", flat=True
+            )[:batch]
+        )
+        if not ids:
+            break
+        count, _ = Occurrence.objects.filter(id__in=ids).delete()
+        deleted += count
+    if deleted:
+        logger.info("purged %d occurrences finished before %s", deleted, cutoff.isoformat())
+    return deleted
