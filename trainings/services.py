@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from reminders import metrics
@@ -206,6 +207,15 @@ def training_delete(*, training: Training) -> int:
     with transaction.atomic():
         cancelled = occurrences_cancel(
             Occurrence.objects.filter(job__training_job__training=training), reason="training deleted"
+        )
+        # Its held pushes' releases and a pending "training moved" notice go with it (not counted: they
+        # are not reminders of a rule).
+        occurrences_cancel(
+            Occurrence.objects.filter(
+                Q(job__key__startswith=f"trainings-quiet-release-{training.pk}-")
+                | Q(job__key=moved_notice_key(training_id=training.pk))
+            ),
+            reason="training deleted",
         )
         training.delete()
     return cancelled

@@ -3,6 +3,7 @@ accepts; a changed body, another key or a replayed old request is refused; the o
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import threading
@@ -16,7 +17,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from reminders.signing import standard_webhook_headers
 from reminders.transports.base import Delivery
 from reminders.transports.http import HTTPTransport
-from trainings.push.providers import PushMessage, WebhookProvider
+from trainings.push.providers import PushMessage, Target, WebhookProvider
 
 SECRET = "receiver-shared-secret"
 
@@ -83,9 +84,18 @@ def test_the_push_webhook_is_signed_the_same_way(
         "training": "x",
         "kind": "PRE",
     }
-    WebhookProvider(url=url, secret=SECRET).send(PushMessage.from_body(body))
+    device = Target(device_id=3, provider="fcm", platform="android", token="tok")
+
+    async def send_once() -> None:
+        provider = WebhookProvider(url=url, secret=SECRET)
+        try:
+            await provider.send(PushMessage.from_body(body), device)
+        finally:
+            await provider.aclose()
+
+    asyncio.run(send_once())
 
     ((headers, sent),) = requests
     assert Webhook(SECRET.encode()).verify(sent, headers)["idempotency_key"] == "occ.7"
-    assert headers["webhook-id"] == "occ.7"
+    assert headers["webhook-id"] == "occ.7/3"  # one message per (push, device)
     assert headers["x-push-signature"].startswith("sha256=")

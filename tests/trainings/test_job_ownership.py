@@ -127,7 +127,8 @@ def test_lookups_go_through_the_link_not_the_key(team, rules) -> None:  # type: 
     pre = rules["pre-questionnaire"]
     assert _scheduled(training, pre)[0] == start + dt.timedelta(minutes=30 - 90)
     assert TrainingJob.objects.get(training=training, rule=pre).job.key == "renamed-pre-questionnaire"
-    assert Job.objects.count() == 3  # no second job under the usual key
+    # no second job under the usual key (the move's "training moved" notice is a job of its own)
+    assert Job.objects.exclude(key__startswith="trainings-moved-notice-").count() == 3
 
     assert training_delete(training=training) == 22
     assert not Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists()

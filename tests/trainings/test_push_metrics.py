@@ -12,11 +12,12 @@ from reminders.models import Occurrence
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import drain_queue
+from tests.factories import PlayerFactory
 from tests.ops.scrape import delta, scrape, value
 from tests.trainings.conftest import fire
 from trainings.models import ReminderRule, Training
 from trainings.push.gateway import gateway_run
-from trainings.push.providers import LoggingProvider
+from trainings.push.providers import LoggingProvider, Providers
 from trainings.selectors import job_key
 from trainings.services import training_create
 
@@ -45,8 +46,9 @@ def test_a_fired_reminder_counts_one_queued_push_per_pending_player(
 
 
 def test_the_gateway_counts_each_outcome_by_kind_and_beats(push_queue: str) -> None:
+    player = PlayerFactory()  # one FCM device; without FCM credentials the logging provider stands in
     body = {
-        "schema": "trainings.push/1", "player": 7, "device_tokens": ["fcm:abc"], "title": "t", "body": "b",
+        "schema": "trainings.push/2", "player": player.pk, "title": "t", "body": "b",
         "language": "en", "training": "7d0c0a4e-0000-4000-8000-000000000000", "rule": "r",
         "fire_at": "2030-06-11T14:30:00+00:00",
     }  # fmt: skip
@@ -62,7 +64,7 @@ def test_the_gateway_counts_each_outcome_by_kind_and_beats(push_queue: str) -> N
     before = scrape()
     started = time.time()
 
-    gateway_run(provider=LoggingProvider(), max_messages=4, idle_seconds=5)
+    gateway_run(providers=Providers(standin=LoggingProvider()), max_messages=4, idle_seconds=5)
 
     after = scrape()
     pushes = "trainings_pushes_total"

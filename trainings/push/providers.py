@@ -228,7 +228,9 @@ class WebhookProvider:
             digest = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
             headers["X-Push-Signature"] = f"sha256={digest}"
             key = self.secret.encode()
-            headers.update(standard_webhook_headers(message_id=push.idempotency_key, body=body, key=key))
+            # One message per (push, device): a receiver de-duplicating on webhook-id must not drop a
+            # second device's send as a replay of the first's.
+            headers.update(standard_webhook_headers(message_id=device.send_key(push), body=body, key=key))
         try:
             response = await self._http.post(self.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
