@@ -58,7 +58,7 @@ from reminders.occurrences import (
     occurrences_insert_idempotent,
     occurrences_skip_superseded,
 )
-from reminders.services import Callback, OwnershipError
+from reminders.services import Callback, OwnershipError, job_fields
 
 logger = logging.getLogger(__name__)
 
@@ -145,16 +145,13 @@ def schedule_upsert(
     its anchor unless the expression, the zone or the start changed.
     """
     now = now or timezone.now()
-    job_fields = {
-        "callback_type": spec.callback.type,
-        "target": spec.callback.target,
-        "payload": spec.callback.payload,
-        "http_secret": spec.callback.secret,
-        "priority": spec.priority,
-        "deadline_seconds": spec.deadline_seconds,
-        "batch_size": spec.batch_size,
-        "throttle": spec.throttle,
-    }
+    fields = job_fields(
+        spec.callback,
+        priority=spec.priority,
+        deadline_seconds=spec.deadline_seconds,
+        batch_size=spec.batch_size,
+        throttle=spec.throttle,
+    )
     with transaction.atomic():
         schedule = (
             Schedule.objects.select_for_update(of=("self",)).select_related("job").filter(key=key).first()
@@ -165,10 +162,10 @@ def schedule_upsert(
             # A deleted schedule's job, holding its history: taken back, by its owner only.
             job = Job.objects.select_for_update().filter(key=f"{JOB_KEY_PREFIX}{key}").first()
             if job is None:
-                job = Job.objects.create(key=f"{JOB_KEY_PREFIX}{key}", owner_id=owner_id, **job_fields)
+                job = Job.objects.create(key=f"{JOB_KEY_PREFIX}{key}", owner_id=owner_id, **fields)
             else:
                 _check_owner(job.owner_id, owner, what=f"schedule {key!r}")
-                for name, value in job_fields.items():
+                for name, value in fields.items():
                     setattr(job, name, value)
                 job.version += 1
                 job.save()
@@ -177,7 +174,7 @@ def schedule_upsert(
         else:
             _check_owner(schedule.owner_id, owner, what=f"schedule {key!r}")
             job = Job.objects.select_for_update().get(pk=schedule.job_id)
-            for name, value in job_fields.items():
+            for name, value in fields.items():
                 setattr(job, name, value)
             job.version += 1
             job.save()

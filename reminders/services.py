@@ -43,6 +43,27 @@ class Callback:
     secret: str = ""
 
 
+def job_fields(
+    callback: Callback,
+    *,
+    priority: int,
+    deadline_seconds: int | None,
+    batch_size: int,
+    throttle: ThrottlePolicy | None,
+) -> dict[str, Any]:
+    """A Job's delivery settings as model fields: the one place a callback becomes columns."""
+    return {
+        "callback_type": callback.type,
+        "target": callback.target,
+        "payload": callback.payload,
+        "http_secret": callback.secret,
+        "priority": priority,
+        "deadline_seconds": deadline_seconds,
+        "batch_size": batch_size,
+        "throttle": throttle,
+    }
+
+
 def _require_aware(instants: Iterable[datetime]) -> None:
     for instant in instants:
         if timezone.is_naive(instant):
@@ -71,16 +92,13 @@ def job_upsert(
     """
     _require_aware(schedules)
     wanted = set(_instants(schedules))
-    fields = {
-        "callback_type": callback.type,
-        "target": callback.target,
-        "payload": callback.payload,
-        "http_secret": callback.secret,
-        "priority": priority,
-        "deadline_seconds": deadline_seconds,
-        "batch_size": batch_size,
-        "throttle": throttle,
-    }
+    fields = job_fields(
+        callback,
+        priority=priority,
+        deadline_seconds=deadline_seconds,
+        batch_size=batch_size,
+        throttle=throttle,
+    )
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(key=key).first()
         created = False
@@ -185,14 +203,13 @@ def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser
                     Job(
                         key=s.key,
                         owner_id=owner.pk if owner is not None else None,
-                        callback_type=s.callback.type,
-                        target=s.callback.target,
-                        payload=s.callback.payload,
-                        http_secret=s.callback.secret,
-                        priority=s.priority,
-                        deadline_seconds=s.deadline_seconds,
-                        batch_size=s.batch_size,
-                        throttle=s.throttle,
+                        **job_fields(
+                            s.callback,
+                            priority=s.priority,
+                            deadline_seconds=s.deadline_seconds,
+                            batch_size=s.batch_size,
+                            throttle=s.throttle,
+                        ),
                     )
                     for s in fresh
                 )
