@@ -74,7 +74,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
-        quiet_releases_schedule(firings)
+        quiet_releases_schedule(p for f in firings for p in f.pushes)
     errors.update(pushes_publish(deliveries=[f.delivery for f in firings]))
     return errors
 

@@ -7,9 +7,8 @@ as durable as a reminder and runs through the same handler path.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -34,9 +33,6 @@ from trainings.push.quiet import quiet_hours_for
 from trainings.rendering import moved_render
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import reminder_recipients
-
-if TYPE_CHECKING:
-    from trainings.firing import Firing
 
 
 def training_moved_notice_schedule(*, training: Training) -> None:
@@ -141,14 +137,14 @@ def moved_notice_key(*, training_id: object) -> str:
     return f"trainings-moved-notice-{training_id}"
 
 
-def quiet_releases_schedule(firings: Sequence[Firing]) -> None:
-    """One engine job per (training, rule) with held pushes, firing at each distinct release instant (the
-    instants already pending stay; job_upsert keeps what is still wanted)."""
+def quiet_releases_schedule(pushes: Iterable[Push]) -> None:
+    """One engine job per (training, rule) with held pushes among these (not yet saved, their training and
+    rule set), firing at each distinct release instant (the instants already pending stay; job_upsert
+    keeps what is still wanted)."""
     wanted: dict[tuple[Training, ReminderRule], set[datetime]] = {}
-    for firing in firings:
-        for push in firing.pushes:
-            if push.status == PushStatus.HELD and push.release_at and firing.training and firing.rule:
-                wanted.setdefault((firing.training, firing.rule), set()).add(push.release_at)
+    for push in pushes:
+        if push.status == PushStatus.HELD and push.release_at and push.rule:
+            wanted.setdefault((push.training, push.rule), set()).add(push.release_at)
     for (training, rule), instants in wanted.items():
         key = quiet_release_key(training_id=training.pk, rule=rule)
         pending = Occurrence.objects.filter(job__key=key, status=OccurrenceStatus.SCHEDULED)
