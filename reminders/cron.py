@@ -10,15 +10,16 @@ delivery happened, and it ends where years 1-9999 end.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cache, lru_cache
+from functools import cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
+
+from reminders.zone_stretches import EARLIEST, LATEST, TICK, Stretch, stretch_at, wall_time
 
 MIN_EVERY_SECONDS = 10
 MAX_EVERY_SECONDS = 366 * 86400
@@ -85,13 +86,13 @@ class CronTimeline:
             return None  # its wall time would be before year 1
 
     def _next_after(self, instant: datetime) -> datetime | None:
-        stretch = _stretch(self.zone, instant)
+        stretch = stretch_at(self.zone, instant)
         after = instant
-        give_up = instant + _GIVE_UP if instant < _LATEST - _GIVE_UP else _LATEST
+        give_up = instant + _GIVE_UP if instant < LATEST - _GIVE_UP else LATEST
         while stretch.start < give_up:
             if stretch.start > instant and self._fires_at_jump(stretch):
                 return stretch.start
-            for wall in CronSim(self._cronsim, _wall(after, stretch.offset)):
+            for wall in CronSim(self._cronsim, wall_time(after, stretch.offset)):
                 fire = (wall - stretch.offset).replace(tzinfo=UTC)
                 if fire >= stretch.end:
                     break
@@ -99,20 +100,20 @@ class CronTimeline:
                     return fire
             else:
                 return None  # nothing for 50 years
-            if stretch.end == _LATEST:
+            if stretch.end == LATEST:
                 return None
-            after = stretch.end - _TICK
-            stretch = _stretch(self.zone, stretch.end)
+            after = stretch.end - TICK
+            stretch = stretch_at(self.zone, stretch.end)
         return None
 
     def _at_or_before(self, instant: datetime) -> datetime | None:
-        stretch = _stretch(self.zone, instant)
+        stretch = stretch_at(self.zone, instant)
         upto = instant
-        give_up = instant - _GIVE_UP if instant > _EARLIEST + _GIVE_UP else _EARLIEST
+        give_up = instant - _GIVE_UP if instant > EARLIEST + _GIVE_UP else EARLIEST
         while stretch.end > give_up:
             # cronsim's reverse walk answers strictly before a whole-second start: one second past the
             # whole second of `upto` includes `upto` itself.
-            start = _wall(upto, stretch.offset).replace(microsecond=0) + timedelta(seconds=1)
+            start = wall_time(upto, stretch.offset).replace(microsecond=0) + timedelta(seconds=1)
             for wall in CronSim(self._cronsim, start, reverse=True):
                 fire = (wall - stretch.offset).replace(tzinfo=UTC)
                 if fire < stretch.start:
@@ -123,10 +124,10 @@ class CronTimeline:
                 return None
             if self._fires_at_jump(stretch):
                 return stretch.start
-            if stretch.start == _EARLIEST:
+            if stretch.start == EARLIEST:
                 return None
-            upto = stretch.start - _TICK
-            stretch = _stretch(self.zone, upto)
+            upto = stretch.start - TICK
+            stretch = stretch_at(self.zone, upto)
         return None
 
     @property
@@ -137,18 +138,18 @@ class CronTimeline:
         minute, hour = self.expression.split()[:2]
         return not minute.startswith("*") and not hour.startswith("*")
 
-    def _second_copy(self, wall: datetime, stretch: _Stretch) -> bool:
+    def _second_copy(self, wall: datetime, stretch: Stretch) -> bool:
         """Is `wall` (read in `stretch`) a repeat of a wall time the clock showed before it fell back?"""
-        return self._fixed_time and wall < _wall(stretch.start, stretch.offset_before)
+        return self._fixed_time and wall < wall_time(stretch.start, stretch.offset_before)
 
-    def _fires_at_jump(self, stretch: _Stretch) -> bool:
+    def _fires_at_jump(self, stretch: Stretch) -> bool:
         """Does a specific-time job fall in the wall time skipped where `stretch` begins? Then it runs
         once, at the jump (``30 2 * * *`` runs at 03:00 in Paris on the spring-forward day)."""
         if not self._fixed_time or stretch.offset <= stretch.offset_before:
             return False
-        skipped_from = _wall(stretch.start, stretch.offset_before)
+        skipped_from = wall_time(stretch.start, stretch.offset_before)
         first = next(CronSim(self._cronsim, skipped_from - timedelta(seconds=1)), None)
-        return first is not None and first < _wall(stretch.start, stretch.offset)
+        return first is not None and first < wall_time(stretch.start, stretch.offset)
 
 
 _MONTH_NAMES = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
@@ -196,74 +197,6 @@ def _field_value(token: str, names: Sequence[str], base: int) -> int | None:
 
 # cronsim gives up after 50 years without a match; so do the stretch walks.
 _GIVE_UP = timedelta(days=366 * 51)
-_TICK = timedelta(microseconds=1)
-_EARLIEST, _LATEST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class _Stretch:
-    """[start, end) in UTC during which the zone keeps one UTC offset; `offset_before` is the one in
-    force just before `start` (equal to `offset` where a stretch only begins at a new year)."""
-
-    start: datetime
-    end: datetime
-    offset: timedelta
-    offset_before: timedelta
-
-
-def _wall(instant: datetime, offset: timedelta) -> datetime:
-    """The naive wall-clock time of the UTC `instant` under `offset`."""
-    return (instant + offset).replace(tzinfo=None)
-
-
-def _offset(zone: ZoneInfo, instant: datetime) -> timedelta:
-    offset = instant.astimezone(zone).utcoffset()
-    assert offset is not None
-    return offset
-
-
-def _stretch(zone: ZoneInfo, instant: datetime) -> _Stretch:
-    """The stretch of constant offset that holds `instant` (cut at each new year, see `_boundaries`)."""
-    bounds = _boundaries(zone, instant.year)
-    index = bisect_right(bounds, instant) - 1
-    start = bounds[index]
-    end = bounds[index + 1] if index + 1 < len(bounds) else _new_year(instant.year + 1)
-    before = _offset(zone, start - _TICK) if start > _EARLIEST else _offset(zone, start)
-    return _Stretch(start, end, _offset(zone, start), before)
-
-
-def _new_year(year: int) -> datetime:
-    """New Year's instant in UTC; past year 9999, the last instant a datetime holds."""
-    return datetime(year, 1, 1, tzinfo=UTC) if year <= datetime.max.year else _LATEST
-
-
-@lru_cache(maxsize=1024)
-def _boundaries(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
-    """New Year (UTC) and every instant in `year` at which the zone's UTC offset changes, in order.
-
-    Found hour by hour, then to the second by bisection (tzdata changes fall on whole seconds and are
-    never less than an hour apart); cached, since the search is slow next to a lookup."""
-    year_start, next_year = _new_year(year), _new_year(year + 1)
-    # A zone's wall time on the last day of year 9999 may not fit in a datetime: stop a day short there.
-    scan_end = next_year if next_year < _LATEST else next_year - timedelta(days=1)
-    found = [year_start]
-    hour = timedelta(hours=1)
-    previous, moment = _offset(zone, year_start), year_start
-    while moment < scan_end:
-        earlier, moment = moment, (moment + hour if scan_end - moment > hour else scan_end)
-        offset = _offset(zone, moment)
-        if offset != previous:
-            low, high = int(earlier.timestamp()), int(moment.timestamp())
-            while high - low > 1:
-                middle = (low + high) // 2
-                if _offset(zone, datetime.fromtimestamp(middle, UTC)) == offset:
-                    high = middle
-                else:
-                    low = middle
-            if high < next_year.timestamp():
-                found.append(datetime.fromtimestamp(high, UTC))
-            previous = offset
-    return tuple(found)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,9 @@ reminders are rescheduled in the admin's own transaction.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -22,126 +20,27 @@ from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from reminders.status import occurrence_state
-from reminders.templatetags.admin_time import seconds
-from trainings.models import (
-    DeliveredPush,
-    Invitation,
-    InvitationStatus,
-    Membership,
-    Player,
-    Push,
-    QuestionnaireAnswer,
-    ReminderRule,
-    ReminderRun,
-    ReminderTemplate,
-    RuleKind,
-    RunOutcome,
-    Team,
-    Training,
-)
-from trainings.offsets import OffsetError, is_time_zone
+from trainings import admin_operators as _admin_operators  # noqa: F401  (registers the operators' admins)
+from trainings.admin_html import local_html, local_time, player_grid_html, reminder_timeline_html
+from trainings.admin_people import ScopedChoices
+from trainings.models import Invitation, InvitationStatus, QuestionnaireAnswer, ReminderRule, Training
+from trainings.offsets import is_time_zone
 from trainings.selectors import (
-    players_visible_to,
     reminder_recipients,
-    teams_visible_to,
-    timeline_reached,
-    training_player_grid,
-    training_timeline,
     trainings_next_reminder,
     trainings_visible_to,
     trainings_with_counts,
-    user_sees_all_teams,
 )
 from trainings.services import (
-    rule_delete,
-    rule_reschedule_on_commit,
     training_cancel,
     training_copy,
     training_delete,
     training_remind_now,
     training_reminders_schedule,
 )
-
-
-class _ScopedChoices:
-    """Limit team and player dropdowns to the user's teams."""
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "team":
-            kwargs["queryset"] = teams_visible_to(request.user)
-        elif db_field.name == "player":
-            kwargs["queryset"] = players_visible_to(request.user)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
-
-
-class MembershipInline(_ScopedChoices, admin.TabularInline):
-    model = Membership
-    extra = 0
-    fields = ["player", "active", "joined_at"]
-    readonly_fields = ["joined_at"]
-
-
-@admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
-    list_display = ["name", "time_zone"]
-    search_fields = ["name"]
-    filter_horizontal = ["coaches"]
-    inlines = [MembershipInline]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
-        return teams_visible_to(request.user)
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Team | None = None) -> list[str]:
-        return [] if user_sees_all_teams(request.user) else ["coaches"]
-
-
-class PlayerAddForm(ModelForm):
-    """A new player joins a team in the same save: a coach sees players only through their teams."""
-
-    team = forms.ModelChoiceField(
-        queryset=Team.objects.none(), help_text="The team the new player joins (its active member)."
-    )
-
-    class Meta:
-        model = Player
-        fields = ["name", "user", "time_zone", "language", "device_tokens"]
-
-
-@admin.register(Player)
-class PlayerAdmin(admin.ModelAdmin):
-    list_display = ["name", "language", "time_zone"]
-    search_fields = ["name"]
-    raw_id_fields = ["user"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
-        return players_visible_to(request.user)
-
-    def get_form(
-        self, request: HttpRequest, obj: Player | None = None, change: bool = False, **kwargs: Any
-    ) -> Any:
-        if obj is not None:
-            return super().get_form(request, obj, change=change, **kwargs)
-        base = super().get_form(request, obj, change=change, form=PlayerAddForm, **kwargs)
-        teams = teams_visible_to(request.user)
-        required = not user_sees_all_teams(request.user)  # operators may add a player to no team yet
-
-        class ScopedPlayerAddForm(base):  # type: ignore[misc, valid-type]
-            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
-                super().__init__(*args, **form_kwargs)
-                self.fields["team"].queryset = teams
-                self.fields["team"].required = required
-
-        return ScopedPlayerAddForm
-
-    def save_model(self, request: HttpRequest, obj: Player, form: ModelForm, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        team = None if change else form.cleaned_data.get("team")
-        if team is not None:
-            Membership.objects.create(team=team, player=obj)
 
 
 class InvitationForm(ModelForm):
@@ -161,7 +60,7 @@ class InvitationForm(ModelForm):
         return data
 
 
-class InvitationInline(_ScopedChoices, admin.TabularInline):
+class InvitationInline(ScopedChoices, admin.TabularInline):
     model = Invitation
     form = InvitationForm
     extra = 0
@@ -171,29 +70,13 @@ class InvitationInline(_ScopedChoices, admin.TabularInline):
         return super().get_queryset(request).select_related("player")
 
 
-class AnswerInline(_ScopedChoices, admin.TabularInline):
+class AnswerInline(ScopedChoices, admin.TabularInline):
     model = QuestionnaireAnswer
     extra = 0
     fields = ["player", "phase", "answered_at", "answers"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QuestionnaireAnswer]:
         return super().get_queryset(request).select_related("player")
-
-
-def _local(instant: datetime | None, zone: ZoneInfo | None = None) -> str:
-    """An instant as a person reads it: local wall time to the second, with the zone's abbreviation."""
-    if instant is None:
-        return "—"
-    shown = timezone.localtime(instant, zone)
-    return f"{shown:%a %Y-%m-%d %H:%M:%S} {shown.tzname()}"
-
-
-def _local_html(instant: datetime | None, zone: ZoneInfo) -> SafeString:
-    """The same for a narrow list column: the date above the time."""
-    if instant is None:
-        return format_html("{}", "—")
-    shown = timezone.localtime(instant, zone)
-    return format_html("{}<br>{} {}", f"{shown:%a %Y-%m-%d}", f"{shown:%H:%M:%S}", shown.tzname())
 
 
 class TrainingForm(ModelForm):
@@ -220,7 +103,7 @@ class TrainingForm(ModelForm):
 
 
 @admin.register(Training)
-class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
+class TrainingAdmin(ScopedChoices, admin.ModelAdmin):
     form = TrainingForm
     list_display = [
         "title",
@@ -369,7 +252,7 @@ class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
         if training is None:
             return self._missing(request, object_id)
         copy = training_copy(training=training)
-        self.message_user(request, f"Copied to {_local(copy.start, copy.zone)}.", messages.SUCCESS)
+        self.message_user(request, f"Copied to {local_time(copy.start, copy.zone)}.", messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[copy.pk]))
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -414,12 +297,12 @@ class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
     @admin.display(description="start (local)", ordering="start")
     def local_start(self, training: Training) -> SafeString:
         return format_html(
-            '{} <span class="zone">{}</span>', _local_html(training.start, training.zone), training.time_zone
+            '{} <span class="zone">{}</span>', local_html(training.start, training.zone), training.time_zone
         )
 
     @admin.display(description="next reminder (local)")
     def next_reminder(self, training: Training) -> SafeString:
-        return _local_html(getattr(training, "next_reminder_at", None), training.zone)
+        return local_html(getattr(training, "next_reminder_at", None), training.zone)
 
     @admin.display(description="invitations ✓ / ✗ / ?")
     def invitations(self, training: Training) -> SafeString:
@@ -441,197 +324,11 @@ class TrainingAdmin(_ScopedChoices, admin.ModelAdmin):
 
     @admin.display(description="Player grid")
     def player_grid(self, training: Training) -> SafeString:
-        if training.pk is None or training._state.adding:
-            return format_html("<p>{}</p>", "Shown once the training is saved.")
-        zone = training.zone
-
-        def answered(at: datetime | None, declined: bool) -> SafeString:
-            if at is not None:
-                return format_html('<span class="grid-ok">✓ {}</span>', _local(at, zone))
-            return (
-                format_html("<span>{}</span>", "—")
-                if declined
-                else format_html('<span class="grid-owed">{}</span>', "owed")
-            )
-
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            (
-                (
-                    row.player,
-                    f"{row.invitation} ({_local(row.responded_at, zone)})"
-                    if row.responded_at
-                    else row.invitation,
-                    answered(row.pre_answered_at, row.declined),
-                    answered(row.post_answered_at, row.declined),
-                    row.reminders_received,
-                    f"{row.last_push}, {_local(row.last_push_at, zone)}" if row.last_push else "—",
-                )
-                for row in training_player_grid(training=training)
-            ),
-        )
-        return format_html(
-            '<table class="player-grid"><thead><tr><th>player</th><th>invitation</th>'
-            "<th>pre questionnaire</th><th>post questionnaire</th><th>reminders received</th>"
-            "<th>last push</th></tr></thead>"
-            "<tbody>{}</tbody></table>",
-            rows,
-        )
+        return player_grid_html(training)
 
     @admin.display(description="Reminder timeline")
     def reminder_timeline(self, training: Training) -> SafeString:
-        if training.pk is None or training._state.adding:
-            return format_html("<p>{}</p>", "Scheduled when the training is saved.")
-        entries = training_timeline(training=training)
-        reached = timeline_reached(training=training, occurrence_keys=[e.occurrence_key for e in entries])
-        zone = training.zone
-        by_rule: dict[str, list[Any]] = {}
-        for entry in entries:
-            by_rule.setdefault(entry.rule, []).append(entry)
-        if not by_rule:
-            return format_html("<p>{}</p>", "No reminders (cancelled, or every instant is past).")
-        sections = format_html_join(
-            "",
-            '<div class="timeline-rule"><h3>{}</h3><table><thead><tr><th>fires at ({})</th><th>status</th>'
-            "<th>outcome</th><th>reached</th></tr></thead><tbody>{}</tbody></table></div>",
-            (
-                (
-                    rule,
-                    training.time_zone,
-                    format_html_join(
-                        "",
-                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                        (
-                            (
-                                _local(e.fire_at, zone),
-                                occurrence_state(e.status, e.attempts),
-                                RunOutcome(e.outcome).label if e.outcome else "",
-                                ", ".join(reached.get(e.occurrence_key, [])) or "—",
-                            )
-                            for e in rule_entries
-                        ),
-                    ),
-                )
-                for rule, rule_entries in by_rule.items()
-            ),
-        )
-        return sections
-
-
-class _OperatorsOnly:
-    """Rules and their templates belong to operators, as in the API (`IsOperatorOrReadOnly`): a user with
-    `trainings.manage_all_teams` edits them without also needing the four model permissions of each."""
-
-    def _operator(self, request: HttpRequest) -> bool:
-        return user_sees_all_teams(request.user)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self._operator(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._operator(request)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._operator(request)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._operator(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._operator(request)
-
-
-class TemplateInline(_OperatorsOnly, admin.StackedInline):
-    model = ReminderTemplate
-    extra = 0
-
-
-@admin.register(ReminderRule)
-class ReminderRuleAdmin(_OperatorsOnly, admin.ModelAdmin):
-    list_display = ["slug", "kind", "readable_offsets", "active", "updated_at"]
-    list_filter = ["kind", "active"]
-    inlines = [TemplateInline]
-
-    def get_readonly_fields(self, request: HttpRequest, obj: ReminderRule | None = None) -> list[str]:
-        return ["slug"] if obj is not None else []
-
-    @admin.display(description="offsets")
-    def readable_offsets(self, rule: ReminderRule) -> str:
-        """["90m", "6h"] as "90 min, 6 h before the start"."""
-        try:
-            offsets = rule.parsed_offsets()
-        except OffsetError:
-            return str(rule.offsets)
-        anchor = "after the end" if rule.kind == RuleKind.POST else "before the start"
-        return f"{', '.join(offset.human() for offset in reversed(offsets))} {anchor}"
-
-    def save_model(self, request: HttpRequest, obj: ReminderRule, form: ModelForm, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        if not change or {"offsets", "active", "kind"} & set(form.changed_data):
-            rule_reschedule_on_commit(rule=obj)
-            self.message_user(request, "Future trainings are being rescheduled in the background.")
-
-    def delete_model(self, request: HttpRequest, obj: ReminderRule) -> None:
-        rule_delete(rule=obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ReminderRule]) -> None:
-        for rule in queryset:
-            rule_delete(rule=rule)
-
-
-class _ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-@admin.register(ReminderRun)
-class ReminderRunAdmin(_ReadOnlyAdmin):
-    list_display = ["fire_at_local", "training", "rule", "outcome", "recipients", "attempts", "lateness"]
-    list_filter = ["outcome", "rule"]
-    list_select_related = ["training", "rule"]
-    ordering = ["-fire_at", "-id"]  # the latest reminders first
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ReminderRun]:
-        return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))
-
-    @admin.display(description="fired at", ordering="fire_at")
-    def fire_at_local(self, run: ReminderRun) -> str:
-        return _local(run.fire_at)
-
-    @admin.display(description="lateness")
-    def lateness(self, run: ReminderRun) -> str:
-        """When the last attempt ran, after the instant it was for."""
-        return seconds(run.ran_at - run.fire_at)
-
-
-@admin.register(Push)
-class PushAdmin(_ReadOnlyAdmin):
-    list_display = ["created_local", "player", "training", "kind", "title", "status", "sent_local"]
-    list_filter = ["status", "kind", ("training", admin.RelatedOnlyFieldListFilter)]
-    search_fields = ["key", "occurrence_key", "player__name", "training__title"]
-    list_select_related = ["player", "training"]
-    ordering = ["-created_at", "-id"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Push]:
-        return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))
-
-    @admin.display(description="created", ordering="created_at")
-    def created_local(self, push: Push) -> str:
-        return _local(push.created_at)
-
-    @admin.display(description="sent", ordering="sent_at")
-    def sent_local(self, push: Push) -> str:
-        return _local(push.sent_at) if push.sent_at else ""
-
-
-@admin.register(DeliveredPush)
-class DeliveredPushAdmin(_ReadOnlyAdmin):
-    list_display = ["key", "provider", "delivered_at"]
-    search_fields = ["key"]
+        return reminder_timeline_html(training)
 
 
 # Devices: their admin lives with the push code (trainings/push/admin.py).

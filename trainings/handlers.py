@@ -1,7 +1,7 @@
 """The engine's in-process callback for training reminders.
 
 Each occurrence's payload is `{"training": "<training uuid>", "rule": <rule id>}`, never the recipients:
-they are decided when it fires (`trainings.services.reminders_fire`). The push message it publishes
+they are decided when it fires (`trainings.firing.reminders_fire`). The push message it publishes
 (`trainings.push/1`) is described in docs/design.md, "Pushes".
 """
 

@@ -17,6 +17,12 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
+from trainings.models_devices import Device as Device
+from trainings.models_devices import DevicePlatform as DevicePlatform
+from trainings.models_devices import DeviceProvider as DeviceProvider
+from trainings.models_devices import DeviceQuerySet as DeviceQuerySet
+from trainings.models_devices import PushSend as PushSend
+from trainings.models_devices import SendStatus as SendStatus
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, shift
 
 PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
@@ -388,118 +394,3 @@ class DeliveredPush(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-
-# --- Devices and what the gateway did with each push on each of them -----------------------------------
-
-
-class DevicePlatform(models.TextChoices):
-    IOS = "ios", "iOS"
-    ANDROID = "android", "Android"
-    WEB = "web", "Web"
-
-
-class DeviceProvider(models.TextChoices):
-    APNS = "apns", "Apple Push Notification service"
-    FCM = "fcm", "Firebase Cloud Messaging"
-
-
-class DeviceQuerySet(models.QuerySet["Device"]):
-    def enabled(self) -> DeviceQuerySet:
-        return self.filter(disabled_at__isnull=True)
-
-
-class Device(models.Model):
-    """One app install that can receive pushes. A token the provider calls dead is disabled, never deleted,
-    so the admin can say why a player stopped getting reminders; registering it again re-enables it."""
-
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="devices")
-    platform = models.CharField(max_length=7, choices=DevicePlatform.choices)
-    provider = models.CharField(max_length=4, choices=DeviceProvider.choices)
-    token = models.CharField(max_length=4096)
-    app_id = models.CharField(
-        max_length=255,
-        blank=True,
-        help_text="APNs topic (the app's bundle id) or FCM app id; empty means the configured default.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
-    disabled_at = models.DateTimeField(null=True, blank=True)
-    disabled_reason = models.CharField(max_length=200, blank=True)
-
-    objects = DeviceQuerySet.as_manager()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["provider", "token"], name="device_unique_token_per_provider"),
-            models.CheckConstraint(
-                condition=Q(platform__in=DevicePlatform.values), name="device_platform_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(provider__in=DeviceProvider.values), name="device_provider_valid"
-            ),
-            # APNs serves Apple platforms only (iOS apps and Safari web push).
-            models.CheckConstraint(
-                condition=~Q(provider="apns") | Q(platform__in=["ios", "web"]), name="device_apns_is_apple"
-            ),
-            models.CheckConstraint(
-                condition=Q(disabled_at__isnull=True, disabled_reason="")
-                | Q(disabled_at__isnull=False) & ~Q(disabled_reason=""),
-                name="device_disabled_has_reason",
-            ),
-        ]
-        indexes = [
-            # The gateway's fan-out: player_id IN (...) AND disabled_at IS NULL.
-            models.Index(
-                fields=["player"], condition=Q(disabled_at__isnull=True), name="device_enabled_player_idx"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.provider}:{self.token[:12]}… ({self.player_id})"
-
-    @property
-    def enabled(self) -> bool:
-        return self.disabled_at is None
-
-
-class SendStatus(models.TextChoices):
-    ACCEPTED = "accepted", "Accepted by the provider"
-    TOKEN_DEAD = "token_dead", "Token dead: device disabled"
-    FAILED = "failed", "Failed (refused payload, or retries exhausted)"
-    NO_DEVICE = "no_device", "Player has no enabled device"
-    STALE = "stale", "Dropped: sat in the queue past its use"
-
-
-class PushSend(models.Model):
-    """What the gateway did with one push on one device (or, without a device, with the push as a whole:
-    no device, stale). Written before the AMQP ack; a device with a row here is never sent that push again.
-    """
-
-    push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
-    device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
-    player_id = models.BigIntegerField(help_text="The push's player (kept when the device row goes).")
-    provider = models.CharField(
-        max_length=10, help_text="apns, fcm or logging (a provider without credentials)."
-    )
-    status = models.CharField(max_length=10, choices=SendStatus.choices)
-    provider_message_id = models.CharField(max_length=300, blank=True)
-    error = models.CharField(max_length=500, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=1)
-    recorded_at = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["push_key", "device"], name="pushsend_unique_per_device"),
-            # The push-level outcomes (no device, stale) once per push; a removed device's rows also lose
-            # their device, hence the status in the condition.
-            models.UniqueConstraint(
-                fields=["push_key"],
-                condition=Q(device__isnull=True, status__in=["no_device", "stale"]),
-                name="pushsend_unique_push_outcome",
-            ),
-            models.CheckConstraint(condition=Q(status__in=SendStatus.values), name="pushsend_status_valid"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.push_key} -> {self.device_id}: {self.status}"

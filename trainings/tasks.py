@@ -1,4 +1,8 @@
-"""Celery entry points for trainings: thin wrappers around one service each."""
+"""Celery entry points for trainings: thin wrappers around one service each.
+
+The services that enqueue these import this module at the top; it imports only what it calls
+(trainings.scheduling), never them, so there is no cycle to hide.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import uuid
 from celery import shared_task
 
 from trainings.retention import trainings_purge_old
-from trainings.services import rule_reschedule_batch
+from trainings.scheduling import rule_reschedule_batch
 
 
 @shared_task(name="trainings.tasks.rule_reschedule", ignore_result=True)

@@ -263,7 +263,7 @@ def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(trainin
 
 
 def test_one_reminder_that_cannot_be_prepared_is_retried_alone(training, rules, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from trainings import services
+    from trainings import firing as services
 
     render = services.push_render
 

@@ -163,7 +163,7 @@ def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, 
     pre = rules["pre-questionnaire"]
     squatted = _squat(training, pre, mallory)
     before = _job_state(squatted)
-    monkeypatch.setattr("trainings.services._keys_taken", lambda keys: set())  # it looked before the insert
+    monkeypatch.setattr("trainings.scheduling._keys_taken", lambda keys: set())  # it looked before the insert
 
     moved = training.start + dt.timedelta(hours=3)
     with pytest.raises(JobKeyTaken), transaction.atomic():

@@ -130,7 +130,7 @@ def test_without_quiet_hours_nothing_is_held(
     start = dt.datetime(2027, 3, 28, 4, 30, tzinfo=UTC)
     training = training_create(team=team, title="Dawn", start=start, end=start + dt.timedelta(hours=1),
                                time_zone="Europe/Paris")  # fmt: skip
-    from trainings.services import _quiet_status
+    from trainings.notices import quiet_status as _quiet_status
 
     player = team.players.get(name="Alice")
     assert _quiet_status(player, training, start - dt.timedelta(minutes=90), start) == (

@@ -1,0 +1,288 @@
+"""A reminder fires: decide who is still pending, record one Push per player, publish them.
+
+Also the coach's "remind now", which builds the same pushes for a click instead of an occurrence.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from reminders.transports import Delivery, TransportError
+from trainings.models import (
+    Player,
+    Push,
+    PushStatus,
+    ReminderRule,
+    ReminderRun,
+    RuleKind,
+    RunOutcome,
+    Training,
+    TrainingJob,
+)
+from trainings.notices import quiet_releases_schedule, quiet_status
+from trainings.offsets import Offset
+from trainings.publishing import pushes_publish
+from trainings.rendering import Rendered, push_render
+from trainings.scheduling import reminder_payload_ids
+from trainings.selectors import reminder_recipients
+
+logger = logging.getLogger(__name__)
+
+
+def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportError]:
+    """Run a chunk of occurrences: decide who is still pending, record their pushes, publish them.
+
+    1. Re-read the trainings and rules (one query each); a cancelled training, an inactive rule, or an
+       instant the rule no longer wants (the training moved while this occurrence was in flight) reaches
+       nobody. Each occurrence's recipients are asked of the database and its texts rendered on their own,
+       so one that fails (a bad template) is retried alone and the rest of the chunk goes on.
+    2. In one transaction: one Push per remaining player, unique per (occurrence, player), so a redelivered
+       occurrence finds them already there and never creates a second one; pending pushes of players who
+       answered since an earlier attempt are withdrawn; one ReminderRun per occurrence.
+    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent. An
+       occurrence with a push the broker did not take gets a TransportError: the engine retries it and the
+       retry publishes only what is not sent, with the same idempotency keys.
+    Returns the errors keyed by occurrence id (the batch handler contract, reminders/handlers.py).
+    """
+    errors: dict[int, TransportError] = {}
+    targets = _fire_targets(deliveries)
+    firings: list[Firing] = []
+    for delivery in deliveries:
+        try:
+            firings.append(_firing(delivery, *targets(delivery)))
+        except Exception as exc:  # this occurrence alone is retried; the others go on
+            logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
+            errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
+    if not firings:
+        return errors
+    now = timezone.now()
+    with transaction.atomic():
+        # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
+        pushes = sorted((p for f in firings for p in f.pushes), key=lambda p: p.key)
+        Push.objects.bulk_create(pushes, ignore_conflicts=True)
+        _pushes_withdraw(firings)
+        ReminderRun.objects.bulk_create(
+            sorted((f.run(now) for f in firings), key=lambda r: r.occurrence_key),
+            update_conflicts=True,
+            unique_fields=["occurrence_key"],
+            update_fields=_RUN_FIELDS,
+        )
+        quiet_releases_schedule(p for f in firings for p in f.pushes)
+    errors.update(pushes_publish(deliveries=[f.delivery for f in firings]))
+    return errors
+
+
+def reminder_fire(*, delivery: Delivery) -> ReminderRun:
+    """`reminders_fire` for one occurrence; raises its TransportError, returns its ReminderRun."""
+    error = reminders_fire(deliveries=[delivery]).get(delivery.occurrence_id)
+    if error is not None:
+        raise error
+    return ReminderRun.objects.get(occurrence_key=delivery.idempotency_key)
+
+
+_RUN_FIELDS = ["occurrence_id", "training", "rule", "fire_at", "outcome", "recipients", "attempts", "ran_at"]
+
+
+@dataclass
+class Firing:
+    """What one occurrence comes to: its outcome, its recipients and their pushes (not yet saved)."""
+
+    delivery: Delivery
+    training: Training | None
+    rule: ReminderRule | None
+    outcome: RunOutcome
+    recipients: list[Player] = field(default_factory=list)
+    pushes: list[Push] = field(default_factory=list)
+
+    def run(self, now: datetime) -> ReminderRun:
+        return ReminderRun(
+            occurrence_key=self.delivery.idempotency_key,
+            occurrence_id=self.delivery.occurrence_id,
+            training=self.training,
+            rule=self.rule,
+            fire_at=self.delivery.fire_at,
+            outcome=self.outcome,
+            recipients=len(self.recipients),
+            attempts=self.delivery.attempt,
+            ran_at=now,
+        )
+
+
+def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | None) -> Firing:
+    if training is None or rule is None:
+        return Firing(delivery, training, rule, RunOutcome.GONE)
+    if training.cancelled:
+        return Firing(delivery, training, rule, RunOutcome.CANCELLED)
+    if not rule.active:
+        return Firing(delivery, training, rule, RunOutcome.INACTIVE)
+    offset = dict(rule.instants_for(training)).get(delivery.fire_at)
+    if offset is None:
+        return Firing(delivery, training, rule, RunOutcome.STALE)
+    expires_at = push_expiry(training=training, kind=rule.kind)
+    recipients = list(reminder_recipients(training=training, rule=rule))
+    reminded = _reminded_at_offset(delivery, training, rule, str(offset), expires_at)
+    recipients = [player for player in recipients if player.pk not in reminded]
+    if not recipients:
+        return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
+    return _recipients_pushes(delivery, training, rule, recipients, offset)
+
+
+def _recipients_pushes(
+    delivery: Delivery, training: Training, rule: ReminderRule, recipients: list[Player], offset: Offset
+) -> Firing:
+    """One unsaved Push per recipient, its text rendered in their language and zone."""
+    templates = list(rule.templates.all())
+    expires_at = push_expiry(training=training, kind=rule.kind)
+    rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
+    pushes = []
+    for player in recipients:
+        audience = (player.language, player.time_zone)
+        if audience not in rendered_for:
+            rendered_for[audience] = push_render(
+                templates=templates, training=training, player=player, offset=offset
+            )
+        rendered = rendered_for[audience]
+        status, release_at, reason = quiet_status(player, training, delivery.fire_at, expires_at)
+        pushes.append(
+            Push(
+                key=f"{delivery.idempotency_key}.{player.pk}",
+                occurrence_key=delivery.idempotency_key,
+                occurrence_id=delivery.occurrence_id,
+                training=training,
+                player=player,
+                rule=rule,
+                kind=rule.kind,
+                offset=str(offset),
+                language=rendered.language,
+                title=rendered.title,
+                body=rendered.body,
+                fire_at=delivery.fire_at,
+                expires_at=expires_at,
+                status=status,
+                release_at=release_at,
+                status_reason=reason,
+            )
+        )
+    return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
+
+
+def _reminded_at_offset(
+    delivery: Delivery, training: Training, rule: ReminderRule, offset: str, expires_at: datetime
+) -> set[int]:
+    """Players this rule already reminded at this offset for this training, before it moved by less than
+    TRAININGS_MOVE_REPEAT_MINUTES (their earlier push's expiry says where the training was then)."""
+    limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
+    earlier = (
+        Push.objects.filter(training=training, rule=rule, offset=offset)
+        .exclude(occurrence_key=delivery.idempotency_key)
+        .exclude(status__in=[PushStatus.WITHDRAWN, PushStatus.SKIPPED])
+        .values_list("player_id", "expires_at")
+    )
+    return {player for player, then in earlier if then is None or abs(then - expires_at) < limit}
+
+
+def push_expiry(*, training: Training, kind: str) -> datetime:
+    """When a reminder is no use any more: the training's start for PRE and INVITATION, the close of the
+    post-training questionnaire (TRAININGS_POST_QUESTIONNAIRE_HOURS after the end) for POST."""
+    if kind == RuleKind.POST:
+        return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
+    return training.start
+
+
+def _fire_targets(
+    deliveries: Sequence[Delivery],
+) -> Callable[[Delivery], tuple[Training | None, ReminderRule | None]]:
+    """Look up the trainings and rules the payloads name (one query each); None for one deleted, or for an
+    occurrence whose job is not the one this app linked to that training and rule: a job someone else
+    pointed at this handler (through the API before that was refused, or in the admin) reaches nobody."""
+    linked = set(
+        TrainingJob.objects.filter(job__key__in={d.job_key for d in deliveries}).values_list(
+            "job__key", "training_id", "rule_id"
+        )
+    )
+    named = {
+        d.job_key: ids
+        for d in deliveries
+        if (ids := reminder_payload_ids(d.payload)) and (d.job_key, *ids) in linked
+    }
+    trainings = Training.objects.select_related("team").in_bulk({ids[0] for ids in named.values()})
+    rules = ReminderRule.objects.prefetch_related("templates").in_bulk({ids[1] for ids in named.values()})
+
+    def lookup(delivery: Delivery) -> tuple[Training | None, ReminderRule | None]:
+        ids = named.get(delivery.job_key)
+        if ids is None:
+            return None, None
+        return trainings.get(ids[0]), rules.get(ids[1])
+
+    return lookup
+
+
+def _pushes_withdraw(firings: Sequence[Firing]) -> int:
+    """Pending pushes of players no longer pending (they answered since an earlier attempt)."""
+    wanted = {f.delivery.idempotency_key: {p.pk for p in f.recipients} for f in firings}
+    pending = Push.objects.filter(occurrence_key__in=wanted, status=PushStatus.PENDING)
+    stale = [
+        pk
+        for pk, occurrence_key, player_id in pending.values_list("pk", "occurrence_key", "player_id")
+        if player_id not in wanted[occurrence_key]
+    ]
+    if not stale:
+        return 0
+    return Push.objects.filter(pk__in=stale, status=PushStatus.PENDING).update(status=PushStatus.WITHDRAWN)
+
+
+# --- Coach actions in the admin -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemindResult:
+    recipients: int
+    published: int
+    error: str = ""
+
+
+def _offset_now(training: Training, rule: ReminderRule, now: datetime) -> Offset:
+    """The `{offset}` of a push sent now: how far the rule's anchor (start, or end for POST) is from now."""
+    anchor = training.end if rule.kind == RuleKind.POST else training.start
+    minutes = max(1, round(abs((anchor - now).total_seconds()) / 60))
+    if minutes < 120:
+        return Offset(minutes, "m")
+    if minutes < 2 * 1440:
+        return Offset(round(minutes / 60), "h")
+    return Offset(round(minutes / 1440), "d")
+
+
+def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -> RemindResult:
+    """ "Remind the pending players now": one push per player the rule still chases, published at once.
+
+    The click's token is part of every push key (unique per occurrence key and player), so a resubmitted
+    click finds its pushes already there and publishes only those not yet sent: once per click.
+    """
+    now = timezone.now()
+    occurrence_key = f"manual-{training.pk}-{rule.slug}-{click}"[:255]
+    recipients = list(reminder_recipients(training=training, rule=rule))
+    delivery = Delivery(
+        occurrence_id=0,
+        idempotency_key=occurrence_key,
+        job_key=occurrence_key,
+        fire_at=now,
+        attempt=1,
+        target=settings.TRAININGS_PUSH_QUEUE,
+        payload={"training": str(training.pk), "rule": rule.pk},
+    )
+    firing = _recipients_pushes(delivery, training, rule, recipients, _offset_now(training, rule, now))
+    for push in firing.pushes:
+        push.occurrence_id = None  # no engine occurrence behind a coach's click
+    with transaction.atomic():
+        Push.objects.bulk_create(sorted(firing.pushes, key=lambda p: p.key), ignore_conflicts=True)
+    errors = pushes_publish(deliveries=[delivery])
+    published = Push.objects.filter(occurrence_key=occurrence_key, status=PushStatus.SENT).count()
+    error = str(errors[0]) if 0 in errors else ""
+    return RemindResult(recipients=len(recipients), published=published, error=error)

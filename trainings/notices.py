@@ -1,0 +1,198 @@
+"""Pushes that go out later than their reminder: held through a player's quiet hours, and "moved" notices.
+
+Each is an engine job of its own (keys `trainings-quiet-release-…`, `trainings-moved-notice-…`), so it is
+as durable as a reminder and runs through the same handler path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from reminders.models import CallbackType, Occurrence, OccurrenceStatus
+from reminders.services import Callback, job_upsert
+from reminders.transports import Delivery
+from trainings.models import (
+    MOVED,
+    InvitationStatus,
+    Player,
+    Push,
+    PushStatus,
+    ReminderRule,
+    Training,
+)
+from trainings.offsets import is_time_zone
+from trainings.publishing import pushes_publish
+from trainings.push.quiet import quiet_hours_for
+from trainings.rendering import moved_render
+from trainings.scheduling import reminder_payload_ids
+from trainings.selectors import reminder_recipients
+
+
+def training_moved_notice_schedule(*, training: Training) -> None:
+    """In the move's transaction: an engine job that, right after commit, tells the players already
+    reminded that the training moved (a newer move replaces a notice not yet sent)."""
+    job_upsert(
+        key=moved_notice_key(training_id=training.pk),
+        schedules=[timezone.now()],
+        callback=Callback(
+            type=CallbackType.HANDLER,
+            target=MOVED_NOTICE_HANDLER,
+            payload={"training": str(training.pk), "start": training.start.isoformat()},
+        ),
+        priority=settings.TRAININGS_REMINDER_PRIORITY,
+    )
+
+
+MOVED_NOTICE_HANDLER = "trainings.moved_notice"
+
+
+def training_moved_notify(*, delivery: Delivery) -> int:
+    """One "training moved" push, with the new local time, to each player a reminder of this training
+    already reached before the move (and who has not declined it). Returns how many were published."""
+    payload = delivery.payload if isinstance(delivery.payload, dict) else {}
+    try:
+        training_id = uuid.UUID(str(payload.get("training")))
+    except ValueError:
+        return 0
+    training = Training.objects.select_related("team").filter(pk=training_id).first()
+    if training is None or training.cancelled or training.start.isoformat() != payload.get("start"):
+        return 0  # gone, cancelled, or moved again: that move has its own notice
+    reminded = (
+        Push.objects.filter(training=training, status=PushStatus.SENT, sent_at__lte=delivery.fire_at)
+        .exclude(kind=MOVED)
+        .values_list("player_id", flat=True)
+    )
+    players = (
+        Player.objects.filter(pk__in=reminded)
+        .filter(invitations__training=training, memberships__team=training.team, memberships__active=True)
+        .exclude(invitations__training=training, invitations__status=InvitationStatus.DENIED)
+        .distinct()
+    )
+    pushes = []
+    for player in players:
+        rendered = moved_render(training=training, player=player)
+        pushes.append(
+            Push(
+                key=f"{delivery.idempotency_key}.{player.pk}",
+                occurrence_key=delivery.idempotency_key,
+                occurrence_id=delivery.occurrence_id,
+                training=training,
+                player=player,
+                kind=MOVED,
+                language=rendered.language,
+                title=rendered.title,
+                body=rendered.body,
+                fire_at=delivery.fire_at,
+                expires_at=training.start,
+            )
+        )
+    Push.objects.bulk_create(sorted(pushes, key=lambda p: p.key), ignore_conflicts=True)
+    errors = pushes_publish(deliveries=[delivery])
+    if errors:
+        raise next(iter(errors.values()))
+    return len(pushes)
+
+
+def quiet_status(
+    player: Player, training: Training, fire_at: datetime, expires_at: datetime
+) -> tuple[PushStatus, datetime | None, str]:
+    """PENDING; or HELD until the player's quiet hours end; or SKIPPED when they end too late to help."""
+    zone = ZoneInfo(player.time_zone) if is_time_zone(player.time_zone) else training.zone
+    quiet = quiet_hours_for(player=player, team=training.team, zone=zone)
+    release_at = quiet.release_at(fire_at) if quiet else None
+    if release_at is None:
+        return PushStatus.PENDING, None, ""
+    if release_at >= expires_at:
+        return (
+            PushStatus.SKIPPED,
+            None,
+            (
+                f"quiet hours {quiet.start:%H:%M}-{quiet.end:%H:%M} {zone.key} end at "  # type: ignore[union-attr]
+                f"{release_at.astimezone(zone):%Y-%m-%d %H:%M}, after the push is of use"
+            ),
+        )
+    return (
+        PushStatus.HELD,
+        release_at,
+        f"quiet hours until {release_at.astimezone(zone):%Y-%m-%d %H:%M} {zone.key}",
+    )
+
+
+QUIET_RELEASE_HANDLER = "trainings.quiet_release"
+
+
+# Not `training-<uuid>-...`: that prefix names a training's reminder jobs (one per rule).
+def quiet_release_key(*, training_id: object, rule: ReminderRule) -> str:
+    return f"trainings-quiet-release-{training_id}-{rule.slug}"
+
+
+def moved_notice_key(*, training_id: object) -> str:
+    return f"trainings-moved-notice-{training_id}"
+
+
+def quiet_releases_schedule(pushes: Iterable[Push]) -> None:
+    """One engine job per (training, rule) with held pushes among these (not yet saved, their training and
+    rule set), firing at each distinct release instant (the instants already pending stay; job_upsert
+    keeps what is still wanted)."""
+    wanted: dict[tuple[Training, ReminderRule], set[datetime]] = {}
+    for push in pushes:
+        if push.status == PushStatus.HELD and push.release_at and push.rule:
+            wanted.setdefault((push.training, push.rule), set()).add(push.release_at)
+    for (training, rule), instants in wanted.items():
+        key = quiet_release_key(training_id=training.pk, rule=rule)
+        pending = Occurrence.objects.filter(job__key=key, status=OccurrenceStatus.SCHEDULED)
+        instants |= set(pending.values_list("fire_at", flat=True))
+        job_upsert(
+            key=key,
+            schedules=sorted(instants),
+            callback=Callback(
+                type=CallbackType.HANDLER,
+                target=QUIET_RELEASE_HANDLER,
+                payload={"training": str(training.pk), "rule": rule.pk},
+            ),
+            priority=settings.TRAININGS_REMINDER_PRIORITY,
+            deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
+        )
+
+
+def quiet_release(*, delivery: Delivery) -> int:
+    """Quiet hours are over: publish the held pushes now due, after asking again who is still pending
+    (a player who answered overnight gets nothing: withdrawn). Returns how many were published."""
+    ids = reminder_payload_ids(delivery.payload)
+    training = Training.objects.select_related("team").filter(pk=ids[0]).first() if ids else None
+    rule = ReminderRule.objects.filter(pk=ids[1]).first() if ids else None
+    if training is None or rule is None:
+        return 0
+    now = timezone.now()
+    with transaction.atomic():
+        held = Push.objects.select_for_update().filter(
+            training=training, rule=rule, status=PushStatus.HELD, release_at__lte=max(now, delivery.fire_at)
+        )
+        still = set(reminder_recipients(training=training, rule=rule).values_list("pk", flat=True))
+        gone = [p.pk for p in held if p.player_id not in still or training.cancelled]
+        Push.objects.filter(pk__in=gone).update(
+            status=PushStatus.WITHDRAWN, status_reason="answered while held"
+        )
+        due = Push.objects.filter(
+            training=training, rule=rule, status=PushStatus.HELD, release_at__lte=max(now, delivery.fire_at)
+        )
+        keys = list(due.values_list("occurrence_key", flat=True).distinct())
+        due.update(status=PushStatus.PENDING)
+    errors = pushes_publish(
+        deliveries=[
+            Delivery(
+                delivery.occurrence_id, key, delivery.job_key, delivery.fire_at, delivery.attempt, "", None
+            )
+            for key in keys
+        ]
+    )
+    if errors:
+        raise next(iter(errors.values()))
+    return len(keys)

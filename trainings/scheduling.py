@@ -1,0 +1,130 @@
+"""A training's reminder jobs: one engine job per (training, rule), holding the instants the rule wants.
+
+The job is found through its `TrainingJob` row (never by its key), and its occurrences are replaced by
+`job_upsert`: kept when the instant is still wanted (so their idempotency keys survive a move), cancelled
+when not, added when new. The payload names the training and the rule only; who gets a push is decided
+when it fires (trainings.firing).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from reminders.models import CallbackType, Job
+from reminders.services import Callback, job_upsert
+from trainings.models import ReminderRule, Training, TrainingJob
+from trainings.offsets import MAX_OFFSET
+from trainings.selectors import job_key
+
+logger = logging.getLogger(__name__)
+
+
+HANDLER_NAME = "trainings.reminder"
+
+
+def training_reminders_schedule(
+    *, training: Training, rules: Iterable[ReminderRule] | None = None, now: datetime | None = None
+) -> int:
+    """Make each rule's job hold exactly the future instants it wants for this training.
+
+    A cancelled training or an inactive rule wants none, so its pending occurrences are cancelled.
+    Instants at or before `now` are not scheduled. Returns how many instants are now wanted.
+    The training's jobs are the ones linked to it (`TrainingJob`); a new one is created under a key no
+    other job holds, so a row someone else made under the usual key is never taken over.
+    """
+    now = now or timezone.now()
+    wanted_by_rule: dict[ReminderRule, list[datetime]] = {}
+    for rule in ReminderRule.objects.all() if rules is None else rules:
+        wanted_by_rule[rule] = []
+        if rule.active and not training.cancelled:
+            wanted_by_rule[rule] = [instant for instant, _ in rule.instants_for(training) if instant > now]
+    linked = dict(TrainingJob.objects.filter(training=training).values_list("rule_id", "job__key"))
+    fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
+    taken = _keys_taken([job_key(training_id=training.pk, rule=rule) for rule in fresh])
+    links = []
+    for rule, wanted in wanted_by_rule.items():
+        key = linked.get(rule.pk)
+        if key is None and not wanted:
+            continue  # nothing to schedule and nothing to cancel: no empty job row
+        job, created = job_upsert(
+            key=key or _key_free(job_key(training_id=training.pk, rule=rule), taken),
+            schedules=wanted,
+            callback=Callback(
+                type=CallbackType.HANDLER,
+                target=HANDLER_NAME,
+                payload={"training": str(training.pk), "rule": rule.pk},
+            ),
+            priority=settings.TRAININGS_REMINDER_PRIORITY,
+            deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
+        )
+        if key is None:
+            if not created:  # inserted by someone else since `_keys_taken`: roll back, never adopt it
+                raise JobKeyTaken(job.key)
+            links.append(TrainingJob(training=training, rule=rule, job=job))
+    TrainingJob.objects.bulk_create(links)
+    return sum(len(wanted) for wanted in wanted_by_rule.values())
+
+
+class JobKeyTaken(Exception):
+    """A new training job's key was inserted by someone else meanwhile; the caller's transaction must roll
+    back (the API refuses that namespace, so only a concurrent admin or shell insert gets here)."""
+
+
+def _keys_taken(keys: list[str]) -> set[str]:
+    return set(Job.objects.filter(key__in=keys).values_list("key", flat=True)) if keys else set()
+
+
+def _key_free(key: str, taken: set[str]) -> str:
+    """`key`, or when a job this training does not own holds it (made before the namespace was reserved,
+    or in the admin), `key` with a random suffix."""
+    if key not in taken:
+        return key
+    logger.warning("job key %s is held by a job the trainings app does not own; using another", key)
+    return f"{key}.{secrets.token_hex(4)}"
+
+
+def rule_reschedule_batch(
+    *,
+    rule_id: int,
+    after: uuid.UUID | None = None,
+    batch_size: int | None = None,
+    now: datetime | None = None,
+) -> uuid.UUID | None:
+    """Reschedule one batch of the trainings a rule may still reach; returns the cursor for the next one.
+
+    Reach: any training that has not ended more than the longest allowed offset ago (the rule's old offsets
+    may have left pending occurrences that far out). The batch's rows are locked (ordered by id, so two
+    rescans cannot deadlock), which serialises us with `training_update` on each of them.
+    """
+    now = now or timezone.now()
+    size = batch_size or settings.TRAININGS_RESCHEDULE_BATCH
+    rule = ReminderRule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        return None
+    with transaction.atomic():
+        trainings = Training.objects.filter(end__gt=now - MAX_OFFSET).order_by("pk")
+        if after is not None:
+            trainings = trainings.filter(pk__gt=after)
+        batch = list(trainings.select_for_update()[:size])
+        for training in batch:
+            training_reminders_schedule(training=training, rules=[rule], now=now)
+    return batch[-1].pk if len(batch) == size else None
+
+
+def reminder_payload_ids(payload: Any) -> tuple[uuid.UUID, int] | None:
+    """The (training, rule) a reminder job's payload names, or None when it is not one of ours."""
+    if not isinstance(payload, dict):
+        return None
+    try:
+        return uuid.UUID(str(payload.get("training"))), int(payload.get("rule"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None

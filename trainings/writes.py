@@ -1,0 +1,214 @@
+"""Writes on trainings, players' responses and rules; each reschedules the reminders it affects.
+
+Scheduling runs inside the write's own transaction (trainings.scheduling). A rule change is rescheduled
+after commit by a worker, batch after batch (trainings.tasks.rule_reschedule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from reminders.models import Occurrence
+from reminders.services import occurrences_cancel
+from trainings.models import (
+    Invitation,
+    InvitationStatus,
+    Phase,
+    Player,
+    QuestionnaireAnswer,
+    ReminderRule,
+    Team,
+    Training,
+)
+from trainings.notices import moved_notice_key, training_moved_notice_schedule
+from trainings.scheduling import training_reminders_schedule
+from trainings.selectors import active_member_ids
+from trainings.tasks import rule_reschedule
+
+
+def _invitations_set(*, training: Training, players: Sequence[Player]) -> None:
+    """Make the training's player list exactly `players`; kept players keep their response."""
+    wanted = {player.pk for player in players}
+    training.invitations.exclude(player_id__in=wanted).delete()
+    existing = set(training.invitations.values_list("player_id", flat=True))
+    Invitation.objects.bulk_create(
+        [Invitation(training=training, player_id=pk) for pk in sorted(wanted - existing)],
+        ignore_conflicts=True,
+    )
+
+
+def training_create(
+    *,
+    team: Team,
+    title: str,
+    start: datetime,
+    end: datetime,
+    time_zone: str,
+    location: str = "",
+    players: Sequence[Player] | None = None,
+) -> Training:
+    """Create a training, invite its players (default: the team's active members), schedule reminders."""
+    with transaction.atomic():
+        training = Training(
+            team=team, title=title, start=start, end=end, time_zone=time_zone, location=location
+        )
+        training.full_clean()
+        training.save()
+        if players is None:
+            players = list(Player.objects.filter(pk__in=active_member_ids(team)))
+        _invitations_set(training=training, players=players)
+        training_reminders_schedule(training=training)
+    return training
+
+
+_UNSET: Any = object()
+
+
+def training_update(
+    *,
+    training: Training,
+    team: Team = _UNSET,
+    title: str = _UNSET,
+    start: datetime = _UNSET,
+    end: datetime = _UNSET,
+    time_zone: str = _UNSET,
+    location: str = _UNSET,
+    cancelled: bool = _UNSET,
+    players: Sequence[Player] = _UNSET,
+) -> Training:
+    """Change what is given (omitted arguments stay) and replace the pending reminders to match.
+
+    The row is locked first, so a concurrent rule rescan cannot schedule from the old times after us.
+    """
+    changes = {
+        "team": team,
+        "title": title,
+        "start": start,
+        "end": end,
+        "time_zone": time_zone,
+        "location": location,
+    }
+    changes["cancelled"] = cancelled
+    with transaction.atomic():
+        training = Training.objects.select_for_update().get(pk=training.pk)
+        moved_from = training.start
+        for name, value in changes.items():
+            if value is not _UNSET:
+                setattr(training, name, value)
+        training.full_clean()
+        training.save()
+        if players is not _UNSET:
+            _invitations_set(training=training, players=players)
+        training_reminders_schedule(training=training)
+        if training.start != moved_from and not training.cancelled:
+            training_moved_notice_schedule(training=training)  # players already reminded hear of it
+    return training
+
+
+def training_cancel(*, training: Training) -> Training:
+    """Cancel the training: every pending reminder is cancelled, the row stays for the record."""
+    return training_update(training=training, cancelled=True)
+
+
+def training_delete(*, training: Training) -> int:
+    """Delete the training and cancel every pending reminder in the same transaction. Returns how many."""
+    with transaction.atomic():
+        cancelled = occurrences_cancel(
+            Occurrence.objects.filter(job__training_job__training=training), reason="training deleted"
+        )
+        # Its held pushes' releases and a pending "training moved" notice go with it (not counted: they
+        # are not reminders of a rule).
+        occurrences_cancel(
+            Occurrence.objects.filter(
+                Q(job__key__startswith=f"trainings-quiet-release-{training.pk}-")
+                | Q(job__key=moved_notice_key(training_id=training.pk))
+            ),
+            reason="training deleted",
+        )
+        training.delete()
+    return cancelled
+
+
+# --- Players' responses ---------------------------------------------------------------------------------
+
+
+def answer_record(
+    *, training: Training, player: Player, phase: Phase, answers: Any, answered_at: datetime | None = None
+) -> QuestionnaireAnswer:
+    """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them."""
+    answer, _ = QuestionnaireAnswer.objects.update_or_create(
+        training=training,
+        player=player,
+        phase=phase,
+        defaults={"answers": answers, "answered_at": answered_at or timezone.now()},
+    )
+    return answer
+
+
+def invitation_respond(
+    *, invitation: Invitation, status: InvitationStatus, responded_at: datetime | None = None
+) -> Invitation:
+    """ACCEPTED or DENIED: later invitation reminders skip the player."""
+    if status == InvitationStatus.PENDING:
+        raise ValueError("a response is ACCEPTED or DENIED")
+    invitation.status = status
+    invitation.responded_at = responded_at or timezone.now()
+    invitation.save(update_fields=["status", "responded_at"])
+    return invitation
+
+
+def rule_reschedule_on_commit(*, rule: ReminderRule) -> None:
+    """After the rule's change commits, reschedule its trainings from a worker, batch after batch."""
+    rule_id = rule.pk
+    transaction.on_commit(lambda: rule_reschedule.delay(rule_id))
+
+
+def rule_update(
+    *, rule: ReminderRule, kind: str = _UNSET, offsets: list[str] = _UNSET, active: bool = _UNSET
+) -> ReminderRule:
+    """Change a rule; once committed, its future trainings are rescheduled in batches by a worker."""
+    with transaction.atomic():
+        rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
+        for name, value in {"kind": kind, "offsets": offsets, "active": active}.items():
+            if value is not _UNSET:
+                setattr(rule, name, value)
+        rule.full_clean()
+        rule.save()
+        rule_reschedule_on_commit(rule=rule)
+    return rule
+
+
+def rule_delete(*, rule: ReminderRule) -> int:
+    """Delete a rule and cancel everything it still had pending. Returns how many occurrences."""
+    with transaction.atomic():
+        pending = Occurrence.objects.filter(job__training_job__rule=rule)
+        cancelled = occurrences_cancel(pending, reason=f"rule {rule.slug} deleted")
+        rule.delete()
+    return cancelled
+
+
+def training_copy(*, training: Training, days: int = 7) -> Training:
+    """The same training `days` later at the same local time (wall clock in its zone, across DST), with
+    the same player list, every invitation pending again."""
+    zone = training.zone
+
+    def later(instant: datetime) -> datetime:
+        local = instant.astimezone(zone).replace(tzinfo=None) + timedelta(days=days)
+        return local.replace(tzinfo=zone, fold=0).astimezone(UTC)
+
+    players = list(Player.objects.filter(invitations__training=training).order_by("pk"))
+    return training_create(
+        team=training.team,
+        title=training.title,
+        start=later(training.start),
+        end=later(training.end),
+        time_zone=training.time_zone,
+        location=training.location,
+        players=players,
+    )
