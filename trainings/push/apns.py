@@ -1,0 +1,109 @@
+"""Apple Push Notification service over one HTTP/2 connection, with token-based (ES256 JWT) auth."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.core.exceptions import ImproperlyConfigured
+
+from trainings.push.h2client import H2Error
+from trainings.push.messages import (
+    PushMessage,
+    SendResult,
+    Target,
+    Verdict,
+    h2_connect,
+    json_dumps,
+    json_object,
+    retry_after_seconds,
+)
+
+logger = logging.getLogger("trainings.push")
+
+_APNS_DEAD = {"BadDeviceToken", "Unregistered", "DeviceTokenNotForTopic"}
+_APNS_AUTH = {"InvalidProviderToken", "MissingProviderToken", "BadCertificate", "BadCertificateEnvironment",
+              "Forbidden"}  # fmt: skip
+APNS_TOKEN_SECONDS = 50 * 60  # Apple: refresh no more than every 20 min, a token older than 60 min is refused
+
+
+class ApnsProvider:
+    """Apple Push Notification service over HTTP/2 with token-based auth (ES256 JWT from a .p8 key).
+
+    One HTTP/2 connection carries every request as its own stream (the gateway bounds how many at once).
+    """
+
+    name = "apns"
+
+    def __init__(self, *, key_file: str, key_id: str, team_id: str, topic: str, base_url: str) -> None:
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        try:
+            with open(key_file, "rb") as handle:
+                self._key = load_pem_private_key(handle.read(), password=None)
+        except (OSError, ValueError, TypeError) as exc:
+            raise ImproperlyConfigured(f"PUSH_APNS_KEY_FILE={key_file!r}: {type(exc).__name__}") from None
+        if not (key_id and team_id and topic):
+            raise ImproperlyConfigured("APNs needs PUSH_APNS_KEY_ID, PUSH_APNS_TEAM_ID and PUSH_APNS_TOPIC")
+        self.key_id = key_id
+        self.team_id = team_id
+        self.topic = topic
+        self._jwt = ""
+        self._jwt_at = 0.0
+        self._http = h2_connect(base_url)
+
+    def prepare(self) -> None:
+        pass
+
+    def provider_token(self, *, renew: bool = False) -> str:
+        import jwt
+
+        now = time.time()
+        if renew or not self._jwt or now - self._jwt_at > APNS_TOKEN_SECONDS:
+            self._jwt = jwt.encode(
+                {"iss": self.team_id, "iat": int(now)},
+                self._key,  # type: ignore[arg-type]
+                algorithm="ES256",
+                headers={"kid": self.key_id},
+            )
+            self._jwt_at = now
+        return self._jwt
+
+    async def send(self, push: PushMessage, device: Target) -> SendResult:
+        payload = {"aps": {"alert": {"title": push.title, "body": push.body}, "sound": "default",
+                           "thread-id": push.training}, **push.data}  # fmt: skip
+        expires = int(push.expires_at.timestamp()) if push.expires_at else int(time.time()) + 86400
+        headers = {
+            "authorization": f"bearer {self.provider_token()}",
+            "apns-topic": device.app_id or self.topic,
+            "apns-push-type": "alert",
+            "apns-priority": "10",
+            "apns-expiration": str(max(expires, 0)),
+            "apns-collapse-id": push.collapse_id,
+            "apns-id": device.send_uuid(push),
+            "content-type": "application/json",
+        }
+        try:
+            response = await self._http.post(
+                f"/3/device/{device.token}", headers=headers, body=json_dumps(payload)
+            )
+        except H2Error as exc:
+            return SendResult(Verdict.RETRY, error=f"APNs unreachable: {exc}")
+        if response.status == 200:
+            return SendResult(Verdict.ACCEPTED, message_id=response.header("apns-id") or "")
+        reason = str(json_object(response.body).get("reason", ""))
+        text = f"APNs {response.status} {reason}".strip()
+        retry_after = retry_after_seconds(response.header("retry-after"))
+        if response.status == 410 or reason in _APNS_DEAD:
+            return SendResult(Verdict.TOKEN_DEAD, error=text)
+        if reason == "ExpiredProviderToken":
+            self.provider_token(renew=True)
+            return SendResult(Verdict.RETRY, error=text, retry_after=0.0)
+        if response.status in (401, 403) or reason in _APNS_AUTH:
+            return SendResult(Verdict.AUTH, error=text)
+        if response.status == 429 or response.status >= 500:
+            return SendResult(Verdict.RETRY, error=text, retry_after=retry_after)
+        return SendResult(Verdict.FAILED, error=text)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

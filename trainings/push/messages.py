@@ -1,0 +1,169 @@
+"""What the push gateway and its providers exchange: the push message, a device as a target, the verdict
+of one send, and the small helpers every HTTP/2 provider shares."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from trainings.push.h2client import H2Client
+
+SCHEMAS = ("trainings.push/1", "trainings.push/2")
+
+
+@dataclass(frozen=True)
+class PushMessage:
+    """A parsed push message (schema in trainings/handlers.py)."""
+
+    idempotency_key: str
+    player: int
+    title: str
+    body: str
+    training: str
+    kind: str
+    raw: dict[str, Any]
+    rule: str | None = None
+    fire_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    @classmethod
+    def from_body(cls, body: Any) -> PushMessage:
+        if not isinstance(body, dict):
+            raise ValueError("push message is not a JSON object")
+        try:
+            return cls(
+                idempotency_key=str(body["idempotency_key"]),
+                player=int(body["player"]),
+                title=str(body["title"]),
+                body=str(body["body"]),
+                training=str(body["training"]),
+                kind=str(body["kind"]),
+                raw=body,
+                rule=str(body["rule"]) if body.get("rule") else None,
+                fire_at=_aware(body.get("fire_at")),
+                expires_at=_aware(body.get("expires_at")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"push message is missing or has a bad field: {exc}") from None
+
+    @property
+    def collapse_id(self) -> str:
+        """A newer reminder for the same training and phase replaces the older one on the device."""
+        return f"{self.training}:{self.kind.lower()}"[:64]  # APNs allows 64 bytes
+
+    @property
+    def data(self) -> dict[str, str]:
+        """What the app needs to open the right questionnaire or invitation (FCM data values are strings)."""
+        values = {"training": self.training, "kind": self.kind, "push": self.idempotency_key}
+        if self.rule:
+            values["rule"] = self.rule
+        return values
+
+    def ttl_seconds(self, now: float) -> int:
+        return max(0, int(self.expires_at.timestamp() - now)) if self.expires_at else 86400
+
+
+def _aware(value: Any) -> datetime | None:
+    if value in (None, ""):
+        return None
+    parsed = datetime.fromisoformat(str(value))
+    if parsed.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}")
+    return parsed
+
+
+@dataclass(frozen=True)
+class Target:
+    """One device as the providers see it (a `trainings.Device` row, detached from the ORM)."""
+
+    device_id: int
+    provider: str  # apns | fcm
+    platform: str
+    token: str
+    app_id: str = ""
+
+    def send_key(self, push: PushMessage) -> str:
+        """Stable per (push, device): the same on every retry and redelivery."""
+        return f"{push.idempotency_key}/{self.device_id}"
+
+    def send_uuid(self, push: PushMessage) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainings-push:{self.send_key(push)}"))
+
+
+class Verdict(StrEnum):
+    ACCEPTED = "accepted"
+    TOKEN_DEAD = "token_dead"  # noqa: S105 (disable the device, never try it again)
+    FAILED = "failed"  # this push cannot go to this device (refused payload); the device stays
+    RETRY = "retry"  # throttled, server error, network: try again later
+    AUTH = "auth"  # our credentials are refused: stop consuming
+
+
+@dataclass(frozen=True)
+class SendResult:
+    verdict: Verdict
+    message_id: str = ""
+    error: str = ""
+    retry_after: float | None = None
+
+
+class AuthFailure(Exception):
+    """Credentials refused or unusable: an operator error; the gateway stops and leaves the queue alone."""
+
+
+class PushProvider(Protocol):
+    name: str
+
+    def prepare(self) -> None: ...
+
+    async def send(self, push: PushMessage, device: Target) -> SendResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """`Retry-After` as seconds (the header may also be an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def h2_connect(base_url: str) -> H2Client:
+    """One HTTP/2 connection to the provider, trusting PUSH_TLS_CA_FILE too when it is set."""
+    ca_file = settings.PUSH_TLS_CA_FILE
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+    return H2Client(base_url, ssl_context=context, timeout=settings.PUSH_HTTP_TIMEOUT)
+
+
+def json_dumps(document: Any) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(body or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's summary without what a token endpoint may have echoed back."""
+    text = str(exc.args[0]) if exc.args else type(exc).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,338 @@
+"""Sending one round of pushes: every enabled device of each push's player, concurrently, each outcome
+recorded (`PushSend`) before the gateway may ack, and the device and push services the outcomes drive
+(disable a dead device, dead-letter a push, forget one for a replay). The consumer loop is in
+`trainings/push/gateway.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from reminders import metrics
+from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push.providers import (
+    AuthFailure,
+    Providers,
+    PushMessage,
+    SendResult,
+    Target,
+    Verdict,
+)
+
+logger = logging.getLogger("trainings.push.gateway")
+
+DEAD_LETTER_SCHEMA = "trainings.push-dead/1"
+
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"  # every enabled device has its outcome recorded
+    NO_DEVICE = "no_device"
+    STALE = "stale"
+    DUPLICATE = "duplicate"
+    RETRY = "retry"
+    DEAD_LETTERED = "dead_lettered"
+    REJECTED = "rejected"
+
+
+_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.DUPLICATE}
+
+
+@dataclass(frozen=True)
+class Handled:
+    outcome: Outcome
+    retry_after: float = 0.0  # RETRY: the provider's Retry-After (the floor of the backoff)
+    error: str = ""
+    push: PushMessage | None = None
+
+
+_FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
+          Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
+
+
+class PushSender:
+    """Steps 1-4 for a list of message bodies, without the broker.
+
+    The HTTP clients live on an event loop in a thread of their own; this (the caller's) thread does the
+    database work, recording outcomes while later sends are still in flight (every FLUSH_EVERY outcomes
+    or FLUSH_SECONDS), so a gateway killed in the middle of a batch re-sends at most the last moments'.
+    """
+
+    FLUSH_EVERY = 1000
+    FLUSH_SECONDS = 0.05
+
+    def __init__(self, providers: Providers, *, in_flight: int | None = None) -> None:
+        self.providers = providers
+        self.in_flight = in_flight or settings.TRAININGS_GATEWAY_IN_FLIGHT
+        self.paused_until: dict[str, float] = {}  # written by the loop's thread (and by prepare failures)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="push-sends", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        for provider in self.providers.all():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(provider.aclose(), self.loop).result(timeout=5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+    def handle(self, bodies: Sequence[Any], *, attempts: Sequence[int] | None = None) -> list[Handled]:
+        now = timezone.now()
+        handled: list[Handled | None] = [None] * len(bodies)
+        pushes: dict[int, PushMessage] = {}
+        for i, body in enumerate(bodies):
+            try:
+                pushes[i] = PushMessage.from_body(body)
+            except ValueError as exc:
+                logger.error("rejecting malformed push message: %s", exc)
+                handled[i] = Handled(Outcome.REJECTED, error=str(exc))
+        keys = {p.idempotency_key for p in pushes.values()}
+        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
+        sent: dict[str, set[int | None]] = {}
+        for key, device_id in PushSend.objects.filter(push_key__in=keys - done).values_list(
+            "push_key", "device_id"
+        ):
+            sent.setdefault(key, set()).add(device_id)
+        devices: dict[int, list[Target]] = {}
+        players = {p.player for p in pushes.values() if p.idempotency_key not in done}
+        for row in Device.objects.enabled().filter(player_id__in=players).order_by("pk"):
+            devices.setdefault(row.player_id, []).append(
+                Target(row.pk, row.provider, row.platform, row.token, row.app_id)
+            )
+
+        work: list[tuple[int, PushMessage, Target]] = []
+        closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
+        seen_in_batch: set[str] = set()
+        for i, push in pushes.items():
+            key = push.idempotency_key
+            if key in done or key in seen_in_batch:
+                handled[i] = Handled(Outcome.DUPLICATE, push=push)
+                continue
+            seen_in_batch.add(key)
+            if push.expires_at is not None and push.expires_at <= now:
+                closing.append((i, push, SendStatus.STALE))
+                continue
+            todo = [d for d in devices.get(push.player, []) if d.device_id not in sent.get(key, set())]
+            if not todo:
+                closing.append((i, push, SendStatus.NO_DEVICE if not sent.get(key) else SendStatus.ACCEPTED))
+                continue
+            work.extend((i, push, device) for device in todo)
+
+        for provider in {id(p): p for p in (self.providers.for_device(d) for _, _, d in work)}.values():
+            try:
+                provider.prepare()
+            except ConnectionError as exc:  # the token endpoint is down: that provider's sends wait
+                self.paused_until[provider.name] = time.monotonic() + settings.TRAININGS_GATEWAY_RETRY_SECONDS
+                logger.warning("provider %s not ready: %s", provider.name, exc)
+
+        attempt_of = {i: (attempts[i] if attempts else 1) for i in pushes}
+        results = self._send_and_record(work, attempt_of, now) if work else []
+
+        auth_error = next((r.error for (_, _, _, r) in results if r.verdict == Verdict.AUTH), None)
+        retry: dict[int, SendResult] = {}
+        for i, _, _, result in results:
+            if result.verdict in (Verdict.RETRY, Verdict.AUTH):
+                earlier = retry.get(i)
+                if earlier is None or (result.retry_after or 0) > (earlier.retry_after or 0):
+                    retry[i] = result
+        closing_at = {c[0] for c in closing}
+        complete = [
+            (i, push)
+            for i, push in pushes.items()
+            if handled[i] is None and i not in retry and i not in closing_at
+        ]
+        self._finish(results, closing, complete, attempt_of, now)
+        if auth_error is not None:
+            raise AuthFailure(auth_error)
+
+        for i, push, status in closing:
+            outcome = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE}.get(
+                status, Outcome.DELIVERED
+            )
+            handled[i] = Handled(outcome, push=push)
+        for i, push in complete:
+            handled[i] = Handled(Outcome.DELIVERED, push=push)
+        for i, result in retry.items():
+            handled[i] = Handled(Outcome.RETRY, retry_after=result.retry_after or 0.0, error=result.error,
+                                 push=pushes[i])  # fmt: skip
+        return [h if h is not None else Handled(Outcome.RETRY) for h in handled]
+
+    def _send_and_record(
+        self, work: list[tuple[int, PushMessage, Target]], attempt_of: dict[int, int], now: Any
+    ) -> list[_Result]:
+        """Step 3 on the loop's thread; the outcomes come back here one by one and are recorded as they
+        come."""
+        arrived: queue.SimpleQueue[_Result] = queue.SimpleQueue()
+        future = asyncio.run_coroutine_threadsafe(self._send_all(work, arrived), self.loop)
+        results: list[_Result] = []
+        unrecorded: list[_Result] = []
+        last_flush = time.monotonic()
+        while len(results) < len(work):
+            try:
+                item = arrived.get(timeout=self.FLUSH_SECONDS)
+            except queue.Empty:
+                if future.done():
+                    future.result()  # raises what broke the loop's side; otherwise keep waiting
+            else:
+                results.append(item)
+                unrecorded.append(item)
+            if unrecorded and (
+                len(unrecorded) >= self.FLUSH_EVERY or time.monotonic() - last_flush >= self.FLUSH_SECONDS
+            ):
+                self._record_sends(unrecorded, attempt_of, now)
+                unrecorded, last_flush = [], time.monotonic()
+        self._record_sends(unrecorded, attempt_of, now)
+        return results
+
+    async def _send_all(
+        self, work: list[tuple[int, PushMessage, Target]], arrived: queue.SimpleQueue[_Result]
+    ) -> None:
+        gate = asyncio.Semaphore(self.in_flight)
+
+        async def one(i: int, push: PushMessage, device: Target) -> None:
+            provider = self.providers.for_device(device)
+            async with gate:
+                wait = self.paused_until.get(provider.name, 0.0) - time.monotonic()
+                if wait > 0:  # throttled: this push waits its turn rather than adding to the provider's load
+                    result = SendResult(
+                        Verdict.RETRY, error="provider paused (Retry-After)", retry_after=wait
+                    )
+                else:
+                    try:
+                        result = await provider.send(push, device)
+                    except Exception as exc:  # a provider bug must not lose the batch's other outcomes
+                        logger.exception("provider %s failed on %s", provider.name, device.send_key(push))
+                        result = SendResult(Verdict.RETRY, error=f"{type(exc).__name__}")
+            if result.verdict == Verdict.RETRY and result.retry_after:
+                until = time.monotonic() + result.retry_after
+                self.paused_until[provider.name] = max(self.paused_until.get(provider.name, 0.0), until)
+            arrived.put((i, push, device, result))
+
+        await asyncio.gather(*(one(*item) for item in work))
+
+    def _record_sends(self, results: list[_Result], attempt_of: dict[int, int], now: Any) -> None:
+        """The final device outcomes among `results`, and the devices' state, in one transaction."""
+        rows: list[PushSend] = []
+        accepted: list[int] = []
+        dead: dict[int, str] = {}
+        for i, push, device, result in results:
+            status = _FINAL.get(result.verdict)
+            if status is None:
+                continue
+            rows.append(
+                PushSend(
+                    push_key=push.idempotency_key, device_id=device.device_id, player_id=push.player,
+                    provider=self.providers.for_device(device).name, status=status,
+                    provider_message_id=result.message_id[:300], error=result.error[:500],
+                    attempts=attempt_of[i], recorded_at=now,
+                )
+            )  # fmt: skip
+            if result.verdict == Verdict.ACCEPTED:
+                accepted.append(device.device_id)
+            elif result.verdict == Verdict.TOKEN_DEAD:
+                dead[device.device_id] = result.error or "token refused by the provider"
+        metrics.push_device_outcomes(
+            (self.providers.for_device(device).name, str(result.verdict)) for _, _, device, result in results
+        )
+        if not rows:
+            return
+        with transaction.atomic():
+            # Sorted, so two gateways recording overlapping rows take their locks in one order.
+            PushSend.objects.bulk_create(sorted(rows, key=lambda r: (r.push_key, r.device_id or 0)),
+                                         ignore_conflicts=True)  # fmt: skip
+            if accepted:
+                Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
+            for device_id, reason in sorted(dead.items()):
+                devices_disable(device_ids=[device_id], reason=reason)
+
+    def _finish(
+        self,
+        results: list[_Result],
+        closing: list[tuple[int, PushMessage, SendStatus]],
+        complete: list[tuple[int, PushMessage]],
+        attempt_of: dict[int, int],
+        now: Any,
+    ) -> None:
+        """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
+        rows = [
+            PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
+                     status=status, attempts=attempt_of[i], recorded_at=now)
+            for i, push, status in closing
+            if status in (SendStatus.STALE, SendStatus.NO_DEVICE)
+        ]  # fmt: skip
+        finished = [p for _, p, _ in closing] + [p for _, p in complete]
+        if not finished:
+            return
+        with transaction.atomic():
+            PushSend.objects.bulk_create(sorted(rows, key=lambda r: r.push_key), ignore_conflicts=True)
+            summary = _summaries(results, closing)
+            DeliveredPush.objects.bulk_create(
+                sorted(
+                    (DeliveredPush(key=p.idempotency_key, provider=summary.get(p.idempotency_key) or "none")
+                     for p in finished),
+                    key=lambda d: d.key,
+                ),
+                ignore_conflicts=True,
+            )  # fmt: skip
+
+
+_Result = tuple[int, PushMessage, Target, SendResult]
+
+
+def _summaries(results: list[_Result], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
+    """Per finished push key, how it finished: `stale`, `no_device`, or the providers of its devices."""
+    providers: dict[str, set[str]] = {}
+    for _, push, device, _ in results:
+        providers.setdefault(push.idempotency_key, set()).add(device.provider)
+    summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
+    for _, push, status in closing:
+        if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
+            summary[push.idempotency_key] = str(status)
+    return summary
+
+
+def devices_disable(*, device_ids: Sequence[int], reason: str, now: Any = None) -> int:
+    """Disable devices the provider called dead (kept for the record; re-registering re-enables)."""
+    return Device.objects.filter(pk__in=device_ids, disabled_at__isnull=True).update(
+        disabled_at=now or timezone.now(), disabled_reason=reason[:200] or "disabled"
+    )
+
+
+def push_dead_lettered(*, push: PushMessage, error: str, attempts: int) -> None:
+    """After the dead-letter queue has the push: its devices without an outcome are `failed`, the push is
+    finished (a redelivery of the original is a duplicate)."""
+    now = timezone.now()
+    recorded = set(PushSend.objects.filter(push_key=push.idempotency_key).values_list("device_id", flat=True))
+    left = Device.objects.enabled().filter(player_id=push.player).exclude(pk__in=[r for r in recorded if r])
+    rows = [
+        PushSend(push_key=push.idempotency_key, device=device, player_id=push.player,
+                 provider=device.provider, status=SendStatus.FAILED, error=f"dead-lettered: {error}"[:500],
+                 attempts=attempts, recorded_at=now)
+        for device in left
+    ]  # fmt: skip
+    with transaction.atomic():
+        PushSend.objects.bulk_create(rows, ignore_conflicts=True)
+        DeliveredPush.objects.get_or_create(key=push.idempotency_key, defaults={"provider": "dead-letter"})
+
+
+def push_replay_forget(*, key: str) -> int:
+    """Before a dead-lettered push is replayed: forget its failures so its devices are tried again."""
+    with transaction.atomic():
+        deleted, _ = PushSend.objects.filter(
+            Q(status=SendStatus.FAILED) | Q(device__isnull=True), push_key=key
+        ).delete()
+        DeliveredPush.objects.filter(key=key).delete()
+    return deleted
