@@ -8,6 +8,7 @@ New rows come from reminders/occurrences_insert.py.
 
 Who else might be there when claiming: other workers and beats run the same scan at the same moment.
 PostgreSQL settles it with FOR UPDATE SKIP LOCKED; SQLite has one writer at a time (BEGIN IMMEDIATE).
+The `now` the scan passes in is the database's time (reminders/dbclock.py), whichever host it runs on.
 """
 
 from __future__ import annotations
