@@ -1,4 +1,8 @@
-"""The due scan: claim, deliver, mark. Three visible steps; see `occurrences_dispatch_batch`."""
+"""The due scan: claim, deliver, mark. Three visible steps; see `occurrences_dispatch_batch`.
+
+Whether a row is due, a lease still holds or a deadline passed is judged by the database's clock
+(reminders/dbclock.py), read once per batch, never by this host's.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.utils import timezone
 
 from reminders import metrics
 from reminders.claiming import (
@@ -27,6 +30,7 @@ from reminders.claiming import (
     occurrences_reap_expired,
 )
 from reminders.cron import MIN_EVERY_SECONDS
+from reminders.dbclock import DbClock
 from reminders.models import Job
 from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
@@ -97,7 +101,7 @@ def occurrences_dispatch_batch(
     """
     policy = policy or RetryPolicy.from_settings()
     result = ScanResult()
-    pipeline = _Pipeline(policy, result)
+    pipeline = _Pipeline(policy, result, DbClock.read())
     try:
         _scan(pipeline, batch_size or settings.REMINDERS_BATCH_SIZE)
         pipeline.settle()
@@ -119,8 +123,9 @@ def occurrences_dispatch_for(
     policy = RetryPolicy.from_settings()
     size = batch_size or settings.REMINDERS_BATCH_SIZE
     totals = ScanResult()
-    pipeline = _Pipeline(policy, totals)
-    occurrences_reap_expired(now=timezone.now(), policy=policy)
+    clock = DbClock.read()
+    occurrences_reap_expired(now=clock.now(), policy=policy)
+    pipeline = _Pipeline(policy, totals, clock)
     stop_at = time.monotonic() + seconds
     try:
         while True:
@@ -143,10 +148,12 @@ def _scan(pipeline: _Pipeline, limit: int) -> int:
         "lease_seconds": settings.REMINDERS_LEASE_SECONDS,
         "early_seconds": settings.REMINDERS_EARLY_SECONDS,
     }
-    claim = occurrences_claim_due(now=timezone.now(), **claim_args)
+    # One reading of the database's clock per batch; every decision of the batch is taken by it.
+    clock = pipeline.clock = DbClock.read()
+    claim = occurrences_claim_due(now=clock.now(), **claim_args)
     pipeline.hold(claim)
     claims = [claim]
-    for throttled in throttled_claims(now=timezone.now(), **claim_args):
+    for throttled in throttled_claims(now=clock.now(), **claim_args):
         pipeline.hold(throttled)  # committed: from here an error must hand it back
         claims.append(throttled)
     for each in claims:
@@ -176,7 +183,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
     jobs = _delivery_jobs({o.job_id for o in claim.occurrences})
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
-    now = timezone.now()
+    now = pipeline.clock.now()
     superseded = _misfires(claim, jobs, now)
     if superseded:
         result.skipped += len(superseded)
@@ -205,11 +212,13 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
         )
         pipeline.drop(claim, late)
 
+    # The lease ends by the database's clock; the batch's reading carried on by the monotonic clock makes
+    # this a local deadline (claim time + lease - margin) that no wall-clock step moves.
     margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
     for callback_type, deliveries in groups.items():
         size = transport_row(callback_type).chunk_size
         for start in range(0, len(deliveries), size):
-            if timezone.now() > claim.claimed_until - margin:
+            if pipeline.clock.now() > claim.claimed_until - margin:
                 untried = [d.occurrence_id for d in deliveries[start:]]
                 result.released += occurrences_release(token=claim.token, ids=untried)
                 pipeline.drop(claim, untried)
@@ -249,9 +258,10 @@ class _Pipeline:
     first back and marks the second on a fresh connection, so an error costs seconds, not a lease.
     """
 
-    def __init__(self, policy: RetryPolicy, result: ScanResult) -> None:
+    def __init__(self, policy: RetryPolicy, result: ScanResult, clock: DbClock) -> None:
         self.policy = policy
         self.result = result
+        self.clock = clock  # the latest batch's reading of the database's clock
         self._flight: tuple[_Chunk, InFlight] | None = None
         self._unsent: dict[uuid.UUID, tuple[Claim, set[int]]] = {}
         self._outcomes: list[_Outcome] = []
@@ -315,7 +325,7 @@ class _Pipeline:
                     self.drop(claim, ids)
                 return
             except DatabaseError:
-                if timezone.now() + timedelta(seconds=pause) >= give_up_at:
+                if self.clock.now() + timedelta(seconds=pause) >= give_up_at:
                     logger.exception("could not hand a batch back after an error; its lease will expire")
                     return
                 time.sleep(pause)
@@ -334,7 +344,7 @@ class _Pipeline:
     def _mark(self, outcome: _Outcome) -> None:
         result, chunk, errors = self.result, outcome.chunk, outcome.errors
         token = chunk.claim.token
-        now = timezone.now()
+        now = self.clock.now()
         if not outcome.delivered_marked:
             accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
             marked = occurrences_mark_delivered(token=token, ids=accepted, now=now)

@@ -1,12 +1,14 @@
-"""Every change of an occurrence's status: insert, claim, end, release, reap, cancel, retry, purge.
+"""Every change of an occurrence's status: claim, end, release, reap, cancel, retry, purge.
 
 Each function makes one of the moves in OCCURRENCE_TRANSITIONS (reminders/models.py) and refuses any
 other. The moves that end a claim are conditional on the lease token: a worker whose lease expired and was
 re-claimed by someone else can no longer write over the newer claim. Ending a row returns what ended; the
 caller hands that to the schedule advance (reminders/claiming.py, the admin), so nothing here looks up.
+New rows come from reminders/occurrences_insert.py.
 
 Who else might be there when claiming: other workers and beats run the same scan at the same moment.
 PostgreSQL settles it with FOR UPDATE SKIP LOCKED; SQLite has one writer at a time (BEGIN IMMEDIATE).
+The `now` the scan passes in is the database's time (reminders/dbclock.py), whichever host it runs on.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,14 +28,12 @@ from django.utils import timezone
 
 from reminders import metrics, queries
 from reminders.kick import scan_kick_on_commit
-from reminders.models import (
-    OCCURRENCE_TRANSITIONS,
-    PURGEABLE_STATUSES,
-    Job,
-    Occurrence,
-    OccurrenceStatus,
-    new_idempotency_key,
-)
+from reminders.models import OCCURRENCE_TRANSITIONS, PURGEABLE_STATUSES, Occurrence, OccurrenceStatus
+
+# Re-exported for reminders/schedules.py, which imports them from here (its own import line can move to
+# reminders.occurrences_insert once nobody else is editing that file).
+from reminders.occurrences_insert import batch_offset as batch_offset
+from reminders.occurrences_insert import occurrences_insert_idempotent as occurrences_insert_idempotent
 from reminders.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -86,74 +86,6 @@ def _move(
     if to not in OCCURRENCE_TRANSITIONS[source]:
         raise ValueError(f"an occurrence cannot move from {source} to {to}")
     return rows.filter(status=source).update(status=to, **fields)
-
-
-# --- insert --------------------------------------------------------------------------------------------
-
-
-def batch_offset(job: Job, index: int) -> timedelta:
-    """How far after its instant event `index` of a batch is due: spread over the policy's window, if any."""
-    window = job.throttle.window_seconds if job.throttle is not None else None
-    if not window or job.batch_size <= 1:
-        return timedelta(0)
-    return timedelta(seconds=window * index / job.batch_size)
-
-
-def occurrences_insert(rows: Sequence[tuple[Job, datetime, int]]) -> int:
-    """Insert new `scheduled` occurrences, one per (job, instant, batch index), each with a fresh key.
-
-    On PostgreSQL the rows are streamed with COPY (bulk scheduling is measured by the benchmark); either
-    way it runs inside the caller's transaction.
-    """
-    if not rows:
-        return 0
-    now = timezone.now()
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
-            with raw.copy(queries.COPY_OCCURRENCES) as copy:
-                for job, instant, index in rows:
-                    copy.write_row(
-                        (job.pk, instant, instant + batch_offset(job, index), job.priority,
-                         OccurrenceStatus.SCHEDULED.value, 0, "", new_idempotency_key(), job.version, index,
-                         job.throttle_id, now)
-                    )  # fmt: skip
-        return len(rows)
-    Occurrence.objects.bulk_create(
-        [
-            Occurrence(
-                job=job,
-                fire_at=instant,
-                next_attempt_at=instant + batch_offset(job, index),
-                priority=job.priority,
-                job_version=job.version,
-                batch_index=index,
-                throttle_id=job.throttle_id,
-                idempotency_key=new_idempotency_key(),
-            )
-            for job, instant, index in rows
-        ],
-        batch_size=2000,
-    )
-    return len(rows)
-
-
-def occurrences_insert_idempotent(rows: Sequence[tuple[Any, ...]], *, chunk: int = 500) -> None:
-    """INSERT rows keyed by a deterministic idempotency key; existing ids are left alone, cancelled revived.
-
-    Two workers inserting the same id at once: PostgreSQL makes the second wait for the first and then
-    take the conflict branch; SQLite has one writer. So a fire point exists at most once.
-    """
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), chunk):
-            part = rows[start : start + chunk]
-            values = ", ".join([queries.INSERT_IDEMPOTENT_ROW] * len(part))
-            sql = queries.INSERT_IDEMPOTENT.format(values=values)
-            cursor.execute(sql, [_db_value(value) for row in part for value in row])
-
-
-def _db_value(value: Any) -> Any:
-    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
 
 
 # --- claim ---------------------------------------------------------------------------------------------

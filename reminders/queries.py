@@ -1,8 +1,8 @@
 """The engine's raw SQL: one named statement per purpose, each completed by one builder.
 
-The claim is assembled by `claim_statement_postgres` (the statement the plan test EXPLAINs), the inserts by
-`occurrences_insert` and `occurrences_insert_idempotent` (all in reminders/occurrences.py). Table names and
-bounds are constants; every value is a bound parameter.
+The claim is assembled by `claim_statement_postgres` (reminders/occurrences.py; the statement the plan test
+EXPLAINs), the inserts by `occurrences_insert` and `occurrences_insert_idempotent`
+(reminders/occurrences_insert.py). Table names and bounds are constants; every value is a bound parameter.
 """
 
 from __future__ import annotations

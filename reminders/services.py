@@ -26,7 +26,8 @@ from reminders.models import (
     OccurrenceStatus,
     ThrottlePolicy,
 )
-from reminders.occurrences import occurrences_cancel, occurrences_insert
+from reminders.occurrences import occurrences_cancel
+from reminders.occurrences_insert import occurrences_insert
 
 logger = logging.getLogger(__name__)
 

@@ -6,6 +6,8 @@ transaction the policy row is locked (FOR UPDATE SKIP LOCKED: a worker already c
 is left to it), the bucket is refilled for the time passed, at most the whole tokens in it are claimed,
 and the bucket is charged what was claimed. Nothing is claimed before it is due, so 10,000 events due at
 one instant under 100/s go out from their fire time on, staggered at the rate, none early, none lost.
+The bucket is refilled by the database's time (the scan's `now`, reminders/dbclock.py): a worker whose own
+clock ran ahead would otherwise refill it early and stamp `refilled_at` in the others' future.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ way a crash or an OOM kill would, with no pool parent left to recover the task.
 from __future__ import annotations
 
 import os
+import select
 import sys
 import time
 from typing import Any
@@ -80,7 +81,15 @@ def install_probes() -> None:
     worker_ready.connect(lambda **_: report_phase("ready"), weak=False)
 
 
+def _sleep_by_select(seconds: float) -> None:
+    select.select([], [], [], seconds)
+
+
 def main(name: str) -> None:
+    if os.environ.get("FAULT_SLEEP_BY_SELECT"):
+        # Under libfaketime 0.9.10 with a real monotonic clock (tests/faults/test_shifted_clock.py) Python's
+        # time.sleep (clock_nanosleep) fails with EINVAL; select() waits correctly.
+        time.sleep = _sleep_by_select
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 

@@ -182,8 +182,11 @@ class Kicker:
     database flushes between tests; the kick it sends is the same `scan_due` message.
     """
 
-    def __init__(self, interval: float = 0.5) -> None:
+    def __init__(self, interval: float = 0.5, *, expires: float | None = 3) -> None:
         self.interval = interval
+        # Celery stamps the expiry with the sender's clock: a worker whose clock is ahead by more than this
+        # discards every kick, so the shifted-clock scenario kicks without one.
+        self.expires = expires
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fault-kicker", daemon=True)
 
@@ -200,7 +203,7 @@ class Kicker:
 
         while not self._stop.is_set():
             with contextlib.suppress(Exception):  # a missed kick is what the next one is for
-                scan_due.apply_async(expires=3)
+                scan_due.apply_async(expires=self.expires)
             self._stop.wait(self.interval)
 
 
