@@ -13,7 +13,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -21,7 +20,6 @@ from django.db import DatabaseError, connection
 from reminders import metrics
 from reminders.claiming import (
     Claim,
-    ClaimedOccurrence,
     Failure,
     occurrences_claim_due,
     occurrences_mark_delivered,
@@ -31,10 +29,10 @@ from reminders.claiming import (
 )
 from reminders.cron import MIN_EVERY_SECONDS
 from reminders.dbclock import DbClock
-from reminders.models import Job
+from reminders.deliveries import DeliveryJob, delivery_for, delivery_jobs
 from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
-from reminders.schedules import event_envelope, schedules_misfire
+from reminders.schedules import schedules_misfire
 from reminders.throttling import throttled_claims
 from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport, transport_row
 
@@ -46,28 +44,6 @@ logger = logging.getLogger(__name__)
 _LEASE_MARGIN = timedelta(seconds=5)
 # No timeline fires more often than this (cron: once a minute), so no row later than this is superseded.
 _SHORTEST_PERIOD = timedelta(seconds=MIN_EVERY_SECONDS)
-
-
-@dataclass(frozen=True, slots=True)
-class _DeliveryJob:
-    """The columns of a job that its deliveries need."""
-
-    key: str
-    callback_type: str
-    target: str
-    payload: Any
-    http_secret: str
-    deadline_seconds: int | None
-    schedule_key: str | None
-
-
-def _delivery_jobs(job_ids: Iterable[int]) -> dict[int, _DeliveryJob]:
-    """The claimed rows' jobs as plain tuples: building model instances (with the schedule joined) was a
-    tenth of the scan loop's time at a thousand rows per batch (bench/, dispatch scenario, py-spy)."""
-    rows = Job.objects.filter(id__any=list(job_ids)).values_list(
-        "id", "key", "callback_type", "target", "payload", "http_secret", "deadline_seconds", "schedule__key"
-    )
-    return {job_id: _DeliveryJob(*columns) for job_id, *columns in rows}
 
 
 @dataclass
@@ -180,7 +156,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
     lease is nearly over is handed back untried.
     """
     result = pipeline.result
-    jobs = _delivery_jobs({o.job_id for o in claim.occurrences})
+    jobs = delivery_jobs({o.job_id for o in claim.occurrences})
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = pipeline.clock.now()
@@ -205,7 +181,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
             late.append(occurrence.id)
             metrics.occurrences_ended("skipped", job.callback_type)
             continue
-        groups[job.callback_type].append(_delivery(occurrence, job))
+        groups[job.callback_type].append(delivery_for(occurrence, job))
     if late:
         result.skipped += occurrences_mark_skipped(
             token=claim.token, ids=late, now=now, reason="past its deadline when claimed"
@@ -226,7 +202,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
             yield _Chunk(claim, callback_type, deliveries[start : start + size])
 
 
-def _misfires(claim: Claim, jobs: Mapping[int, _DeliveryJob], now: datetime) -> set[int]:
+def _misfires(claim: Claim, jobs: Mapping[int, DeliveryJob], now: datetime) -> set[int]:
     """Rows of schedules claimed so late that a later run is due already: the misfire policy decides.
 
     Only a row at least one shortest period late can have been superseded, so an on-time scan asks
@@ -386,25 +362,3 @@ def _reconnect_if_broken() -> None:
     """
     if not connection.in_atomic_block:
         connection.close_if_unusable_or_obsolete()
-
-
-def _delivery(occurrence: ClaimedOccurrence, job: _DeliveryJob) -> Delivery:
-    payload = job.payload
-    if job.schedule_key is not None:
-        # A schedule's events carry seed 001's envelope; its id is the idempotency key.
-        payload = event_envelope(
-            schedule_key=job.schedule_key,
-            idempotency_key=occurrence.idempotency_key,
-            fire_at=occurrence.fire_at,
-            payload=job.payload,
-        )
-    return Delivery(
-        occurrence_id=occurrence.id,
-        idempotency_key=occurrence.idempotency_key,
-        job_key=job.key,
-        fire_at=occurrence.fire_at,
-        attempt=occurrence.attempts,
-        target=job.target,
-        payload=payload,
-        secret=job.http_secret,
-    )

@@ -29,11 +29,6 @@ from django.utils import timezone
 from reminders import metrics, queries
 from reminders.kick import scan_kick_on_commit
 from reminders.models import OCCURRENCE_TRANSITIONS, PURGEABLE_STATUSES, Occurrence, OccurrenceStatus
-
-# Re-exported for reminders/schedules.py, which imports them from here (its own import line can move to
-# reminders.occurrences_insert once nobody else is editing that file).
-from reminders.occurrences_insert import batch_offset as batch_offset
-from reminders.occurrences_insert import occurrences_insert_idempotent as occurrences_insert_idempotent
 from reminders.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)

@@ -34,7 +34,8 @@ from django.utils import timezone
 from reminders import queries
 from reminders.cron import AtTimeline, Timeline, timeline_for
 from reminders.models import MisfirePolicy, Occurrence, Schedule
-from reminders.occurrences import batch_offset, occurrences_insert_idempotent, occurrences_skip_superseded
+from reminders.occurrences import occurrences_skip_superseded
+from reminders.occurrences_insert import batch_offset, occurrences_insert_idempotent
 
 TINY = timedelta(microseconds=1)
 # fire_once walks forward from the evaluator's estimate of the latest missed point to the exact one; a
