@@ -4,6 +4,7 @@ accepts; a changed body, another key or a replayed old request is refused; the o
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import hmac
 import threading
@@ -93,7 +94,9 @@ def test_the_push_webhook_is_signed_the_same_way(
         finally:
             await provider.aclose()
 
-    asyncio.run(send_once())
+    # Its own thread: a browser test's Playwright may leave an event loop running in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, send_once()).result()
 
     ((headers, sent),) = requests
     assert Webhook(SECRET.encode()).verify(sent, headers)["idempotency_key"] == "occ.7"
