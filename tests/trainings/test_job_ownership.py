@@ -202,3 +202,29 @@ def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team
     ours = TrainingJob.objects.get(training=training, rule=pre).job.occurrences.get()
     assert fire(ours).delivered == 1
     assert Push.objects.filter(occurrence_key=ours.idempotency_key).count() == 3
+
+
+def test_another_teams_occurrences_are_not_listed_to_a_coach(team, coach) -> None:  # type: ignore[no-untyped-def]
+    coach.is_staff = True  # as dev_admin and the admin make coaches
+    coach.save(update_fields=["is_staff"])
+    """Coaches are staff, and staff list every occurrence of the engine; a training's rows (their payload
+    names the training) are the trainings app's to show, scoped to the coach's own teams."""
+    from tests.factories import TeamFactory
+
+    other_coach = UserFactory(username="other-coach", is_staff=True)
+    other_team = TeamFactory(name="Rivals", coaches=[other_coach])
+    start = timezone.now().replace(microsecond=0) + dt.timedelta(days=4)
+    training_create(
+        team=other_team, title="Secret", start=start, end=start + dt.timedelta(hours=1), time_zone="UTC"
+    )
+    assert Occurrence.objects.filter(job__key__startswith="training-").count() > 0
+    own = Callback(type=CallbackType.RABBITMQ, target="q", payload={})
+    job_upsert(key="coach-own", schedules=[start], callback=own, owner=coach)
+
+    api = APIClient()
+    api.force_authenticate(coach)
+    listed = api.get("/api/occurrences/", {"page_size": 1000}).json()["results"]
+    assert [row["job"] for row in listed] == ["coach-own"]
+    training_row = Occurrence.objects.filter(job__key__startswith="training-").first()
+    assert training_row is not None
+    assert api.get(f"/api/occurrences/{training_row.pk}/").status_code == 404
