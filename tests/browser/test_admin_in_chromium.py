@@ -64,6 +64,10 @@ def test_a_coach_sees_local_times_and_pending_players_and_reminds_them(
     grid = page.locator("table.player-grid")
     assert "Bruno" in grid.inner_text() and "Pending" in grid.inner_text()
     assert str(coach_training.pk) not in grid.inner_text()
+    # The browser runs in UTC, the admin in Paris: Django's offset note would be wrong under training times.
+    assert page.locator(".field-start .timezonewarning").count() > 0
+    assert not page.locator(".field-start .timezonewarning").first.is_visible()
+    assert "training's zone" in page.locator(".field-start").inner_text()
     invitation_rule = ReminderRule.objects.get(slug="invitation")
     page.select_option("#remind-form select[name=rule]", value=str(invitation_rule.pk))
     page.click("#remind-form button")
