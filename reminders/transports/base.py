@@ -17,7 +17,11 @@ from reminders.parsers import json_strings
 
 @dataclass(frozen=True)
 class Delivery:
-    """Everything a transport needs to deliver one claimed occurrence."""
+    """Everything a transport needs to deliver one claimed occurrence.
+
+    `body`, when set, is the payload's JSON exactly as stored (reminders/deliveries.py), which a
+    transport that can (RabbitMQ) sends as is; `payload` is then left undecoded (None).
+    """
 
     occurrence_id: int
     idempotency_key: str
@@ -27,6 +31,13 @@ class Delivery:
     target: str
     payload: Any
     secret: str = ""
+    body: bytes | None = None
+
+    def json_body(self) -> bytes:
+        """The message body: the stored JSON text when there is one, else the payload encoded compactly."""
+        if self.body is not None:
+            return self.body
+        return json.dumps(self.payload, separators=(",", ":")).encode()
 
     def headers(self) -> dict[str, str]:
         """Metadata that travels beside the payload (AMQP headers, HTTP headers)."""
