@@ -23,6 +23,10 @@ from reminders.occurrences import ClaimedOccurrence
 from reminders.schedules import event_envelope
 from reminders.transports import Delivery
 
+# A plain str: comparing against the enum member per row went through Enum's attribute lookup, a tenth of
+# this module's time per delivery (py-spy).
+_RABBITMQ = str(CallbackType.RABBITMQ.value)
+
 
 @dataclass(frozen=True, slots=True)
 class DeliveryJob:
@@ -57,7 +61,7 @@ def delivery_jobs(job_ids: Iterable[int]) -> dict[int, DeliveryJob]:
     )
     jobs = {}
     for job_id, key, callback_type, target, text, secret, deadline, schedule_key in rows:
-        payload = None if callback_type == CallbackType.RABBITMQ else json.loads(text)
+        payload = None if callback_type == _RABBITMQ else json.loads(text)
         jobs[job_id] = DeliveryJob(
             key, callback_type, target, payload, secret, deadline, schedule_key, text.encode()
         )
@@ -65,7 +69,7 @@ def delivery_jobs(job_ids: Iterable[int]) -> dict[int, DeliveryJob]:
 
 
 def delivery_for(occurrence: ClaimedOccurrence, job: DeliveryJob) -> Delivery:
-    if job.callback_type == CallbackType.RABBITMQ:
+    if job.callback_type == _RABBITMQ:
         return _delivery(occurrence, job, None, _stored_body(occurrence, job))
     payload = job.payload
     if job.schedule_key is not None:

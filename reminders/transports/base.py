@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from django.conf import settings
 from rest_framework import serializers
@@ -15,9 +15,11 @@ from rest_framework import serializers
 from reminders.parsers import json_strings
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
     """Everything a transport needs to deliver one claimed occurrence.
+
+    A named tuple, immutable like the frozen dataclass it was and built in a sixth of its time: there is
+    one per claimed row (bench/, 2b, py-spy).
 
     `body`, when set, is the payload's JSON exactly as stored (reminders/deliveries.py), which a
     transport that can (RabbitMQ) sends as is; `payload` is then left undecoded (None).
