@@ -2,8 +2,10 @@
 
 `tx.commit-ok` is what lets the dispatcher mark a chunk delivered, and a message the broker cannot route
 comes back as an error before it, never a silent drop. Queues are declared durable before their first
-publish. `start()` returns once `tx.commit` is sent, so the dispatcher works while the broker commits. On
-kombu's filesystem broker (the embedded default) the same call goes through a kombu Producer.
+publish. `start()` returns once `tx.commit` is sent, so the dispatcher works while the broker commits. The
+publishes themselves are written as one buffer of frames (reminders/transports/amqp_frames.py), the body
+being the stored JSON text where the delivery has it. On kombu's filesystem broker (the embedded default)
+the same call goes through a kombu Producer.
 """
 
 from __future__ import annotations
@@ -198,9 +200,9 @@ class RabbitMQTransport:
         channel.send_method(spec.Tx.Commit)
 
     def _encoder(self, connection: Connection) -> PublishEncoder:
-        """The frame encoder of this connection's channel (built again after a reconnect)."""
+        """The frame encoder of this channel: its frames depend on the channel id and `frame_max` only."""
         channel: Any = connection.default_channel
-        key = (id(channel), channel.connection.frame_max)
+        key = (channel.channel_id, channel.connection.frame_max)
         if self._publish_encoder is None or self._publish_encoder[0] != key:
             self._publish_encoder = (key, PublishEncoder(channel.channel_id, channel.connection.frame_max))
         return self._publish_encoder[1]
