@@ -52,7 +52,7 @@ def run(h: Harness) -> Section:
     # Warm up untimed, as a running worker is: the first drain of the process (query compilation, first
     # connections) landed in whichever of the with/without-metrics drains came first.
     _drain_without_metrics(h, jobs, _WARM_UP, "warm-up", queue, metrics_on=True)
-    ours_s = ours_cpu = raw_s = raw_cpu = confirm_s = 0.0
+    ours_s = ours_cpu = raw_s = raw_cpu = confirm_s = batched_s = 0.0
     round_ratios: list[float] = []
     on_queue = 0
     bare_s = bare_cpu = 0.0
@@ -83,6 +83,7 @@ def run(h: Harness) -> Section:
         raw_elapsed, raw_cpu_round = _raw_publish(h, raw_per_round, per_transaction=500)
         raw_s, raw_cpu = raw_s + raw_elapsed, raw_cpu + raw_cpu_round
         confirm_s += _raw_publish(h, confirm_per_round, confirm=True)[0]
+        batched_s += _raw_publish(h, raw_per_round, per_transaction=500, batched=True)[0]
         round_ratios.append((per_round / elapsed) / (raw_per_round / raw_elapsed))
     # Less the rows of the warm-up and of the rounds without metrics (each asserted complete as it ran).
     delivered = Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).count() - n - _WARM_UP
@@ -90,6 +91,7 @@ def run(h: Harness) -> Section:
     ours = n / ours_s
     raw_tx = raw_per_round * rounds / raw_s
     raw_confirm = confirm_per_round * rounds / confirm_s
+    raw_batched = raw_per_round * rounds / batched_s
     cpu_us, raw_cpu_us = ours_cpu / n * 1e6, raw_cpu / (raw_per_round * rounds) * 1e6
     bare = n / bare_s
     bare_cpu_us = bare_cpu / n * 1e6
@@ -117,8 +119,8 @@ def run(h: Harness) -> Section:
             "occ/s",
             ours / raw_tx,
             "of raw",
-            "≥ 0.60x",
-            ours / raw_tx >= 0.6 and complete,
+            "≥ 0.80x",
+            ours / raw_tx >= 0.8 and complete,
             note=f"per-round ratios {', '.join(f'{x:.2f}' for x in round_ratios)}; CPU of this process: "
             f"{cpu_us:.0f} µs per occurrence (claim + load + publish + mark) "
             f"vs {raw_cpu_us:.0f} µs per raw message",
@@ -138,6 +140,21 @@ def run(h: Harness) -> Section:
             f"{', '.join(f'{x:.2f}' for x in metric_ratios)}",
         ),
     ]
+    section.rows.append(
+        Row(
+            "2d dispatch / raw publish, frames in batched writes",
+            ours,
+            raw_batched,
+            "raw, one write per 500",
+            "occ/s",
+            ours / raw_batched,
+            "of raw",
+            "",
+            None,
+            note="the raw publisher of 2b writing each transaction's frames in one socket write, as the "
+            "project's transport does (reminders/transports/amqp_frames.py): the broker's own limit",
+        )
+    )
     section.data = {
         "backlog": n,
         "rounds": rounds,
@@ -149,6 +166,7 @@ def run(h: Harness) -> Section:
         "raw_cpu_us_per_msg": raw_cpu_us,
         "raw_tx_500": raw_tx,
         "raw_confirm_each": raw_confirm,
+        "raw_tx_500_batched_writes": raw_batched,
         "round_ratios": round_ratios,
         "rate_without_metrics": bare,
         "cpu_us_per_occ_without_metrics": bare_cpu_us,
@@ -193,9 +211,15 @@ def _analyze() -> None:
 
 
 def _raw_publish(
-    h: Harness, count: int, *, per_transaction: int = 0, confirm: bool = False
+    h: Harness, count: int, *, per_transaction: int = 0, confirm: bool = False, batched: bool = False
 ) -> tuple[float, float]:
-    """(seconds, CPU seconds) for `count` durable publishes of the body and headers the project sends."""
+    """(seconds, CPU seconds) for `count` durable publishes of the body and headers the project sends.
+
+    `batched`: each transaction's frames go to the socket in one write, as the project's transport writes
+    them, rather than one write per message (py-amqp's `send_method`).
+    """
+    from reminders.transports.amqp_frames import FrameBuffer, PublishEncoder
+
     queue = h.queue_name("raw-confirm" if confirm else "raw-tx")
     body = json.dumps(PAYLOAD, separators=(",", ":")).encode()
     fire_at = datetime.now(UTC).isoformat()
@@ -206,6 +230,9 @@ def _raw_publish(
             channel.confirm_select()
         else:
             channel.tx_select()
+        assert channel.channel_id is not None
+        encoder = PublishEncoder(channel.channel_id, conn.frame_max)
+        frames = FrameBuffer(conn.transport.write)
         start, cpu_start = time.perf_counter(), time.process_time()
         for i in range(count):
             message = amqp.Message(
@@ -216,6 +243,21 @@ def _raw_publish(
                 message_id=f"raw-{i:032d}",
                 application_headers={"job_key": f"bench-raw-{i}", "fire_at": fire_at, "attempt": 1},
             )
+            if batched:
+                frames.add(
+                    encoder.message(
+                        queue,
+                        body,
+                        message_id=f"raw-{i:032d}",
+                        job_key=f"bench-raw-{i}",
+                        fire_at=fire_at,
+                        attempt=1,
+                    )
+                )
+                if (i + 1) % per_transaction == 0:
+                    frames.flush()
+                    channel.tx_commit()
+                continue
             if confirm:
                 channel.basic_publish_confirm(message, exchange="", routing_key=queue, mandatory=True)
             else:
@@ -225,6 +267,7 @@ def _raw_publish(
                 if (i + 1) % per_transaction == 0:
                     channel.tx_commit()
         if not confirm:
+            frames.flush()
             channel.tx_commit()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         depth, _ = declared_counts(channel, queue)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from django.conf import settings
 from rest_framework import serializers
@@ -15,9 +15,15 @@ from rest_framework import serializers
 from reminders.parsers import json_strings
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """Everything a transport needs to deliver one claimed occurrence."""
+class Delivery(NamedTuple):
+    """Everything a transport needs to deliver one claimed occurrence.
+
+    A named tuple, immutable like the frozen dataclass it was and built in a sixth of its time: there is
+    one per claimed row (bench/, 2b, py-spy).
+
+    `body`, when set, is the payload's JSON exactly as stored (reminders/deliveries.py), which a
+    transport that can (RabbitMQ) sends as is; `payload` is then left undecoded (None).
+    """
 
     occurrence_id: int
     idempotency_key: str
@@ -27,6 +33,13 @@ class Delivery:
     target: str
     payload: Any
     secret: str = ""
+    body: bytes | None = None
+
+    def json_body(self) -> bytes:
+        """The message body: the stored JSON text when there is one, else the payload encoded compactly."""
+        if self.body is not None:
+            return self.body
+        return json.dumps(self.payload, separators=(",", ":")).encode()
 
     def headers(self) -> dict[str, str]:
         """Metadata that travels beside the payload (AMQP headers, HTTP headers)."""

@@ -2,14 +2,15 @@
 
 `tx.commit-ok` is what lets the dispatcher mark a chunk delivered, and a message the broker cannot route
 comes back as an error before it, never a silent drop. Queues are declared durable before their first
-publish. `start()` returns once `tx.commit` is sent, so the dispatcher works while the broker commits. On
-kombu's filesystem broker (the embedded default) the same call goes through a kombu Producer.
+publish. `start()` returns once `tx.commit` is sent, so the dispatcher works while the broker commits. The
+publishes themselves are written as one buffer of frames (reminders/transports/amqp_frames.py), the body
+being the stored JSON text where the delivery has it. On kombu's filesystem broker (the embedded default)
+the same call goes through a kombu Producer.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -24,6 +25,7 @@ from django.conf import settings
 from kombu import Connection, Producer, Queue
 from rest_framework import serializers
 
+from reminders.transports.amqp_frames import FrameBuffer, PublishEncoder
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ class RabbitMQTransport:
         self._declared: set[str] = set()
         self._returned: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._publish_encoder: tuple[tuple[int, int], PublishEncoder] | None = None
 
     @property
     def url(self) -> str:
@@ -175,21 +178,34 @@ class RabbitMQTransport:
         # retries), and it is a third of the publishing cost.
         with contextlib.suppress(socket.timeout):
             connection.connection.drain_events(timeout=0)
+        encoder = self._encoder(connection)
+        frames = FrameBuffer(connection.connection.transport.write)
         for delivery in deliveries:
             if delivery.target not in self._declared:
+                frames.flush()  # the declare must not overtake the frames before it
                 channel.queue_declare(queue=delivery.target, durable=True, auto_delete=False)
                 self._declared.add(delivery.target)
-            message = amqp.Message(
-                body=json.dumps(delivery.payload, separators=(",", ":")).encode(),
-                content_type="application/json",
-                content_encoding="utf-8",
-                delivery_mode=2,
-                message_id=delivery.idempotency_key,
-                # py-amqp's name for the headers table; a `headers=` keyword would be dropped silently.
-                application_headers=_amqp_headers(delivery),
+            frames.add(
+                encoder.message(
+                    delivery.target,
+                    delivery.json_body(),
+                    message_id=delivery.idempotency_key,
+                    job_key=delivery.job_key,
+                    fire_at=delivery.fire_at.isoformat(),
+                    attempt=delivery.attempt,
+                )
             )
-            channel.send_method(spec.Basic.Publish, "Bssbb", (0, "", delivery.target, True, False), message)
+        frames.flush()
+        connection.connection.bytes_sent += 1  # py-amqp's heartbeat bookkeeping: we did write
         channel.send_method(spec.Tx.Commit)
+
+    def _encoder(self, connection: Connection) -> PublishEncoder:
+        """The frame encoder of this channel: its frames depend on the channel id and `frame_max` only."""
+        channel: Any = connection.default_channel
+        key = (channel.channel_id, channel.connection.frame_max)
+        if self._publish_encoder is None or self._publish_encoder[0] != key:
+            self._publish_encoder = (key, PublishEncoder(channel.channel_id, channel.connection.frame_max))
+        return self._publish_encoder[1]
 
     def _publish_kombu(
         self, connection: Connection, deliveries: Sequence[Delivery]
@@ -198,9 +214,10 @@ class RabbitMQTransport:
         for delivery in deliveries:
             queue = Queue(delivery.target, routing_key=delivery.target, durable=True)
             producer.publish(
-                delivery.payload,
+                delivery.json_body(),
                 routing_key=delivery.target,
-                serializer="json",
+                content_type="application/json",
+                content_encoding="utf-8",
                 delivery_mode=2,
                 message_id=delivery.idempotency_key,
                 headers=_amqp_headers(delivery),
