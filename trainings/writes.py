@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -53,18 +54,36 @@ def training_create(
     location: str = "",
     players: Sequence[Player] | None = None,
 ) -> Training:
-    """Create a training, invite its players (default: the team's active members), schedule reminders."""
+    """Create a training, invite its players (default: the team's active members), schedule reminders.
+
+    A handful of statements whatever the team's size: the training, its invitations (one INSERT), the rules
+    and key check, its jobs (one INSERT), their occurrences (one COPY) and the links (one INSERT).
+    """
     with transaction.atomic():
         training = Training(
             team=team, title=title, start=start, end=end, time_zone=time_zone, location=location
         )
-        training.full_clean()
-        training.save()
-        if players is None:
-            players = list(Player.objects.filter(pk__in=active_member_ids(team)))
-        _invitations_set(training=training, players=players)
-        training_reminders_schedule(training=training)
+        _training_validate(training)
+        training.save(force_insert=True)
+        player_ids = active_member_ids(team) if players is None else {player.pk for player in players}
+        Invitation.objects.bulk_create(
+            [Invitation(training=training, player_id=pk) for pk in sorted(player_ids)]
+        )
+        training_reminders_schedule(training=training, new=True)
     return training
+
+
+def _training_validate(training: Training) -> None:
+    """`full_clean` without its three queries: the team is a saved row (the FOREIGN KEY holds it), the id
+    a fresh uuid4, and the one constraint (end after start) is checked here; only when it fails is it asked
+    of the database, for Django's usual message."""
+    saved_team = training.team_id is not None and not training.team._state.adding
+    training.full_clean(
+        exclude=["team"] if saved_team else None, validate_unique=False, validate_constraints=False
+    )
+    if not training.end > training.start:
+        training.validate_constraints()
+        raise ValidationError({"end": "must be after start."})  # not reached while the constraint holds
 
 
 _UNSET: Any = object()
