@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from reminders.models import CallbackType, Job
 from reminders.kick import scan_kick_on_commit
+from reminders.models import CallbackType, Job
 from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET
