@@ -63,7 +63,7 @@ def training_reminders_schedule(
         if key is not None:
             job_upsert(key=key, schedules=wanted, **_job_settings(training, rule))
     fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
-    _jobs_link(training, fresh, wanted_by_rule)
+    _jobs_link(training, fresh, wanted_by_rule, check_keys=not new)
     return sum(len(wanted) for wanted in wanted_by_rule.values())
 
 
@@ -80,27 +80,32 @@ def _job_settings(training: Training, rule: ReminderRule) -> dict[str, Any]:
 
 
 def _jobs_link(
-    training: Training, fresh: list[ReminderRule], wanted_by_rule: dict[ReminderRule, list[datetime]]
+    training: Training,
+    fresh: list[ReminderRule],
+    wanted_by_rule: dict[ReminderRule, list[datetime]],
+    *,
+    check_keys: bool,
 ) -> None:
     """Create the jobs of the rules with no linked job yet, and link them to the training.
 
     Their keys are checked first (`_keys_taken`); a row inserted under one of them after that check makes
-    the INSERT fail, and JobKeyTaken rolls the caller's transaction back: a job is never adopted.
+    the INSERT fail, and JobKeyTaken rolls the caller's transaction back: a job is never adopted. A training
+    saved in this transaction skips the check: nobody can hold a key naming its fresh random id, and the
+    INSERT's unique key still refuses one if they did.
     """
     if not fresh:
         return
-    taken = _keys_taken([job_key(training_id=training.pk, rule=rule) for rule in fresh])
+    keys = [job_key(training_id=training.pk, rule=rule) for rule in fresh]
+    taken = _keys_taken(keys) if check_keys else set()
     specs = [
-        JobSpec(
-            key=_key_free(job_key(training_id=training.pk, rule=rule), taken),
-            schedules=wanted_by_rule[rule],
-            **_job_settings(training, rule),
-        )
-        for rule in fresh
+        JobSpec(key=_key_free(key, taken), schedules=wanted_by_rule[rule], **_job_settings(training, rule))
+        for rule, key in zip(fresh, keys, strict=True)
     ]
     try:
         jobs, _ = jobs_insert(specs=specs)
     except IntegrityError as exc:
+        if getattr(getattr(exc.__cause__, "diag", None), "table_name", None) != Job._meta.db_table:
+            raise  # not a key someone holds: some other row broke a constraint
         raise JobKeyTaken(str(exc)) from exc
     TrainingJob.objects.bulk_create(
         TrainingJob(training=training, rule=rule, job=job) for rule, job in zip(fresh, jobs, strict=True)
