@@ -92,11 +92,11 @@ def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tupl
     `reminder_recipients` asks of the database: INVITATION wants PENDING, PRE/POST want not DENIED and no
     answer for that phase. Players come ordered by id.
     """
-    pairs = {(training.pk, kind) for training, kind in pairs}
-    result: dict[tuple[Any, str], list[Player]] = {pair: [] for pair in pairs}
-    if not pairs:
+    wanted = {(training.pk, kind) for training, kind in pairs}
+    result: dict[tuple[Any, str], list[Player]] = {pair: [] for pair in wanted}
+    if not wanted:
         return result
-    phases = sorted({kind for _, kind in pairs} & {Phase.PRE, Phase.POST})
+    phases = sorted({kind for _, kind in wanted} & {Phase.PRE, Phase.POST})
     member = Membership.objects.filter(
         team_id=OuterRef("training__team_id"), player_id=OuterRef("player_id"), active=True
     )
@@ -109,13 +109,13 @@ def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tupl
         for phase in phases
     }
     invitations = (
-        Invitation.objects.filter(Exists(member), training_id__in={pk for pk, _ in pairs})
+        Invitation.objects.filter(Exists(member), training_id__in={pk for pk, _ in wanted})
         .select_related("player")
         .annotate(**answered)
         .order_by("player_id")
     )
     kinds_of: dict[Any, list[str]] = {}
-    for pk, kind in pairs:
+    for pk, kind in wanted:
         kinds_of.setdefault(pk, []).append(kind)
     for invitation in invitations:
         for kind in kinds_of[invitation.training_id]:

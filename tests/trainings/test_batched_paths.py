@@ -25,8 +25,8 @@ from trainings.models import (
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
-    RunOutcome,
     RuleKind,
+    RunOutcome,
     Team,
     Training,
     TrainingJob,
@@ -128,7 +128,7 @@ def _make_due(trainings: list[Training]) -> list[Occurrence]:
     due = []
     for training in trainings:
         for link in TrainingJob.objects.filter(training=training):
-            due.append(link.job.occurrences.order_by("fire_at").first())
+            due.append(link.job.occurrences.order_by("fire_at")[0])
     Occurrence.objects.filter(pk__in=[o.pk for o in due]).update(
         next_attempt_at=timezone.now() - dt.timedelta(seconds=1)
     )
@@ -147,7 +147,7 @@ def _fire_minute(teams: int, players: int) -> tuple[int, list[Occurrence], dict[
 
 
 def test_a_due_minute_across_many_trainings_pushes_exactly_the_pending_players(push_queue) -> None:  # type: ignore[no-untyped-def]
-    statements, due, trainings = _fire_minute(teams=8, players=9)
+    _, due, trainings = _fire_minute(teams=8, players=9)
     rule_of = {link.job_id: link.rule for link in TrainingJob.objects.select_related("rule")}
     sent = 0
     for occurrence in due:
