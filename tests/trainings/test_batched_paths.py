@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from reminders.dispatch import occurrences_dispatch_batch
-from reminders.models import Occurrence, OccurrenceStatus
+from reminders.models import Job, Occurrence, OccurrenceStatus
+from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 from trainings.models import (
@@ -32,7 +33,13 @@ from trainings.models import (
     TrainingJob,
 )
 from trainings.selectors import reminder_recipients, reminder_recipients_many
-from trainings.services import training_create
+from trainings.services import (
+    HANDLER_NAME,
+    QUIET_RELEASE_HANDLER,
+    quiet_release_key,
+    reminders_fire,
+    training_create,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -183,3 +190,65 @@ def test_the_set_based_recipients_match_the_per_training_query(team, rules) -> N
     for training, rule in ((t, r) for t in trainings for r in rules.values()):
         expected = list(reminder_recipients(training=training, rule=rule).order_by("pk"))
         assert many[training.pk, rule.kind] == expected
+
+
+def _fire_pre_at_night(trainings: list[Training], minutes: int) -> int:
+    """Fire each training's pre-questionnaire reminder `minutes` before its start in one chunk; returns
+    the statements it took."""
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+    deliveries = []
+    for training in trainings:
+        at = training.start - dt.timedelta(minutes=minutes)
+        occurrence = Occurrence.objects.select_related("job").get(
+            job__training_job__training=training, job__training_job__rule=rule, fire_at=at
+        )
+        payload = {"training": str(training.pk), "rule": rule.pk}
+        deliveries.append(
+            Delivery(
+                occurrence.pk, occurrence.idempotency_key, occurrence.job.key, at, 1, HANDLER_NAME, payload
+            )
+        )
+    with CaptureQueriesContext(connection) as ctx:
+        assert reminders_fire(deliveries=deliveries) == {}
+    return len(ctx.captured_queries)
+
+
+def _quiet_trainings(count: int) -> list[Training]:
+    start = dt.datetime(2027, 3, 28, 5, 30, tzinfo=dt.UTC)  # 07:30 CEST: pre reminders fall in 22:00-07:00
+    trainings = []
+    for _ in range(count):
+        team = _team(3)
+        team.quiet_start, team.quiet_end = dt.time(22), dt.time(7)
+        team.save()
+        trainings.append(
+            training_create(
+                team=team,
+                title="Early",
+                start=start,
+                end=start + dt.timedelta(hours=1),
+                time_zone="Europe/Paris",
+            )
+        )
+    return trainings
+
+
+def test_held_pushes_of_a_night_minute_get_their_release_jobs_in_the_same_statements(push_queue) -> None:  # type: ignore[no-untyped-def]
+    few = _fire_pre_at_night(_quiet_trainings(1), minutes=90)
+    trainings = _quiet_trainings(6)
+    assert _fire_pre_at_night(trainings, minutes=90) <= few
+    _fire_pre_at_night(trainings, minutes=75)  # the release jobs exist now: replaced, not duplicated
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+    release = dt.datetime(2027, 3, 28, 5, tzinfo=dt.UTC)  # 07:00 CEST
+    for training in trainings:
+        held = Push.objects.filter(training=training)
+        assert held.count() == 6 and set(held.values_list("status", flat=True)) == {PushStatus.HELD}
+        assert set(held.values_list("release_at", flat=True)) == {release}
+        job = Job.objects.get(key=quiet_release_key(training_id=training.pk, rule=rule))
+        assert list(job.occurrences.values_list("fire_at", "status")) == [
+            (release, OccurrenceStatus.SCHEDULED)
+        ]
+        assert job.target == QUIET_RELEASE_HANDLER and job.payload == {
+            "training": str(training.pk),
+            "rule": rule.pk,
+        }
+    assert drain_queue(push_queue) == []
