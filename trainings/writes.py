@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -29,7 +29,6 @@ from trainings.models import (
 )
 from trainings.notices import moved_notice_key, training_moved_notice_schedule
 from trainings.scheduling import training_reminders_schedule
-from trainings.selectors import active_member_ids
 from trainings.tasks import rule_reschedule
 
 
@@ -56,8 +55,9 @@ def training_create(
 ) -> Training:
     """Create a training, invite its players (default: the team's active members), schedule reminders.
 
-    A handful of statements whatever the team's size: the training, its invitations (one INSERT), the rules
-    and key check, its jobs (one INSERT), their occurrences (one COPY) and the links (one INSERT).
+    Six statements whatever the team's size: the training, its invitations (one INSERT ... SELECT of the
+    members, or one INSERT of `players`), the rules, its jobs (one INSERT), their occurrences (one COPY)
+    and the links (one INSERT).
     """
     with transaction.atomic():
         training = Training(
@@ -65,12 +65,30 @@ def training_create(
         )
         _training_validate(training)
         training.save(force_insert=True)
-        player_ids = active_member_ids(team) if players is None else {player.pk for player in players}
-        Invitation.objects.bulk_create(
-            [Invitation(training=training, player_id=pk) for pk in sorted(player_ids)]
-        )
+        if players is None:
+            _members_invite(training)
+        else:
+            Invitation.objects.bulk_create(
+                [Invitation(training=training, player_id=pk) for pk in sorted({p.pk for p in players})]
+            )
         training_reminders_schedule(training=training, new=True)
     return training
+
+
+def _members_invite(training: Training) -> None:
+    """Invite the team's active members in one statement (INSERT ... SELECT): no round trip to read them
+    first. The same rows `bulk_create` would write (status PENDING, no response), in player order."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO trainings_invitation (training_id, player_id, status, responded_at) "
+            "SELECT %s, player_id, %s, NULL FROM trainings_membership "
+            "WHERE team_id = %s AND active ORDER BY player_id",
+            [
+                Training._meta.pk.get_db_prep_value(training.pk, connection),
+                InvitationStatus.PENDING.value,
+                training.team_id,
+            ],
+        )
 
 
 def _training_validate(training: Training) -> None:
