@@ -200,30 +200,9 @@ def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser
         fresh = [s for s in specs if s.key not in existing]
         try:
             with transaction.atomic():
-                jobs = Job.objects.bulk_create(
-                    Job(
-                        key=s.key,
-                        owner_id=owner.pk if owner is not None else None,
-                        **job_fields(
-                            s.callback,
-                            priority=s.priority,
-                            deadline_seconds=s.deadline_seconds,
-                            batch_size=s.batch_size,
-                            throttle=s.throttle,
-                        ),
-                    )
-                    for s in fresh
-                )
+                _, count = jobs_insert(specs=fresh, owner=owner)
         except IntegrityError as exc:
             raise ConcurrentCreate(str(exc)) from exc
-        count = occurrences_insert(
-            [
-                (job, instant, index)
-                for job, s in zip(jobs, fresh, strict=True)
-                for instant in _instants(s.schedules)
-                for index in range(s.batch_size)
-            ]
-        )
         for spec in specs:
             if spec.key in existing:
                 job_upsert(
@@ -240,6 +219,44 @@ def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser
     earliest = min((min(s.schedules) for s in specs if s.schedules), default=None)
     scan_kick_on_commit(earliest)
     return BulkResult(created=len(fresh), replaced=len(specs) - len(fresh), instants=count)
+
+
+def jobs_insert(
+    *, specs: Sequence[JobSpec], owner: User | AbstractBaseUser | None = None
+) -> tuple[list[Job], int]:
+    """Insert new jobs (one INSERT) and all their occurrences (one COPY) in the caller's transaction.
+
+    For keys the caller knows to be free: one that exists raises IntegrityError and the caller's
+    transaction must roll back (there is no savepoint here, which would cost two round trips). Does not
+    kick the scan: the caller does, once. Returns the jobs, in `specs` order, and how many occurrences.
+    """
+    for spec in specs:
+        _require_aware(spec.schedules)
+    if not specs:
+        return [], 0
+    jobs = Job.objects.bulk_create(
+        Job(
+            key=s.key,
+            owner_id=owner.pk if owner is not None else None,
+            **job_fields(
+                s.callback,
+                priority=s.priority,
+                deadline_seconds=s.deadline_seconds,
+                batch_size=s.batch_size,
+                throttle=s.throttle,
+            ),
+        )
+        for s in specs
+    )
+    count = occurrences_insert(
+        [
+            (job, instant, index)
+            for job, s in zip(jobs, specs, strict=True)
+            for instant in _instants(s.schedules)
+            for index in range(s.batch_size)
+        ]
+    )
+    return jobs, count
 
 
 def _instants(schedules: Iterable[datetime]) -> list[datetime]:

@@ -6,12 +6,16 @@ Also the coach's "remind now", which builds the same pushes for a click instead 
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import reduce
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from reminders.transports import Delivery, TransportError
@@ -31,7 +35,7 @@ from trainings.offsets import Offset
 from trainings.publishing import pushes_publish
 from trainings.rendering import Rendered, push_render
 from trainings.scheduling import reminder_payload_ids
-from trainings.selectors import reminder_recipients
+from trainings.selectors import reminder_recipients, reminder_recipients_many
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +45,10 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
 
     1. Re-read the trainings and rules (one query each); a cancelled training, an inactive rule, or an
        instant the rule no longer wants (the training moved while this occurrence was in flight) reaches
-       nobody. Each occurrence's recipients are asked of the database and its texts rendered on their own,
-       so one that fails (a bad template) is retried alone and the rest of the chunk goes on.
+       nobody. Who is still pending, and who was already reminded at that offset, is asked of the database
+       once for the whole chunk (a fixed number of queries however many occurrences and players); each
+       occurrence's texts are rendered on their own, so one that fails (a bad template) is retried alone
+       and the rest of the chunk goes on.
     2. In one transaction: one Push per remaining player, unique per (occurrence, player), so a redelivered
        occurrence finds them already there and never creates a second one; pending pushes of players who
        answered since an earlier attempt are withdrawn; one ReminderRun per occurrence.
@@ -53,13 +59,26 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     """
     errors: dict[int, TransportError] = {}
     targets = _fire_targets(deliveries)
-    firings: list[Firing] = []
+    checked: list[Firing | _Due] = []
     for delivery in deliveries:
         try:
-            firings.append(_firing(delivery, *targets(delivery)))
+            checked.append(_due(delivery, *targets(delivery)))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
+    dues = [due for due in checked if isinstance(due, _Due)]
+    recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
+    reminded = _reminded_at_offsets(dues)
+    firings: list[Firing] = []
+    for item in checked:
+        if isinstance(item, Firing):
+            firings.append(item)
+            continue
+        try:
+            firings.append(_firing(item, recipients[item.training.pk, item.rule.kind], reminded))
+        except Exception as exc:  # this occurrence alone is retried; the others go on
+            logger.exception("reminder %s could not be prepared", item.delivery.idempotency_key)
+            errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
     if not firings:
         return errors
     now = timezone.now()
@@ -115,7 +134,19 @@ class Firing:
         )
 
 
-def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | None) -> Firing:
+@dataclass
+class _Due:
+    """An occurrence that passed the checks: its rule still wants this instant for a live training."""
+
+    delivery: Delivery
+    training: Training
+    rule: ReminderRule
+    offset: Offset
+    expires_at: datetime
+
+
+def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | None) -> Firing | _Due:
+    """The outcome that reaches nobody (gone, cancelled, inactive, stale), or what is needed to decide who."""
     if training is None or rule is None:
         return Firing(delivery, training, rule, RunOutcome.GONE)
     if training.cancelled:
@@ -125,13 +156,25 @@ def _firing(delivery: Delivery, training: Training | None, rule: ReminderRule | 
     offset = dict(rule.instants_for(training)).get(delivery.fire_at)
     if offset is None:
         return Firing(delivery, training, rule, RunOutcome.STALE)
-    expires_at = push_expiry(training=training, kind=rule.kind)
-    recipients = list(reminder_recipients(training=training, rule=rule))
-    reminded = _reminded_at_offset(delivery, training, rule, str(offset), expires_at)
-    recipients = [player for player in recipients if player.pk not in reminded]
+    return _Due(delivery, training, rule, offset, push_expiry(training=training, kind=rule.kind))
+
+
+_Reminded = dict[tuple[Any, int, str], list[tuple[str, int, datetime | None]]]
+
+
+def _firing(due: _Due, pending: list[Player], reminded: _Reminded) -> Firing:
+    """The pending players minus those already reminded at this offset; one push each."""
+    delivery, training, rule = due.delivery, due.training, due.rule
+    limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
+    already = {
+        player
+        for occurrence_key, player, then in reminded.get((training.pk, rule.pk, str(due.offset)), [])
+        if occurrence_key != delivery.idempotency_key and (then is None or abs(then - due.expires_at) < limit)
+    }
+    recipients = [player for player in pending if player.pk not in already]
     if not recipients:
         return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
-    return _recipients_pushes(delivery, training, rule, recipients, offset)
+    return _recipients_pushes(delivery, training, rule, recipients, due.offset)
 
 
 def _recipients_pushes(
@@ -173,19 +216,29 @@ def _recipients_pushes(
     return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
 
 
-def _reminded_at_offset(
-    delivery: Delivery, training: Training, rule: ReminderRule, offset: str, expires_at: datetime
-) -> set[int]:
-    """Players this rule already reminded at this offset for this training, before it moved by less than
-    TRAININGS_MOVE_REPEAT_MINUTES (their earlier push's expiry says where the training was then)."""
-    limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
-    earlier = (
-        Push.objects.filter(training=training, rule=rule, offset=offset)
-        .exclude(occurrence_key=delivery.idempotency_key)
+def _reminded_at_offsets(dues: Sequence[_Due]) -> _Reminded:
+    """The pushes (occurrence key, player, expiry) of each due's (training, rule, offset), one query.
+
+    A player this rule already reminded at this offset for this training, by another occurrence, before
+    the training moved by less than TRAININGS_MOVE_REPEAT_MINUTES (the earlier push's expiry says where
+    the training was then), is not reminded again: `_firing` applies that to these rows.
+    """
+    triples = {(due.training.pk, due.rule.pk, str(due.offset)) for due in dues}
+    if not triples:
+        return {}
+    rows = (
+        Push.objects.filter(
+            reduce(operator.or_, (Q(training_id=t, rule_id=r, offset=o) for t, r, o in triples))
+        )
         .exclude(status__in=[PushStatus.WITHDRAWN, PushStatus.SKIPPED])
-        .values_list("player_id", "expires_at")
+        .values_list("training_id", "rule_id", "offset", "occurrence_key", "player_id", "expires_at")
     )
-    return {player for player, then in earlier if then is None or abs(then - expires_at) < limit}
+    reminded: _Reminded = {}
+    for training_id, rule_id, offset, occurrence_key, player_id, expires_at in rows:
+        reminded.setdefault((training_id, rule_id, offset), []).append(
+            (occurrence_key, player_id, expires_at)
+        )
+    return reminded
 
 
 def push_expiry(*, training: Training, kind: str) -> datetime:

@@ -15,8 +15,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from reminders.models import CallbackType, Occurrence, OccurrenceStatus
-from reminders.services import Callback, job_upsert
+from reminders.kick import scan_kick_on_commit
+from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from reminders.transports import Delivery
 from trainings.models import (
     MOVED,
@@ -140,16 +141,27 @@ def moved_notice_key(*, training_id: object) -> str:
 def quiet_releases_schedule(pushes: Iterable[Push]) -> None:
     """One engine job per (training, rule) with held pushes among these (not yet saved, their training and
     rule set), firing at each distinct release instant (the instants already pending stay; job_upsert
-    keeps what is still wanted)."""
-    wanted: dict[tuple[Training, ReminderRule], set[datetime]] = {}
+    keeps what is still wanted).
+
+    Set-based for a due minute at night: one query for the pending instants, one for the keys that exist;
+    the new jobs are inserted together (`jobs_insert`), the existing ones replaced by `job_upsert`. A job
+    another worker creates meanwhile makes the insert fail and the whole chunk is retried, which then
+    finds it.
+    """
+    wanted: dict[str, tuple[Training, ReminderRule, set[datetime]]] = {}
     for push in pushes:
         if push.status == PushStatus.HELD and push.release_at and push.rule:
-            wanted.setdefault((push.training, push.rule), set()).add(push.release_at)
-    for (training, rule), instants in wanted.items():
-        key = quiet_release_key(training_id=training.pk, rule=rule)
-        pending = Occurrence.objects.filter(job__key=key, status=OccurrenceStatus.SCHEDULED)
-        instants |= set(pending.values_list("fire_at", flat=True))
-        job_upsert(
+            key = quiet_release_key(training_id=push.training.pk, rule=push.rule)
+            wanted.setdefault(key, (push.training, push.rule, set()))[2].add(push.release_at)
+    if not wanted:
+        return
+    pending = Occurrence.objects.filter(job__key__in=list(wanted), status=OccurrenceStatus.SCHEDULED)
+    for key, fire_at in pending.values_list("job__key", "fire_at"):
+        wanted[key][2].add(fire_at)
+    existing = set(Job.objects.filter(key__in=list(wanted)).values_list("key", flat=True))
+    specs = []
+    for key, (training, rule, instants) in wanted.items():
+        spec = JobSpec(
             key=key,
             schedules=sorted(instants),
             callback=Callback(
@@ -160,6 +172,18 @@ def quiet_releases_schedule(pushes: Iterable[Push]) -> None:
             priority=settings.TRAININGS_REMINDER_PRIORITY,
             deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
         )
+        if key in existing:
+            job_upsert(
+                key=key,
+                schedules=spec.schedules,
+                callback=spec.callback,
+                priority=spec.priority,
+                deadline_seconds=spec.deadline_seconds,
+            )
+        else:
+            specs.append(spec)
+    jobs_insert(specs=specs)
+    scan_kick_on_commit(min((min(spec.schedules) for spec in specs), default=None))
 
 
 def quiet_release(*, delivery: Delivery) -> int:

@@ -16,11 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from reminders.kick import scan_kick_on_commit
 from reminders.models import CallbackType, Job
-from reminders.services import Callback, job_upsert
+from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET
 from trainings.selectors import job_key
@@ -32,14 +33,21 @@ HANDLER_NAME = "trainings.reminder"
 
 
 def training_reminders_schedule(
-    *, training: Training, rules: Iterable[ReminderRule] | None = None, now: datetime | None = None
+    *,
+    training: Training,
+    rules: Iterable[ReminderRule] | None = None,
+    now: datetime | None = None,
+    new: bool = False,
 ) -> int:
     """Make each rule's job hold exactly the future instants it wants for this training.
 
     A cancelled training or an inactive rule wants none, so its pending occurrences are cancelled.
     Instants at or before `now` are not scheduled. Returns how many instants are now wanted.
     The training's jobs are the ones linked to it (`TrainingJob`); a new one is created under a key no
-    other job holds, so a row someone else made under the usual key is never taken over.
+    other job holds, so a row someone else made under the usual key is never taken over. A linked job is
+    replaced by `job_upsert`; the new ones are inserted together (one INSERT for the jobs, one COPY for
+    their occurrences, one INSERT for the links). `new`: the training was saved in this transaction, so
+    it has no linked job yet (one query saved).
     """
     now = now or timezone.now()
     wanted_by_rule: dict[ReminderRule, list[datetime]] = {}
@@ -47,31 +55,62 @@ def training_reminders_schedule(
         wanted_by_rule[rule] = []
         if rule.active and not training.cancelled:
             wanted_by_rule[rule] = [instant for instant, _ in rule.instants_for(training) if instant > now]
-    linked = dict(TrainingJob.objects.filter(training=training).values_list("rule_id", "job__key"))
-    fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
-    taken = _keys_taken([job_key(training_id=training.pk, rule=rule) for rule in fresh])
-    links = []
+    linked: dict[int, str] = {}
+    if not new:
+        linked = dict(TrainingJob.objects.filter(training=training).values_list("rule_id", "job__key"))
     for rule, wanted in wanted_by_rule.items():
         key = linked.get(rule.pk)
-        if key is None and not wanted:
-            continue  # nothing to schedule and nothing to cancel: no empty job row
-        job, created = job_upsert(
-            key=key or _key_free(job_key(training_id=training.pk, rule=rule), taken),
-            schedules=wanted,
-            callback=Callback(
-                type=CallbackType.HANDLER,
-                target=HANDLER_NAME,
-                payload={"training": str(training.pk), "rule": rule.pk},
-            ),
-            priority=settings.TRAININGS_REMINDER_PRIORITY,
-            deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
-        )
-        if key is None:
-            if not created:  # inserted by someone else since `_keys_taken`: roll back, never adopt it
-                raise JobKeyTaken(job.key)
-            links.append(TrainingJob(training=training, rule=rule, job=job))
-    TrainingJob.objects.bulk_create(links)
+        if key is not None:
+            job_upsert(key=key, schedules=wanted, **_job_settings(training, rule))
+    fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
+    _jobs_link(training, fresh, wanted_by_rule, check_keys=not new)
     return sum(len(wanted) for wanted in wanted_by_rule.values())
+
+
+def _job_settings(training: Training, rule: ReminderRule) -> dict[str, Any]:
+    return {
+        "callback": Callback(
+            type=CallbackType.HANDLER,
+            target=HANDLER_NAME,
+            payload={"training": str(training.pk), "rule": rule.pk},
+        ),
+        "priority": settings.TRAININGS_REMINDER_PRIORITY,
+        "deadline_seconds": settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
+    }
+
+
+def _jobs_link(
+    training: Training,
+    fresh: list[ReminderRule],
+    wanted_by_rule: dict[ReminderRule, list[datetime]],
+    *,
+    check_keys: bool,
+) -> None:
+    """Create the jobs of the rules with no linked job yet, and link them to the training.
+
+    Their keys are checked first (`_keys_taken`); a row inserted under one of them after that check makes
+    the INSERT fail, and JobKeyTaken rolls the caller's transaction back: a job is never adopted. A training
+    saved in this transaction skips the check: nobody can hold a key naming its fresh random id, and the
+    INSERT's unique key still refuses one if they did.
+    """
+    if not fresh:
+        return
+    keys = [job_key(training_id=training.pk, rule=rule) for rule in fresh]
+    taken = _keys_taken(keys) if check_keys else set()
+    specs = [
+        JobSpec(key=_key_free(key, taken), schedules=wanted_by_rule[rule], **_job_settings(training, rule))
+        for rule, key in zip(fresh, keys, strict=True)
+    ]
+    try:
+        jobs, _ = jobs_insert(specs=specs)
+    except IntegrityError as exc:
+        if getattr(getattr(exc.__cause__, "diag", None), "table_name", None) != Job._meta.db_table:
+            raise  # not a key someone holds: some other row broke a constraint
+        raise JobKeyTaken(str(exc)) from exc
+    TrainingJob.objects.bulk_create(
+        TrainingJob(training=training, rule=rule, job=job) for rule, job in zip(fresh, jobs, strict=True)
+    )
+    scan_kick_on_commit(min(instant for spec in specs for instant in spec.schedules))
 
 
 class JobKeyTaken(Exception):

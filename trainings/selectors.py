@@ -7,6 +7,7 @@ users too (that is what lets them into the admin).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -81,6 +82,52 @@ def reminder_recipients(*, training: Training, rule: ReminderRule) -> QuerySet[P
         Exists(invited.filter(player=OuterRef("pk")).exclude(status=InvitationStatus.DENIED)),
         ~Exists(answered),
     )
+
+
+def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tuple[Any, str], list[Player]]:
+    """`reminder_recipients` for many (training, rule kind) pairs in one query, keyed by (training id, kind).
+
+    One row per invitation of these trainings whose player is an active member of the training's team,
+    with whether they answered each phase asked for; the kind's rule then picks in Python what
+    `reminder_recipients` asks of the database: INVITATION wants PENDING, PRE/POST want not DENIED and no
+    answer for that phase. Players come ordered by id.
+    """
+    wanted = {(training.pk, kind) for training, kind in pairs}
+    result: dict[tuple[Any, str], list[Player]] = {pair: [] for pair in wanted}
+    if not wanted:
+        return result
+    phases = sorted({kind for _, kind in wanted} & {Phase.PRE, Phase.POST})
+    member = Membership.objects.filter(
+        team_id=OuterRef("training__team_id"), player_id=OuterRef("player_id"), active=True
+    )
+    answered = {
+        f"answered_{phase}": Exists(
+            QuestionnaireAnswer.objects.filter(
+                training_id=OuterRef("training_id"), player_id=OuterRef("player_id"), phase=phase
+            )
+        )
+        for phase in phases
+    }
+    invitations = (
+        Invitation.objects.filter(Exists(member), training_id__in={pk for pk, _ in wanted})
+        .select_related("player")
+        .annotate(**answered)
+        .order_by("player_id")
+    )
+    kinds_of: dict[Any, list[str]] = {}
+    for pk, kind in wanted:
+        kinds_of.setdefault(pk, []).append(kind)
+    for invitation in invitations:
+        for kind in kinds_of[invitation.training_id]:
+            if kind == RuleKind.INVITATION:
+                chased = invitation.status == InvitationStatus.PENDING
+            else:
+                chased = invitation.status != InvitationStatus.DENIED and not getattr(
+                    invitation, f"answered_{kind}"
+                )
+            if chased:
+                result[invitation.training_id, kind].append(invitation.player)
+    return result
 
 
 # The namespace of the trainings app's job keys, reserved to it at the API (trainings/handlers.py).

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -28,7 +29,6 @@ from trainings.models import (
 )
 from trainings.notices import moved_notice_key, training_moved_notice_schedule
 from trainings.scheduling import training_reminders_schedule
-from trainings.selectors import active_member_ids
 from trainings.tasks import rule_reschedule
 
 
@@ -53,18 +53,55 @@ def training_create(
     location: str = "",
     players: Sequence[Player] | None = None,
 ) -> Training:
-    """Create a training, invite its players (default: the team's active members), schedule reminders."""
+    """Create a training, invite its players (default: the team's active members), schedule reminders.
+
+    Six statements whatever the team's size: the training, its invitations (one INSERT ... SELECT of the
+    members, or one INSERT of `players`), the rules, its jobs (one INSERT), their occurrences (one COPY)
+    and the links (one INSERT).
+    """
     with transaction.atomic():
         training = Training(
             team=team, title=title, start=start, end=end, time_zone=time_zone, location=location
         )
-        training.full_clean()
-        training.save()
+        _training_validate(training)
+        training.save(force_insert=True)
         if players is None:
-            players = list(Player.objects.filter(pk__in=active_member_ids(team)))
-        _invitations_set(training=training, players=players)
-        training_reminders_schedule(training=training)
+            _members_invite(training)
+        else:
+            Invitation.objects.bulk_create(
+                [Invitation(training=training, player_id=pk) for pk in sorted({p.pk for p in players})]
+            )
+        training_reminders_schedule(training=training, new=True)
     return training
+
+
+def _members_invite(training: Training) -> None:
+    """Invite the team's active members in one statement (INSERT ... SELECT): no round trip to read them
+    first. The same rows `bulk_create` would write (status PENDING, no response), in player order."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO trainings_invitation (training_id, player_id, status, responded_at) "
+            "SELECT %s, player_id, %s, NULL FROM trainings_membership "
+            "WHERE team_id = %s AND active ORDER BY player_id",
+            [
+                Training._meta.pk.get_db_prep_value(training.pk, connection),
+                InvitationStatus.PENDING.value,
+                training.team_id,
+            ],
+        )
+
+
+def _training_validate(training: Training) -> None:
+    """`full_clean` without its three queries: the team is a saved row (the FOREIGN KEY holds it), the id
+    a fresh uuid4, and the one constraint (end after start) is checked here; only when it fails is it asked
+    of the database, for Django's usual message."""
+    saved_team = training.team_id is not None and not training.team._state.adding
+    training.full_clean(
+        exclude=["team"] if saved_team else None, validate_unique=False, validate_constraints=False
+    )
+    if not training.end > training.start:
+        training.validate_constraints()
+        raise ValidationError({"end": "must be after start."})  # not reached while the constraint holds
 
 
 _UNSET: Any = object()

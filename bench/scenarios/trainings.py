@@ -56,7 +56,9 @@ def run(h: Harness) -> Section:
     # Starts more than three days out, so the invitation reminders (3 d before) are in the future too.
     base = (datetime.now(UTC) + timedelta(days=3, hours=2)).replace(minute=0, second=0, microsecond=0)
 
-    with timed() as t_schedule:
+    statements = _Statements()
+    cpu_schedule = time.process_time()
+    with timed() as t_schedule, connection.execute_wrapper(statements):
         for i in range(n):
             start = base + timedelta(minutes=30 * (i % SLOTS))
             training_create(
@@ -66,6 +68,8 @@ def run(h: Harness) -> Section:
                 end=start + timedelta(minutes=90),
                 time_zone="Europe/Berlin",
             )
+    cpu_schedule = time.process_time() - cpu_schedule
+    schedule_statements = statements.reset()
     scheduled = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).count()
 
     # The fullest minute, made due now; a quarter of its trainings' players have answered.
@@ -102,14 +106,15 @@ def run(h: Harness) -> Section:
         )
     due.update(next_attempt_at=now)
 
-    start_clock = time.perf_counter()
+    start_clock, cpu_fire = time.perf_counter(), time.process_time()
     occurrences = 0
-    while True:
-        result = occurrences_dispatch_batch()
-        occurrences += result.delivered
-        if result.claimed == 0:
-            break
-    elapsed = time.perf_counter() - start_clock
+    with connection.execute_wrapper(statements):
+        while True:
+            result = occurrences_dispatch_batch()
+            occurrences += result.delivered
+            if result.claimed == 0:
+                break
+    elapsed, cpu_fire = time.perf_counter() - start_clock, time.process_time() - cpu_fire
     pushes = tm.Push.objects.filter(status=tm.PushStatus.SENT).count()
     on_queue, _ = h.queue_depth(push_queue)
     most = in_minute * PLAYERS_PER_TEAM
@@ -119,14 +124,18 @@ def run(h: Harness) -> Section:
             scheduled / t_schedule[0],
             unit="occ/s",
             note=f"{n / t_schedule[0]:,.0f} trainings/s; {scheduled:,} occurrences in {t_schedule[0]:.1f} s "
-            f"(each training with its invitations and reminders in one transaction)",
+            f"(each training with its invitations and reminders in one transaction); this process's CPU "
+            f"{cpu_schedule / max(scheduled, 1) * 1e6:,.0f} µs per occurrence; "
+            f"{schedule_statements / max(n, 1):.1f} SQL statements per training (COPY apart)",
         ),
         Row(
             f"6b trainings: one due minute ({in_minute:,} reminders) to pushes",
             pushes / elapsed if elapsed else None,
             unit="pushes/s",
             note=f"{occurrences:,} occurrences delivered, {pushes:,} pushes sent ({on_queue:,} on the queue) "
-            f"of at most {most:,} in {elapsed:.1f} s; a quarter of the players had answered",
+            f"of at most {most:,} in {elapsed:.1f} s; a quarter of the players had answered; this process's "
+            f"CPU {cpu_fire / max(pushes, 1) * 1e6:,.0f} µs per push; {statements.count:,} SQL statements "
+            f"({statements.count / max(occurrences, 1):.2f} per occurrence)",
         ),
     ]
     section.data = {
@@ -139,7 +148,27 @@ def run(h: Harness) -> Section:
         "pushes": pushes,
         "on_queue": on_queue,
         "fire_seconds": elapsed,
+        "schedule_cpu_seconds": cpu_schedule,
+        "schedule_statements": schedule_statements,
+        "fire_statements": statements.count,
+        "fire_cpu_seconds": cpu_fire,
     }
     h.delete_queue(push_queue)
     h.truncate_engine()
     return section
+
+
+class _Statements:
+    """A `connection.execute_wrapper` that counts the statements sent (a figure the machine's load does not
+    change, unlike the rates)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+    def reset(self) -> int:
+        count, self.count = self.count, 0
+        return count
