@@ -13,6 +13,7 @@ Target: >= 1,000 pushes/s to the peers.
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 import uuid
@@ -24,6 +25,12 @@ from bench.harness import Harness
 from bench.report import Row, Section
 
 TARGET = 1_000.0
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (the gateway, once waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(h: Harness) -> Section:
@@ -76,6 +83,7 @@ def run(h: Harness) -> Section:
         tm.DeliveredPush.objects.all().delete()
         tm.PushSend.objects.all().delete()
         publish(label)
+        cpu, own = _children_cpu(), time.process_time()
         proc = h.start(
             f"push-gateway-{label}",
             [sys.executable, "manage.py", "push_gateway", "--max-messages", str(n), "--idle-seconds", "30"],
@@ -84,6 +92,9 @@ def run(h: Harness) -> Section:
         wall = time.perf_counter()
         proc.wait(timeout=600)
         wall = time.perf_counter() - wall
+        cpu = (
+            _children_cpu() - cpu
+        )  # the gateway's own CPU, start-up included: steadier than rates on a busy box
         # From the start of the first round of sends (its PushSend rows carry that instant) to the last
         # DeliveredPush row (written just before its ack): every push, and not the process start-up.
         first = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
@@ -91,8 +102,9 @@ def run(h: Harness) -> Section:
         done = tm.DeliveredPush.objects.count()
         accepted = tm.PushSend.objects.filter(status=tm.SendStatus.ACCEPTED).count()
         seconds = (last - first).total_seconds() if first and last else 0.0
-        return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall,
-                "rate": done / seconds if seconds else None, "exit": proc.returncode}  # fmt: skip
+        return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall, "cpu": cpu,
+                "peers_cpu": own, "rate": done / seconds if seconds else None,
+                "exit": proc.returncode}  # fmt: skip
 
     workdir = Path(h.log_dir) / "push-peers"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -130,7 +142,10 @@ def run(h: Harness) -> Section:
             passed=bool(rate and rate >= TARGET and peers["accepted"] == n),
             note=f"{peers['accepted']:,}/{n:,} accepted ({peers['apns_requests']:,} APNs HTTP/2 streams "
             f"on one TLS connection, {peers['fcm_requests']:,} FCM requests) in {peers['seconds']:.2f} s; "
-            f"logging provider {logging_run['accepted']:,} in {logging_run['seconds']:.2f} s",
+            f"logging provider {logging_run['accepted']:,} in {logging_run['seconds']:.2f} s; CPU per push: "
+            f"gateway {peers['cpu'] / n * 1e6:,.0f} µs to the peers and "
+            f"{logging_run['cpu'] / n * 1e6:,.0f} µs logging (start-up included), "
+            f"peers {peers['peers_cpu'] / n * 1e6:,.0f} µs",
         ),
     ]
     section.data = {"pushes": n, "peers": peers, "logging": logging_run}
