@@ -7,7 +7,7 @@ import time
 
 from django.core.exceptions import ImproperlyConfigured
 
-from trainings.push.h2client import H2Error
+from trainings.push.h2client import H2BadRequest, H2Error
 from trainings.push.messages import (
     PushMessage,
     SendResult,
@@ -97,6 +97,8 @@ class ApnsProvider:
             response = await self._http.post(
                 f"/3/device/{device.token}", headers=headers, body=json_dumps(payload)
             )
+        except H2BadRequest as exc:  # this device's data cannot go in a request: not worth retrying
+            return SendResult(Verdict.FAILED, error=f"APNs request not sent: {exc}")
         except H2Error as exc:
             return SendResult(Verdict.RETRY, error=f"APNs unreachable: {exc}")
         if response.status == 200:

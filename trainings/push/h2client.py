@@ -53,6 +53,11 @@ class H2Error(Exception):
     """The request did not get an answer (connection lost, stream reset, timeout)."""
 
 
+class H2BadRequest(ValueError):
+    """The request cannot be sent as asked (a header value with a control character): nothing went out,
+    and trying again would not help."""
+
+
 @dataclass
 class H2Response:
     status: int
@@ -271,12 +276,12 @@ class H2Client:
         device token, an app's topic) with a control character or surrounding white space, which would
         make the server drop the whole connection."""
         if _UNSAFE.search(path):
-            raise H2Error(f"unsafe request path {path[:40]!r}")
+            raise H2BadRequest("the request path has a control character or surrounding white space")
         block = [*self._pseudo, NeverIndexedHeaderTuple(b":path", (self.prefix + path).encode())]
         for name, value in headers.items():
             name = name.lower()
             if _UNSAFE.search(value) or not name or not _NAME.fullmatch(name):
-                raise H2Error(f"unsafe header {name[:40]!r}")
+                raise H2BadRequest(f"header {name[:40]!r}: a control character or surrounding white space")
             kind = NeverIndexedHeaderTuple if name in self.per_request_headers else HeaderTuple
             block.append(kind(name.encode(), value.encode()))
         block.append(HeaderTuple(b"content-length", str(len(body)).encode()))
