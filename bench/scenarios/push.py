@@ -13,6 +13,7 @@ Target: >= 1,000 pushes/s to the peers.
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 import uuid
@@ -24,6 +25,70 @@ from bench.harness import Harness
 from bench.report import Row, Section
 
 TARGET = 1_000.0
+
+
+def _send_path(n: int, *, apns: Any, fcm: Any, key_path: Path, account: Path) -> dict[str, Any]:
+    """7b: the providers alone, as the gateway's sending thread drives them (100 workers on one event
+    loop), without the database and the queue: what the HTTP/2 path itself costs per send."""
+    import asyncio
+
+    from django.test import override_settings
+
+    from trainings.push.apns import ApnsProvider
+    from trainings.push.fcm import FcmProvider
+    from trainings.push.messages import PushMessage, PushProvider, Target, Verdict
+
+    with override_settings(PUSH_TLS_CA_FILE=str(apns.ca_file)):
+        providers: dict[str, PushProvider] = {
+            "apns": ApnsProvider(key_file=str(key_path), key_id="BENCHKEY01", team_id="BENCHTEAM1",
+                                 topic="com.example.bench", base_url=apns.url),
+            "fcm": FcmProvider(credentials_file=str(account), base_url=fcm.url),
+        }  # fmt: skip
+    providers["fcm"].prepare()
+    now = time.time()
+    body = {"schema": "trainings.push/2", "title": "Pre-training questionnaire", "language": "en",
+            "body": "Speed session starts at 6 p.m.", "training": str(uuid.uuid4()), "kind": "PRE",
+            "rule": "pre-questionnaire", "expires_at": _iso(now + 7200)}  # fmt: skip
+    work = [
+        (
+            PushMessage.from_body({**body, "idempotency_key": f"send.{i}", "player": i}),
+            Target(i, "apns", "ios", f"{i:064x}") if i % 2 == 0 else Target(i, "fcm", "android", f"fcm-{i}"),
+        )
+        for i in range(n)
+    ]
+
+    async def main() -> dict[str, Any]:
+        for push, device in work[:2]:  # connections and TLS handshakes before the clock starts
+            await providers[device.provider].send(push, device)
+        todo = iter(work)
+        accepted = 0
+
+        async def worker() -> None:
+            nonlocal accepted
+            for push, device in todo:
+                result = await providers[device.provider].send(push, device)
+                accepted += result.verdict == Verdict.ACCEPTED
+
+        cpu, wall = time.thread_time(), time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(100)))
+        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+        for provider in providers.values():
+            await provider.aclose()
+        return {"accepted": accepted, "seconds": wall, "rate": n / wall, "cpu_us": cpu / n * 1e6}
+
+    return asyncio.run(main())
+
+
+def _iso(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (the gateway, once waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(h: Harness) -> Section:
@@ -76,6 +141,7 @@ def run(h: Harness) -> Section:
         tm.DeliveredPush.objects.all().delete()
         tm.PushSend.objects.all().delete()
         publish(label)
+        cpu = _children_cpu()
         proc = h.start(
             f"push-gateway-{label}",
             [sys.executable, "manage.py", "push_gateway", "--max-messages", str(n), "--idle-seconds", "30"],
@@ -84,6 +150,9 @@ def run(h: Harness) -> Section:
         wall = time.perf_counter()
         proc.wait(timeout=600)
         wall = time.perf_counter() - wall
+        cpu = (
+            _children_cpu() - cpu
+        )  # the gateway's own CPU, start-up included: steadier than rates on a busy box
         # From the start of the first round of sends (its PushSend rows carry that instant) to the last
         # DeliveredPush row (written just before its ack): every push, and not the process start-up.
         first = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
@@ -91,8 +160,9 @@ def run(h: Harness) -> Section:
         done = tm.DeliveredPush.objects.count()
         accepted = tm.PushSend.objects.filter(status=tm.SendStatus.ACCEPTED).count()
         seconds = (last - first).total_seconds() if first and last else 0.0
-        return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall,
-                "rate": done / seconds if seconds else None, "exit": proc.returncode}  # fmt: skip
+        return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall, "cpu": cpu,
+                "rate": done / seconds if seconds else None,
+                "exit": proc.returncode}  # fmt: skip
 
     workdir = Path(h.log_dir) / "push-peers"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -111,6 +181,7 @@ def run(h: Harness) -> Section:
             PUSH_FCM_BASE_URL=fcm.url, PUSH_FCM_CREDENTIALS_FILE=str(account),
         )  # fmt: skip
         peers["apns_requests"], peers["fcm_requests"] = apns.count, fcm.count
+        sends = _send_path(n, apns=apns, fcm=fcm, key_path=key_path, account=account)
     finally:
         apns.stop()
         fcm.stop()
@@ -130,8 +201,19 @@ def run(h: Harness) -> Section:
             passed=bool(rate and rate >= TARGET and peers["accepted"] == n),
             note=f"{peers['accepted']:,}/{n:,} accepted ({peers['apns_requests']:,} APNs HTTP/2 streams "
             f"on one TLS connection, {peers['fcm_requests']:,} FCM requests) in {peers['seconds']:.2f} s; "
-            f"logging provider {logging_run['accepted']:,} in {logging_run['seconds']:.2f} s",
+            f"logging provider {logging_run['accepted']:,} in {logging_run['seconds']:.2f} s; CPU per push: "
+            f"gateway {peers['cpu'] / n * 1e6:,.0f} µs to the peers and "
+            f"{logging_run['cpu'] / n * 1e6:,.0f} µs logging (process start-up included)",
         ),
     ]
-    section.data = {"pushes": n, "peers": peers, "logging": logging_run}
+    section.rows.append(
+        Row(
+            f"7b provider send path alone ({n:,} sends, no PostgreSQL or RabbitMQ)",
+            sends["rate"],
+            unit="sends/s",
+            note=f"{sends['accepted']:,}/{n:,} accepted; {sends['cpu_us']:,.0f} µs of CPU per send on the "
+            "sending thread (the gateway's event loop), with the peers in the same process",
+        )
+    )
+    section.data = {"pushes": n, "peers": peers, "logging": logging_run, "send_path": sends}
     return section

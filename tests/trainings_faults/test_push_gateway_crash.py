@@ -99,6 +99,8 @@ def test_a_gateway_killed_mid_batch_resends_nothing_accepted_and_loses_nothing(
         PushSend.objects.filter(status=SendStatus.ACCEPTED).values_list("push_key", "device__token")
     )
     assert len(accepted_before) == 5, processes.log("gateway-1")  # everything answered was recorded
+    # The peer's thread notes the sixth once the kill returns; this thread may see the gateway dead first.
+    wait_for(lambda: len(peer.received) == 6, timeout=5, what="the peer to note the sixth send")
     assert peer.received[-1].status == 0  # the sixth: in flight, never answered
     assert not DeliveredPush.objects.exists()  # the batch never finished
     wait_for(lambda: ready_count(push_queue) == 4, timeout=10, what="RabbitMQ to requeue the unacked pushes")

@@ -7,7 +7,7 @@ import time
 
 from django.core.exceptions import ImproperlyConfigured
 
-from trainings.push.h2client import H2Error
+from trainings.push.h2client import H2BadRequest, H2Error
 from trainings.push.messages import (
     PushMessage,
     SendResult,
@@ -24,7 +24,9 @@ logger = logging.getLogger("trainings.push")
 _APNS_DEAD = {"BadDeviceToken", "Unregistered", "DeviceTokenNotForTopic"}
 _APNS_AUTH = {"InvalidProviderToken", "MissingProviderToken", "BadCertificate", "BadCertificateEnvironment",
               "Forbidden"}  # fmt: skip
-APNS_TOKEN_SECONDS = 50 * 60  # Apple: refresh no more than every 20 min, a token older than 60 min is refused
+# Apple refuses a provider token older than 60 minutes (ExpiredProviderToken) and one renewed more often than
+# every 20 (TooManyProviderTokenUpdates): one token serves every request for 50 minutes.
+APNS_TOKEN_SECONDS = 50 * 60
 
 
 class ApnsProvider:
@@ -49,19 +51,26 @@ class ApnsProvider:
         self.team_id = team_id
         self.topic = topic
         self._jwt = ""
-        self._jwt_at = 0.0
-        self._http = h2_connect(base_url)
+        self._jwt_at = (
+            0.0  # time.monotonic() when it was signed (a wall-clock step neither ages nor renews it)
+        )
+        self.token_seconds = float(APNS_TOKEN_SECONDS)
+        self._http = h2_connect(base_url, per_request_headers=("apns-id",))
 
     def prepare(self) -> None:
         pass
 
     def provider_token(self, *, renew: bool = False) -> str:
-        import jwt
+        """The signed provider JWT, signed again only when `token_seconds` old (or APNs said it expired).
 
-        now = time.time()
-        if renew or not self._jwt or now - self._jwt_at > APNS_TOKEN_SECONDS:
+        Reused as is, the `authorization` header is one HPACK-indexed byte per request after the first
+        (trainings/push/h2client.py) and no ES256 signature is computed per push."""
+        now = time.monotonic()
+        if renew or not self._jwt or now - self._jwt_at >= self.token_seconds:
+            import jwt
+
             self._jwt = jwt.encode(
-                {"iss": self.team_id, "iat": int(now)},
+                {"iss": self.team_id, "iat": int(time.time())},
                 self._key,  # type: ignore[arg-type]
                 algorithm="ES256",
                 headers={"kid": self.key_id},
@@ -73,8 +82,9 @@ class ApnsProvider:
         payload = {"aps": {"alert": {"title": push.title, "body": push.body}, "sound": "default",
                            "thread-id": push.training}, **push.data}  # fmt: skip
         expires = int(push.expires_at.timestamp()) if push.expires_at else int(time.time()) + 86400
+        token = self.provider_token()
         headers = {
-            "authorization": f"bearer {self.provider_token()}",
+            "authorization": f"bearer {token}",
             "apns-topic": device.app_id or self.topic,
             "apns-push-type": "alert",
             "apns-priority": "10",
@@ -87,6 +97,8 @@ class ApnsProvider:
             response = await self._http.post(
                 f"/3/device/{device.token}", headers=headers, body=json_dumps(payload)
             )
+        except H2BadRequest as exc:  # this device's data cannot go in a request: not worth retrying
+            return SendResult(Verdict.FAILED, error=f"APNs request not sent: {exc}")
         except H2Error as exc:
             return SendResult(Verdict.RETRY, error=f"APNs unreachable: {exc}")
         if response.status == 200:
@@ -96,8 +108,8 @@ class ApnsProvider:
         retry_after = retry_after_seconds(response.header("retry-after"))
         if response.status == 410 or reason in _APNS_DEAD:
             return SendResult(Verdict.TOKEN_DEAD, error=text)
-        if reason == "ExpiredProviderToken":
-            self.provider_token(renew=True)
+        if reason == "ExpiredProviderToken":  # sign a new one, once for all the streams that carried it
+            self.provider_token(renew=token == self._jwt)
             return SendResult(Verdict.RETRY, error=text, retry_after=0.0)
         if response.status in (401, 403) or reason in _APNS_AUTH:
             return SendResult(Verdict.AUTH, error=text)

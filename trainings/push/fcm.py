@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from trainings.push.h2client import H2Error, H2Response
+from trainings.push.h2client import H2BadRequest, H2Error, H2Response
 from trainings.push.messages import (
     AuthFailure,
     PushMessage,
@@ -103,6 +103,8 @@ class FcmProvider:
             response = await self._http.post(
                 self._path, headers=headers, body=json_dumps({"message": message})
             )
+        except H2BadRequest as exc:  # this device's data cannot go in a request: not worth retrying
+            return SendResult(Verdict.FAILED, error=f"FCM request not sent: {exc}")
         except H2Error as exc:
             return SendResult(Verdict.RETRY, error=f"FCM unreachable: {exc}")
         if response.status == 200:

@@ -153,6 +153,16 @@ def gateway_run(
     def on_message(body: Any, message: Message) -> None:
         inbox.append(_Held(body, message))
 
+    def receive(timeout: float) -> bool:
+        """While a round's sends are in flight: take in the next round's messages (nothing is acked here)."""
+        if len(inbox) >= batch_size:
+            return False
+        try:
+            broker.drain_events(timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
+
     def settle(held: _Held, result: Handled) -> None:
         if result.outcome == Outcome.REJECTED:
             held.message.reject(requeue=False)
@@ -189,8 +199,9 @@ def gateway_run(
         held.message.ack()
         stats.add(Outcome.DEAD_LETTERED)
 
+    broker = Connection(url, transport_options=options)
     try:
-        with Connection(url, transport_options=options) as broker:
+        with broker:
             broker.ensure_connection(max_retries=3)
             consumer = Consumer(
                 broker.default_channel,
@@ -229,7 +240,9 @@ def gateway_run(
                     for held in batch:
                         held.attempts += 1
                     try:
-                        results = sender.handle([h.body for h in batch], attempts=[h.attempts for h in batch])
+                        results = sender.handle(
+                            [h.body for h in batch], attempts=[h.attempts for h in batch], meanwhile=receive
+                        )
                     except AuthFailure as exc:
                         logger.critical(
                             "push provider refused our credentials (%s): the gateway stops; every unacked "

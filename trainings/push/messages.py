@@ -144,11 +144,14 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def h2_connect(base_url: str) -> H2Client:
-    """One HTTP/2 connection to the provider, trusting PUSH_TLS_CA_FILE too when it is set."""
+def h2_connect(base_url: str, *, per_request_headers: tuple[str, ...] = ()) -> H2Client:
+    """One HTTP/2 connection to the provider, trusting PUSH_TLS_CA_FILE too when it is set.
+
+    `per_request_headers`: headers whose value is new on every request (kept out of the HPACK table)."""
     ca_file = settings.PUSH_TLS_CA_FILE
     context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-    return H2Client(base_url, ssl_context=context, timeout=settings.PUSH_HTTP_TIMEOUT)
+    return H2Client(base_url, ssl_context=context, timeout=settings.PUSH_HTTP_TIMEOUT,
+                    per_request_headers=per_request_headers)  # fmt: skip
 
 
 def json_dumps(document: Any) -> bytes:

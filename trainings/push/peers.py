@@ -38,6 +38,7 @@ import h2.events
 import h2.settings
 import jwt
 
+from trainings.push.h2client import PlainEncoder
 from trainings.push.peer_credentials import apns_key as apns_key
 from trainings.push.peer_credentials import server_tls
 from trainings.push.peer_credentials import service_account as service_account
@@ -121,9 +122,18 @@ class _Peer:
 
     async def _serve_h2(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One HTTP/2 connection: every stream answered by `_h2_answer` as soon as its request ends."""
+        # Requests are validated as a real server would; the answers are this peer's own (lower-case
+        # names, clean values), so h2's outbound normalizing and validation are off and HPACK literals are
+        # sent without Huffman coding: the peer shares the benchmark's two cores with the gateway.
         conn = h2.connection.H2Connection(
-            h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
+            h2.config.H2Configuration(
+                client_side=False,
+                header_encoding="utf-8",
+                normalize_outbound_headers=False,
+                validate_outbound_headers=False,
+            )
         )
+        conn.encoder = PlainEncoder()
         conn.initiate_connection()
         conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000})
         writer.write(conn.data_to_send())

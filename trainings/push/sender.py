@@ -6,12 +6,12 @@ recorded (`PushSend`) before the gateway may ack, and the device and push servic
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -66,11 +66,11 @@ class PushSender:
     """Steps 1-4 for a list of message bodies, without the broker.
 
     The HTTP clients live on an event loop in a thread of their own; this (the caller's) thread does the
-    database work, recording outcomes while later sends are still in flight (every FLUSH_EVERY outcomes
-    or FLUSH_SECONDS), so a gateway killed in the middle of a batch re-sends at most the last moments'.
+    database work, recording outcomes while later sends are still in flight (every FLUSH_SECONDS, one
+    transaction for all that arrived), so a gateway killed in the middle of a batch re-sends at most the
+    last moments'.
     """
 
-    FLUSH_EVERY = 1000
     FLUSH_SECONDS = 0.05
 
     def __init__(self, providers: Providers, *, in_flight: int | None = None) -> None:
@@ -89,7 +89,15 @@ class PushSender:
         self._thread.join(timeout=5)
         self.loop.close()
 
-    def handle(self, bodies: Sequence[Any], *, attempts: Sequence[int] | None = None) -> list[Handled]:
+    def handle(
+        self,
+        bodies: Sequence[Any],
+        *,
+        attempts: Sequence[int] | None = None,
+        meanwhile: Callable[[float], bool] | None = None,
+    ) -> list[Handled]:
+        """Steps 1-4 for `bodies`. `meanwhile(timeout)` is called while the sends are in flight (the
+        gateway receives the next messages then); it returns False when it has nothing more to do."""
         now = timezone.now()
         handled: list[Handled | None] = [None] * len(bodies)
         pushes: dict[int, PushMessage] = {}
@@ -139,7 +147,7 @@ class PushSender:
                 logger.warning("provider %s not ready: %s", provider.name, exc)
 
         attempt_of = {i: (attempts[i] if attempts else 1) for i in pushes}
-        results = self._send_and_record(work, attempt_of, now) if work else []
+        results = self._send_and_record(work, attempt_of, now, meanwhile) if work else []
 
         auth_error = next((r.error for (_, _, _, r) in results if r.verdict == Verdict.AUTH), None)
         retry: dict[int, SendResult] = {}
@@ -171,40 +179,47 @@ class PushSender:
         return [h if h is not None else Handled(Outcome.RETRY) for h in handled]
 
     def _send_and_record(
-        self, work: list[tuple[int, PushMessage, Target]], attempt_of: dict[int, int], now: Any
+        self,
+        work: list[tuple[int, PushMessage, Target]],
+        attempt_of: dict[int, int],
+        now: Any,
+        meanwhile: Callable[[float], bool] | None = None,
     ) -> list[_Result]:
-        """Step 3 on the loop's thread; the outcomes come back here one by one and are recorded as they
-        come."""
-        arrived: queue.SimpleQueue[_Result] = queue.SimpleQueue()
+        """Step 3 on the loop's thread; every FLUSH_SECONDS this thread records the outcomes that arrived
+        meanwhile, in one transaction, and the rest once the last send has its answer.
+
+        The loop's thread appends to a deque and this one wakes on a timer, not once per outcome: a
+        hand-over per outcome (a queue this thread blocked on) cost a GIL hand-off and a thread wake-up
+        for every push."""
+        arrived: collections.deque[_Result] = collections.deque()
+        finished = threading.Event()
         future = asyncio.run_coroutine_threadsafe(self._send_all(work, arrived), self.loop)
+        future.add_done_callback(lambda _: finished.set())
         results: list[_Result] = []
-        unrecorded: list[_Result] = []
-        last_flush = time.monotonic()
-        while len(results) < len(work):
-            try:
-                item = arrived.get(timeout=self.FLUSH_SECONDS)
-            except queue.Empty:
-                if future.done():
-                    future.result()  # raises what broke the loop's side; otherwise keep waiting
-            else:
-                results.append(item)
-                unrecorded.append(item)
-            if unrecorded and (
-                len(unrecorded) >= self.FLUSH_EVERY or time.monotonic() - last_flush >= self.FLUSH_SECONDS
-            ):
-                self._record_sends(unrecorded, attempt_of, now)
-                unrecorded, last_flush = [], time.monotonic()
-        self._record_sends(unrecorded, attempt_of, now)
+        done = False
+        while not done:
+            deadline = time.monotonic() + self.FLUSH_SECONDS
+            while meanwhile is not None and not finished.is_set() and time.monotonic() < deadline:
+                if not meanwhile(0.005):
+                    break
+            done = finished.wait(max(0.0, deadline - time.monotonic()))
+            fresh = [arrived.popleft() for _ in range(len(arrived))]
+            if fresh:
+                self._record_sends(fresh, attempt_of, now)
+                results.extend(fresh)
+        future.result()  # raises what broke the loop's side, once what did arrive is recorded
         return results
 
     async def _send_all(
-        self, work: list[tuple[int, PushMessage, Target]], arrived: queue.SimpleQueue[_Result]
+        self, work: list[tuple[int, PushMessage, Target]], arrived: collections.deque[_Result]
     ) -> None:
-        gate = asyncio.Semaphore(self.in_flight)
+        """At most `in_flight` sends at once: that many workers take the next (push, device) in turn (one
+        coroutine per worker, not a task per send waiting on a semaphore)."""
+        todo = iter(work)
 
-        async def one(i: int, push: PushMessage, device: Target) -> None:
-            provider = self.providers.for_device(device)
-            async with gate:
+        async def worker() -> None:
+            for i, push, device in todo:
+                provider = self.providers.for_device(device)
                 wait = self.paused_until.get(provider.name, 0.0) - time.monotonic()
                 if wait > 0:  # throttled: this push waits its turn rather than adding to the provider's load
                     result = SendResult(
@@ -216,12 +231,12 @@ class PushSender:
                     except Exception as exc:  # a provider bug must not lose the batch's other outcomes
                         logger.exception("provider %s failed on %s", provider.name, device.send_key(push))
                         result = SendResult(Verdict.RETRY, error=f"{type(exc).__name__}")
-            if result.verdict == Verdict.RETRY and result.retry_after:
-                until = time.monotonic() + result.retry_after
-                self.paused_until[provider.name] = max(self.paused_until.get(provider.name, 0.0), until)
-            arrived.put((i, push, device, result))
+                if result.verdict == Verdict.RETRY and result.retry_after:
+                    until = time.monotonic() + result.retry_after
+                    self.paused_until[provider.name] = max(self.paused_until.get(provider.name, 0.0), until)
+                arrived.append((i, push, device, result))
 
-        await asyncio.gather(*(one(*item) for item in work))
+        await asyncio.gather(*(worker() for _ in range(min(self.in_flight, len(work)))))
 
     def _record_sends(self, results: list[_Result], attempt_of: dict[int, int], now: Any) -> None:
         """The final device outcomes among `results`, and the devices' state, in one transaction."""
@@ -255,8 +270,11 @@ class PushSender:
                                          ignore_conflicts=True)  # fmt: skip
             if accepted:
                 Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
+            by_reason: dict[str, list[int]] = {}
             for device_id, reason in sorted(dead.items()):
-                devices_disable(device_ids=[device_id], reason=reason)
+                by_reason.setdefault(reason, []).append(device_id)
+            for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
+                devices_disable(device_ids=device_ids, reason=reason)
 
     def _finish(
         self,

@@ -1,0 +1,145 @@
+"""What makes the gateway cheap per push must not weaken it: the APNs provider token is signed once per
+lifetime (not per request) and a new one after; the HTTP/2 client indexes the repeating bearer token in
+HPACK and keeps per-request values out of the table; a round's device outcomes are written with one
+statement per kind, every device recorded; a header value that would break the connection fails only
+its own send. Real APNs and FCM peers on loopback, the real PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.factories import DeviceFactory, PlayerFactory
+from tests.trainings.push_fixtures import message
+from trainings.models import Device, PushSend, SendStatus
+from trainings.push.apns import ApnsProvider
+from trainings.push.gateway import Outcome, PushSender
+from trainings.push.h2client import H2Client, PlainEncoder
+from trainings.push.peers import Answer, ApnsPeer, FcmPeer
+from trainings.push.providers import providers_from_settings
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sender(apns: ApnsPeer, fcm: FcmPeer) -> Any:
+    sender = PushSender(providers_from_settings())
+    yield sender
+    sender.close()
+
+
+def _apns(sender: PushSender) -> ApnsProvider:
+    provider = sender.providers.by_device["apns"]
+    assert isinstance(provider, ApnsProvider)
+    return provider
+
+
+def test_the_apns_provider_token_is_reused_within_its_lifetime_and_signed_again_after(
+    apns: ApnsPeer, sender: PushSender
+) -> None:
+    players = [PlayerFactory(devices=[]) for _ in range(3)]
+    for n, player in enumerate(players):
+        DeviceFactory(player=player, provider="apns", platform="ios", token=f"{n:064x}")
+    results = sender.handle([message(f"occ.a{p.pk}", p.pk) for p in players])
+    assert {r.outcome for r in results} == {Outcome.DELIVERED}
+    first = {r.headers["authorization"] for r in apns.received}
+    assert len(apns.received) == 3 and len(first) == 1  # one JWT for every request, checked by the peer
+
+    results = sender.handle([message(f"occ.b{p.pk}", p.pk) for p in players])
+    assert {r.headers["authorization"] for r in apns.received[3:]} == first  # still within its lifetime
+
+    provider = _apns(sender)
+    provider._jwt_at -= provider.token_seconds  # the token is now as old as its lifetime
+    results = sender.handle([message(f"occ.c{p.pk}", p.pk) for p in players])
+    assert {r.outcome for r in results} == {Outcome.DELIVERED}  # the peer verified the new one
+    renewed = {r.headers["authorization"] for r in apns.received[6:]}
+    assert len(renewed) == 1 and renewed != first
+
+
+def test_an_expired_provider_token_is_signed_again_once_for_all_streams_that_carried_it(
+    apns: ApnsPeer, sender: PushSender
+) -> None:
+    player = PlayerFactory(devices=[])
+    DeviceFactory(player=player, provider="apns", platform="ios", token="ab" * 32)
+    apns.script("ab" * 32, [Answer(403, "ExpiredProviderToken")])
+    provider = _apns(sender)
+    assert sender.handle([message("occ.1", player.pk)])[0].outcome == Outcome.RETRY
+    refused = apns.received[0].headers["authorization"]
+    renewed = f"bearer {provider.provider_token()}"
+    assert renewed != refused
+    assert sender.handle([message("occ.1", player.pk)])[0].outcome == Outcome.DELIVERED
+    assert apns.received[1].headers["authorization"] == renewed
+    assert f"bearer {provider.provider_token()}" == renewed  # not signed again without cause
+
+
+def test_the_bearer_token_is_indexed_by_hpack_and_per_request_values_are_not() -> None:
+    client = H2Client("https://api.push.example:443", per_request_headers=("apns-id",))
+    encoder = PlainEncoder()
+    token = "bearer eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJURUFNIn0.c2lnbmF0dXJl"
+    blocks = [
+        encoder.encode(
+            client._header_block(
+                f"/3/device/{n:064x}",
+                {"authorization": token, "apns-topic": "com.example.coach", "apns-id": f"id-{n:032d}"},
+                b"{}",
+            )
+        )
+        for n in range(40)
+    ]
+    assert token.encode() in blocks[0]
+    # After the first request the token is one table reference; 40 unique paths and ids later it is still
+    # in the table (they were never indexed, so they did not push it out).
+    assert all(token.encode() not in block for block in blocks[1:])
+    assert len(blocks[-1]) < len(blocks[0]) - len(token)
+    assert all(f"{n:064x}".encode() in block for n, block in enumerate(blocks))
+    names = [entry[0] for entry in encoder.header_table.dynamic_entries]
+    assert b"authorization" in names and b":path" not in names and b"apns-id" not in names
+
+
+def test_a_round_records_every_device_outcome_with_one_statement_per_kind(
+    apns: ApnsPeer, fcm: FcmPeer, sender: PushSender
+) -> None:
+    sender.FLUSH_SECONDS = 30.0  # one recording at the end of the round (the deque is drained once)
+    players = [PlayerFactory(devices=[]) for _ in range(20)]
+    dead: list[str] = []
+    for n, player in enumerate(players):
+        DeviceFactory(player=player, provider="apns", platform="ios", token=f"{n:064x}")
+        DeviceFactory(player=player, provider="fcm", platform="android", token=f"fcm-{n}")
+        if n % 4 == 0:
+            apns.script(f"{n:064x}", [Answer(410, "Unregistered")])
+            fcm.script(f"fcm-{n}", [Answer(404, "UNREGISTERED")])
+            dead += [f"{n:064x}", f"fcm-{n}"]
+
+    with CaptureQueriesContext(connection) as queries:
+        results = sender.handle([message(f"occ.{p.pk}", p.pk) for p in players])
+    assert {r.outcome for r in results} == {Outcome.DELIVERED}
+
+    statuses = dict(PushSend.objects.values_list("device__token", "status"))
+    assert len(statuses) == 40  # every device has its outcome
+    assert {t for t, s in statuses.items() if s == SendStatus.TOKEN_DEAD} == set(dead)
+    assert {t for t, s in statuses.items() if s == SendStatus.ACCEPTED} == set(statuses) - set(dead)
+    assert set(Device.objects.exclude(disabled_at=None).values_list("token", flat=True)) == set(dead)
+    sql = [q["sql"] for q in queries.captured_queries]
+    inserts = [s for s in sql if s.startswith('INSERT INTO "trainings_pushsend"')]
+    disables = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "disabled_reason" in s]
+    successes = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "last_success_at" in s]
+    assert len(inserts) == 1 and len(successes) == 1
+    assert len(disables) == 2  # one per reason (APNs 410 Unregistered, FCM 404 UNREGISTERED), not per device
+
+
+def test_a_header_value_the_connection_cannot_carry_fails_only_its_own_send(
+    apns: ApnsPeer, sender: PushSender
+) -> None:
+    player = PlayerFactory(devices=[])
+    DeviceFactory(
+        player=player, provider="apns", platform="ios", token="cd" * 32, app_id="com.example\r\nx: y"
+    )
+    DeviceFactory(player=player, provider="apns", platform="ios", token="ef" * 32)
+    assert sender.handle([message("occ.1", player.pk)])[0].outcome == Outcome.DELIVERED
+    statuses = dict(PushSend.objects.values_list("device__token", "status"))
+    assert statuses == {"cd" * 32: SendStatus.FAILED, "ef" * 32: SendStatus.ACCEPTED}
+    assert apns.tokens() == ["ef" * 32]  # nothing went out for the first; the connection served the second
+    assert Device.objects.filter(token="cd" * 32).get().enabled  # the device stays: its app id is the fault
