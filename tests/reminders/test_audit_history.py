@@ -168,3 +168,20 @@ def test_retention_purges_history_past_its_age_only(settings: Any) -> None:
 
     assert history_purge_old() == {"reminders.HistoricalThrottlePolicy": 1}
     assert (old.history.count(), recent.history.count()) == (0, 1)
+
+
+def test_every_audited_model_has_a_history_page_and_version_pages_for_operators(
+    operator: Client, token_api: APIClient
+) -> None:
+    token_api.post("/api/jobs/", _job_body("paged"), format="json")
+    schedule = schedule_create(key="paged-schedule", expression="0 9 * * *")
+    policy = ThrottlePolicyFactory()
+    for model, obj in (
+        ("job", Job.objects.get(key="paged")),
+        ("schedule", schedule),
+        ("throttlepolicy", policy),
+    ):
+        base = f"/admin/reminders/{model}/{obj.pk}/history/"
+        assert operator.get(base).status_code == 200, model
+        assert operator.get(f"{base}{obj.history.latest().history_id}/").status_code == 200, model
+        assert operator.get(f"/admin/reminders/{model}/{obj.pk}/change/").status_code == 200, model

@@ -138,3 +138,16 @@ def test_an_operators_rule_change_through_the_api_is_recorded(rules: dict[str, R
 
     latest = rule.history.latest()  # the seeded rules predate history: this is their first record
     assert (latest.history_type, latest.history_user, latest.offsets) == ("~", operator, ["2h"])
+
+
+def test_a_coach_opens_a_version_of_their_training_and_an_operator_a_rules_history(
+    admin_client: Client, team: Team, rules: dict[str, ReminderRule]
+) -> None:
+    training = _training(team)
+    version = training.history.latest().history_id
+    assert admin_client.get(f"/admin/trainings/training/{training.pk}/history/{version}/").status_code == 200
+    operator = Client()
+    operator.force_login(UserFactory(username="ops", is_staff=True, is_superuser=True))
+    rule = rules["invitation"]
+    assert operator.get(f"/admin/trainings/reminderrule/{rule.pk}/history/").status_code == 200
+    assert admin_client.get(f"/admin/trainings/reminderrule/{rule.pk}/history/").status_code == 403
