@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from reminders.history import history_purge_old
 from reminders.models import Job, Schedule, ThrottlePolicy
+from reminders.tasks import purge_old
 from tests.factories import ThrottlePolicyFactory, UserFactory, schedule_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
@@ -168,6 +169,10 @@ def test_retention_purges_history_past_its_age_only(settings: Any) -> None:
 
     assert history_purge_old() == {"reminders.HistoricalThrottlePolicy": 1}
     assert (old.history.count(), recent.history.count()) == (0, 1)
+
+    settings.REMINDERS_HISTORY_RETENTION_DAYS = 28  # the hourly purge task runs it too
+    purge_old()
+    assert recent.history.count() == 0
 
 
 def test_every_audited_model_has_a_history_page_and_version_pages_for_operators(
