@@ -361,3 +361,16 @@ LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
     "()": "reminders.logfilters.ForbiddenWithoutTraceback"
 }
 LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")
+
+# --- Audit history (issue 16.7, reminders/history.py) ---------------------------------------------------
+# Who changed a job, schedule, throttle policy, rule, template or training: django-simple-history rows,
+# attributed to the request's user (admin session or API token), shown on each object's History page.
+INSTALLED_APPS += ["simple_history"]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "simple_history.middleware.HistoryRequestMiddleware",
+)
+# History is a record, not an editor: reverting from it would bypass the services that reschedule.
+SIMPLE_HISTORY_REVERT_DISABLED = True
+# Purged by the hourly purge task past this age.
+REMINDERS_HISTORY_RETENTION_DAYS = env_int("REMINDERS_HISTORY_RETENTION_DAYS", 365, minimum=1)

@@ -13,6 +13,7 @@ from django.db.models.expressions import Combinable
 from django.http import HttpRequest, HttpResponseRedirect
 from django.utils import timezone
 
+from reminders.admin_history import AuditedAdmin
 from reminders.cron import ExpressionError, timeline_for
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
 from reminders.occurrences import occurrences_cancel, occurrences_retry_now
@@ -46,7 +47,7 @@ class OccurrenceInline(admin.TabularInline):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(AuditedAdmin):
     list_display = ["key", "callback_type", "target", "priority", "version", "owner", "updated_at"]
     list_filter = ["callback_type", "priority"]
     search_fields = ["key"]
@@ -238,7 +239,7 @@ class ScheduleAdminForm(forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(AuditedAdmin):
     """Schedules are created through the API (they need a callback); operators change, pause or resume them
     here. Every change goes through reminders.schedules, so it bumps the version and replaces the pending
     fire point like an API update."""
@@ -285,7 +286,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 
 @admin.register(ThrottlePolicy)
-class ThrottlePolicyAdmin(admin.ModelAdmin):
+class ThrottlePolicyAdmin(AuditedAdmin):
     list_display = ["name", "max_per_second", "burst", "window_seconds", "owner"]
     search_fields = ["name"]
     fields = ["name", "max_per_second", "burst", "window_seconds", "owner"]

@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
+from reminders.history import AuditedHistory
 from reminders.lookups import AnyOf
 
 
@@ -107,6 +108,7 @@ class ThrottlePolicy(models.Model):
     refilled_at = models.DateTimeField(null=True, blank=True, help_text="Token bucket state.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    history = AuditedHistory(bookkeeping=["tokens", "refilled_at"])
 
     class Meta:
         constraints = [
@@ -158,6 +160,7 @@ class Job(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    history = AuditedHistory(private=["http_secret"])
 
     class Meta:
         constraints = [
@@ -301,6 +304,7 @@ class Schedule(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    history = AuditedHistory(bookkeeping=["next_fire_at"])
 
     class Meta:
         constraints = [

@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from reminders.history import without_history
 from reminders.kick import scan_kick_on_commit
 from reminders.models import (
     PRIORITY_DEFAULT,
@@ -112,6 +113,8 @@ def job_upsert(
             for name, value in fields.items():
                 setattr(job, name, value)
             job.version += 1
+            if owner is None:
+                without_history(job)  # the system's job: the change that caused it is recorded
             job.save()
         _occurrences_replace_pending(job, wanted, created=created)
     scan_kick_on_commit(min(wanted) if wanted else None)
@@ -130,7 +133,10 @@ def _job_create_or_lock(
     """
     try:
         with transaction.atomic():
-            job = Job.objects.create(key=key, owner_id=owner.pk if owner is not None else None, **fields)
+            job = Job(key=key, owner_id=owner.pk if owner is not None else None, **fields)
+            if owner is None:  # made by the system (a training's rule job): its training's history says who
+                without_history(job)
+            job.save(force_insert=True)
     except IntegrityError:
         existing = Job.objects.select_for_update().filter(key=key).first()
         if existing is None:
@@ -200,7 +206,9 @@ def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser
         fresh = [s for s in specs if s.key not in existing]
         try:
             with transaction.atomic():
-                _, count = jobs_insert(specs=fresh, owner=owner)
+                jobs, count = jobs_insert(specs=fresh, owner=owner)
+                if owner is not None:  # one history row per new job, in one INSERT, attributed to the caller
+                    Job.history.bulk_history_create(jobs, default_user=owner)
         except IntegrityError as exc:
             raise ConcurrentCreate(str(exc)) from exc
         for spec in specs:
@@ -268,6 +276,7 @@ def job_cancel(*, job: Job) -> int:
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         job.version += 1
+        job._change_reason = "cancelled"  # type: ignore[attr-defined]  # shown on the job's History page
         job.save(update_fields=["version", "updated_at"])
         return occurrences_cancel(job.occurrences.all())
 

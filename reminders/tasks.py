@@ -13,6 +13,7 @@ from django.utils import timezone
 from reminders import health
 from reminders.beat import PURGE_TASK, SCAN_TASK
 from reminders.dispatch import occurrences_dispatch_for
+from reminders.history import history_purge_old
 from reminders.kick import scan_kick
 from reminders.occurrences import occurrences_purge_old
 from reminders.status import scan_minutes_purge, scan_record
@@ -42,4 +43,5 @@ def scan_due() -> dict[str, int]:
 @shared_task(name=PURGE_TASK, ignore_result=True)
 def purge_old() -> int:
     scan_minutes_purge(before=timezone.now() - timedelta(days=2))  # the status page reads the last hour
+    history_purge_old()  # audit rows past REMINDERS_HISTORY_RETENTION_DAYS
     return occurrences_purge_old()

@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from reminders.admin_history import AuditedAdmin
 from trainings import admin_operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin_html import local_html, local_time, player_grid_html, reminder_timeline_html
 from trainings.admin_people import ScopedChoices
@@ -30,6 +31,7 @@ from trainings.models import Invitation, InvitationStatus, QuestionnaireAnswer, 
 from trainings.offsets import is_time_zone
 from trainings.selectors import (
     reminder_recipients,
+    teams_visible_to,
     trainings_next_reminder,
     trainings_visible_to,
     trainings_with_counts,
@@ -103,7 +105,7 @@ class TrainingForm(ModelForm):
 
 
 @admin.register(Training)
-class TrainingAdmin(ScopedChoices, admin.ModelAdmin):
+class TrainingAdmin(ScopedChoices, AuditedAdmin):
     form = TrainingForm
     list_display = [
         "title",
@@ -129,6 +131,10 @@ class TrainingAdmin(ScopedChoices, admin.ModelAdmin):
         if request.resolver_match and request.resolver_match.url_name == "trainings_training_changelist":
             queryset = trainings_with_counts(queryset)
         return queryset
+
+    def history_visible_when_deleted(self, request: HttpRequest, last_state: Training) -> bool:  # type: ignore[override]
+        """A deleted training's history is its team's coaches' (and operators'), as it was when it lived."""
+        return teams_visible_to(request.user).filter(pk=last_state.team_id).exists()
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
@@ -225,7 +231,7 @@ class TrainingAdmin(ScopedChoices, admin.ModelAdmin):
         return training
 
     def _missing(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
+        return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
 
     def remind_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         training = self._training_for_action(request, object_id)

@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
+from reminders.admin_history import AuditedAdmin
 from reminders.templatetags.admin_time import seconds
 from trainings.admin_html import local_time
 from trainings.models import (
@@ -53,7 +54,7 @@ class TemplateInline(_OperatorsOnly, admin.StackedInline):
 
 
 @admin.register(ReminderRule)
-class ReminderRuleAdmin(_OperatorsOnly, admin.ModelAdmin):
+class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
     list_display = ["slug", "kind", "readable_offsets", "active", "updated_at"]
     list_filter = ["kind", "active"]
     inlines = [TemplateInline]

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
+from reminders.history import AuditedHistory
 from trainings.models_devices import Device as Device
 from trainings.models_devices import DevicePlatform as DevicePlatform
 from trainings.models_devices import DeviceProvider as DeviceProvider
@@ -137,6 +138,7 @@ class Training(models.Model):
     cancelled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    history = AuditedHistory()
 
     class Meta:
         ordering = ["start"]
@@ -221,6 +223,7 @@ class ReminderRule(models.Model):
     offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
     active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
+    history = AuditedHistory()
 
     class Meta:
         ordering = ["kind", "slug"]

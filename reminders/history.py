@@ -1,0 +1,76 @@
+"""Audit history: who changed a job, schedule, throttle policy, rule or training, and what (issue 16.7).
+
+django-simple-history keeps one row per save of each audited model in its "historical" table, with the
+user of the request that made it (HistoryRequestMiddleware; DRF sets the token's user on the same request)
+and a diff the admin's History page shows. Two things keep it off the hot paths:
+
+- `AuditedHistory` skips saves that touch only bookkeeping fields (a schedule's `next_fire_at` moved by
+  every fire, a throttle bucket's tokens): those are the engine at work, not a person's change. The
+  bookkeeping fields are not copied into history at all, nor `updated_at` (the history row has its date).
+- Occurrences have no history, and queryset `.update()`/`bulk_create` never send the signals it hooks.
+
+Rows older than REMINDERS_HISTORY_RETENTION_DAYS are purged by the hourly purge task (`history_purge_old`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.db.models import Model
+from django.utils import timezone
+from simple_history.models import HistoricalChanges, HistoricalRecords
+
+logger = logging.getLogger(__name__)
+
+
+class AuditedHistory(HistoricalRecords):
+    """HistoricalRecords without the bookkeeping: `bookkeeping` fields (and `updated_at`) are not copied,
+    and a save whose `update_fields` are all bookkeeping records nothing. `private` fields (a secret) are
+    not copied either, so the history table holds no more secrets than the admin shows."""
+
+    def __init__(self, *, bookkeeping: Iterable[str] = (), private: Iterable[str] = (), **kwargs: Any):
+        self.bookkeeping = frozenset({*bookkeeping, "updated_at"})
+        super().__init__(excluded_fields=sorted(self.bookkeeping | set(private)), **kwargs)
+
+    def post_save(self, instance: Model, created: bool, using: str | None = None, **kwargs: Any) -> None:
+        fields = kwargs.get("update_fields")
+        if not created and fields is not None and set(fields) <= self.bookkeeping:
+            return
+        super().post_save(instance, created, using=using, **kwargs)
+
+
+def without_history(instance: Model) -> Model:
+    """Mark `instance` so its next saves record nothing: a row the system derives from another audited
+    change (a training's jobs follow the training, whose history names who changed it)."""
+    instance.skip_history_when_saving = True  # type: ignore[attr-defined]  # simple-history's own flag
+    return instance
+
+
+def history_models() -> list[type[Model]]:
+    return [model for model in apps.get_models() if issubclass(model, HistoricalChanges)]
+
+
+def history_purge_old(*, now: datetime | None = None, max_batches: int = 100) -> dict[str, int]:
+    """Delete history rows older than REMINDERS_HISTORY_RETENTION_DAYS, in short batches found through
+    the `history_date` index; returns how many went per historical model."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.REMINDERS_HISTORY_RETENTION_DAYS)
+    batch = settings.REMINDERS_PURGE_BATCH
+    deleted: dict[str, int] = {}
+    for model in history_models():
+        old = model._default_manager.filter(history_date__lt=cutoff)
+        count = 0
+        for _ in range(max_batches):
+            ids = list(old.values_list("pk", flat=True)[:batch])
+            if not ids:
+                break
+            count += model._default_manager.filter(pk__in=ids).delete()[0]
+        if count:
+            deleted[model._meta.label] = count
+    if deleted:
+        logger.info("purged audit history: %s", deleted)
+    return deleted
