@@ -77,7 +77,7 @@ def occurrences_dispatch_batch(
     """
     policy = policy or RetryPolicy.from_settings()
     result = ScanResult()
-    pipeline = _Pipeline(policy, result, DbClock.read())
+    pipeline = Pipeline(policy, result, DbClock.read())
     try:
         _scan(pipeline, batch_size or settings.REMINDERS_BATCH_SIZE)
         pipeline.settle()
@@ -93,7 +93,7 @@ def occurrences_dispatch_for(
     """Scan repeatedly for `seconds`, polling briefly when idle, so lateness is not bound to beat's tick.
 
     With `until_idle`, return as soon as a batch comes back short instead (nothing more is due now).
-    Batches overlap: the next claim runs while the broker commits the last one (see `_Pipeline`).
+    Batches overlap: the next claim runs while the broker commits the last one (see `Pipeline`).
     Returns the totals and whether the last batch was full (a backlog remains: re-kick at once).
     """
     policy = RetryPolicy.from_settings()
@@ -101,7 +101,7 @@ def occurrences_dispatch_for(
     totals = ScanResult()
     clock = DbClock.read()
     occurrences_reap_expired(now=clock.now(), policy=policy)
-    pipeline = _Pipeline(policy, totals, clock)
+    pipeline = Pipeline(policy, totals, clock)
     stop_at = time.monotonic() + seconds
     try:
         while True:
@@ -117,7 +117,7 @@ def occurrences_dispatch_for(
         raise
 
 
-def _scan(pipeline: _Pipeline, limit: int) -> int:
+def _scan(pipeline: Pipeline, limit: int) -> int:
     """Claim one batch and send it through the pipeline; returns how many unthrottled rows it claimed."""
     claim_args = {
         "limit": limit,
@@ -135,7 +135,7 @@ def _scan(pipeline: _Pipeline, limit: int) -> int:
     for each in claims:
         if each.occurrences:
             pipeline.result.claimed += len(each.occurrences)
-            for chunk in _chunks(each, pipeline):
+            for chunk in claim_chunks(each, pipeline):
                 pipeline.send(chunk)
     return len(claim.occurrences)
 
@@ -149,14 +149,18 @@ class _Chunk:
     deliveries: Sequence[Delivery]
 
 
-def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
+def claim_chunks(
+    claim: Claim, pipeline: Pipeline, jobs: Mapping[int, DeliveryJob] | None = None
+) -> Iterator[_Chunk]:
     """Load the claimed rows' jobs, skip rows past their deadline, and cut the rest into chunks.
 
     A generator, so each chunk's lease check happens just before it is sent; the rest of a claim whose
-    lease is nearly over is handed back untried.
+    lease is nearly over is handed back untried. `jobs`, if given, were read already (held rows,
+    reminders/firing.py).
     """
     result = pipeline.result
-    jobs = delivery_jobs({o.job_id for o in claim.occurrences})
+    if jobs is None:
+        jobs = delivery_jobs({o.job_id for o in claim.occurrences})
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = pipeline.clock.now()
@@ -220,7 +224,7 @@ def _misfires(claim: Claim, jobs: Mapping[int, DeliveryJob], now: datetime) -> s
     return schedules_misfire(token=claim.token, occurrence_ids=candidates, now=now)
 
 
-class _Pipeline:
+class Pipeline:
     """Sends chunks so that the database works while the broker commits: at most one chunk in flight.
 
     `send` waits for the previous chunk's outcome, starts the new chunk, and only then marks the previous

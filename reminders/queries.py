@@ -20,7 +20,8 @@ SCHEDULE_TABLE = Schedule._meta.db_table
 # %(aged)s, oldest first whatever their priority; the rest is strict priority. `= ANY(ARRAY(...))` makes
 # the id list an InitPlan, so the UPDATE finds its rows through the primary key whatever the planner
 # estimates (`IN (subquery)` was planned as a hash join over a full table scan). `{scope}` is one of the
-# CLAIM_SCOPE_* below. fire_at comes back as exact epoch microseconds (cheaper to parse than timestamptz).
+# CLAIM_SCOPE_* below. fire_at and next_attempt_at (the instant a look-ahead claim holds the row until) come
+# back as exact epoch microseconds (cheaper to parse than timestamptz).
 CLAIM_DUE = f"""
 UPDATE {OCCURRENCE_TABLE} AS o
    SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
@@ -53,7 +54,7 @@ UPDATE {OCCURRENCE_TABLE} AS o
      ORDER BY min(c.part), max(c.level) DESC, min(c.due), c.id
      LIMIT %(limit)s))
 RETURNING o.id, o.job_id, (EXTRACT(EPOCH FROM o.fire_at) * 1000000)::bigint, o.attempts, o.idempotency_key,
-          o.priority
+          o.priority, (EXTRACT(EPOCH FROM o.next_attempt_at) * 1000000)::bigint
 """  # noqa: S608 - table and bounds are constants, values are bound parameters
 # The generic claim takes unthrottled rows only; a throttle policy's claim takes only that policy's rows.
 CLAIM_SCOPE_UNTHROTTLED = "throttle_id IS NULL"
