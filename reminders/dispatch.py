@@ -147,6 +147,7 @@ class _Chunk:
     claim: Claim
     callback_type: str
     deliveries: Sequence[Delivery]
+    advance: bool = True  # some row is a schedule's: marking it moves the schedule on
 
 
 def claim_chunks(
@@ -195,6 +196,7 @@ def claim_chunks(
     # The lease ends by the database's clock; the batch's reading carried on by the monotonic clock makes
     # this a local deadline (claim time + lease - margin) that no wall-clock step moves.
     margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
+    scheduled = {job.callback_type for job in jobs.values() if job.schedule_key is not None}
     for callback_type, deliveries in groups.items():
         size = transport_row(callback_type).chunk_size
         for start in range(0, len(deliveries), size):
@@ -203,7 +205,7 @@ def claim_chunks(
                 result.released += occurrences_release(token=claim.token, ids=untried)
                 pipeline.drop(claim, untried)
                 break
-            yield _Chunk(claim, callback_type, deliveries[start : start + size])
+            yield _Chunk(claim, callback_type, deliveries[start : start + size], callback_type in scheduled)
 
 
 def _misfires(claim: Claim, jobs: Mapping[int, DeliveryJob], now: datetime) -> set[int]:
@@ -238,10 +240,15 @@ class Pipeline:
     first back and marks the second on a fresh connection, so an error costs seconds, not a lease.
     """
 
-    def __init__(self, policy: RetryPolicy, result: ScanResult, clock: DbClock) -> None:
+    def __init__(
+        self, policy: RetryPolicy, result: ScanResult, clock: DbClock, *, mark_after: float = 0.0
+    ) -> None:
         self.policy = policy
         self.result = result
         self.clock = clock  # the latest batch's reading of the database's clock
+        # `send` leaves outcomes unmarked until the oldest is this old (the look-ahead scan sends many small
+        # chunks: one UPDATE for many of them, reminders/firing.py); `settle` marks them all.
+        self.mark_after = mark_after
         self._flight: tuple[_Chunk, InFlight] | None = None
         self._unsent: dict[uuid.UUID, tuple[Claim, set[int]]] = {}
         self._outcomes: list[_Outcome] = []
@@ -266,7 +273,8 @@ class Pipeline:
         self.drop(chunk.claim, [d.occurrence_id for d in chunk.deliveries])
         start = get_transport(chunk.callback_type).start
         self._flight = (chunk, metrics.publish_timed(chunk.callback_type, start, chunk.deliveries))
-        self._mark_known()
+        if not self._outcomes or time.monotonic() - self._outcomes[0].known >= self.mark_after:
+            self._mark_known()
         if isinstance(self._flight[1], Settled):
             # Delivered before start() returned (HTTP, handlers): there is nothing to overlap, and holding
             # the mark back until the next chunk (up to 64 slow HTTP calls) would only risk the lease.
@@ -318,8 +326,26 @@ class Pipeline:
 
     def _mark_known(self) -> None:
         while self._outcomes:
-            self._mark(self._outcomes[0])
-            self._outcomes.pop(0)
+            # Consecutive error-free outcomes of one claim and callback type are marked by one UPDATE.
+            first, n = self._outcomes[0], 1
+            while (
+                n < len(self._outcomes)
+                and not first.errors
+                and not first.delivered_marked
+                and not (other := self._outcomes[n]).errors
+                and (other.chunk.claim.token, other.chunk.callback_type)
+                == (first.chunk.claim.token, first.chunk.callback_type)
+            ):
+                n += 1
+            if n > 1:
+                chunks = [o.chunk for o in self._outcomes[:n]]
+                deliveries = [d for c in chunks for d in c.deliveries]
+                advance = any(c.advance for c in chunks)
+                first = _Outcome(
+                    _Chunk(first.chunk.claim, first.chunk.callback_type, deliveries, advance), {}
+                )
+            self._mark(first)
+            del self._outcomes[:n]
 
     def _mark(self, outcome: _Outcome) -> None:
         result, chunk, errors = self.result, outcome.chunk, outcome.errors
@@ -327,7 +353,7 @@ class Pipeline:
         now = self.clock.now()
         if not outcome.delivered_marked:
             accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
-            marked = occurrences_mark_delivered(token=token, ids=accepted, now=now)
+            marked = occurrences_mark_delivered(token=token, ids=accepted, now=now, advance=chunk.advance)
             outcome.delivered_marked = True  # a retry after an error below must not mark (and count) twice
             result.delivered += marked
             result.lost_lease += len(accepted) - marked
@@ -357,6 +383,7 @@ class _Outcome:
     chunk: _Chunk
     errors: Mapping[int, TransportError]
     delivered_marked: bool = False
+    known: float = field(default_factory=time.monotonic)  # when the outcome came in
 
 
 def _reconnect_if_broken() -> None:

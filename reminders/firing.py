@@ -28,11 +28,19 @@ from reminders.kick import lookahead_seconds
 from reminders.occurrences import Claim, ClaimedOccurrence
 from reminders.retry import RetryPolicy
 from reminders.throttling import throttled_claims
-from reminders.timer import Held, TimerQueue, held_current, held_reload
+from reminders.timer import Held, Recheck, TimerQueue, held_current, held_reload
 from reminders.wakeup import listener
 
 # With less than this to wait, mark the chunk in flight later rather than now: it could make us late.
 _SETTLE_GAP = 0.003
+# One query checks every held row due within this window once the first of them is due: at a thousand
+# rows a second, one query per ten rows instead of one per row. It is as long as a change can take to be
+# seen (without a look-ahead: the time from the claim to the last chunk of its batch).
+_CHECK_WINDOW = timedelta(milliseconds=10)
+# Rows per claim while nothing due is waiting (see `_loop`).
+_AHEAD_LIMIT = 200
+# Chunks sent at their instants are small (a few rows): their marks are gathered this long into one UPDATE.
+_MARK_AFTER = 0.05
 STALE_REASON = "its job changed while the occurrence was held for its instant"
 
 
@@ -48,7 +56,7 @@ def occurrences_fire_for(*, seconds: float, batch_size: int | None = None) -> tu
     totals = ScanResult()
     clock = DbClock.read()
     occurrences_reap_expired(now=clock.now(), policy=policy)
-    pipeline = Pipeline(policy, totals, clock)
+    pipeline = Pipeline(policy, totals, clock, mark_after=_MARK_AFTER)
     timers = TimerQueue()
     try:
         backlog = _loop(pipeline, timers, size, seconds)
@@ -71,7 +79,10 @@ def _loop(pipeline: Pipeline, timers: TimerQueue, size: int, seconds: float) -> 
         if first or (now >= next_claim and now < stop_at):
             first = False
             # Never beyond the scan's end: whatever is claimed is published before the task returns.
-            full, backlog = _claim(pipeline, timers, size, max(0.0, min(ahead, stop_at - now)))
+            # Small claims while on time: a claim of a thousand rows takes tens of milliseconds, during which
+            # nothing due goes out. A backlog (a full claim of rows due already) is claimed in full batches.
+            limit = size if backlog else min(size, _AHEAD_LIMIT)
+            full, backlog = _claim(pipeline, timers, limit, max(0.0, min(ahead, stop_at - now)))
             next_claim = time.monotonic() + (0.0 if full else poll)
         _fire_due(pipeline, timers)
         now = time.monotonic()
@@ -122,22 +133,29 @@ def _claim(pipeline: Pipeline, timers: TimerQueue, limit: int, ahead: float) -> 
 
 
 def _fire_due(pipeline: Pipeline, timers: TimerQueue) -> None:
-    """Publish every held row whose instant has come, after checking it is still ours and current."""
+    """Publish every held row whose instant has come; check the ones not checked yet first."""
     if not timers:
         return
-    for held, rows in timers.pop_due(pipeline.clock.now()):
-        _fire(pipeline, held, rows)
+    now = pipeline.clock.now()
+    groups = timers.pop_to_check(now, _CHECK_WINDOW)
+    if groups:
+        for (held, rows), check in zip(groups, held_current(groups), strict=True):
+            _checked(pipeline, timers, held, rows, check)
+    for held, rows in timers.pop_ready(pipeline.clock.now()):
+        for chunk in claim_chunks(held.part(rows), pipeline, held.jobs):
+            pipeline.send(chunk)
 
 
-def _fire(pipeline: Pipeline, held: Held, rows: list[ClaimedOccurrence]) -> None:
-    check = held_current(held, rows)
+def _checked(
+    pipeline: Pipeline, timers: TimerQueue, held: Held, rows: list[ClaimedOccurrence], check: Recheck
+) -> None:
+    """Drop the rows that are gone, skip the stale ones, re-read changed jobs; the rest are ready."""
     part = held.part(rows)
     if check.gone:
         pipeline.drop(part, check.gone)
     if check.stale:
-        now = pipeline.clock.now()
         pipeline.result.skipped += occurrences_mark_skipped(
-            token=part.token, ids=check.stale, now=now, reason=STALE_REASON
+            token=part.token, ids=check.stale, now=pipeline.clock.now(), reason=STALE_REASON
         )
         pipeline.drop(part, check.stale)
         for o in rows:
@@ -146,7 +164,4 @@ def _fire(pipeline: Pipeline, held: Held, rows: list[ClaimedOccurrence]) -> None
     if check.changed_jobs:
         held_reload(held, check.changed_jobs)
     dropped = set(check.gone) | set(check.stale)
-    keep = [o for o in rows if o.id not in dropped]
-    if keep:
-        for chunk in claim_chunks(held.part(keep), pipeline, held.jobs):
-            pipeline.send(chunk)
+    timers.ready(held, [o for o in rows if o.id not in dropped])

@@ -37,10 +37,13 @@ def scan_kick() -> None:
 
 
 def lookahead_seconds() -> float:
-    """How far ahead a scan claims and holds rows: REMINDERS_LOOKAHEAD_SECONDS, and 0 on SQLite (polls)."""
+    """How far ahead a scan claims and holds rows: REMINDERS_LOOKAHEAD_SECONDS, and 0 on SQLite (polls).
+
+    At most a quarter of the lease, so a held row is published long before its lease nears its end.
+    """
     if connection.vendor != "postgresql":
         return 0.0
-    return float(settings.REMINDERS_LOOKAHEAD_SECONDS)
+    return min(float(settings.REMINDERS_LOOKAHEAD_SECONDS), settings.REMINDERS_LEASE_SECONDS / 4)
 
 
 def scan_kick_on_commit(earliest: datetime | None) -> None:

@@ -7,10 +7,11 @@ EXPLAINs), the inserts by `occurrences_insert` and `occurrences_insert_idempoten
 
 from __future__ import annotations
 
-from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Occurrence, Schedule
+from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Job, Occurrence, Schedule
 
 OCCURRENCE_TABLE = Occurrence._meta.db_table
 SCHEDULE_TABLE = Schedule._meta.db_table
+JOB_TABLE = Job._meta.db_table
 
 # Lease up to %(limit)s due rows (scheduled -> claimed, new token, attempts + 1) and return them.
 # One index range scan per priority level, highest first; each level stops at `now`, so the claim never
@@ -80,6 +81,15 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
 WHERE {OCCURRENCE_TABLE}.status = 'cancelled'
 """  # noqa: S608 - table names are constants, values are bound parameters
 INSERT_IDEMPOTENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'scheduled', 0, '')"
+
+# Held rows right before they are published (reminders/timer.py): which are still claimed, by which lease,
+# and each one's version beside its job's current one.
+HELD_CURRENT = f"""
+SELECT o.id, o.lease_token, o.job_version, j.version
+  FROM {OCCURRENCE_TABLE} AS o
+  JOIN {JOB_TABLE} AS j ON j.id = o.job_id
+ WHERE o.id = ANY(%s) AND o.status = 'claimed'
+"""  # noqa: S608 - table names are constants
 
 # (schedule id, fire_at, version) of the rows among %s that are their schedule's current fire point; one
 # array parameter keeps it at milliseconds for a 20,000-row batch (an IN list costs ~10x more).
