@@ -37,6 +37,9 @@ _SETTLE_GAP = 0.003
 # rows a second, one query per ten rows instead of one per row. It is as long as a change can take to be
 # seen (without a look-ahead: the time from the claim to the last chunk of its batch).
 _CHECK_WINDOW = timedelta(milliseconds=10)
+# Wake this long after the next instant, so instants within it go out together in one chunk (one AMQP
+# transaction) rather than one transaction per row: at 3,000 fires/s that is three rows a chunk.
+_GATHER = 0.001
 # Rows per claim while nothing due is waiting (see `_loop`).
 _AHEAD_LIMIT = 200
 # Chunks sent at their instants are small (a few rows): their marks are gathered this long into one UPDATE.
@@ -94,7 +97,7 @@ def _loop(pipeline: Pipeline, timers: TimerQueue, size: int, seconds: float) -> 
         until = min(next_claim, stop_at) if now < stop_at else stop_at
         instant = timers.next_due()
         if instant is not None:
-            until = min(until, _monotonic(pipeline.clock, instant))
+            until = min(until, _monotonic(pipeline.clock, instant) + _GATHER)
         if until - now > _SETTLE_GAP:
             pipeline.settle()  # idle time: mark the chunk in flight now
             now = time.monotonic()
