@@ -97,10 +97,16 @@ def _listen() -> psycopg.Connection[tuple[object, ...]]:
         "host": config.get("HOST") or None,
         "port": config.get("PORT") or None,
     }
+    options = config.get("OPTIONS") or {}
+    params.update({k: options[k] for k in _LIBPQ_OPTIONS if k in options})
     conn = psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v is not None})
     conn.execute(f"LISTEN {CHANNEL}")
     return conn
 
+
+# Connection options of the database settings that the LISTEN connection takes over (a tagged
+# application_name lets an operator, or the fault suite, find it beside the worker's other backend).
+_LIBPQ_OPTIONS = ("application_name", "sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout")
 
 _listener: Listener | None = None
 
