@@ -32,6 +32,7 @@ from reminders.dbclock import DbClock
 from reminders.deliveries import DeliveryJob, delivery_for, delivery_jobs
 from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
+from reminders.scan_result import ScanResult
 from reminders.schedules import schedules_misfire
 from reminders.throttling import throttled_claims
 from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport, transport_row
@@ -44,22 +45,6 @@ logger = logging.getLogger(__name__)
 _LEASE_MARGIN = timedelta(seconds=5)
 # No timeline fires more often than this (cron: once a minute), so no row later than this is superseded.
 _SHORTEST_PERIOD = timedelta(seconds=MIN_EVERY_SECONDS)
-
-
-@dataclass
-class ScanResult:
-    claimed: int = 0
-    delivered: int = 0
-    retried: int = 0
-    failed: int = 0
-    skipped: int = 0
-    released: int = 0
-    lost_lease: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-
-    def add(self, other: ScanResult) -> None:
-        for name in ("claimed", "delivered", "retried", "failed", "skipped", "released", "lost_lease"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def occurrences_dispatch_batch(
@@ -338,26 +323,34 @@ class Pipeline:
             ):
                 n += 1
             if n > 1:
-                chunks = [o.chunk for o in self._outcomes[:n]]
-                deliveries = [d for c in chunks for d in c.deliveries]
-                advance = any(c.advance for c in chunks)
-                first = _Outcome(
-                    _Chunk(first.chunk.claim, first.chunk.callback_type, deliveries, advance), {}
-                )
+                parts = self._outcomes[:n]
+                deliveries = [d for o in parts for d in o.chunk.deliveries]
+                advance = any(o.chunk.advance for o in parts)
+                chunk = _Chunk(first.chunk.claim, first.chunk.callback_type, deliveries, advance)
+                first = _Outcome(chunk, {}, known=max(o.known for o in parts), parts=parts)
             self._mark(first)
             del self._outcomes[:n]
+
+    def _at(self, instant: float) -> datetime:
+        """The database's time at monotonic `instant`, by the latest reading of its clock."""
+        return self.clock.at + timedelta(seconds=instant - self.clock.arrived)
 
     def _mark(self, outcome: _Outcome) -> None:
         result, chunk, errors = self.result, outcome.chunk, outcome.errors
         token = chunk.claim.token
-        now = self.clock.now()
+        now = self._at(outcome.known)  # when the broker confirmed: delivered_at and lateness are that
         if not outcome.delivered_marked:
             accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
             marked = occurrences_mark_delivered(token=token, ids=accepted, now=now, advance=chunk.advance)
             outcome.delivered_marked = True  # a retry after an error below must not mark (and count) twice
             result.delivered += marked
             result.lost_lease += len(accepted) - marked
-            metrics.occurrences_delivered(chunk.callback_type, chunk.deliveries, errors, marked, now)
+            for part in outcome.parts or [outcome]:
+                count = min(marked, len(part.chunk.deliveries))
+                metrics.occurrences_delivered(
+                    chunk.callback_type, part.chunk.deliveries, errors, count, self._at(part.known)
+                )
+                marked -= count
         if not errors:
             return
         attempts = {d.occurrence_id: d.attempt for d in chunk.deliveries}
@@ -384,6 +377,7 @@ class _Outcome:
     errors: Mapping[int, TransportError]
     delivered_marked: bool = False
     known: float = field(default_factory=time.monotonic)  # when the outcome came in
+    parts: list[_Outcome] = field(default_factory=list)  # outcomes gathered into this one, for metrics
 
 
 def _reconnect_if_broken() -> None:

@@ -42,8 +42,9 @@ _CHECK_WINDOW = timedelta(milliseconds=10)
 _GATHER = 0.001
 # Rows per claim while nothing due is waiting (see `_loop`).
 _AHEAD_LIMIT = 200
-# Chunks sent at their instants are small (a few rows): their marks are gathered this long into one UPDATE.
-_MARK_AFTER = 0.05
+# Chunks sent at their instants are small (a few rows): their marks are gathered this long into one UPDATE
+# (each row's delivered_at is still the time the broker confirmed its chunk's group, at most this apart).
+_MARK_AFTER = 0.02
 STALE_REASON = "its job changed while the occurrence was held for its instant"
 
 
