@@ -14,6 +14,7 @@ The scan never claims beyond its own end, and returns only when everything it he
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timedelta
 
@@ -95,7 +96,8 @@ def _loop(pipeline: Pipeline, timers: TimerQueue, size: int, seconds: float) -> 
             return backlog
         if full and now < stop_at:
             continue  # more is claimable at once
-        until = min(next_claim, stop_at) if now < stop_at else stop_at
+        # Past the scan's end only the instants of what it still holds are waited for (never a busy loop).
+        until = min(next_claim, stop_at) if now < stop_at else math.inf
         instant = timers.next_due()
         if instant is not None:
             until = min(until, _monotonic(pipeline.clock, instant) + _GATHER)

@@ -88,7 +88,7 @@ def test_rows_held_for_their_instant_by_a_killed_worker_are_returned_by_the_reap
         killed_at = time.monotonic()
         held = Occurrence.objects.filter(job=job, status=OccurrenceStatus.CLAIMED).count()
         assert held > 0
-        assert harness.read_queue(fault_queue, expect=1, timeout=0.5).messages == []
+        assert harness.status_counts().get(OccurrenceStatus.DELIVERED, 0) == 0
         victim.start()
         harness.wait_for(lambda: harness.all_delivered(HELD), timeout=60, what="every held row delivered")
     assert time.monotonic() - killed_at >= harness.LEASE_SECONDS - 1  # not before the lease let them go
@@ -97,7 +97,7 @@ def test_rows_held_for_their_instant_by_a_killed_worker_are_returned_by_the_reap
     arrivals = harness.read_queue(fault_queue, expect=HELD)
     harness.assert_every_occurrence_arrived(arrivals, HELD)
     harness.record(
-        "1b. worker killed while holding",
+        "1. worker killed while holding",
         f"1 worker, look-ahead 1.2 s, {HELD} due in 3 s; kill -9 after the claim, before their instants",
         f"{held} held rows returned by the reaper after the {harness.LEASE_SECONDS} s lease, "
         f"{HELD}/{HELD} delivered, 0 lost",
