@@ -181,7 +181,11 @@ def claim_chunks(
     # The lease ends by the database's clock; the batch's reading carried on by the monotonic clock makes
     # this a local deadline (claim time + lease - margin) that no wall-clock step moves.
     margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
-    scheduled = {job.callback_type for job in jobs.values() if job.schedule_key is not None}
+    scheduled = {
+        job.callback_type
+        for o in claim.occurrences
+        if (job := jobs.get(o.job_id)) is not None and job.schedule_key is not None
+    }
     for callback_type, deliveries in groups.items():
         size = transport_row(callback_type).chunk_size
         for start in range(0, len(deliveries), size):
