@@ -48,11 +48,14 @@ _SIZES: dict[str, tuple[Any, Any]] = {
     "raw_confirm": (2_000, 5_000),
     "lateness_seconds": (10, 60),
     "lateness_rate": (1000, 1000),
+    "lateness_fast_rate": (3000, 3000),
+    "lateness_fast_seconds": (5, 30),
+    "posted_jobs": (100, 300),
     "beat_reminders": (1000, 5000),
     "beat_seconds": (8, 60),
     "pending": (4000, 0),
-    "eta_reminders": (1000, 5000),
-    "eta_seconds": (8, 60),
+    "eta_reminders": (5000, 30_000),
+    "eta_seconds": (5, 30),
     "claim_sizes": ([10_000, 200_000, 1_000_000], [10_000, 1_000_000, 5_000_000]),
     "claim_reps": (8, 20),
     "memory_sizes": ([10_000, 1_000_000], [10_000, 1_000_000]),
@@ -77,6 +80,9 @@ class Sizes:
     raw_confirm: int
     lateness_seconds: int
     lateness_rate: int
+    lateness_fast_rate: int
+    lateness_fast_seconds: int
+    posted_jobs: int
     beat_reminders: int
     beat_seconds: int
     pending: int

@@ -176,6 +176,14 @@ REMINDERS_RETRY_BASE_SECONDS = env_float("REMINDERS_RETRY_BASE_SECONDS", 5.0, mi
 REMINDERS_RETRY_MAX_SECONDS = env_float("REMINDERS_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
 REMINDERS_SCAN_SECONDS = env_float("REMINDERS_SCAN_SECONDS", 1.0, minimum=0.0)
 REMINDERS_POLL_SECONDS = env_float("REMINDERS_POLL_SECONDS", 0.05, minimum=0.001)
+# Precise firing (PostgreSQL): the scan claims rows due within this many seconds, holds them under its
+# lease and publishes each at its instant (at most a quarter of the lease is used); SQLite polls (0).
+# reminders/firing.py, README "Firing on time".
+REMINDERS_LOOKAHEAD_SECONDS = env_float(
+    "REMINDERS_LOOKAHEAD_SECONDS",
+    2.0 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else 0.0,
+    minimum=0.0,
+)
 REMINDERS_RETENTION_DAYS = env_int("REMINDERS_RETENTION_DAYS", 7, minimum=0)
 REMINDERS_PURGE_BATCH = env_int("REMINDERS_PURGE_BATCH", 5000, minimum=1)
 REMINDERS_MAX_SCHEDULES = env_int("REMINDERS_MAX_SCHEDULES", 1000, minimum=1)

@@ -41,8 +41,15 @@ __all__ = [
 ]
 
 
-def occurrences_mark_delivered(*, token: uuid.UUID, ids: Iterable[int], now: datetime) -> int:
-    """Mark delivered the rows this lease still holds; returns how many it still held."""
+def occurrences_mark_delivered(
+    *, token: uuid.UUID, ids: Iterable[int], now: datetime, advance: bool = True
+) -> int:
+    """Mark delivered the rows this lease still holds; returns how many it still held.
+
+    Without `advance` (no row is a schedule's) it is one UPDATE: no transaction, no schedule lookup.
+    """
+    if not advance:
+        return occurrences_set_delivered(token=token, ids=ids, now=now).count
     with transaction.atomic():
         return _advance(occurrences_set_delivered(token=token, ids=ids, now=now), now)
 

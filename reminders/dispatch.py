@@ -32,6 +32,7 @@ from reminders.dbclock import DbClock
 from reminders.deliveries import DeliveryJob, delivery_for, delivery_jobs
 from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
+from reminders.scan_result import ScanResult
 from reminders.schedules import schedules_misfire
 from reminders.throttling import throttled_claims
 from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport, transport_row
@@ -44,22 +45,6 @@ logger = logging.getLogger(__name__)
 _LEASE_MARGIN = timedelta(seconds=5)
 # No timeline fires more often than this (cron: once a minute), so no row later than this is superseded.
 _SHORTEST_PERIOD = timedelta(seconds=MIN_EVERY_SECONDS)
-
-
-@dataclass
-class ScanResult:
-    claimed: int = 0
-    delivered: int = 0
-    retried: int = 0
-    failed: int = 0
-    skipped: int = 0
-    released: int = 0
-    lost_lease: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-
-    def add(self, other: ScanResult) -> None:
-        for name in ("claimed", "delivered", "retried", "failed", "skipped", "released", "lost_lease"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def occurrences_dispatch_batch(
@@ -77,7 +62,7 @@ def occurrences_dispatch_batch(
     """
     policy = policy or RetryPolicy.from_settings()
     result = ScanResult()
-    pipeline = _Pipeline(policy, result, DbClock.read())
+    pipeline = Pipeline(policy, result, DbClock.read())
     try:
         _scan(pipeline, batch_size or settings.REMINDERS_BATCH_SIZE)
         pipeline.settle()
@@ -93,7 +78,7 @@ def occurrences_dispatch_for(
     """Scan repeatedly for `seconds`, polling briefly when idle, so lateness is not bound to beat's tick.
 
     With `until_idle`, return as soon as a batch comes back short instead (nothing more is due now).
-    Batches overlap: the next claim runs while the broker commits the last one (see `_Pipeline`).
+    Batches overlap: the next claim runs while the broker commits the last one (see `Pipeline`).
     Returns the totals and whether the last batch was full (a backlog remains: re-kick at once).
     """
     policy = RetryPolicy.from_settings()
@@ -101,7 +86,7 @@ def occurrences_dispatch_for(
     totals = ScanResult()
     clock = DbClock.read()
     occurrences_reap_expired(now=clock.now(), policy=policy)
-    pipeline = _Pipeline(policy, totals, clock)
+    pipeline = Pipeline(policy, totals, clock)
     stop_at = time.monotonic() + seconds
     try:
         while True:
@@ -117,7 +102,7 @@ def occurrences_dispatch_for(
         raise
 
 
-def _scan(pipeline: _Pipeline, limit: int) -> int:
+def _scan(pipeline: Pipeline, limit: int) -> int:
     """Claim one batch and send it through the pipeline; returns how many unthrottled rows it claimed."""
     claim_args = {
         "limit": limit,
@@ -135,7 +120,7 @@ def _scan(pipeline: _Pipeline, limit: int) -> int:
     for each in claims:
         if each.occurrences:
             pipeline.result.claimed += len(each.occurrences)
-            for chunk in _chunks(each, pipeline):
+            for chunk in claim_chunks(each, pipeline):
                 pipeline.send(chunk)
     return len(claim.occurrences)
 
@@ -147,16 +132,21 @@ class _Chunk:
     claim: Claim
     callback_type: str
     deliveries: Sequence[Delivery]
+    advance: bool = True  # some row is a schedule's: marking it moves the schedule on
 
 
-def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
+def claim_chunks(
+    claim: Claim, pipeline: Pipeline, jobs: Mapping[int, DeliveryJob] | None = None
+) -> Iterator[_Chunk]:
     """Load the claimed rows' jobs, skip rows past their deadline, and cut the rest into chunks.
 
     A generator, so each chunk's lease check happens just before it is sent; the rest of a claim whose
-    lease is nearly over is handed back untried.
+    lease is nearly over is handed back untried. `jobs`, if given, were read already (held rows,
+    reminders/firing.py).
     """
     result = pipeline.result
-    jobs = delivery_jobs({o.job_id for o in claim.occurrences})
+    if jobs is None:
+        jobs = delivery_jobs({o.job_id for o in claim.occurrences})
     groups: dict[str, list[Delivery]] = defaultdict(list)
     late: list[int] = []
     now = pipeline.clock.now()
@@ -191,6 +181,11 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
     # The lease ends by the database's clock; the batch's reading carried on by the monotonic clock makes
     # this a local deadline (claim time + lease - margin) that no wall-clock step moves.
     margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
+    scheduled = {
+        job.callback_type
+        for o in claim.occurrences
+        if (job := jobs.get(o.job_id)) is not None and job.schedule_key is not None
+    }
     for callback_type, deliveries in groups.items():
         size = transport_row(callback_type).chunk_size
         for start in range(0, len(deliveries), size):
@@ -199,7 +194,7 @@ def _chunks(claim: Claim, pipeline: _Pipeline) -> Iterator[_Chunk]:
                 result.released += occurrences_release(token=claim.token, ids=untried)
                 pipeline.drop(claim, untried)
                 break
-            yield _Chunk(claim, callback_type, deliveries[start : start + size])
+            yield _Chunk(claim, callback_type, deliveries[start : start + size], callback_type in scheduled)
 
 
 def _misfires(claim: Claim, jobs: Mapping[int, DeliveryJob], now: datetime) -> set[int]:
@@ -220,7 +215,7 @@ def _misfires(claim: Claim, jobs: Mapping[int, DeliveryJob], now: datetime) -> s
     return schedules_misfire(token=claim.token, occurrence_ids=candidates, now=now)
 
 
-class _Pipeline:
+class Pipeline:
     """Sends chunks so that the database works while the broker commits: at most one chunk in flight.
 
     `send` waits for the previous chunk's outcome, starts the new chunk, and only then marks the previous
@@ -234,10 +229,15 @@ class _Pipeline:
     first back and marks the second on a fresh connection, so an error costs seconds, not a lease.
     """
 
-    def __init__(self, policy: RetryPolicy, result: ScanResult, clock: DbClock) -> None:
+    def __init__(
+        self, policy: RetryPolicy, result: ScanResult, clock: DbClock, *, mark_after: float = 0.0
+    ) -> None:
         self.policy = policy
         self.result = result
         self.clock = clock  # the latest batch's reading of the database's clock
+        # `send` leaves outcomes unmarked until the oldest is this old (the look-ahead scan sends many small
+        # chunks: one UPDATE for many of them, reminders/firing.py); `settle` marks them all.
+        self.mark_after = mark_after
         self._flight: tuple[_Chunk, InFlight] | None = None
         self._unsent: dict[uuid.UUID, tuple[Claim, set[int]]] = {}
         self._outcomes: list[_Outcome] = []
@@ -262,7 +262,8 @@ class _Pipeline:
         self.drop(chunk.claim, [d.occurrence_id for d in chunk.deliveries])
         start = get_transport(chunk.callback_type).start
         self._flight = (chunk, metrics.publish_timed(chunk.callback_type, start, chunk.deliveries))
-        self._mark_known()
+        if not self._outcomes or time.monotonic() - self._outcomes[0].known >= self.mark_after:
+            self._mark_known()
         if isinstance(self._flight[1], Settled):
             # Delivered before start() returned (HTTP, handlers): there is nothing to overlap, and holding
             # the mark back until the next chunk (up to 64 slow HTTP calls) would only risk the lease.
@@ -314,20 +315,46 @@ class _Pipeline:
 
     def _mark_known(self) -> None:
         while self._outcomes:
-            self._mark(self._outcomes[0])
-            self._outcomes.pop(0)
+            # Consecutive error-free outcomes of one claim and callback type are marked by one UPDATE.
+            first, n = self._outcomes[0], 1
+            while (
+                n < len(self._outcomes)
+                and not first.errors
+                and not first.delivered_marked
+                and not (other := self._outcomes[n]).errors
+                and (other.chunk.claim.token, other.chunk.callback_type)
+                == (first.chunk.claim.token, first.chunk.callback_type)
+            ):
+                n += 1
+            if n > 1:
+                parts = self._outcomes[:n]
+                deliveries = [d for o in parts for d in o.chunk.deliveries]
+                advance = any(o.chunk.advance for o in parts)
+                chunk = _Chunk(first.chunk.claim, first.chunk.callback_type, deliveries, advance)
+                first = _Outcome(chunk, {}, known=max(o.known for o in parts), parts=parts)
+            self._mark(first)
+            del self._outcomes[:n]
+
+    def _at(self, instant: float) -> datetime:
+        """The database's time at monotonic `instant`, by the latest reading of its clock."""
+        return self.clock.at + timedelta(seconds=instant - self.clock.arrived)
 
     def _mark(self, outcome: _Outcome) -> None:
         result, chunk, errors = self.result, outcome.chunk, outcome.errors
         token = chunk.claim.token
-        now = self.clock.now()
+        now = self._at(outcome.known)  # when the broker confirmed: delivered_at and lateness are that
         if not outcome.delivered_marked:
             accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
-            marked = occurrences_mark_delivered(token=token, ids=accepted, now=now)
+            marked = occurrences_mark_delivered(token=token, ids=accepted, now=now, advance=chunk.advance)
             outcome.delivered_marked = True  # a retry after an error below must not mark (and count) twice
             result.delivered += marked
             result.lost_lease += len(accepted) - marked
-            metrics.occurrences_delivered(chunk.callback_type, chunk.deliveries, errors, marked, now)
+            for part in outcome.parts or [outcome]:
+                count = min(marked, len(part.chunk.deliveries))
+                metrics.occurrences_delivered(
+                    chunk.callback_type, part.chunk.deliveries, errors, count, self._at(part.known)
+                )
+                marked -= count
         if not errors:
             return
         attempts = {d.occurrence_id: d.attempt for d in chunk.deliveries}
@@ -353,6 +380,8 @@ class _Outcome:
     chunk: _Chunk
     errors: Mapping[int, TransportError]
     delivered_marked: bool = False
+    known: float = field(default_factory=time.monotonic)  # when the outcome came in
+    parts: list[_Outcome] = field(default_factory=list)  # outcomes gathered into this one, for metrics
 
 
 def _reconnect_if_broken() -> None:

@@ -44,6 +44,9 @@ class ClaimedOccurrence:
     attempts: int
     idempotency_key: str
     priority: int
+    # When it is due (next_attempt_at): its fire time, or later for a retry or a throttled batch's offset.
+    # A look-ahead claim holds the row until this instant (reminders/timer.py).
+    due_at: datetime
 
 
 @dataclass(frozen=True)
@@ -112,9 +115,16 @@ def claim_statement_postgres(
 
 @metrics.timed_claim
 def occurrences_claim_due(
-    *, now: datetime, limit: int, lease_seconds: int, early_seconds: int = 0, throttle_id: int | None = None
+    *,
+    now: datetime,
+    limit: int,
+    lease_seconds: int,
+    early_seconds: float = 0,
+    throttle_id: int | None = None,
 ) -> Claim:
     """Lease up to `limit` due occurrences: the aged share oldest first, then highest priority, oldest first.
+
+    `early_seconds` takes rows due that much later too: the look-ahead scan holds them until their instant.
 
     Without `throttle_id` only unthrottled rows are taken; with it, only that policy's rows (the caller,
     reminders/throttling.py, decides how many the policy allows now).
@@ -137,8 +147,16 @@ def occurrences_claim_due(
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = [
-                ClaimedOccurrence(id_, job_id, _EPOCH + timedelta(microseconds=us), attempts, key, priority)
-                for id_, job_id, us, attempts, key, priority in cursor.fetchall()
+                ClaimedOccurrence(
+                    id_,
+                    job_id,
+                    _EPOCH + timedelta(microseconds=us),
+                    attempts,
+                    key,
+                    priority,
+                    _EPOCH + timedelta(microseconds=due_us),
+                )
+                for id_, job_id, us, attempts, key, priority, due_us in cursor.fetchall()
             ]
     else:
         with transaction.atomic():
@@ -165,7 +183,7 @@ def occurrences_claim_due(
             rows = [
                 ClaimedOccurrence(*values)
                 for values in Occurrence.objects.held_by(token).values_list(
-                    "id", "job_id", "fire_at", "attempts", "idempotency_key", "priority"
+                    "id", "job_id", "fire_at", "attempts", "idempotency_key", "priority", "next_attempt_at"
                 )
             ]
     # Ties go to the lower id, the order rows were inserted in: the events of one trigger in batch order.

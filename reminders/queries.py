@@ -7,10 +7,11 @@ EXPLAINs), the inserts by `occurrences_insert` and `occurrences_insert_idempoten
 
 from __future__ import annotations
 
-from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Occurrence, Schedule
+from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Job, Occurrence, Schedule
 
 OCCURRENCE_TABLE = Occurrence._meta.db_table
 SCHEDULE_TABLE = Schedule._meta.db_table
+JOB_TABLE = Job._meta.db_table
 
 # Lease up to %(limit)s due rows (scheduled -> claimed, new token, attempts + 1) and return them.
 # One index range scan per priority level, highest first; each level stops at `now`, so the claim never
@@ -20,7 +21,8 @@ SCHEDULE_TABLE = Schedule._meta.db_table
 # %(aged)s, oldest first whatever their priority; the rest is strict priority. `= ANY(ARRAY(...))` makes
 # the id list an InitPlan, so the UPDATE finds its rows through the primary key whatever the planner
 # estimates (`IN (subquery)` was planned as a hash join over a full table scan). `{scope}` is one of the
-# CLAIM_SCOPE_* below. fire_at comes back as exact epoch microseconds (cheaper to parse than timestamptz).
+# CLAIM_SCOPE_* below. fire_at and next_attempt_at (the instant a look-ahead claim holds the row until) come
+# back as exact epoch microseconds (cheaper to parse than timestamptz).
 CLAIM_DUE = f"""
 UPDATE {OCCURRENCE_TABLE} AS o
    SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
@@ -53,7 +55,7 @@ UPDATE {OCCURRENCE_TABLE} AS o
      ORDER BY min(c.part), max(c.level) DESC, min(c.due), c.id
      LIMIT %(limit)s))
 RETURNING o.id, o.job_id, (EXTRACT(EPOCH FROM o.fire_at) * 1000000)::bigint, o.attempts, o.idempotency_key,
-          o.priority
+          o.priority, (EXTRACT(EPOCH FROM o.next_attempt_at) * 1000000)::bigint
 """  # noqa: S608 - table and bounds are constants, values are bound parameters
 # The generic claim takes unthrottled rows only; a throttle policy's claim takes only that policy's rows.
 CLAIM_SCOPE_UNTHROTTLED = "throttle_id IS NULL"
@@ -79,6 +81,15 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
 WHERE {OCCURRENCE_TABLE}.status = 'cancelled'
 """  # noqa: S608 - table names are constants, values are bound parameters
 INSERT_IDEMPOTENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'scheduled', 0, '')"
+
+# Held rows right before they are published (reminders/timer.py): which are still claimed, by which lease,
+# and each one's version beside its job's current one.
+HELD_CURRENT = f"""
+SELECT o.id, o.lease_token, o.job_version, j.version
+  FROM {OCCURRENCE_TABLE} AS o
+  JOIN {JOB_TABLE} AS j ON j.id = o.job_id
+ WHERE o.id = ANY(%s) AND o.status = 'claimed'
+"""  # noqa: S608 - table names are constants
 
 # (schedule id, fire_at, version) of the rows among %s that are their schedule's current fire point; one
 # array parameter keeps it at milliseconds for a 20,000-row batch (an IN list costs ~10x more).

@@ -168,6 +168,10 @@ def _occurrences_replace_pending(job: Job, wanted: set[datetime], *, created: bo
     job.occurrences.filter(status=OccurrenceStatus.SCHEDULED).update(
         priority=job.priority, job_version=job.version, throttle=job.throttle_id
     )
+    # A claimed row still wanted may be held by a look-ahead scan until its instant: moved to the new
+    # version, it goes out with the new payload; one left behind is skipped there (reminders/timer.py).
+    held = job.occurrences.filter(status=OccurrenceStatus.CLAIMED, fire_at__in=wanted)
+    held.update(job_version=job.version)
     occurrences_insert([(job, instant, index) for instant, index in sorted(slots - covered)])
 
 

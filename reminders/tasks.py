@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from reminders import health
 from reminders.beat import PURGE_TASK, SCAN_TASK
-from reminders.dispatch import occurrences_dispatch_for
+from reminders.firing import occurrences_fire_for
 from reminders.history import history_purge_old
 from reminders.kick import scan_kick
 from reminders.occurrences import occurrences_purge_old
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 @shared_task(name=SCAN_TASK, ignore_result=True)
 def scan_due() -> dict[str, int]:
-    totals, backlog = occurrences_dispatch_for(seconds=settings.REMINDERS_SCAN_SECONDS)
+    totals, backlog = occurrences_fire_for(seconds=settings.REMINDERS_SCAN_SECONDS)
     health.scan_finished(worker=scan_due.request.hostname)
     # The status page's "last scan" and deliveries per minute (one upsert per run, reminders/status.py).
     scan_record(result=totals, worker=scan_due.request.hostname or socket.gethostname())

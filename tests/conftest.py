@@ -81,6 +81,16 @@ def _fresh_transports() -> Iterator[None]:
     get_transport.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def _listener_closed() -> Iterator[None]:
+    """A scan that ran in this process left its LISTEN connection open (reminders/wakeup.py): closed, so
+    the test database can be dropped at the end."""
+    yield
+    from reminders.wakeup import listener
+
+    listener().close()
+
+
 @pytest.fixture
 def user(db: None):  # type: ignore[no-untyped-def]
     return UserFactory()

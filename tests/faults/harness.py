@@ -210,18 +210,22 @@ class Kicker:
 # --- the data and what arrived -------------------------------------------------------------------------
 
 
-def due_occurrences(queue: str, count: int, *, key: str = "fault") -> Job:
-    """`count` occurrences already due, each with its own fire_at so a message names its occurrence."""
+def due_occurrences(
+    queue: str, count: int, *, key: str = "fault", in_seconds: float = 0.0, spread_seconds: float = 0.0
+) -> Job:
+    """`count` occurrences already due (or due from `in_seconds` on, over `spread_seconds`), each with its
+    own fire_at so a message names its occurrence."""
     job = Job.objects.create(
         key=f"{key}-{queue}", callback_type=CallbackType.RABBITMQ, target=queue, payload={"k": key}
     )
-    base = timezone.now() - timedelta(minutes=5)
+    base = timezone.now() + (timedelta(seconds=in_seconds) if in_seconds else timedelta(minutes=-5))
+    step = timedelta(seconds=spread_seconds / count) if in_seconds else timedelta(milliseconds=1)
+    fires = [base + step * i for i in range(count)]
+    due = fires if in_seconds else [base] * count
     Occurrence.objects.bulk_create(
         [
-            Occurrence(
-                job=job, fire_at=base + timedelta(milliseconds=i), next_attempt_at=base, priority=job.priority
-            )
-            for i in range(count)
+            Occurrence(job=job, fire_at=fire, next_attempt_at=at, priority=job.priority)
+            for fire, at in zip(fires, due, strict=True)
         ],
         batch_size=2000,
     )

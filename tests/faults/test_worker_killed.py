@@ -67,3 +67,38 @@ def test_it_loses_nothing_when_workers_are_killed(
         f"{TOTAL}/{TOTAL} delivered, {len(arrivals.messages)} messages ({arrivals.duplicates} duplicates, "
         f"same message_id), {retried} re-claimed after lease expiry, 0 claimed, 0 failed",
     )
+
+
+HELD = 200
+
+
+def test_rows_held_for_their_instant_by_a_killed_worker_are_returned_by_the_reaper(
+    workers: Callable[..., harness.WorkerProcess], fault_queue: str
+) -> None:
+    """The look-ahead scan claims rows before they are due and holds them in memory until their instant.
+    Killed while holding them, it published none; the lease is what brings them back: after it expires,
+    a scan's reaper returns them and they are delivered (a second attempt), none lost, none early."""
+    # Due from 3 s on, spread over half a second: claimed ~1.2 s before (the look-ahead), held, not sent.
+    job = harness.due_occurrences(fault_queue, HELD, in_seconds=3.0, spread_seconds=0.5)
+    victim = workers("holder", phase_delay=1.0, REMINDERS_LOOKAHEAD_SECONDS="1.2")
+    victim.start()
+    with harness.Kicker():
+        assert victim.wait_phase("claimed", after=0, timeout=20), victim.log_tail()
+        victim.kill()  # within the probe's pause after the claim: every claimed row is held, none sent
+        killed_at = time.monotonic()
+        held = Occurrence.objects.filter(job=job, status=OccurrenceStatus.CLAIMED).count()
+        assert held > 0
+        assert harness.status_counts().get(OccurrenceStatus.DELIVERED, 0) == 0
+        victim.start()
+        harness.wait_for(lambda: harness.all_delivered(HELD), timeout=60, what="every held row delivered")
+    assert time.monotonic() - killed_at >= harness.LEASE_SECONDS - 1  # not before the lease let them go
+    assert harness.status_counts() == {OccurrenceStatus.DELIVERED: HELD}
+    assert Occurrence.objects.filter(job=job, attempts=2).count() >= held
+    arrivals = harness.read_queue(fault_queue, expect=HELD)
+    harness.assert_every_occurrence_arrived(arrivals, HELD)
+    harness.record(
+        "1. worker killed while holding",
+        f"1 worker, look-ahead 1.2 s, {HELD} due in 3 s; kill -9 after the claim, before their instants",
+        f"{held} held rows returned by the reaper after the {harness.LEASE_SECONDS} s lease, "
+        f"{HELD}/{HELD} delivered, 0 lost",
+    )

@@ -1,0 +1,173 @@
+"""The scan task's loop on PostgreSQL: claim a little ahead, fire each row at its instant, wake on NOTIFY.
+
+Polling alone makes a reminder as late as the poll interval plus a claim. Here the scan claims the rows
+due within REMINDERS_LOOKAHEAD_SECONDS (under its lease: they are `claimed` in the database and the reaper
+returns them if this process dies), holds them in a timer queue (reminders/timer.py) and publishes each
+when the database's clock reaches its instant, through the same pipeline as the polling scan
+(reminders/dispatch.py): chunks, lease-token marks, deadlines, misfires, recover() on errors. Between
+instants it waits on its LISTEN connection (reminders/wakeup.py), so a write of something due now is
+claimed at once; it still claims every REMINDERS_POLL_SECONDS, the safety net for a lost notification.
+
+Throttled rows are claimed as the polling scan claims them (only what the bucket allows now, nothing held).
+The scan never claims beyond its own end, and returns only when everything it held has been published.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+
+from reminders import metrics
+from reminders.claiming import occurrences_claim_due, occurrences_mark_skipped, occurrences_reap_expired
+from reminders.dbclock import DbClock
+from reminders.dispatch import Pipeline, ScanResult, claim_chunks, occurrences_dispatch_for
+from reminders.kick import lookahead_seconds
+from reminders.occurrences import Claim, ClaimedOccurrence
+from reminders.retry import RetryPolicy
+from reminders.throttling import throttled_claims
+from reminders.timer import Held, Recheck, TimerQueue, held_current, held_reload
+from reminders.wakeup import listener
+
+# With less than this to wait, mark the chunk in flight later rather than now: it could make us late.
+_SETTLE_GAP = 0.003
+# One query checks every held row due within this window once the first of them is due: at a thousand
+# rows a second, one query per ten rows instead of one per row. It is as long as a change can take to be
+# seen (without a look-ahead: the time from the claim to the last chunk of its batch).
+_CHECK_WINDOW = timedelta(milliseconds=10)
+# Wake this long after the next instant, so instants within it go out together in one chunk (one AMQP
+# transaction) rather than one transaction per row: at 3,000 fires/s that is six rows a chunk.
+_GATHER = 0.002
+# Rows per claim while nothing due is waiting (see `_loop`).
+_AHEAD_LIMIT = 200
+# Chunks sent at their instants are small (a few rows): their marks are gathered this long into one UPDATE
+# (each row's delivered_at is still the time the broker confirmed its chunk's group, at most this apart).
+_MARK_AFTER = 0.02
+STALE_REASON = "its job changed while the occurrence was held for its instant"
+
+
+def occurrences_fire_for(*, seconds: float, batch_size: int | None = None) -> tuple[ScanResult, bool]:
+    """Claim ahead and fire at each instant for `seconds` (then drain what is held); SQLite polls.
+
+    Returns the totals and whether the last claim was full of rows due already (a backlog: re-kick).
+    """
+    if connection.vendor != "postgresql":
+        return occurrences_dispatch_for(seconds=seconds, batch_size=batch_size)
+    policy = RetryPolicy.from_settings()
+    size = batch_size or settings.REMINDERS_BATCH_SIZE
+    totals = ScanResult()
+    clock = DbClock.read()
+    occurrences_reap_expired(now=clock.now(), policy=policy)
+    pipeline = Pipeline(policy, totals, clock, mark_after=_MARK_AFTER)
+    timers = TimerQueue()
+    try:
+        backlog = _loop(pipeline, timers, size, seconds)
+    except Exception:
+        timers.clear()
+        pipeline.recover()  # hands back every held row too: the pipeline holds them by their claim
+        raise
+    return totals, backlog
+
+
+def _loop(pipeline: Pipeline, timers: TimerQueue, size: int, seconds: float) -> bool:
+    ahead = lookahead_seconds()
+    poll = settings.REMINDERS_POLL_SECONDS
+    wake = listener()
+    stop_at = time.monotonic() + seconds
+    next_claim = time.monotonic()
+    first, full, backlog = True, False, False
+    while True:
+        now = time.monotonic()
+        if first or (now >= next_claim and now < stop_at):
+            first = False
+            # Never beyond the scan's end: whatever is claimed is published before the task returns.
+            # Small claims while on time: a claim of a thousand rows takes tens of milliseconds, during which
+            # nothing due goes out. A backlog (a full claim of rows due already) is claimed in full batches.
+            limit = size if backlog else min(size, _AHEAD_LIMIT)
+            full, backlog = _claim(pipeline, timers, limit, max(0.0, min(ahead, stop_at - now)))
+            next_claim = time.monotonic() + (0.0 if full else poll)
+        _fire_due(pipeline, timers)
+        now = time.monotonic()
+        if now >= stop_at and not timers:
+            pipeline.settle()
+            return backlog
+        if full and now < stop_at:
+            continue  # more is claimable at once
+        # Past the scan's end only the instants of what it still holds are waited for (never a busy loop).
+        until = min(next_claim, stop_at) if now < stop_at else math.inf
+        instant = timers.next_due()
+        if instant is not None:
+            until = min(until, _monotonic(pipeline.clock, instant) + _GATHER)
+        if until - now > _SETTLE_GAP:
+            pipeline.settle()  # idle time: mark the chunk in flight now
+            now = time.monotonic()
+        if until > now and wake.wait(until - now) and time.monotonic() < stop_at:
+            next_claim = time.monotonic()  # something due soon was written: claim it now
+
+
+def _monotonic(clock: DbClock, instant: datetime) -> float:
+    """The monotonic time at which the database's clock (as `clock` carries it on) reaches `instant`."""
+    return clock.arrived + (instant - clock.at).total_seconds()
+
+
+def _claim(pipeline: Pipeline, timers: TimerQueue, limit: int, ahead: float) -> tuple[bool, bool]:
+    """Claim rows due within `ahead`: send those due now, hold the rest. Returns (full, full of due)."""
+    lease, early = settings.REMINDERS_LEASE_SECONDS, settings.REMINDERS_EARLY_SECONDS
+    clock = pipeline.clock = DbClock.read()
+    now = clock.now()
+    claim = occurrences_claim_due(
+        now=now, limit=limit, lease_seconds=lease, early_seconds=max(float(early), ahead)
+    )
+    pipeline.hold(claim)
+    edge = now + timedelta(seconds=early)
+    due = [o for o in claim.occurrences if o.due_at <= edge]
+    later = [o for o in claim.occurrences if o.due_at > edge]
+    claims = [Claim(claim.token, claim.claimed_until, due)]
+    timers.hold(claim, later)
+    for throttled in throttled_claims(now=now, limit=limit, lease_seconds=lease, early_seconds=early):
+        pipeline.hold(throttled)  # committed: from here an error must hand it back
+        claims.append(throttled)
+    for each in claims:
+        if each.occurrences:
+            for chunk in claim_chunks(each, pipeline):
+                pipeline.send(chunk)
+    pipeline.result.claimed += len(claim.occurrences) + sum(len(c.occurrences) for c in claims[1:])
+    return len(claim.occurrences) >= limit, len(due) >= limit
+
+
+def _fire_due(pipeline: Pipeline, timers: TimerQueue) -> None:
+    """Publish every held row whose instant has come; check the ones not checked yet first."""
+    if not timers:
+        return
+    now = pipeline.clock.now()
+    groups = timers.pop_to_check(now, _CHECK_WINDOW)
+    if groups:
+        for (held, rows), check in zip(groups, held_current(groups), strict=True):
+            _checked(pipeline, timers, held, rows, check)
+    for held, rows in timers.pop_ready(pipeline.clock.now()):
+        for chunk in claim_chunks(held.part(rows), pipeline, held.jobs):
+            pipeline.send(chunk)
+
+
+def _checked(
+    pipeline: Pipeline, timers: TimerQueue, held: Held, rows: list[ClaimedOccurrence], check: Recheck
+) -> None:
+    """Drop the rows that are gone, skip the stale ones, re-read changed jobs; the rest are ready."""
+    part = held.part(rows)
+    if check.gone:
+        pipeline.drop(part, check.gone)
+    if check.stale:
+        pipeline.result.skipped += occurrences_mark_skipped(
+            token=part.token, ids=check.stale, now=pipeline.clock.now(), reason=STALE_REASON
+        )
+        pipeline.drop(part, check.stale)
+        for o in rows:
+            if o.id in check.stale and (job := held.jobs.get(o.job_id)) is not None:
+                metrics.occurrences_ended("skipped", job.callback_type)
+    if check.changed_jobs:
+        held_reload(held, check.changed_jobs)
+    dropped = set(check.gone) | set(check.stale)
+    timers.ready(held, [o for o in rows if o.id not in dropped])

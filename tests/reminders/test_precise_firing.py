@@ -1,0 +1,134 @@
+"""Precise firing (PostgreSQL): rows claimed within the look-ahead are held and published at their instant,
+and a job that changes while one of its rows is held does not go out in its old version."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from reminders import timer
+from reminders.dbclock import DbClock
+from reminders.firing import STALE_REASON, occurrences_fire_for
+from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from reminders.services import Callback, job_cancel, job_upsert
+from reminders.transports import Delivery, InFlight, get_transport
+from tests.conftest import drain_queue
+from tests.factories import JobFactory, OccurrenceFactory
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db]
+
+
+@pytest.fixture(autouse=True)
+def _look_ahead(settings: Any) -> None:
+    """Two seconds ahead, and no poll during a test's scan: whatever goes out went out by the timer."""
+    settings.REMINDERS_LOOKAHEAD_SECONDS = 2.0
+    settings.REMINDERS_POLL_SECONDS = 30.0
+
+
+def _held(queue: str, in_seconds: float, **job: Any) -> Occurrence:
+    """A row due `in_seconds` from now by the database's clock."""
+    owner = JobFactory(target=queue, **job)
+    fire_at = DbClock.read().now() + dt.timedelta(seconds=in_seconds)
+    return OccurrenceFactory(job=owner, fire_at=fire_at)
+
+
+def _record_publishes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dt.datetime, list[int]]]:
+    """(database time right after the chunk was handed to the broker, its occurrence ids), per chunk."""
+    published: list[tuple[dt.datetime, list[int]]] = []
+    transport = get_transport("rabbitmq")
+    start = transport.start
+
+    def recorded(deliveries: Sequence[Delivery]) -> InFlight:
+        flight = start(deliveries)
+        published.append((DbClock.read().at, [d.occurrence_id for d in deliveries]))
+        return flight
+
+    monkeypatch.setattr(transport, "start", recorded)
+    return published
+
+
+def _when_held(monkeypatch: pytest.MonkeyPatch, action: Callable[[], Any]) -> None:
+    """Run `action` right after the scan put rows in its timer queue (they are claimed, not sent)."""
+    hold = timer.TimerQueue.hold
+
+    def hold_then_act(self: timer.TimerQueue, claim: Any, rows: Any) -> None:
+        hold(self, claim, rows)
+        if rows:
+            action()
+
+    monkeypatch.setattr(timer.TimerQueue, "hold", hold_then_act)
+
+
+def test_a_held_row_is_published_at_its_instant_not_before(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+    rows = [_held(queue_name, 0.4), _held(queue_name, 0.8)]
+    published = _record_publishes(monkeypatch)
+
+    totals, _ = occurrences_fire_for(seconds=1.2)
+
+    assert (totals.claimed, totals.delivered) == (2, 2)
+    # Both were claimed by the first claim (no poll ran after it), each published by its own chunk.
+    assert [ids for _, ids in published] == [[rows[0].id], [rows[1].id]]
+    for (at, _), row in zip(published, rows, strict=True):
+        late = (at - row.fire_at).total_seconds()
+        assert late >= 0, f"published {-late:.4f} s before its instant"
+        assert late < 0.2, f"published {late:.3f} s after its instant: held, not fired by the timer"
+    assert len(drain_queue(queue_name, expect=2)) == 2
+
+
+def test_a_job_cancelled_while_its_row_is_held_is_not_delivered(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+    row = _held(queue_name, 0.3)
+    _when_held(monkeypatch, lambda: job_cancel(job=row.job))
+
+    totals, _ = occurrences_fire_for(seconds=0.6)
+
+    assert (totals.claimed, totals.delivered, totals.skipped) == (1, 0, 1)
+    row.refresh_from_db()
+    assert (row.status, row.last_error) == (OccurrenceStatus.SKIPPED, STALE_REASON)
+    assert drain_queue(queue_name, timeout=0.3) == []
+
+
+def _replace(job: Job, instants: list[dt.datetime], payload: dict[str, Any]) -> None:
+    job_upsert(
+        key=job.key,
+        schedules=instants,
+        callback=Callback(type=CallbackType.RABBITMQ, target=job.target, payload=payload),
+    )
+
+
+def test_a_job_updated_while_its_row_is_held_goes_out_with_the_new_payload(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+    row = _held(queue_name, 0.3, payload={"v": "old"})
+    _when_held(monkeypatch, lambda: _replace(row.job, [row.fire_at], {"v": "new"}))
+
+    totals, _ = occurrences_fire_for(seconds=0.6)
+
+    assert (totals.claimed, totals.delivered) == (1, 1)
+    (message,) = drain_queue(queue_name, expect=1)
+    assert json.loads(message.body) == {"v": "new"}
+
+
+def test_a_job_replaced_without_the_held_instant_does_not_deliver_it(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+    row = _held(queue_name, 0.3, payload={"v": "old"})
+    later = row.fire_at + dt.timedelta(hours=1)
+    _when_held(monkeypatch, lambda: _replace(row.job, [later], {"v": "new"}))
+
+    totals, _ = occurrences_fire_for(seconds=0.6)
+
+    assert (totals.delivered, totals.skipped) == (0, 1)
+    assert drain_queue(queue_name, timeout=0.3) == []
+    assert Occurrence.objects.get(job=row.job, fire_at=later).status == OccurrenceStatus.SCHEDULED
+
+
+def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held(queue_name) -> None:  # type: ignore[no-untyped-def]
+    soon, after_the_scan = _held(queue_name, 0.2), _held(queue_name, 1.0)
+
+    totals, _ = occurrences_fire_for(seconds=0.5)
+
+    assert (totals.claimed, totals.delivered) == (1, 1)
+    soon.refresh_from_db()
+    after_the_scan.refresh_from_db()
+    assert soon.status == OccurrenceStatus.DELIVERED
+    assert after_the_scan.status == OccurrenceStatus.SCHEDULED
