@@ -394,6 +394,21 @@ def _clear_activity_snapshot(cursor: CursorWrapper) -> None:
     cursor.execute("SELECT pg_stat_clear_snapshot()")
 
 
+# The steps of a scan a scenario interrupts (phases reported by tests.faults.fault_worker), as the table
+# names them.
+SCAN_STEPS = {
+    "claimed": "after claim",
+    "publishing": "mid-publish",
+    "published": "after publish, before mark",
+}
+
+
+def seeded_rng() -> tuple[int, random.Random]:
+    """A random order of faults, replayable: FAULT_SEED=<the seed a failure names> repeats it."""
+    seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 32)))
+    return seed, random.Random(seed)
+
+
 def shuffled(items: Iterable[str], times: int, rng: random.Random) -> list[str]:
     """Each item `times` times, in a random order (so every kill point is hit, in no fixed sequence)."""
     out = [item for item in items for _ in range(times)]

@@ -11,8 +11,6 @@ the worker reconnected by itself; nothing lost, nothing failed.
 
 from __future__ import annotations
 
-import os
-import random
 import time
 from collections.abc import Callable
 
@@ -25,18 +23,13 @@ pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.rabbitmq]
 
 TOTAL = 2000
 OUTAGE_SECONDS = 2.0
-CUT_POINTS = {
-    "claimed": "after claim",
-    "publishing": "mid-publish",
-    "published": "after publish, before mark",
-}
+CUT_POINTS = harness.SCAN_STEPS
 
 
 def test_it_loses_nothing_when_the_broker_drops_during_a_burst(
     workers: Callable[..., harness.WorkerProcess], fault_queue: str
 ) -> None:
-    seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 32)))
-    rng = random.Random(seed)
+    seed, rng = harness.seeded_rng()
     proxy = harness.TcpProxy(harness.broker_address())
     worker = workers(
         "burst",

@@ -8,8 +8,6 @@ none fails.
 
 from __future__ import annotations
 
-import os
-import random
 import time
 from collections.abc import Callable
 
@@ -21,18 +19,13 @@ from tests.faults import harness
 pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.rabbitmq]
 
 TOTAL = 2000
-KILL_POINTS = {
-    "claimed": "after claim",
-    "publishing": "mid-publish",
-    "published": "after publish, before mark",
-}
+KILL_POINTS = harness.SCAN_STEPS
 
 
 def test_it_loses_nothing_when_workers_are_killed(
     workers: Callable[..., harness.WorkerProcess], fault_queue: str
 ) -> None:
-    seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 32)))
-    rng = random.Random(seed)
+    seed, rng = harness.seeded_rng()
     harness.due_occurrences(fault_queue, TOTAL)
     pool = [workers(f"w{i}", phase_delay=0.1, REMINDERS_BATCH_SIZE="50") for i in (1, 2)]
     for worker in pool:
