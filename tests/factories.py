@@ -83,6 +83,16 @@ def schedule_create(
 # --- trainings ------------------------------------------------------------------------------------------
 
 
+def rules_seeded() -> dict[str, Any]:
+    """Seed 000's reminder rules by slug (migration 0002 seeds them; a transactional test's flush removes
+    them)."""
+    from trainings.defaults import rules_seed
+    from trainings.models import ReminderRule, ReminderTemplate
+
+    rules_seed(ReminderRule, ReminderTemplate)
+    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+
+
 def training_made(
     team: Team,
     start: dt.datetime,

@@ -12,15 +12,8 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 
 # The loopback APNs and FCM peers and the sender for the push tests (test_push_*.py).
 from tests.trainings.push_fixtures import apns, fcm, sender  # noqa: F401
-from trainings.defaults import rules_seed
-from trainings.models import ReminderRule, ReminderTemplate, Team
-
-
-@pytest.fixture(autouse=True)
-def rules(db: None) -> dict[str, ReminderRule]:
-    """Seed 000's rules (migration 0002 seeds them; a transactional test's flush removes them)."""
-    rules_seed(ReminderRule, ReminderTemplate)
-    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+from tests.trainings.seeded import rules  # noqa: F401 - autouse: Seed 000's rules in every test
+from trainings.models import Team
 
 
 @pytest.fixture

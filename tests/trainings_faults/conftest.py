@@ -21,15 +21,8 @@ from bench.processes import amqp_connection, declared_counts, start_process, sto
 from tests.conftest import drain_queue
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 from tests.fault_table import record
-from trainings.defaults import rules_seed
-from trainings.models import DeliveredPush, ReminderRule, ReminderTemplate, Team
-
-
-@pytest.fixture(autouse=True)
-def rules(db: None) -> dict[str, ReminderRule]:
-    """Seed 000's rules (a transactional test's flush removes what migration 0002 seeded)."""
-    rules_seed(ReminderRule, ReminderTemplate)
-    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+from tests.trainings.seeded import rules  # noqa: F401 - autouse: Seed 000's rules in every test
+from trainings.models import DeliveredPush, Team
 
 
 @pytest.fixture
