@@ -123,10 +123,10 @@ NO_USABLE_HOST = [
     ("url", "reason"),
     [(url, "only http and https") for url in OTHER_SCHEMES]
     + [(url, "credentials") for url in CREDENTIALS]
-    + [(url, "") for url in NO_USABLE_HOST],
+    + [(url, None) for url in NO_USABLE_HOST],
 )
 def test_it_refuses_a_url_it_could_not_call_safely_even_with_private_addresses_allowed(
-    url: str, reason: str
+    url: str, reason: str | None
 ) -> None:
     """Other schemes, credentials in the URL, no usable host: refused whatever the address policy."""
     with pytest.raises(UnsafeURL, match=reason):
