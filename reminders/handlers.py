@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     # For the annotations only: reminders.transports imports this registry (its handler transport).
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 HandlerFn: TypeAlias = Callable[["Delivery"], None]
 BatchHandlerFn: TypeAlias = Callable[[Sequence["Delivery"]], Mapping[int, "TransportError"]]
+
+_Fn = TypeVar("_Fn", HandlerFn, BatchHandlerFn)
 
 _registry: dict[str, HandlerFn] = {}
 _batch_registry: dict[str, BatchHandlerFn] = {}
@@ -33,22 +35,20 @@ _reserved_keys: list[tuple[re.Pattern[str], str]] = []
 
 def register(name: str, *, api: bool = False) -> Callable[[HandlerFn], HandlerFn]:
     """Register a handler called once per occurrence; `api=True` lets API callers schedule it."""
-
-    def decorator(fn: HandlerFn) -> HandlerFn:
-        _check_free(name, fn)
-        _registry[name] = fn
-        _set_api(name, api)
-        return fn
-
-    return decorator
+    return _registering(_registry, name, api)
 
 
 def register_batch(name: str, *, api: bool = False) -> Callable[[BatchHandlerFn], BatchHandlerFn]:
     """Register a handler called once per chunk; `api=True` lets API callers schedule it."""
+    return _registering(_batch_registry, name, api)
 
-    def decorator(fn: BatchHandlerFn) -> BatchHandlerFn:
+
+def _registering(registry: dict[str, _Fn], name: str, api: bool) -> Callable[[_Fn], _Fn]:
+    """The decorator that files a handler under `name` in `registry` (a name may serve only one)."""
+
+    def decorator(fn: _Fn) -> _Fn:
         _check_free(name, fn)
-        _batch_registry[name] = fn
+        registry[name] = fn
         _set_api(name, api)
         return fn
 

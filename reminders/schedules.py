@@ -181,19 +181,18 @@ def schedule_update(
 
 def schedule_pause(*, schedule: Schedule) -> Schedule:
     """Nothing fires while paused: the pending fire point is cancelled at once."""
-    with transaction.atomic():
-        schedule = _locked(schedule)
-        schedule.paused = True
-        _bump(schedule)
-        _rematerialise(schedule, now=timezone.now(), allow_past_at=False)
-    return schedule
+    return _set_paused(schedule, True)
 
 
 def schedule_resume(*, schedule: Schedule) -> Schedule:
     """Continue from now: runs missed while paused are not fired."""
+    return _set_paused(schedule, False)
+
+
+def _set_paused(schedule: Schedule, paused: bool) -> Schedule:
     with transaction.atomic():
         schedule = _locked(schedule)
-        schedule.paused = False
+        schedule.paused = paused
         _bump(schedule)
         _rematerialise(schedule, now=timezone.now(), allow_past_at=False)
     return schedule

@@ -223,8 +223,19 @@ class JobCallbackOutputSerializer(serializers.Serializer):
     data = serializers.DictField()  # type: ignore[assignment]
 
 
+@extend_schema_field(JobCallbackOutputSerializer)
+class CallbackOutputField(serializers.Field):
+    """A job's callback, read-only, as `callback_representation` shows it; `source` names the job."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_only=True, **kwargs)
+
+    def to_representation(self, value: Job) -> dict[str, Any]:
+        return callback_representation(value)
+
+
 class JobSerializer(serializers.ModelSerializer):
-    callback = serializers.SerializerMethodField()
+    callback = CallbackOutputField(source="*")
     throttle: serializers.SlugRelatedField = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
@@ -245,10 +256,6 @@ class JobSerializer(serializers.ModelSerializer):
             "occurrences",
         ]
         read_only_fields = fields
-
-    @extend_schema_field(JobCallbackOutputSerializer)
-    def get_callback(self, job: Job) -> dict[str, Any]:
-        return callback_representation(job)
 
     @extend_schema_field(JobOccurrenceSerializer(many=True))
     def get_occurrences(self, job: Job) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reminders.cron import MIN_EVERY_SECONDS, AtTimeline, ExpressionError, parse_zone, timeline_for
@@ -23,10 +22,9 @@ from reminders.serializers import (
     MAX_DEADLINE_SECONDS,
     MAX_WINDOW_SECONDS,
     AwareDateTimeField,
+    CallbackOutputField,
     CallbackSerializer,
-    JobCallbackOutputSerializer,
     ThrottleField,
-    callback_representation,
     refuse_trailing_newline,
 )
 
@@ -116,7 +114,7 @@ class ScheduleInputSerializer(serializers.Serializer):
 
 
 class ScheduleSerializer(serializers.ModelSerializer):
-    callback = serializers.SerializerMethodField()
+    callback = CallbackOutputField(source="job")
     priority = serializers.IntegerField(source="job.priority")
     batch_size = serializers.IntegerField(source="job.batch_size")
     throttle: serializers.SlugRelatedField = serializers.SlugRelatedField(
@@ -146,10 +144,6 @@ class ScheduleSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
-
-    @extend_schema_field(JobCallbackOutputSerializer)
-    def get_callback(self, schedule: Schedule) -> dict[str, Any]:
-        return callback_representation(schedule.job)
 
 
 class PreviewQuerySerializer(serializers.Serializer):

@@ -10,9 +10,11 @@ from collections.abc import Iterator
 import amqp
 import pytest
 from django.conf import settings
+from django.test import Client
 from kombu import Connection
 from rest_framework.test import APIClient
 
+from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -98,9 +100,19 @@ def user(db: None):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def api(user) -> APIClient:  # type: ignore[no-untyped-def]
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
+    return api_as(user)
+
+
+@pytest.fixture
+def coach(db: None):  # type: ignore[no-untyped-def]
+    """The coach of the trainings tests' `team` (each package's conftest builds its own team)."""
+    return UserFactory(username="coach-a")
+
+
+@pytest.fixture
+def operator(db: None) -> Client:
+    """The admin, logged in as a superuser."""
+    return logged_in(UserFactory(is_staff=True, is_superuser=True))
 
 
 @pytest.fixture

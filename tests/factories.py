@@ -83,6 +83,33 @@ def schedule_create(
 # --- trainings ------------------------------------------------------------------------------------------
 
 
+def rules_seeded() -> dict[str, Any]:
+    """Seed 000's reminder rules by slug (migration 0002 seeds them; a transactional test's flush removes
+    them)."""
+    from trainings.defaults import rules_seed
+    from trainings.models import ReminderRule, ReminderTemplate
+
+    rules_seed(ReminderRule, ReminderTemplate)
+    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+
+
+def training_made(
+    team: Team,
+    start: dt.datetime,
+    *,
+    minutes: int = 90,
+    title: str = "Speed session",
+    time_zone: str = "Europe/Paris",
+    **fields: Any,
+) -> Training:
+    """A training made through the service, with its invitations and scheduled reminders (TrainingFactory
+    makes a bare row)."""
+    from trainings.services import training_create
+
+    end = start + dt.timedelta(minutes=minutes)
+    return training_create(team=team, title=title, start=start, end=end, time_zone=time_zone, **fields)
+
+
 class TeamFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Team

@@ -3,7 +3,7 @@ coach's team or player is a 400 on that field, indistinguishable from a missing 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -139,6 +139,16 @@ class TrainingInputSerializer(serializers.Serializer):
         return attrs
 
 
+_Row = TypeVar("_Row", Player, Invitation)
+
+
+def _on_the_list(found: _Row | None) -> _Row:
+    """What a player id found on the training's player list; a field error when it found nothing."""
+    if found is None:
+        raise serializers.ValidationError("not on this training's player list.")
+    return found
+
+
 class AnswerInputSerializer(serializers.Serializer):
     player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     phase = serializers.ChoiceField(choices=Phase.choices)
@@ -147,10 +157,7 @@ class AnswerInputSerializer(serializers.Serializer):
 
     def validate_player(self, value: int) -> Player:
         training: Training = self.context["training"]
-        player = Player.objects.filter(pk=value, invitations__training=training).first()
-        if player is None:
-            raise serializers.ValidationError("not on this training's player list.")
-        return player
+        return _on_the_list(Player.objects.filter(pk=value, invitations__training=training).first())
 
 
 class AnswerSerializer(serializers.Serializer):
@@ -166,10 +173,7 @@ class InvitationResponseSerializer(serializers.Serializer):
 
     def validate_player(self, value: int) -> Invitation:
         training: Training = self.context["training"]
-        invitation = Invitation.objects.filter(training=training, player_id=value).first()
-        if invitation is None:
-            raise serializers.ValidationError("not on this training's player list.")
-        return invitation
+        return _on_the_list(Invitation.objects.filter(training=training, player_id=value).first())
 
 
 class TimelineEntrySerializer(serializers.Serializer):

@@ -6,6 +6,7 @@ anonymous caller a 401 (the token authenticator comes first and sends the challe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -18,6 +19,7 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from trainings.models import Device, Player, ReminderRule, Training
 from trainings.push.devices import device_players_visible_to, device_register, device_remove, player_of
@@ -43,6 +45,22 @@ from trainings.services import (
     training_delete,
     training_update,
 )
+
+
+def _player_action(
+    body: type[Serializer], responses: dict[int, Any], description: str
+) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """A POST about one player on a training's list (an answer, an invitation response), documented."""
+    documented = extend_schema(
+        request=body,
+        responses={**responses, 400: OpenApiResponse(description="Field errors.")},
+        description=description,
+    )
+
+    def decorate(view: Callable[..., Response]) -> Callable[..., Response]:
+        return documented(action(detail=True, methods=["post"])(view))
+
+    return decorate
 
 
 def _as_drf(exc: DjangoValidationError) -> ValidationError:
@@ -116,32 +134,33 @@ class TrainingViewSet(viewsets.ModelViewSet):
         training_delete(training=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(
-        request=AnswerInputSerializer,
-        responses={201: AnswerSerializer, 400: OpenApiResponse(description="Field errors.")},
-        description="Record (or replace) a player's PRE or POST questionnaire answer. Later reminders for "
-        "that phase skip the player.",
-    )
-    @action(detail=True, methods=["post"])
-    def answers(self, request: Request, pk: str | None = None) -> Response:
+    def _player_input(
+        self, request: Request, serializer: type[Serializer]
+    ) -> tuple[Training, dict[str, Any]]:
+        """The URL's training, and the body validated by `serializer` against its player list."""
         training = self.get_object()
-        data = AnswerInputSerializer(data=request.data, context={"training": training})
+        data = serializer(data=request.data, context={"training": training})
         data.is_valid(raise_exception=True)
-        answer = answer_record(training=training, **data.validated_data)
+        return training, data.validated_data
+
+    @_player_action(
+        AnswerInputSerializer,
+        {201: AnswerSerializer},
+        "Record (or replace) a player's PRE or POST questionnaire answer. Later reminders for that phase "
+        "skip the player.",
+    )
+    def answers(self, request: Request, pk: str | None = None) -> Response:
+        training, values = self._player_input(request, AnswerInputSerializer)
+        answer = answer_record(training=training, **values)
         return Response(AnswerSerializer(answer).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(
-        request=InvitationResponseSerializer,
-        responses={200: InvitationSerializer, 400: OpenApiResponse(description="Field errors.")},
-        description="Accept or deny the invitation on a player's behalf; later invitation reminders "
-        "skip them.",
+    @_player_action(
+        InvitationResponseSerializer,
+        {200: InvitationSerializer},
+        "Accept or deny the invitation on a player's behalf; later invitation reminders skip them.",
     )
-    @action(detail=True, methods=["post"])
     def invitation(self, request: Request, pk: str | None = None) -> Response:
-        training = self.get_object()
-        data = InvitationResponseSerializer(data=request.data, context={"training": training})
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        _, values = self._player_input(request, InvitationResponseSerializer)
         invitation = invitation_respond(invitation=values["player"], status=values["status"])
         return Response(InvitationSerializer(invitation).data)
 

@@ -123,6 +123,13 @@ def measure_ours(
     return stats
 
 
+def _competitor_load(h: Harness, name: str, reminders: int, seconds: float) -> tuple[int, float, str]:
+    """A competitor's run: its reminder count, their rate over `seconds`, and a fresh declared queue."""
+    queue = h.queue_name(name)
+    h.declare(queue)
+    return reminders, reminders / seconds, queue
+
+
 def run_beat(h: Harness) -> dict[str, Any]:
     from django.db import connection
     from django_celery_beat.models import ClockedSchedule, PeriodicTask, PeriodicTasks
@@ -130,10 +137,7 @@ def run_beat(h: Harness) -> dict[str, Any]:
     from reminders.beat import PURGE_TASK_NAME, SCAN_TASK_NAME
 
     s = h.sizes
-    n = s.beat_reminders
-    rate = n / s.beat_seconds
-    queue = h.queue_name("late-beat")
-    h.declare(queue)
+    n, rate, queue = _competitor_load(h, "late-beat", s.beat_reminders, s.beat_seconds)
     PeriodicTask.objects.filter(name__in=[SCAN_TASK_NAME, PURGE_TASK_NAME]).update(enabled=False)
     lead = 5.0 if h.quick else 8.0
     first = datetime.now(UTC) + timedelta(seconds=lead)
@@ -185,10 +189,7 @@ def run_eta(h: Harness) -> dict[str, Any]:
     from bench.tasks import publish_reminders_eta
 
     s = h.sizes
-    n = s.eta_reminders
-    rate = n / s.eta_seconds
-    queue = h.queue_name("late-eta")
-    h.declare(queue)
+    n, rate, queue = _competitor_load(h, "late-eta", s.eta_reminders, s.eta_seconds)
     h.delete_queue(h.celery_queue)  # no leftover scan kicks may occupy the worker
     with h.consumer(queue) as consumer:
         worker = h.worker("eta-worker")

@@ -13,7 +13,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from bench import processes
 from bench.processes import Arrivals
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from tests.fault_table import record  # noqa: F401 - the scenarios call harness.record
+from tests.faults.tcp_proxy import TcpProxy, broker_address  # noqa: F401 - the scenarios call harness.*
 
 LEASE_SECONDS = 5
 
@@ -133,6 +133,9 @@ class WorkerProcess:
     @property
     def ready(self) -> bool:
         """Started and consuming (its latest start has reported `ready`)."""
+        return self.is_ready()
+
+    def is_ready(self) -> bool:
         return self.alive and self.count("ready") >= self.starts
 
     @property
@@ -164,6 +167,15 @@ class WorkerProcess:
         if not self.log_file.exists():
             return ""
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+
+def start_together(workers: Iterable[WorkerProcess], *, timeout: float = 60) -> None:
+    """Start the workers side by side (each boot takes seconds) and wait until every one is ready."""
+    started = list(workers)
+    for worker in started:
+        worker.start(wait=False)
+    for worker in started:
+        wait_for(worker.is_ready, timeout=timeout, what=f"{worker.name} to start", worker=worker)
 
 
 def wait_for(
@@ -275,94 +287,6 @@ def assert_every_occurrence_arrived(arrivals: Arrivals, total: int) -> None:
     assert per_fire_at == expected
 
 
-# --- a TCP proxy to cut the broker with ----------------------------------------------------------------
-
-
-class TcpProxy:
-    """Forwards 127.0.0.1:<port> to an upstream address; `cut()` drops every connection and refuses new
-    ones (what a client sees while RabbitMQ restarts), `restore()` lets them through again."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._cut = threading.Event()
-        self._closed = threading.Event()
-        self.cuts = 0
-        self.dropped = 0
-        threading.Thread(target=self._accept, name="fault-proxy", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            if self._cut.is_set():
-                _close_hard(client)
-                continue
-            try:
-                server = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                _close_hard(client)
-                continue
-            server.settimeout(None)
-            with self._lock:
-                self._open.update((client, server))
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                self._forget(sock)
-
-    def _forget(self, sock: socket.socket) -> None:
-        with self._lock:
-            known = sock in self._open
-            self._open.discard(sock)
-        if known:
-            _close_hard(sock)
-
-    def cut(self) -> None:
-        self.cuts += 1
-        self._drop_all()
-
-    def _drop_all(self) -> None:
-        self._cut.set()
-        with self._lock:
-            sockets, self._open = list(self._open), set()
-        self.dropped += len(sockets) // 2
-        for sock in sockets:
-            _close_hard(sock)
-
-    def restore(self) -> None:
-        self._cut.clear()
-
-    def close(self) -> None:
-        self._closed.set()
-        self._drop_all()
-        self._listener.close()
-
-
-def _close_hard(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    sock.close()
-
-
-def broker_address() -> tuple[str, int]:
-    parts = urlsplit(settings.CELERY_BROKER_URL)
-    return parts.hostname or "127.0.0.1", parts.port or 5672
-
-
 # --- PostgreSQL backends of the workers ----------------------------------------------------------------
 
 
@@ -396,6 +320,21 @@ def _clear_activity_snapshot(cursor: CursorWrapper) -> None:
     """PostgreSQL reads pg_stat_activity once per transaction and shows that snapshot until it ends, so a
     poll from inside the transaction holding a lock would see, forever, the moment the lock was taken."""
     cursor.execute("SELECT pg_stat_clear_snapshot()")
+
+
+# The steps of a scan a scenario interrupts (phases reported by tests.faults.fault_worker), as the table
+# names them.
+SCAN_STEPS = {
+    "claimed": "after claim",
+    "publishing": "mid-publish",
+    "published": "after publish, before mark",
+}
+
+
+def seeded_rng() -> tuple[int, random.Random]:
+    """A random order of faults, replayable: FAULT_SEED=<the seed a failure names> repeats it."""
+    seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 32)))
+    return seed, random.Random(seed)
 
 
 def shuffled(items: Iterable[str], times: int, rng: random.Random) -> list[str]:

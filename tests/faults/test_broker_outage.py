@@ -11,8 +11,6 @@ the worker reconnected by itself; nothing lost, nothing failed.
 
 from __future__ import annotations
 
-import os
-import random
 import time
 from collections.abc import Callable
 
@@ -25,18 +23,12 @@ pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.rabbitmq]
 
 TOTAL = 2000
 OUTAGE_SECONDS = 2.0
-CUT_POINTS = {
-    "claimed": "after claim",
-    "publishing": "mid-publish",
-    "published": "after publish, before mark",
-}
 
 
 def test_it_loses_nothing_when_the_broker_drops_during_a_burst(
     workers: Callable[..., harness.WorkerProcess], fault_queue: str
 ) -> None:
-    seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 32)))
-    rng = random.Random(seed)
+    seed, rng = harness.seeded_rng()
     proxy = harness.TcpProxy(harness.broker_address())
     worker = workers(
         "burst",
@@ -55,11 +47,11 @@ def test_it_loses_nothing_when_the_broker_drops_during_a_burst(
     cuts: list[str] = []
     try:
         with harness.Kicker():
-            for point in rng.sample(list(CUT_POINTS), len(CUT_POINTS)):
+            for point in rng.sample(list(harness.SCAN_STEPS), len(harness.SCAN_STEPS)):
                 if not worker.wait_phase(point, after=worker.count(point), timeout=20):
                     break
                 proxy.cut()
-                cuts.append(CUT_POINTS[point])
+                cuts.append(harness.SCAN_STEPS[point])
                 marked_at_cuts.append(
                     set(
                         Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED).values_list(
@@ -75,7 +67,7 @@ def test_it_loses_nothing_when_the_broker_drops_during_a_burst(
     finally:
         proxy.close()
 
-    assert proxy.cuts == len(CUT_POINTS), f"seed {seed}: the burst ended before every cut"
+    assert proxy.cuts == len(harness.SCAN_STEPS), f"seed {seed}: the burst ended before every cut"
     assert proxy.dropped >= 1, "no broker connection was open to drop"
     assert worker.alive, "the worker died instead of retrying"
     assert harness.status_counts() == {OccurrenceStatus.DELIVERED: TOTAL}

@@ -27,8 +27,7 @@ def test_it_delivers_everything_when_the_database_drops_the_workers(
     workers: Callable[..., harness.WorkerProcess], fault_queue: str
 ) -> None:
     pool = [workers(f"db{i}", phase_delay=0.1, REMINDERS_BATCH_SIZE="50") for i in (1, 2)]
-    for worker in pool:
-        worker.start()
+    harness.start_together(pool)
     pids = [worker.pid for worker in pool]
     harness.due_occurrences(fault_queue, TOTAL)
     terminated: dict[str, int] = {}

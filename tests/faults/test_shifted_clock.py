@@ -96,8 +96,7 @@ def test_it_fires_nothing_early_with_a_worker_clock_ahead(
     total = 60
     honest = workers("honest")
     ahead = workers("ahead", **shifted_env)
-    honest.start()
-    ahead.start()
+    harness.start_together([honest, ahead])
     # Half plain, half under a throttle policy (its own claim and token bucket), loose enough not to
     # delay anything: both claims must judge "due" by the database.
     policy = ThrottlePolicy.objects.create(name="shifted-clock", max_per_second=1000, burst=1000)

@@ -8,8 +8,6 @@ none fails.
 
 from __future__ import annotations
 
-import os
-import random
 import time
 from collections.abc import Callable
 
@@ -21,26 +19,19 @@ from tests.faults import harness
 pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.rabbitmq]
 
 TOTAL = 2000
-KILL_POINTS = {
-    "claimed": "after claim",
-    "publishing": "mid-publish",
-    "published": "after publish, before mark",
-}
 
 
 def test_it_loses_nothing_when_workers_are_killed(
     workers: Callable[..., harness.WorkerProcess], fault_queue: str
 ) -> None:
-    seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 32)))
-    rng = random.Random(seed)
+    seed, rng = harness.seeded_rng()
     harness.due_occurrences(fault_queue, TOTAL)
     pool = [workers(f"w{i}", phase_delay=0.1, REMINDERS_BATCH_SIZE="50") for i in (1, 2)]
-    for worker in pool:
-        worker.start()
+    harness.start_together(pool)
 
     kills: list[str] = []
     with harness.Kicker():
-        for point in harness.shuffled(KILL_POINTS, 2, rng):
+        for point in harness.shuffled(harness.SCAN_STEPS, 2, rng):
             # A worker still starting up has nothing to interrupt; pick among the ones at work.
             harness.wait_for(lambda: any(w.ready for w in pool), timeout=60, what="a worker to be ready")
             victim = rng.choice([w for w in pool if w.ready])
@@ -55,7 +46,7 @@ def test_it_loses_nothing_when_workers_are_killed(
         time.sleep(max(0.0, last_kill + harness.LEASE_SECONDS + 1 - time.monotonic()))
 
     assert len(kills) >= 4, f"seed {seed}: only {kills} kills happened before the backlog drained"
-    assert set(kills) == set(KILL_POINTS), f"seed {seed}: not every kill point was hit: {kills}"
+    assert set(kills) == set(harness.SCAN_STEPS), f"seed {seed}: not every kill point was hit: {kills}"
     counts = harness.status_counts()
     assert counts == {OccurrenceStatus.DELIVERED: TOTAL}, counts
     arrivals = harness.read_queue(fault_queue, expect=TOTAL)
@@ -63,7 +54,7 @@ def test_it_loses_nothing_when_workers_are_killed(
     retried = Occurrence.objects.filter(attempts__gt=1).count()
     harness.record(
         "1. worker killed",
-        f"2 workers, {TOTAL} due; kill -9 x {len(kills)}: {' / '.join(KILL_POINTS[k] for k in kills)}",
+        f"2 workers, {TOTAL} due; kill -9 x {len(kills)}: {' / '.join(harness.SCAN_STEPS[k] for k in kills)}",
         f"{TOTAL}/{TOTAL} delivered, {len(arrivals.messages)} messages ({arrivals.duplicates} duplicates, "
         f"same message_id), {retried} re-claimed after lease expiry, 0 claimed, 0 failed",
     )

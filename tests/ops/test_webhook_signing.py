@@ -7,10 +7,8 @@ import asyncio
 import concurrent.futures
 import hashlib
 import hmac
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -18,6 +16,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from reminders.signing import standard_webhook_headers
 from reminders.transports.base import Delivery
 from reminders.transports.http import HTTPTransport
+from tests.http_receiver import QuietHandler, serving
 from trainings.push.providers import PushMessage, Target, WebhookProvider
 
 SECRET = "receiver-shared-secret"
@@ -28,23 +27,14 @@ def received(settings: pytest.FixtureRequest) -> Iterator[tuple[str, list[tuple[
     settings.REMINDERS_HTTP_ALLOW_PRIVATE = True  # type: ignore[attr-defined]
     requests: list[tuple[dict[str, str], bytes]] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.answer(200)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", requests
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}/hook", requests
 
 
 def test_an_http_callback_verifies_with_the_standard_webhooks_library_and_keeps_the_old_header(

@@ -4,16 +4,9 @@ import pytest
 from django.test import Client
 
 from reminders.models import Occurrence, OccurrenceStatus
-from tests.factories import OccurrenceFactory, UserFactory
+from tests.factories import OccurrenceFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def operator() -> Client:
-    client = Client()
-    client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    return client
 
 
 def test_the_changelists_filter_by_status_and_show_the_last_error(operator: Client) -> None:

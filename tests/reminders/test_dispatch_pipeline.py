@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -73,6 +74,34 @@ def _due(queue: str, count: int, **job: Any) -> list[Occurrence]:
     return [OccurrenceFactory(job=owner, fire_at=start + dt.timedelta(seconds=i)) for i in range(count)]
 
 
+def _four_due_with_a_failing_mark(
+    monkeypatch: pytest.MonkeyPatch, queue: str, error: Exception, *, times: int | None = None
+) -> tuple[list[Occurrence], _Recorder, Callable[..., int]]:
+    """Four due rows, a recorder, and a mark that raises `error` on its first `times` calls (every call by
+    default); returns the rows, the recorder and the real (recorded) mark."""
+    occurrences = _due(queue, 4)
+    recorder = _Recorder(monkeypatch)
+    recorded_mark = dispatch.occurrences_mark_delivered
+    calls = itertools.count()
+
+    def failing_mark(**kwargs: Any) -> int:
+        if times is None or next(calls) < times:
+            recorder._record("mark")
+            raise error
+        return recorded_mark(**kwargs)
+
+    monkeypatch.setattr(dispatch, "occurrences_mark_delivered", failing_mark)
+    return occurrences, recorder, recorded_mark
+
+
+def _message_ids(messages: list[Any]) -> list[str]:
+    return sorted(m.properties["message_id"] for m in messages)
+
+
+def _keys(occurrences: list[Occurrence]) -> list[str]:
+    return sorted(o.idempotency_key for o in occurrences)
+
+
 def test_the_next_claim_and_the_previous_mark_run_while_the_broker_commits(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
     occurrences = _due(queue_name, 6)
     recorder = _Recorder(monkeypatch)
@@ -97,19 +126,8 @@ def test_a_database_error_while_marking_marks_both_chunks_once_the_database_answ
     monkeypatch, queue_name
 ) -> None:
     """Issue 19, defect 4: a published chunk is marked after the error, not re-sent after its lease."""
-    occurrences = _due(queue_name, 4)
-    recorder = _Recorder(monkeypatch)
-    recorded_mark = dispatch.occurrences_mark_delivered
-    failures = iter([OperationalError("terminating connection due to administrator command")])
-
-    def blip_then_mark(**kwargs: Any) -> int:
-        error = next(failures, None)
-        if error is not None:
-            recorder._record("mark")
-            raise error
-        return recorded_mark(**kwargs)
-
-    monkeypatch.setattr(dispatch, "occurrences_mark_delivered", blip_then_mark)
+    blip = OperationalError("terminating connection due to administrator command")
+    occurrences, recorder, _ = _four_due_with_a_failing_mark(monkeypatch, queue_name, blip, times=1)
 
     with pytest.raises(OperationalError):
         occurrences_dispatch_for(seconds=60, batch_size=2, until_idle=True)
@@ -117,24 +135,14 @@ def test_a_database_error_while_marking_marks_both_chunks_once_the_database_answ
     # The second chunk was in flight when marking the first failed: its outcome is read, then both marks.
     assert recorder.events[-4:] == ["mark1", "wait2", "mark2", "mark3"]
     assert set(Occurrence.objects.values_list("status", "attempts")) == {(OccurrenceStatus.DELIVERED, 1)}
-    received = drain_queue(queue_name, expect=4)
-    assert sorted(m.properties["message_id"] for m in received) == sorted(
-        o.idempotency_key for o in occurrences
-    )
+    assert _message_ids(drain_queue(queue_name, expect=4)) == _keys(occurrences)
 
 
 def test_an_error_that_is_not_the_database_leaves_both_chunks_to_the_reaper(  # type: ignore[no-untyped-def]
     monkeypatch, queue_name
 ) -> None:
-    occurrences = _due(queue_name, 4)
-    recorder = _Recorder(monkeypatch)
-    recorded_mark = dispatch.occurrences_mark_delivered
-
-    def failing_mark(**kwargs: Any) -> int:
-        recorder._record("mark")
-        raise RuntimeError("a bug in the mark")
-
-    monkeypatch.setattr(dispatch, "occurrences_mark_delivered", failing_mark)
+    bug = RuntimeError("a bug in the mark")
+    occurrences, recorder, recorded_mark = _four_due_with_a_failing_mark(monkeypatch, queue_name, bug)
 
     with pytest.raises(RuntimeError, match="a bug in the mark"):
         occurrences_dispatch_for(seconds=60, batch_size=2, until_idle=True)
@@ -150,8 +158,7 @@ def test_an_error_that_is_not_the_database_leaves_both_chunks_to_the_reaper(  # 
     Occurrence.objects.update(claimed_until=timezone.now() - dt.timedelta(seconds=1))
     totals, _ = occurrences_dispatch_for(seconds=60, batch_size=2, until_idle=True)
     assert totals.delivered == 4
-    again = drain_queue(queue_name, expect=4)
-    assert sorted(m.properties["message_id"] for m in again) == sorted(o.idempotency_key for o in occurrences)
+    assert _message_ids(drain_queue(queue_name, expect=4)) == _keys(occurrences)
 
 
 def test_a_database_error_after_a_claim_hands_the_unsent_rows_back_at_once(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]

@@ -22,6 +22,7 @@ import pytest
 from reminders import netguard
 from reminders.transports.base import Delivery, TransportError
 from reminders.transports.http import HTTPTransport
+from tests.http_receiver import QuietHandler, serving
 
 FIRE_AT = datetime(2025, 3, 30, 7, 30, tzinfo=UTC)
 
@@ -306,48 +307,42 @@ def tls_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     sni: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.answer(204)
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     context.sni_callback = lambda _sock, name, _ctx: sni.append(name)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], sni
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler, tls=context) as port:
+        yield port, sni
+
+
+@pytest.fixture
+def tls_url(
+    tls_receiver: tuple[int, list[str]], settings: Any, fake_dns: Callable[[str, list[str]], list[str]]
+) -> Callable[[str], str]:
+    """The TLS receiver's URL under a host name that resolves to loopback (private addresses allowed)."""
+    port, _sni = tls_receiver
+    settings.REMINDERS_HTTP_ALLOW_PRIVATE = True
+
+    def url(name: str) -> str:
+        fake_dns(name, ["127.0.0.1"])
+        return f"https://{name}:{port}/hook"
+
+    return url
 
 
 def test_https_connects_to_the_vetted_ip_but_verifies_the_certificate_for_the_name(
-    tls_receiver: tuple[int, list[str]], settings: Any, fake_dns: Callable[[str, list[str]], list[str]]
+    tls_receiver: tuple[int, list[str]], tls_url: Callable[[str], str]
 ) -> None:
-    port, sni = tls_receiver
-    settings.REMINDERS_HTTP_ALLOW_PRIVATE = True
-    fake_dns("hooks.example.com", ["127.0.0.1"])
-
-    assert deliver_one(make_delivery(f"https://hooks.example.com:{port}/hook")) is None
-    assert sni == ["hooks.example.com"]
+    assert deliver_one(make_delivery(tls_url("hooks.example.com"))) is None
+    assert tls_receiver[1] == ["hooks.example.com"]  # the name went out as SNI, not the IP
 
 
-def test_https_refuses_a_certificate_for_another_name(
-    tls_receiver: tuple[int, list[str]], settings: Any, fake_dns: Callable[[str, list[str]], list[str]]
-) -> None:
-    port, _sni = tls_receiver
-    settings.REMINDERS_HTTP_ALLOW_PRIVATE = True
-    fake_dns("other.example.com", ["127.0.0.1"])
-
-    error = deliver_one(make_delivery(f"https://other.example.com:{port}/hook"))
+def test_https_refuses_a_certificate_for_another_name(tls_url: Callable[[str], str]) -> None:
+    error = deliver_one(make_delivery(tls_url("other.example.com")))
 
     assert error is not None and not error.permanent
     assert "SSLError" in str(error) and "doesn't match" in str(error)

@@ -18,13 +18,6 @@ from tests.factories import OccurrenceFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator() -> Client:
-    client = Client()
-    client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    return client
-
-
 def _manager(**extra: Any) -> Client:
     """An operator who is not a superuser: staff with the manage-all-teams permission."""
     from django.contrib.auth.models import Permission

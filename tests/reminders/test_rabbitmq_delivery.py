@@ -102,26 +102,38 @@ def test_an_unreachable_broker_leaves_the_occurrence_retrying(settings, queue_na
     assert "broker error" in occurrence.last_error
 
 
-def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
-    occurrences = [OccurrenceFactory(job=JobFactory(target=queue_name)) for _ in range(3)]
+def _dispatch_losing_the_connection_at_commit(
+    monkeypatch: pytest.MonkeyPatch, queue: str, *, commit_sent: bool
+) -> list[Occurrence]:
+    """Three due rows dispatched while the socket dies at tx.commit (before the commit is written, or just
+    after): none is delivered, every one is back to `scheduled` with a broker error for a retry."""
+    occurrences = [OccurrenceFactory(job=JobFactory(target=queue)) for _ in range(3)]
     real_send = amqp.Channel.send_method
 
     def lose_connection_at_commit(channel: amqp.Channel, sig: Any, *args: Any, **kwargs: Any) -> Any:
-        if sig == spec.Tx.Commit:
-            # The socket dies after the publishes were written, as tx.commit goes out.
+        if sig == spec.Tx.Commit and not commit_sent:
             channel.connection.sock.close()
-        return real_send(channel, sig, *args, **kwargs)
+        sent = real_send(channel, sig, *args, **kwargs)
+        if sig == spec.Tx.Commit and commit_sent:
+            channel.connection.sock.close()
+        return sent
 
     monkeypatch.setattr(amqp.Channel, "send_method", lose_connection_at_commit)
     result = occurrences_dispatch_batch()
     monkeypatch.setattr(amqp.Channel, "send_method", real_send)
 
     assert (result.delivered, result.retried) == (0, 3)
-    assert drain_queue(queue_name, timeout=0.3) == []  # the uncommitted transaction was rolled back
     for occurrence in occurrences:
         occurrence.refresh_from_db()
         assert occurrence.status == OccurrenceStatus.SCHEDULED
         assert occurrence.last_error.startswith("broker error")
+    return occurrences
+
+
+def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+    # The socket dies after the publishes were written, as tx.commit goes out.
+    _dispatch_losing_the_connection_at_commit(monkeypatch, queue_name, commit_sent=False)
+    assert drain_queue(queue_name, timeout=0.3) == []  # the uncommitted transaction was rolled back
 
     # The transport reconnects by itself; the retry goes through.
     Occurrence.objects.update(next_attempt_at=timezone.now())
@@ -131,24 +143,7 @@ def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monke
 
 def test_a_connection_lost_while_waiting_for_commit_ok_retries_every_message(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
     """The commit went out; whether the broker took it is unknown, so every message is retried."""
-    occurrences = [OccurrenceFactory(job=JobFactory(target=queue_name)) for _ in range(3)]
-    real_send = amqp.Channel.send_method
-
-    def lose_connection_after_commit(channel: amqp.Channel, sig: Any, *args: Any, **kwargs: Any) -> Any:
-        sent = real_send(channel, sig, *args, **kwargs)
-        if sig == spec.Tx.Commit:
-            channel.connection.sock.close()
-        return sent
-
-    monkeypatch.setattr(amqp.Channel, "send_method", lose_connection_after_commit)
-    result = occurrences_dispatch_batch()
-    monkeypatch.setattr(amqp.Channel, "send_method", real_send)
-
-    assert (result.delivered, result.retried) == (0, 3)
-    for occurrence in occurrences:
-        occurrence.refresh_from_db()
-        assert occurrence.status == OccurrenceStatus.SCHEDULED
-        assert occurrence.last_error.startswith("broker error")
+    occurrences = _dispatch_losing_the_connection_at_commit(monkeypatch, queue_name, commit_sent=True)
     Occurrence.objects.update(next_attempt_at=timezone.now())
     assert occurrences_dispatch_batch().delivered == 3
     # At least once: the broker may have committed the first transaction before the socket closed.

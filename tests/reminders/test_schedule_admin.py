@@ -9,16 +9,15 @@ from django.test import Client
 from django.utils import timezone
 
 from reminders.models import Occurrence, OccurrenceStatus
-from tests.factories import UserFactory, schedule_create
+from tests.factories import schedule_create
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def staff() -> Client:
-    client = Client()
-    client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    return client
+def staff(operator: Client) -> Client:
+    """The admin as a superuser (tests/conftest.py's `operator`)."""
+    return operator
 
 
 def test_cancelling_a_schedules_pending_fire_in_the_admin_moves_it_to_the_next_fire(staff: Client) -> None:

@@ -38,23 +38,35 @@ def _claim_at(at: dt.datetime) -> tuple[object, list[int]]:
     return claim.token, [o.id for o in claim.occurrences]
 
 
+def _every_10s_missed_7_runs(key: str, policy: MisfirePolicy, queue: str) -> tuple[Schedule, dt.datetime]:
+    """An `@every 10s` schedule created 77.5 s ago, then nothing ran: seven runs were missed. Returns it
+    with its stale stored point."""
+    schedule = schedule_create(
+        key=key,
+        expression="@every 10s",
+        now=timezone.now() - dt.timedelta(seconds=77.5),
+        misfire_policy=policy,
+        queue=queue,
+    )
+    schedule.refresh_from_db()
+    assert schedule.next_fire_at is not None
+    return schedule, schedule.next_fire_at
+
+
+def _every_minute_from_16_41_30(key: str, policy: str) -> Schedule:
+    """A `* * * * *` schedule created at 16:41:30: its stored point is MINUTE, 16:42:00."""
+    return schedule_create(
+        key=key, expression="* * * * *", now=MINUTE - dt.timedelta(seconds=30), misfire_policy=policy
+    )
+
+
 def _generated_at(queue: str) -> list[int]:
     return [json.loads(m.body)["generated_at"] for m in drain_queue(queue, timeout=1.0)]
 
 
 @pytest.mark.rabbitmq
 def test_fire_once_sends_one_event_for_an_outage_labelled_with_the_latest_missed_run(queue_name: str) -> None:
-    # Created 77.5 s ago, then nothing ran: seven runs of @every 10s were missed.
-    schedule = schedule_create(
-        key="once",
-        expression="@every 10s",
-        now=timezone.now() - dt.timedelta(seconds=77.5),
-        misfire_policy=MisfirePolicy.FIRE_ONCE,
-        queue=queue_name,
-    )
-    schedule.refresh_from_db()
-    stale = schedule.next_fire_at
-    assert stale is not None
+    schedule, stale = _every_10s_missed_7_runs("once", MisfirePolicy.FIRE_ONCE, queue_name)
 
     occurrences_dispatch_for(seconds=5, until_idle=True)
     occurrences_dispatch_for(seconds=5, until_idle=True)  # the replacement is due: the next scan sends it
@@ -70,16 +82,7 @@ def test_fire_once_sends_one_event_for_an_outage_labelled_with_the_latest_missed
 
 @pytest.mark.rabbitmq
 def test_skip_sends_nothing_stale_and_schedules_the_next_future_run(queue_name: str) -> None:
-    schedule = schedule_create(
-        key="skip",
-        expression="@every 10s",
-        now=timezone.now() - dt.timedelta(seconds=77.5),
-        misfire_policy=MisfirePolicy.SKIP,
-        queue=queue_name,
-    )
-    schedule.refresh_from_db()
-    stale = schedule.next_fire_at
-    assert stale is not None
+    schedule, stale = _every_10s_missed_7_runs("skip", MisfirePolicy.SKIP, queue_name)
 
     occurrences_dispatch_for(seconds=5, until_idle=True)
 
@@ -92,9 +95,7 @@ def test_skip_sends_nothing_stale_and_schedules_the_next_future_run(queue_name: 
 
 def test_skip_sends_a_crontab_run_that_just_came_due_instead_of_the_stale_one() -> None:
     """The issue's case: 16:42:00 stored, workers back at 16:43:00.8. 16:43 is on time, 16:42 is stale."""
-    schedule = schedule_create(
-        key="cron-skip", expression="* * * * *", now=MINUTE - dt.timedelta(seconds=30), misfire_policy="skip"
-    )
+    schedule = _every_minute_from_16_41_30("cron-skip", "skip")
     assert _pending(schedule) == [MINUTE]
     restart = MINUTE + dt.timedelta(minutes=1, seconds=0.8)
 
@@ -106,12 +107,7 @@ def test_skip_sends_a_crontab_run_that_just_came_due_instead_of_the_stale_one() 
 
 
 def test_skip_skips_a_crontab_run_that_came_due_longer_ago_than_the_grace() -> None:
-    schedule = schedule_create(
-        key="cron-skip-late",
-        expression="* * * * *",
-        now=MINUTE - dt.timedelta(seconds=30),
-        misfire_policy="skip",
-    )
+    schedule = _every_minute_from_16_41_30("cron-skip-late", "skip")
     restart = MINUTE + dt.timedelta(minutes=1, seconds=20)
 
     token, ids = _claim_at(restart)
@@ -121,12 +117,7 @@ def test_skip_skips_a_crontab_run_that_came_due_longer_ago_than_the_grace() -> N
 
 
 def test_fire_once_replaces_a_stale_crontab_point_with_the_latest_missed_run() -> None:
-    schedule = schedule_create(
-        key="cron-once",
-        expression="* * * * *",
-        now=MINUTE - dt.timedelta(seconds=30),
-        misfire_policy="fire_once",
-    )
+    schedule = _every_minute_from_16_41_30("cron-once", "fire_once")
     restart = MINUTE + dt.timedelta(minutes=3, seconds=20)
 
     token, ids = _claim_at(restart)
@@ -141,12 +132,7 @@ def test_fire_once_replaces_a_stale_crontab_point_with_the_latest_missed_run() -
 def test_a_late_point_with_no_later_run_due_yet_is_no_misfire() -> None:
     """Late but not superseded: both policies send it (a deadline_seconds is what bounds lateness)."""
     for policy in MisfirePolicy.values:
-        schedule = schedule_create(
-            key=f"late-{policy}",
-            expression="* * * * *",
-            now=MINUTE - dt.timedelta(seconds=30),
-            misfire_policy=policy,
-        )
+        schedule = _every_minute_from_16_41_30(f"late-{policy}", policy)
         at = MINUTE + dt.timedelta(seconds=50)
         token, ids = _claim_at(at)
         assert schedules_misfire(token=token, occurrence_ids=ids, now=at) == set()
@@ -157,12 +143,7 @@ def test_a_late_point_with_no_later_run_due_yet_is_no_misfire() -> None:
 
 def test_skip_keeps_a_run_that_just_came_due_when_the_late_point_ends() -> None:
     """16:42 claimed in time but delivered at 16:43:01: under skip 16:43 just came due and still fires."""
-    schedule = schedule_create(
-        key="cron-advance",
-        expression="* * * * *",
-        now=MINUTE - dt.timedelta(seconds=30),
-        misfire_policy="skip",
-    )
+    schedule = _every_minute_from_16_41_30("cron-advance", "skip")
     token, ids = _claim_at(MINUTE + dt.timedelta(seconds=59))
     occurrences_mark_delivered(token=token, ids=ids, now=MINUTE + dt.timedelta(minutes=1, seconds=1))
 

@@ -4,69 +4,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from reminders.models import Occurrence, OccurrenceStatus
-from tests.conftest import delete_queue, drain_queue
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    db = settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+from tests.conftest import drain_queue
+from tests.ops import processes
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[None]:
     """Worker and beat processes on the test database, with a Celery queue of their own."""
-    call_command("ensure_beat")  # transactional tests flush the rows the migration created
-    kicks = f"test.kicks.{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "CELERY_TASK_DEFAULT_QUEUE": kicks,
-        "REMINDERS_SCAN_SECONDS": "1",
-    }
-    celery = [sys.executable, "-m", "celery", "-A", "config"]
-    logs = [open(tmp_path / name, "w") for name in ("worker.log", "beat.log")]  # noqa: SIM115
-    processes = [
-        subprocess.Popen([*celery, "worker", "-c", "1", "--loglevel=INFO", "--without-heartbeat",
-                          "--without-gossip", "--without-mingle", "-n", f"test-{uuid.uuid4().hex[:6]}@%h"],
-                         cwd=ROOT, env=env, stdout=logs[0], stderr=subprocess.STDOUT),
-        subprocess.Popen([*celery, "beat", "--loglevel=INFO", "--pidfile=",
-                          "-S", "django_celery_beat.schedulers:DatabaseScheduler"],
-                         cwd=ROOT, env=env, stdout=logs[1], stderr=subprocess.STDOUT),
-    ]  # fmt: skip
-    try:
+    with processes.service(tmp_path):
         yield
-    finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        for log in logs:
-            log.close()
-        delete_queue(kicks)
-        for name in ("worker.log", "beat.log"):
-            print(f"--- {name}\n" + (tmp_path / name).read_text()[-3000:])
 
 
 @pytest.mark.postgres

@@ -22,13 +22,6 @@ from trainings.services import coach_group_ensure
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-@pytest.fixture
-def operator() -> Client:
-    client = Client()
-    client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    return client
-
-
 def _delivered(late_ms: int, *, ago: dt.timedelta) -> Occurrence:
     fire = timezone.now() - ago
     delivered = fire + dt.timedelta(milliseconds=late_ms)

@@ -41,6 +41,12 @@ def seen() -> Iterator[list[str]]:
     _seen.clear()
 
 
+def _trigger(key: str, at: dt.datetime, handler: str, *, size: int, throttle: ThrottlePolicy | None) -> None:
+    """One job whose single instant fires `size` events into the test handler `handler`."""
+    callback = Callback(type=CallbackType.HANDLER, target=handler, payload={})
+    job_upsert(key=key, schedules=[at], callback=callback, batch_size=size, throttle=throttle)
+
+
 def test_it_refills_the_bucket_at_the_rate_up_to_its_capacity() -> None:
     now = timezone.now()
     policy = ThrottlePolicy(max_per_second=100, tokens=0, refilled_at=now)
@@ -53,20 +59,8 @@ def test_it_refills_the_bucket_at_the_rate_up_to_its_capacity() -> None:
 def test_it_claims_only_what_the_policy_allows_and_nothing_early() -> None:
     policy = ThrottlePolicyFactory(max_per_second=100)
     now = timezone.now()
-    job_upsert(
-        key="backlog",
-        schedules=[now - dt.timedelta(seconds=1)],
-        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={}),
-        batch_size=1000,
-        throttle=policy,
-    )
-    job_upsert(
-        key="future",
-        schedules=[now + dt.timedelta(minutes=5)],
-        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={}),
-        batch_size=50,
-        throttle=policy,
-    )
+    _trigger("backlog", now - dt.timedelta(seconds=1), "test.throttling.record", size=1000, throttle=policy)
+    _trigger("future", now + dt.timedelta(minutes=5), "test.throttling.record", size=50, throttle=policy)
     first = occurrences_claim_throttled(policy_id=policy.id, now=now, limit=1000, lease_seconds=60)
     assert first is not None
     assert len(first.occurrences) == 10  # a full bucket: a tenth of a second's worth
@@ -120,11 +114,11 @@ def _batch_indexes(ids: list[int]) -> list[int]:
 def test_the_events_of_one_trigger_go_out_in_batch_index_order(rate: float | None) -> None:
     """Issue 18: a throttled batch of 3 went out 2, 1, 0; event i is the i-th of its trigger."""
     _order.clear()
-    job_upsert(
-        key="ordered",
-        schedules=[timezone.now() - dt.timedelta(seconds=1)],
-        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.order", payload={}),
-        batch_size=20,
+    _trigger(
+        "ordered",
+        timezone.now() - dt.timedelta(seconds=1),
+        "test.throttling.order",
+        size=20,
         throttle=ThrottlePolicyFactory(max_per_second=rate) if rate else None,
     )
     assert occurrences_dispatch_batch().delivered == 20
@@ -134,13 +128,7 @@ def test_the_events_of_one_trigger_go_out_in_batch_index_order(rate: float | Non
 def test_a_bucket_that_allows_one_at_a_time_takes_the_events_of_a_trigger_in_batch_index_order() -> None:
     policy = ThrottlePolicyFactory(max_per_second=1)
     now = timezone.now()
-    job_upsert(
-        key="one-by-one",
-        schedules=[now - dt.timedelta(seconds=1)],
-        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.order", payload={}),
-        batch_size=5,
-        throttle=policy,
-    )
+    _trigger("one-by-one", now - dt.timedelta(seconds=1), "test.throttling.order", size=5, throttle=policy)
     taken = []
     for second in range(5):
         claim = occurrences_claim_throttled(
@@ -244,13 +232,7 @@ def test_10000_events_due_at_once_under_100_per_second_are_staggered_at_that_rat
     rather than 1,000): never more than the bucket allows, all of them in the end."""
     policy = ThrottlePolicyFactory(max_per_second=100, burst=100)
     due = timezone.now()
-    job_upsert(
-        key="ten-thousand",
-        schedules=[due],
-        callback=Callback(type=CallbackType.HANDLER, target="test.throttling.record", payload={}),
-        batch_size=10000,
-        throttle=policy,
-    )
+    _trigger("ten-thousand", due, "test.throttling.record", size=10000, throttle=policy)
     early = occurrences_claim_throttled(
         policy_id=policy.id, now=due - dt.timedelta(milliseconds=1), limit=10000, lease_seconds=3600
     )

@@ -20,13 +20,21 @@ def _callback(queue: str) -> Callback:
     return Callback(type=CallbackType.RABBITMQ, target=queue, payload={"queue": queue})
 
 
-def _race(first_owner: Any, second: Any) -> tuple[list[Any], list[BaseException]]:
-    """The first request creates the key and holds its transaction open until the second one is waiting
-    on the unique key; then it commits. Returns what `second` returned (or raised)."""
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _race(first_owner: Any, second_owner: Any) -> tuple[list[Any], list[BaseException], dt.datetime]:
+    """The first request creates the key and holds its transaction open until the second one (by
+    `second_owner`, for an instant two hours later) is waiting on the unique key; then it commits. Returns
+    what the second returned (or raised), and its instant."""
     first_inserted, release = threading.Event(), threading.Event()
     results: list[Any] = []
     errors: list[BaseException] = []
     soon = timezone.now() + dt.timedelta(hours=1)
+    later = timezone.now() + dt.timedelta(hours=2)
+
+    def second() -> Any:
+        return job_upsert(key="race", schedules=[later], callback=_callback("second"), owner=second_owner)
 
     def first() -> None:
         try:
@@ -56,7 +64,7 @@ def _race(first_owner: Any, second: Any) -> tuple[list[Any], list[BaseException]
     release.set()
     for thread in threads:
         thread.join(timeout=30)
-    return results, errors
+    return results, errors, later
 
 
 def _waiting_on_a_lock() -> bool:
@@ -73,14 +81,8 @@ def two_owners() -> list[Any]:
     return [UserFactory(), UserFactory()]
 
 
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
 def test_the_second_first_request_for_a_key_updates_the_job_the_first_one_created(two_owners) -> None:  # type: ignore[no-untyped-def]
-    later = timezone.now() + dt.timedelta(hours=2)
-    results, errors = _race(
-        two_owners[0],
-        lambda: job_upsert(key="race", schedules=[later], callback=_callback("second"), owner=two_owners[0]),
-    )
+    results, errors, later = _race(two_owners[0], two_owners[0])
 
     assert errors == []
     ((job, created),) = results
@@ -92,14 +94,8 @@ def test_the_second_first_request_for_a_key_updates_the_job_the_first_one_create
     assert list(pending.values_list("fire_at", flat=True)) == [later]
 
 
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
 def test_a_concurrent_first_request_by_another_owner_is_refused_not_a_server_error(two_owners) -> None:  # type: ignore[no-untyped-def]
-    later = timezone.now() + dt.timedelta(hours=2)
-    results, errors = _race(
-        two_owners[0],
-        lambda: job_upsert(key="race", schedules=[later], callback=_callback("second"), owner=two_owners[1]),
-    )
+    results, errors, _ = _race(two_owners[0], two_owners[1])
 
     assert results == []
     assert len(errors) == 1 and isinstance(errors[0], OwnershipError)

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.fake_dns import addrinfo
+
 # Names the tests use, and what they "resolve" to. Anything else does not resolve (as offline).
 FAKE_DNS = {
     "localhost": ["127.0.0.1", "::1"],
@@ -35,16 +37,7 @@ def fake_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[tu
     addresses = FAKE_DNS.get(str(host).lower().rstrip("."))
     if addresses is None:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-    return [
-        (
-            socket.AF_INET6 if ":" in a else socket.AF_INET,
-            socket.SOCK_STREAM,
-            socket.IPPROTO_TCP,
-            "",
-            (a, port or 0),
-        )
-        for a in addresses
-    ]
+    return addrinfo(addresses, port or 0)
 
 
 @pytest.fixture(autouse=True)

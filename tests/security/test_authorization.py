@@ -213,6 +213,20 @@ INTERNAL_HANDLER_REQUESTS = {
 }
 
 
+def _assert_refused_storing_nothing(
+    world: dict[str, Any], actor: str, request: tuple[str, dict[str, Any], str], reason: str
+) -> None:
+    """`actor` (a superuser when not one of the world's users) posts the request: 400 with `reason` at
+    the request's field, and nothing stored."""
+    user = world.get(actor) or UserFactory(username="root", is_staff=True, is_superuser=True)
+    path, body, field = request
+    before = _everything()
+    response = _client(user).post(path, body, format="json")
+    assert response.status_code == 400, response.content
+    assert reason in _error_at(response.json(), field)[0]
+    assert _everything() == before
+
+
 @pytest.mark.parametrize("actor", ["alice", "staff", "superuser"])
 @pytest.mark.parametrize("route", list(INTERNAL_HANDLER_REQUESTS))
 def test_it_refuses_an_internal_handler_as_a_callback_with_400(
@@ -220,13 +234,7 @@ def test_it_refuses_an_internal_handler_as_a_callback_with_400(
 ) -> None:
     """A handler runs with the project's rights: naming one an app keeps to itself is refused to every API
     caller, superusers included, and nothing is stored."""
-    user = world.get(actor) or UserFactory(username="root", is_staff=True, is_superuser=True)
-    path, body, field = INTERNAL_HANDLER_REQUESTS[route]
-    before = _everything()
-    response = _client(user).post(path, body, format="json")
-    assert response.status_code == 400, response.content
-    assert "internal" in _error_at(response.json(), field)[0]
-    assert _everything() == before
+    _assert_refused_storing_nothing(world, actor, INTERNAL_HANDLER_REQUESTS[route], "internal")
 
 
 def test_it_refuses_switching_a_schedule_to_an_internal_handler(world: dict[str, Any]) -> None:
@@ -277,13 +285,7 @@ def test_it_refuses_a_key_in_the_trainings_namespace_with_400(
 ) -> None:
     """`training-<uuid>-...` keys belong to the trainings app: a caller who took one first could read and
     cancel the training's reminders once the app scheduled them there."""
-    user = world.get(actor) or UserFactory(username="root", is_staff=True, is_superuser=True)
-    path, body, field = RESERVED_KEY_REQUESTS[route]
-    before = _everything()
-    response = _client(user).post(path, body, format="json")
-    assert response.status_code == 400, response.content
-    assert "reserved" in _error_at(response.json(), field)[0]
-    assert _everything() == before
+    _assert_refused_storing_nothing(world, actor, RESERVED_KEY_REQUESTS[route], "reserved")
 
 
 def test_keys_outside_the_namespace_stay_free(world: dict[str, Any]) -> None:

@@ -10,10 +10,8 @@ connection attempt, so a broken guard fails the test instead of reaching a priva
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ from rest_framework.test import APIClient
 
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from tests.factories import JobFactory, OccurrenceFactory
+from tests.http_receiver import QuietHandler, serving
 from tests.security import conftest as dns
 
 pytestmark = pytest.mark.django_db
@@ -141,30 +140,21 @@ def network(transport: Any, monkeypatch: pytest.MonkeyPatch, settings: Any) -> I
     """A receiver that redirects /redirect to the metadata endpoint and answers 200 otherwise."""
     import urllib3.util.connection
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if self.path.startswith("/redirect"):
-                self.send_response(302)
-                self.send_header("Location", "http://169.254.169.254/latest/meta-data/")
+                self.answer(302, {"Location": "http://169.254.169.254/latest/meta-data/"})
             else:
-                self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+                self.answer(200)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    net = Network(server.server_address[1])
-    monkeypatch.setattr(urllib3.util.connection, "create_connection", net.create_connection)
-    settings.REMINDERS_HTTP_ALLOW_PRIVATE = False
-    settings.REMINDERS_HTTP_CONNECT_TIMEOUT = 1
-    settings.REMINDERS_HTTP_READ_TIMEOUT = 2
-    yield net
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as port:
+        net = Network(port)
+        monkeypatch.setattr(urllib3.util.connection, "create_connection", net.create_connection)
+        settings.REMINDERS_HTTP_ALLOW_PRIVATE = False
+        settings.REMINDERS_HTTP_CONNECT_TIMEOUT = 1
+        settings.REMINDERS_HTTP_READ_TIMEOUT = 2
+        yield net
 
 
 def _dispatch_one() -> Occurrence:

@@ -8,19 +8,12 @@ from django.utils import timezone
 
 from reminders.dispatch import ScanResult, occurrences_dispatch_batch
 from reminders.models import Occurrence
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 
-# The loopback APNs and FCM peers for the push tests (test_push_*.py).
-from tests.trainings.push_fixtures import apns, fcm  # noqa: F401
-from trainings.defaults import rules_seed
-from trainings.models import ReminderRule, ReminderTemplate, Team
-
-
-@pytest.fixture(autouse=True)
-def rules(db: None) -> dict[str, ReminderRule]:
-    """Seed 000's rules (migration 0002 seeds them; a transactional test's flush removes them)."""
-    rules_seed(ReminderRule, ReminderTemplate)
-    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+# The loopback APNs and FCM peers and the sender for the push tests (test_push_*.py).
+from tests.trainings.push_fixtures import apns, fcm, sender  # noqa: F401
+from tests.trainings.seeded import rules  # noqa: F401 - autouse: Seed 000's rules in every test
+from trainings.models import Team
 
 
 @pytest.fixture
@@ -28,11 +21,6 @@ def push_queue(settings: Any, queue_name: str) -> str:
     """Pushes go to a unique queue, deleted afterwards."""
     settings.TRAININGS_PUSH_QUEUE = queue_name
     return queue_name
-
-
-@pytest.fixture
-def coach(db: None) -> Any:
-    return UserFactory(username="coach-a")
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from trainings.push.gateway import PushSender
 from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
+from trainings.push.providers import providers_from_settings
 
 TOPIC = "com.example.coach"
 TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"
@@ -41,6 +43,14 @@ def fcm(tmp_path: Path, settings: Any) -> Iterator[FcmPeer]:
     settings.PUSH_TLS_CA_FILE = str(peer.ca_file)  # the same self-signed certificate as the APNs peer's
     yield peer
     peer.stop()
+
+
+@pytest.fixture
+def sender(apns: ApnsPeer, fcm: FcmPeer) -> Iterator[PushSender]:
+    """The gateway's sender, with both providers pointed at the loopback peers."""
+    sender = PushSender(providers_from_settings())
+    yield sender
+    sender.close()
 
 
 def message(

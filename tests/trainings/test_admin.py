@@ -9,9 +9,10 @@ import pytest
 from django.test import Client
 
 from reminders.models import Occurrence, OccurrenceStatus
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from tests.clients import logged_in
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from trainings.models import Player, ReminderRule, Team, Training
-from trainings.services import coach_group_ensure, training_create
+from trainings.services import coach_group_ensure
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 
@@ -29,9 +30,7 @@ def coach(db: None) -> Any:  # overrides the conftest coach: a staff user in the
 
 @pytest.fixture
 def admin_a(coach: Any) -> Client:
-    client = Client()
-    client.force_login(coach)
-    return client
+    return logged_in(coach)
 
 
 @pytest.fixture
@@ -42,9 +41,7 @@ def team_b(db: None) -> Team:
 
 
 def _training(team: Team, title: str) -> Training:
-    return training_create(
-        team=team, title=title, start=START, end=START + dt.timedelta(hours=1), time_zone="Europe/Paris"
-    )
+    return training_made(team, START, minutes=60, title=title)
 
 
 def _pending(training: Training) -> list[dt.datetime]:
@@ -112,8 +109,7 @@ def test_a_player_a_coach_adds_joins_their_team_and_stays_in_their_reach(admin_a
 
 
 def test_an_operator_may_add_a_player_to_no_team_yet(db: None) -> None:
-    client = Client()
-    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    client = logged_in(UserFactory(username="root", is_staff=True, is_superuser=True))
     response = client.post("/admin/trainings/player/add/", _player_form("Free agent"))
     assert response.status_code == 302, response.content.decode()[:3000]
     assert not Player.objects.get(name="Free agent").memberships.exists()
@@ -225,8 +221,7 @@ def test_an_operator_with_manage_all_teams_edits_rules_in_the_admin_as_in_the_ap
 
     operator = UserFactory(username="operator", is_staff=True)
     operator.user_permissions.add(Permission.objects.get(codename="manage_all_teams"))
-    client = Client()
-    client.force_login(operator)
+    client = logged_in(operator)
     rule = ReminderRule.objects.get(slug="pre-questionnaire")
 
     assert client.get("/admin/trainings/reminderrule/").status_code == 200

@@ -14,9 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from reminders.models import Occurrence, OccurrenceStatus, UserPreference
-from tests.factories import UserFactory
+from tests.factories import UserFactory, training_made
 from trainings.models import InvitationStatus, Phase, Player, Push, PushStatus, Team, Training
-from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
+from trainings.services import answer_record, coach_group_ensure, invitation_respond
 
 PARIS = ZoneInfo("Europe/Paris")
 
@@ -36,9 +36,7 @@ def browser(coach: Any) -> Client:
 
 
 def _training(team: Team, start: dt.datetime, title: str = "Session") -> Training:
-    return training_create(
-        team=team, title=title, start=start, end=start + dt.timedelta(minutes=90), time_zone="Europe/Paris"
-    )
+    return training_made(team, start, title=title)
 
 
 def _form(team: Team, day: str, start: str, end: str) -> dict[str, Any]:

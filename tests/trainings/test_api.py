@@ -9,9 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from reminders.models import Occurrence, OccurrenceStatus
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from trainings.models import InvitationStatus, Player, QuestionnaireAnswer, Team, Training
-from trainings.services import training_create
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 
@@ -36,13 +35,7 @@ def team_b(db: None) -> Team:
 
 @pytest.fixture
 def training_b(team_b: Team) -> Training:
-    return training_create(
-        team=team_b,
-        title="B session",
-        start=START,
-        end=START + dt.timedelta(hours=1),
-        time_zone="Europe/Paris",
-    )
+    return training_made(team_b, START, minutes=60, title="B session")
 
 
 def _body(team: Team, **overrides: Any) -> dict[str, Any]:
@@ -260,9 +253,7 @@ def test_an_operator_changes_a_rule_and_future_trainings_are_rescheduled_after_c
 ) -> None:  # type: ignore[no-untyped-def]
     from config.celery import app
 
-    training = training_create(
-        team=team, title="T", start=START, end=START + dt.timedelta(hours=1), time_zone="Europe/Paris"
-    )
+    training = training_made(team, START, minutes=60, title="T")
     operator = _client(UserFactory(username="root", is_staff=True, is_superuser=True))
     app.conf.task_always_eager = True
     try:

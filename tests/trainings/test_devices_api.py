@@ -10,18 +10,13 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from tests.clients import api_as
 from tests.factories import DeviceFactory, MembershipFactory, PlayerFactory, TeamFactory, UserFactory
 from trainings.models import Device
 
 pytestmark = pytest.mark.django_db
 
 APNS_TOKEN = "ab" * 32
-
-
-def _client(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 @pytest.fixture
@@ -37,7 +32,7 @@ def _url(player: Any) -> str:
 
 
 def test_a_player_registers_lists_and_removes_their_own_devices(alice: Any) -> None:
-    api = _client(alice.user)
+    api = api_as(alice.user)
     created = api.post(
         _url(alice), {"platform": "ios", "provider": "apns", "token": APNS_TOKEN}, format="json"
     )
@@ -54,7 +49,7 @@ def test_a_player_registers_lists_and_removes_their_own_devices(alice: Any) -> N
 def test_registering_a_known_token_re_enables_it_and_moves_it_to_the_caller(alice: Any) -> None:
     old = DeviceFactory(provider="fcm", platform="android", token="shared", disabled_at=timezone.now(),
                         disabled_reason="FCM 404 UNREGISTERED")  # fmt: skip
-    answer = _client(alice.user).post(
+    answer = api_as(alice.user).post(
         _url(alice), {"platform": "android", "provider": "fcm", "token": "shared"}, format="json"
     )
     assert answer.status_code == 200
@@ -74,14 +69,14 @@ def test_registering_a_known_token_re_enables_it_and_moves_it_to_the_caller(alic
     ],
 )
 def test_a_bad_registration_is_a_400_naming_the_field(alice: Any, body: dict[str, str], field: str) -> None:
-    answer = _client(alice.user).post(_url(alice), body, format="json")
+    answer = api_as(alice.user).post(_url(alice), body, format="json")
     assert answer.status_code == 400
     assert field in answer.json()
     assert list(alice.devices.values_list("token", flat=True)) == ["fcm-alice"]  # only the factory's
 
 
 def test_the_coach_reads_with_tokens_shortened_but_cannot_register(alice: Any, coach: Any) -> None:
-    api = _client(coach)
+    api = api_as(coach)
     [device] = api.get(_url(alice)).json()
     assert device["token"] == "…-alice" and device["provider"] == "fcm"
     answer = api.post(_url(alice), {"platform": "android", "provider": "fcm", "token": "x"}, format="json")
@@ -92,16 +87,16 @@ def test_the_coach_reads_with_tokens_shortened_but_cannot_register(alice: Any, c
 def test_an_operator_reads_any_players_devices(alice: Any) -> None:
     operator = UserFactory(username="operator")
     operator.user_permissions.add(Permission.objects.get(codename="manage_all_teams"))
-    assert len(_client(operator).get(_url(alice)).json()) == 1
+    assert len(api_as(operator).get(_url(alice)).json()) == 1
 
 
 def test_other_players_and_other_coaches_get_a_404(alice: Any) -> None:
     other = MembershipFactory(team=TeamFactory(coaches=[UserFactory(username="coach-b")])).player
     other.user = UserFactory(username="bob")
     other.save()
-    assert _client(other.user).get(_url(alice)).status_code == 404
-    assert _client(other.user).post(_url(alice), {}, format="json").status_code == 404
-    assert _client(UserFactory(username="coach-b")).get(_url(alice)).status_code == 404
+    assert api_as(other.user).get(_url(alice)).status_code == 404
+    assert api_as(other.user).post(_url(alice), {}, format="json").status_code == 404
+    assert api_as(UserFactory(username="coach-b")).get(_url(alice)).status_code == 404
     assert APIClient().get(_url(alice)).status_code == 401
 
 

@@ -12,6 +12,7 @@ from reminders.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
+from tests.factories import training_made
 from tests.trainings.conftest import fire
 from trainings.models import (
     InvitationStatus,
@@ -30,7 +31,6 @@ from trainings.services import (
     invitation_respond,
     reminder_fire,
     training_cancel,
-    training_create,
     training_update,
 )
 
@@ -44,14 +44,7 @@ def _pushes_to_a_test_queue(push_queue: str) -> None:
 
 @pytest.fixture
 def training(team) -> Training:  # type: ignore[no-untyped-def]
-    return training_create(
-        team=team,
-        title="Speed session",
-        start=START,
-        end=START + dt.timedelta(minutes=90),
-        time_zone="Europe/Paris",
-        location="Stadium",
-    )
+    return training_made(team, START, location="Stadium")
 
 
 def _occurrence(training: Training, rule: ReminderRule, fire_at: dt.datetime) -> Occurrence:

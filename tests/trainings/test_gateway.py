@@ -7,9 +7,7 @@ import asyncio
 import hashlib
 import hmac
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory
+from tests.http_receiver import QuietHandler, serving
 from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.push.gateway import Outcome, gateway_run, push_handle
 from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict, WebhookProvider
@@ -101,29 +100,21 @@ def test_a_malformed_message_is_rejected(body: Any) -> None:
 # --- webhook backend (a real HTTP server on loopback stands in for the provider) -------------------------
 
 
-class _Hook(BaseHTTPRequestHandler):
+class _Hook(QuietHandler):
     status = 200
     received: list[tuple[dict[str, str], bytes]] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).received.append((dict(self.headers), body))
-        self.send_response(type(self).status)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.answer(type(self).status)
 
 
 @pytest.fixture
 def hook() -> Iterator[tuple[str, type[_Hook]]]:
     handler = type("Hook", (_Hook,), {"status": 200, "received": []})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/push", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as port:
+        yield f"http://127.0.0.1:{port}/push", handler
 
 
 _DEVICE = Target(3, "fcm", "android", "tok-3")

@@ -26,13 +26,6 @@ from trainings.push.providers import AuthFailure, providers_from_settings
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def sender(apns: ApnsPeer, fcm: FcmPeer) -> Any:
-    sender = PushSender(providers_from_settings())
-    yield sender
-    sender.close()
-
-
 def _player_with(*devices: tuple[str, str, str]) -> Any:
     player = PlayerFactory(devices=[])
     for provider, platform, token in devices:

@@ -17,13 +17,6 @@ from trainings.push.providers import providers_from_settings
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def sender(apns: ApnsPeer, fcm: FcmPeer) -> Any:
-    sender = PushSender(providers_from_settings())
-    yield sender
-    sender.close()
-
-
 def test_it_sends_one_push_to_each_enabled_device(apns: ApnsPeer, fcm: FcmPeer, sender: PushSender) -> None:
     player = PlayerFactory(devices=[])
     phone = DeviceFactory(player=player, provider="apns", platform="ios", token="a" * 64)

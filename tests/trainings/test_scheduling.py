@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from reminders.models import Job, Occurrence, OccurrenceStatus
+from tests.factories import training_made
 from trainings.models import ReminderRule, Training
 from trainings.selectors import job_key
 from trainings.services import (
@@ -15,7 +16,6 @@ from trainings.services import (
     rule_delete,
     rule_reschedule_batch,
     training_cancel,
-    training_create,
     training_delete,
     training_update,
 )
@@ -24,14 +24,7 @@ START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 
 
 def _create(team, start: dt.datetime = START, **kwargs) -> Training:  # type: ignore[no-untyped-def]
-    return training_create(
-        team=team,
-        title="Speed session",
-        start=start,
-        end=start + dt.timedelta(minutes=90),
-        time_zone="Europe/Paris",
-        **kwargs,
-    )
+    return training_made(team, start, **kwargs)
 
 
 def _pending(training: Training, rule: ReminderRule) -> list[dt.datetime]:

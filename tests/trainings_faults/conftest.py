@@ -4,6 +4,7 @@ database (a Celery worker, the push gateway) that a test may kill -9."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -14,18 +15,14 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from rest_framework.test import APIClient
 
 from bench.processes import amqp_connection, declared_counts, start_process, stop_process
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
-from trainings.defaults import rules_seed
-from trainings.models import ReminderRule, ReminderTemplate, Team
-
-
-@pytest.fixture(autouse=True)
-def rules(db: None) -> dict[str, ReminderRule]:
-    """Seed 000's rules (a transactional test's flush removes what migration 0002 seeded)."""
-    rules_seed(ReminderRule, ReminderTemplate)
-    return {rule.slug: rule for rule in ReminderRule.objects.all()}
+from tests.conftest import drain_queue
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
+from tests.fault_table import record
+from tests.trainings.seeded import rules  # noqa: F401 - autouse: Seed 000's rules in every test
+from trainings.models import DeliveredPush, Team
 
 
 @pytest.fixture
@@ -38,17 +35,36 @@ def push_queue(settings: Any, queue_name: str) -> str:
 
 
 @pytest.fixture
-def coach(db: None) -> Any:
-    return UserFactory(username="coach-a")
-
-
-@pytest.fixture
 def team(coach: Any) -> Team:
     """Coach A's team: Alice, Bruno, Chloe and Dan, all active."""
     team = TeamFactory(name="U15", coaches=[coach])
     for name in ("Alice", "Bruno", "Chloe", "Dan"):
         MembershipFactory(team=team, player=PlayerFactory(name=name))
     return team
+
+
+def training_via_api(client: APIClient, team: Team, start: dt.datetime) -> str:
+    """Create a one-hour training of `team` through the API (committed with its reminders); its id."""
+    body = {
+        "team": team.pk,
+        "title": "Speed session",
+        "start": start.isoformat(),
+        "end": (start + dt.timedelta(hours=1)).isoformat(),
+        "time_zone": "Europe/Paris",
+    }
+    created = client.post("/api/trainings/", body, format="json")
+    assert created.status_code == 201, created.json()
+    return str(created.json()["id"])
+
+
+def record_with_the_queue_empty(
+    push_queue: str, keys: list[str], *, scenario: str, fault: str, result: str
+) -> None:
+    """Every push key delivered exactly once (one DeliveredPush row each) and nothing left on the queue;
+    then the scenario's row of the fault table."""
+    assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == sorted(keys)
+    assert drain_queue(push_queue) == []
+    record(scenario=scenario, fault=fault, result=result)
 
 
 def database_url() -> str:
@@ -107,11 +123,10 @@ class Processes:
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
     def stop_all(self) -> None:
+        """Kill what is left: the test has asserted what it needed, and a warm shutdown of a worker in
+        the middle of its scan loop would only make the teardown wait for the loop."""
         for _, process in self.started:
-            if process.poll() is None:
-                process.terminate()  # all at once, so they shut down side by side
-        for _, process in self.started:
-            stop_process(process, grace=15)
+            stop_process(process)
 
 
 @pytest.fixture

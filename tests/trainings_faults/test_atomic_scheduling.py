@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 from django.test import Client
-from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence
+from tests.clients import api_as
 from tests.fault_table import record
 from trainings.models import Invitation, Player, Team, Training
 from trainings.services import coach_group_ensure, training_create
@@ -106,9 +106,7 @@ def test_a_training_created_in_a_transaction_that_rolls_back_leaves_no_job_and_n
 def test_an_api_create_that_fails_after_the_training_row_was_written_leaves_nothing(
     coach: Any, team: Team
 ) -> None:
-    client = APIClient()
-    client.raise_request_exception = False
-    client.force_authenticate(coach)
+    client = api_as(coach, raise_request_exception=False)
     with occurrence_inserts_refused():
         response = client.post("/api/trainings/", _body(team), format="json")
 
@@ -127,9 +125,7 @@ def test_an_api_create_that_fails_after_the_training_row_was_written_leaves_noth
 def test_an_api_move_that_fails_halfway_keeps_the_training_and_its_reminders_as_they_were(
     coach: Any, team: Team
 ) -> None:
-    client = APIClient()
-    client.raise_request_exception = False
-    client.force_authenticate(coach)
+    client = api_as(coach, raise_request_exception=False)
     created = client.post("/api/trainings/", _body(team), format="json")
     assert created.status_code == 201, created.json()
     before = list(Occurrence.objects.order_by("id").values_list("id", "fire_at", "status", "idempotency_key"))

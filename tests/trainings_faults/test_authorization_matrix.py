@@ -27,7 +27,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.fault_table import record
 from trainings.models import (
     DeliveredPush,
@@ -40,7 +40,7 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.services import coach_group_ensure, training_create
+from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
@@ -91,13 +91,7 @@ def _side(name: str, player_name: str) -> Side:
     team = TeamFactory(name=f"Team {name.upper()}", coaches=[coach])
     player = PlayerFactory(name=player_name)
     MembershipFactory(team=team, player=player)
-    training = training_create(
-        team=team,
-        title=f"Session {name.upper()}",
-        start=START,
-        end=START + dt.timedelta(hours=1),
-        time_zone="Europe/Paris",
-    )
+    training = training_made(team, START, minutes=60, title=f"Session {name.upper()}")
     return Side(coach=coach, team=team, training=training, player=player)
 
 

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from reminders.models import Job, Schedule
 from reminders.tasks import scan_due
+from tests.clients import api_as
 from tests.conftest import drain_queue
 from tests.factories import UserFactory
 from tests.fault_table import record
-from tests.trainings_faults.conftest import Processes
+from tests.trainings_faults.conftest import Processes, training_via_api
 from trainings.models import Push, ReminderRule, Team, TrainingJob
 
 pytestmark = [
@@ -46,22 +46,11 @@ def test_an_api_caller_cannot_push_to_or_take_over_another_teams_reminders(
 ) -> None:
     processes.worker("worker", REMINDERS_SCAN_SECONDS="1")
     rules = {rule.slug: rule for rule in ReminderRule.objects.all()}
-    coach_api, attacker = APIClient(), APIClient()
-    coach_api.force_authenticate(coach)
-    attacker.force_authenticate(UserFactory(username="mallory"))
+    coach_api, attacker = api_as(coach), api_as(UserFactory(username="mallory"))
 
     # Starts in 10 minutes: the pre-questionnaire and invitation offsets are past, only post is scheduled.
     start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=10)
-    body = {
-        "team": team.pk,
-        "title": "Speed session",
-        "start": start.isoformat(),
-        "end": (start + dt.timedelta(hours=1)).isoformat(),
-        "time_zone": "Europe/Paris",
-    }
-    created = coach_api.post("/api/trainings/", body, format="json")
-    assert created.status_code == 201, created.json()
-    training_id = created.json()["id"]
+    training_id = training_via_api(coach_api, team, start)
     assert attacker.get(f"/api/trainings/{training_id}/").status_code == 404
 
     # 1. The trainings handler, for every pending player of the invitation rule, due now.

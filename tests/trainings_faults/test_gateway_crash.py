@@ -33,13 +33,11 @@ from django.utils import timezone
 
 from reminders.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
-from tests.conftest import drain_queue
-from tests.fault_table import record
-from tests.trainings_faults.conftest import Processes, ready_count, wait_for
+from tests.factories import training_made
+from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
 from tests.trainings_faults.proxy import SwallowingProxy
 from trainings.models import DeliveredPush, Push, ReminderRule, Team
 from trainings.selectors import job_key
-from trainings.services import training_create
 
 pytestmark = [
     pytest.mark.faults,
@@ -95,9 +93,7 @@ def provider() -> Iterator[Provider]:
 def _pushes_on_the_queue(team: Team, queue: str) -> list[str]:
     """Fire a training's first invitation reminder through the engine: four pushes land on the queue."""
     start = timezone.now() + dt.timedelta(days=10)
-    training = training_create(
-        team=team, title="Speed session", start=start, end=start + dt.timedelta(hours=1), time_zone="UTC"
-    )
+    training = training_made(team, start, minutes=60, time_zone="UTC")
     rule = ReminderRule.objects.get(slug="invitation")
     first = Occurrence.objects.filter(job__key=job_key(training_id=training.pk, rule=rule)).earliest(
         "fire_at"
@@ -162,9 +158,9 @@ def test_a_gateway_killed_before_it_recorded_the_push_sends_that_push_twice_and_
     assert "push gateway stopped: {'delivered': 4}" in log, log
     seen = Counter(provider.keys)
     assert seen == {key: 2 if key == crashed else 1 for key in keys}
-    assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == keys
-    assert drain_queue(push_queue) == []
-    record(
+    record_with_the_queue_empty(
+        push_queue,
+        keys,
         scenario="Push gateway killed -9 after the provider accepted a push, before recording it",
         fault="SIGKILL of `manage.py push_gateway` inside the provider's HTTP request (prefetch 1)",
         result=f"push redelivered by RabbitMQ to a restarted gateway: provider saw that key 2x "
@@ -207,9 +203,9 @@ def test_a_gateway_killed_after_it_recorded_the_push_sends_nothing_twice_and_los
     assert "push gateway stopped: {'duplicate': 1, 'delivered': 3}" in log, log
     assert Counter(provider.keys) == dict.fromkeys(keys, 1)
     assert provider.keys[0] == crashed
-    assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == keys
-    assert drain_queue(push_queue) == []
-    record(
+    record_with_the_queue_empty(
+        push_queue,
+        keys,
         scenario="Push gateway killed -9 after recording a push, before its ack reached RabbitMQ",
         fault="ack swallowed by a TCP proxy, then SIGKILL of `manage.py push_gateway`",
         result=f"push redelivered and acked as a duplicate without a send: provider saw every key once; "

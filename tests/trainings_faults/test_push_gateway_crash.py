@@ -26,13 +26,11 @@ from django.utils import timezone
 
 from reminders.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
-from tests.conftest import drain_queue
-from tests.fault_table import record
-from tests.trainings_faults.conftest import Processes, ready_count, wait_for
+from tests.factories import training_made
+from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
 from trainings.models import DeliveredPush, Device, Push, PushSend, ReminderRule, SendStatus, Team
 from trainings.push.peers import FcmPeer, service_account
 from trainings.selectors import job_key
-from trainings.services import training_create
 
 pytestmark = [
     pytest.mark.faults,
@@ -69,9 +67,7 @@ def test_a_gateway_killed_mid_batch_resends_nothing_accepted_and_loses_nothing(
                 player=player, provider="fcm", platform="android", token=f"{player.name}-{n}"
             )
     start = timezone.now() + dt.timedelta(days=10)
-    training = training_create(
-        team=team, title="Speed session", start=start, end=start + dt.timedelta(hours=1), time_zone="UTC"
-    )
+    training = training_made(team, start, minutes=60, time_zone="UTC")
     first = Occurrence.objects.filter(
         job__key=job_key(training_id=training.pk, rule=ReminderRule.objects.get(slug="invitation"))
     ).earliest("fire_at")
@@ -122,12 +118,10 @@ def test_a_gateway_killed_mid_batch_resends_nothing_accepted_and_loses_nothing(
     assert len(every) == 12
     assert set(pairs) == every  # nothing lost
     assert sum(Counter(pairs).values()) == 13  # twelve sends, plus the one in flight at the kill
-    assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == sorted(
-        p.key for p in Push.objects.all()
-    )
     assert PushSend.objects.filter(status=SendStatus.ACCEPTED).count() == 12
-    assert drain_queue(push_queue) == []
-    record(
+    record_with_the_queue_empty(
+        push_queue,
+        [p.key for p in Push.objects.all()],
         scenario="Push gateway killed -9 in the middle of a batch fanning out to 3 devices per player",
         fault="SIGKILL of `manage.py push_gateway` while the FCM peer holds the 6th of 12 device sends",
         result=f"restarted gateway sent only the 7 unrecorded (push, device) pairs: 0 of the 5 accepted "

@@ -31,13 +31,13 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.tasks import scan_due
+from tests.clients import api_as
 from tests.conftest import drain_queue
 from tests.fault_table import record
-from tests.trainings_faults.conftest import Processes, ready_count, wait_for
+from tests.trainings_faults.conftest import Processes, ready_count, training_via_api, wait_for
 from trainings.models import Player, Push, PushStatus, ReminderRule, ReminderRun, Team
 
 pytestmark = [
@@ -104,19 +104,9 @@ def test_a_worker_killed_while_firing_loses_no_reminder_and_duplicates_no_push(
     engine = {"REMINDERS_LEASE_SECONDS": LEASE_SECONDS, "REMINDERS_SCAN_SECONDS": "1"}
     first_worker = processes.worker("worker-1", **engine)
 
-    api = APIClient()
-    api.force_authenticate(coach)
+    api = api_as(coach)
     start = (timezone.now() + dt.timedelta(minutes=15, seconds=3)).replace(microsecond=0)
-    body = {
-        "team": team.pk,
-        "title": "Speed session",
-        "start": start.isoformat(),
-        "end": (start + dt.timedelta(hours=1)).isoformat(),
-        "time_zone": "Europe/Paris",
-    }
-    created = api.post("/api/trainings/", body, format="json")
-    assert created.status_code == 201, created.json()
-    url = f"/api/trainings/{created.json()['id']}"
+    url = f"/api/trainings/{training_via_api(api, team, start)}"
     player = {p.name: p.pk for p in Player.objects.all()}
     for path, answer in [
         ("invitation", {"player": player["Alice"], "status": "ACCEPTED"}),
