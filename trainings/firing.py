@@ -33,7 +33,7 @@ from trainings.models import (
 from trainings.notices import quiet_releases_schedule, quiet_status
 from trainings.offsets import Offset
 from trainings.publishing import pushes_publish
-from trainings.rendering import Rendered, push_render
+from trainings.rendering import Rendered, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import reminder_recipients, reminder_recipients_many
 
@@ -194,19 +194,14 @@ def _recipients_pushes(
         rendered = rendered_for[audience]
         status, release_at, reason = quiet_status(player, training, delivery.fire_at, expires_at)
         pushes.append(
-            Push(
-                key=f"{delivery.idempotency_key}.{player.pk}",
-                occurrence_key=delivery.idempotency_key,
-                occurrence_id=delivery.occurrence_id,
+            push_for(
+                delivery,
                 training=training,
                 player=player,
+                rendered=rendered,
                 rule=rule,
                 kind=rule.kind,
                 offset=str(offset),
-                language=rendered.language,
-                title=rendered.title,
-                body=rendered.body,
-                fire_at=delivery.fire_at,
                 expires_at=expires_at,
                 status=status,
                 release_at=release_at,

@@ -31,7 +31,7 @@ from trainings.models import (
 from trainings.offsets import is_time_zone
 from trainings.publishing import pushes_publish
 from trainings.push.quiet import quiet_hours_for
-from trainings.rendering import moved_render
+from trainings.rendering import moved_render, push_for
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import reminder_recipients
 
@@ -80,17 +80,12 @@ def training_moved_notify(*, delivery: Delivery) -> int:
     for player in players:
         rendered = moved_render(training=training, player=player)
         pushes.append(
-            Push(
-                key=f"{delivery.idempotency_key}.{player.pk}",
-                occurrence_key=delivery.idempotency_key,
-                occurrence_id=delivery.occurrence_id,
+            push_for(
+                delivery,
                 training=training,
                 player=player,
+                rendered=rendered,
                 kind=MOVED,
-                language=rendered.language,
-                title=rendered.title,
-                body=rendered.body,
-                fire_at=delivery.fire_at,
                 expires_at=training.start,
             )
         )

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.utils import formats, translation
 
-from trainings.models import Player, ReminderTemplate, Training, render_template
+from reminders.transports import Delivery
+from trainings.models import Player, Push, ReminderTemplate, Training, render_template
 from trainings.offsets import Offset, is_time_zone
 
 _FALLBACK_TITLE = "{title}"
@@ -80,4 +82,22 @@ def moved_render(*, training: Training, player: Player) -> Rendered:
     title, body = _MOVED[language]
     return Rendered(
         language=language, title=render_template(title, values), body=render_template(body, values)
+    )
+
+
+def push_for(
+    delivery: Delivery, *, training: Training, player: Player, rendered: Rendered, **fields: Any
+) -> Push:
+    """A player's push for a fired occurrence, keyed by occurrence and player so a re-fire adds none."""
+    return Push(
+        key=f"{delivery.idempotency_key}.{player.pk}",
+        occurrence_key=delivery.idempotency_key,
+        occurrence_id=delivery.occurrence_id,
+        training=training,
+        player=player,
+        language=rendered.language,
+        title=rendered.title,
+        body=rendered.body,
+        fire_at=delivery.fire_at,
+        **fields,
     )

@@ -17,6 +17,7 @@ from trainings.push.messages import (
     json_dumps,
     json_object,
     retry_after_seconds,
+    status_verdict,
 )
 
 logger = logging.getLogger("trainings.push")
@@ -111,11 +112,7 @@ class ApnsProvider:
         if reason == "ExpiredProviderToken":  # sign a new one, once for all the streams that carried it
             self.provider_token(renew=token == self._jwt)
             return SendResult(Verdict.RETRY, error=text, retry_after=0.0)
-        if response.status in (401, 403) or reason in _APNS_AUTH:
-            return SendResult(Verdict.AUTH, error=text)
-        if response.status == 429 or response.status >= 500:
-            return SendResult(Verdict.RETRY, error=text, retry_after=retry_after)
-        return SendResult(Verdict.FAILED, error=text)
+        return status_verdict(response.status, text, retry_after, auth=reason in _APNS_AUTH)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -22,6 +22,7 @@ from trainings.push.messages import (
     json_dumps,
     json_object,
     retry_after_seconds,
+    status_verdict,
 )
 
 logger = logging.getLogger("trainings.push")
@@ -130,11 +131,7 @@ class FcmProvider:
                 any("token" in v for v in violations) or "token" in str(error.get("message", "")).lower()
             )
             return SendResult(Verdict.TOKEN_DEAD if on_token else Verdict.FAILED, error=text)
-        if response.status in (401, 403) or "THIRD_PARTY_AUTH_ERROR" in codes:
-            return SendResult(Verdict.AUTH, error=text)
-        if response.status == 429 or response.status >= 500:
-            return SendResult(Verdict.RETRY, error=text, retry_after=retry_after)
-        return SendResult(Verdict.FAILED, error=text)
+        return status_verdict(response.status, text, retry_after, auth="THIRD_PARTY_AUTH_ERROR" in codes)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -144,6 +144,16 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
+def status_verdict(status: int, text: str, retry_after: float | None, *, auth: bool = False) -> SendResult:
+    """What a provider's answer means once its own reasons are read: 401/403 (or `auth`) stop the gateway,
+    429 and 5xx are retried (after `Retry-After` when given), anything else fails this push alone."""
+    if status in (401, 403) or auth:
+        return SendResult(Verdict.AUTH, error=text)
+    if status == 429 or status >= 500:
+        return SendResult(Verdict.RETRY, error=text, retry_after=retry_after)
+    return SendResult(Verdict.FAILED, error=text)
+
+
 def h2_connect(base_url: str, *, per_request_headers: tuple[str, ...] = ()) -> H2Client:
     """One HTTP/2 connection to the provider, trusting PUSH_TLS_CA_FILE too when it is set.
 
