@@ -31,6 +31,7 @@ Works on RabbitMQ and on kombu's filesystem broker alike (plain kombu Consumer).
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import time
@@ -55,6 +56,7 @@ from trainings.push.sender import (
     Handled,
     Outcome,
     PushSender,
+    Round,
     devices_disable,
     push_dead_lettered,
     push_replay_forget,
@@ -76,6 +78,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# Rounds open at once: one ending (recording, acking) while the next one's sends are in flight.
+OPEN_ROUNDS = 2
 
 # --- The consumer ---------------------------------------------------------------------------------------
 
@@ -123,6 +128,10 @@ class _Held:
     attempts: int = 0
     first_seen: float = field(default_factory=time.monotonic)
     due: float = 0.0
+
+
+def _tag(held: _Held) -> int:
+    return int(held.message.delivery_tag or 0)
 
 
 def gateway_run(
@@ -212,13 +221,15 @@ def gateway_run(
             )
             with consumer:
                 idle_since = time.monotonic()
+                rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
+                taken = 0  # messages put into a round (a round is not begun past max_messages)
                 while not should_stop():
                     metrics.gateway_alive()
-                    if max_messages is not None and stats.handled >= max_messages:
+                    if max_messages is not None and stats.handled >= max_messages and not rounds:
                         break
                     now = time.monotonic()
                     next_due = min((h.due for h in waiting), default=now + 0.5)
-                    timeout = 0.5 if not inbox else 0.005
+                    timeout = 0.5 if not (inbox or rounds) else 0.005
                     timeout = max(0.0, min(timeout, next_due - now))
                     while len(inbox) < batch_size:
                         try:
@@ -227,39 +238,60 @@ def gateway_run(
                             break
                         timeout = 0.002  # keep filling the batch while messages arrive back to back
                     now = time.monotonic()
-                    due = [h for h in waiting if h.due <= now]
-                    waiting[:] = [h for h in waiting if h.due > now]
-                    batch, inbox[:] = [*due, *inbox[:batch_size]], inbox[batch_size:]
-                    if not batch:
+                    if len(rounds) < OPEN_ROUNDS and (max_messages is None or taken < max_messages):
+                        due = [h for h in waiting if h.due <= now]
+                        waiting[:] = [h for h in waiting if h.due > now]
+                        room = batch_size if max_messages is None else min(batch_size, max_messages - taken)
+                        batch, inbox[:] = [*due, *inbox[:room]], inbox[room:]
+                        if batch:
+                            idle_since = now
+                            if not rounds and not connection.in_atomic_block:  # (a test's transaction)
+                                close_old_connections()  # a long-lived consumer must not keep a dead one
+                            for held in batch:
+                                held.attempts += 1
+                            taken += len(batch)
+                            rounds.append(
+                                (
+                                    batch,
+                                    sender.begin(
+                                        [h.body for h in batch], attempts=[h.attempts for h in batch]
+                                    ),
+                                )
+                            )
+                    if not rounds:
                         if not waiting and idle_seconds is not None and now - idle_since >= idle_seconds:
                             break
                         continue
-                    idle_since = now
-                    if not connection.in_atomic_block:  # (a test runs us inside its transaction)
-                        close_old_connections()  # a long-lived consumer must not keep a dead connection
-                    for held in batch:
-                        held.attempts += 1
-                    try:
-                        results = sender.handle(
-                            [h.body for h in batch], attempts=[h.attempts for h in batch], meanwhile=receive
-                        )
-                    except AuthFailure as exc:
-                        logger.critical(
-                            "push provider refused our credentials (%s): the gateway stops; every unacked "
-                            "push stays queued until an operator fixes the credentials", exc,
-                        )  # fmt: skip
-                        raise
+                    if len(rounds) < OPEN_ROUNDS and not rounds[0][1].finished.is_set() and not inbox:
+                        sender.record_open()
+                        continue  # keep receiving: the next round begins while this one sends
+                    batch, round_ = rounds[0]
+                    # The oldest round ends once its sends are answered (the next one sends meanwhile).
+                    results = sender.end(round_, meanwhile=receive)
+                    rounds.popleft()
                     for held, result in zip(batch, results, strict=True):
                         metrics.push_handled(held.body, result.outcome)
-                    if multiple_ack and not waiting and all(r.outcome in _ACKED for r in results):
+                    older_unacked = [h for h in waiting] + [h for b, _ in rounds for h in b]
+                    newest = max(batch, key=lambda h: int(h.message.delivery_tag or 0))
+                    if (
+                        multiple_ack
+                        and all(r.outcome in _ACKED for r in results)
+                        and all(_tag(h) > _tag(newest) for h in older_unacked)
+                    ):
                         # Every message up to the batch's newest is done (nothing older is held for a
-                        # retry, and the unhandled ones are newer): one `basic.ack multiple` for all.
-                        max(batch, key=lambda h: int(h.message.delivery_tag or 0)).message.ack(multiple=True)
+                        # retry or in the open round; the unhandled ones are newer): one `basic.ack multiple`.
+                        newest.message.ack(multiple=True)
                         for result in results:
                             stats.add(result.outcome)
                         continue
                     for held, result in zip(batch, results, strict=True):
                         settle(held, result)
+    except AuthFailure as exc:
+        logger.critical(
+            "push provider refused our credentials (%s): the gateway stops; every unacked push stays queued "
+            "until an operator fixes the credentials", exc,
+        )  # fmt: skip
+        raise
     finally:
         sender.close()
         dead_letters.close()

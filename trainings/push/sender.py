@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -62,6 +62,23 @@ _FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.
           Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
 
 
+@dataclass(eq=False)
+class Round:
+    """One round's pushes from `PushSender.begin` to `PushSender.end`: what the database said before the
+    sends, the sends' outcomes as they arrive (appended by the loop's thread), and when the last arrived."""
+
+    seq: int
+    now: Any
+    handled: list[Handled | None]
+    pushes: dict[int, PushMessage]
+    closing: list[tuple[int, PushMessage, SendStatus]]
+    attempt_of: dict[int, int]
+    remaining: int  # sends without an answer yet (counted down on the loop's thread)
+    arrived: collections.deque[_Result] = field(default_factory=collections.deque)
+    results: list[_Result] = field(default_factory=list)
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
 class PushSender:
     """Steps 1-4 for a list of message bodies, without the broker.
 
@@ -69,6 +86,13 @@ class PushSender:
     database work, recording outcomes while later sends are still in flight (every FLUSH_SECONDS, one
     transaction for all that arrived), so a gateway killed in the middle of a batch re-sends at most the
     last moments'.
+
+    A round is begun (`begin`: parse, ask the database what is done and which devices are enabled, hand
+    the sends to the loop) and ended (`end`: record, write the push-level outcomes) separately, so the
+    gateway begins the next round while this one's sends are in flight and ends this one while the next
+    one's are: the sending thread never waits for the database. One pool of `in_flight` workers serves
+    every round, oldest round first. A device found dead in one round is skipped by rounds that read the
+    devices before its disabling was committed.
     """
 
     FLUSH_SECONDS = 0.05
@@ -80,6 +104,16 @@ class PushSender:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="push-sends", daemon=True)
         self._thread.start()
+        self._queue: collections.deque[tuple[Round, int, PushMessage, Target]] = collections.deque()
+        self._workers = 0  # the loop's thread only
+        self._seq = 0  # rounds begun
+        self._open: dict[int, Round] = {}  # rounds begun and not ended, by seq
+        self._keys: set[str] = set()  # the idempotency keys of the open rounds
+        # Devices a provider called dead: None until the disabling is committed, then the last round begun
+        # before it (those rounds read the device as enabled and must skip it; later ones do not see it).
+        self._dead: dict[int, int | None] = {}
+        self._dead_lock = threading.Lock()
+        self._recorded_at = 0.0
 
     def close(self) -> None:
         for provider in self.providers.all():
@@ -98,6 +132,10 @@ class PushSender:
     ) -> list[Handled]:
         """Steps 1-4 for `bodies`. `meanwhile(timeout)` is called while the sends are in flight (the
         gateway receives the next messages then); it returns False when it has nothing more to do."""
+        return self.end(self.begin(bodies, attempts=attempts), meanwhile=meanwhile)
+
+    def begin(self, bodies: Sequence[Any], *, attempts: Sequence[int] | None = None) -> Round:
+        """Steps 1-2, and step 3 handed to the loop's thread: returns at once, the sends in flight."""
         now = timezone.now()
         handled: list[Handled | None] = [None] * len(bodies)
         pushes: dict[int, PushMessage] = {}
@@ -123,13 +161,13 @@ class PushSender:
 
         work: list[tuple[int, PushMessage, Target]] = []
         closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
-        seen_in_batch: set[str] = set()
+        seen: set[str] = set(self._keys)  # an open round's push is that round's to finish
         for i, push in pushes.items():
             key = push.idempotency_key
-            if key in done or key in seen_in_batch:
+            if key in done or key in seen:
                 handled[i] = Handled(Outcome.DUPLICATE, push=push)
                 continue
-            seen_in_batch.add(key)
+            seen.add(key)
             if push.expires_at is not None and push.expires_at <= now:
                 closing.append((i, push, SendStatus.STALE))
                 continue
@@ -146,9 +184,58 @@ class PushSender:
                 self.paused_until[provider.name] = time.monotonic() + settings.TRAININGS_GATEWAY_RETRY_SECONDS
                 logger.warning("provider %s not ready: %s", provider.name, exc)
 
+        self._seq += 1
         attempt_of = {i: (attempts[i] if attempts else 1) for i in pushes}
-        results = self._send_and_record(work, attempt_of, now, meanwhile) if work else []
+        round_ = Round(self._seq, now, handled, pushes, closing, attempt_of, remaining=len(work))
+        self._open[round_.seq] = round_
+        self._keys |= {p.idempotency_key for i, p in pushes.items() if handled[i] is None}
+        if work:
+            self.loop.call_soon_threadsafe(self._enqueue, [(round_, i, p, d) for i, p, d in work])
+        else:
+            round_.finished.set()
+        return round_
 
+    def record_open(self) -> None:
+        """Record what arrived for every open round, at most once per FLUSH_SECONDS."""
+        if time.monotonic() - self._recorded_at >= self.FLUSH_SECONDS:
+            for round_ in list(self._open.values()):
+                self.record(round_)
+
+    def record(self, round_: Round) -> None:
+        """Record the outcomes of `round_` that arrived since the last call (one transaction)."""
+        self._recorded_at = time.monotonic()
+        fresh = [round_.arrived.popleft() for _ in range(len(round_.arrived))]
+        if fresh:
+            self._record_sends(fresh, round_.attempt_of, round_.now)
+            round_.results.extend(fresh)
+
+    def end(self, round_: Round, *, meanwhile: Callable[[float], bool] | None = None) -> list[Handled]:
+        """Wait for the round's last answer, recording every FLUSH_SECONDS what arrived meanwhile (the
+        other open rounds' too), then step 4: the push-level outcomes and a DeliveredPush per finished
+        push. Raises AuthFailure once what did arrive is recorded."""
+        try:
+            done = round_.finished.is_set()
+            while not done:
+                deadline = time.monotonic() + self.FLUSH_SECONDS
+                while meanwhile is not None and not round_.finished.is_set() and time.monotonic() < deadline:
+                    if not meanwhile(0.005):
+                        break
+                done = round_.finished.wait(max(0.0, deadline - time.monotonic()))
+                for other in list(self._open.values()):
+                    self.record(other)
+            self.record(round_)
+            return self._conclude(round_)
+        finally:
+            self._open.pop(round_.seq, None)
+            self._keys -= {p.idempotency_key for p in round_.pushes.values()}
+            oldest = min(self._open, default=self._seq + 1)
+            with self._dead_lock:  # a committed disabling no open round can have missed is forgotten
+                for device_id, before in list(self._dead.items()):
+                    if before is not None and before < oldest:
+                        del self._dead[device_id]
+
+    def _conclude(self, round_: Round) -> list[Handled]:
+        results, pushes, handled, closing = round_.results, round_.pushes, round_.handled, round_.closing
         auth_error = next((r.error for (_, _, _, r) in results if r.verdict == Verdict.AUTH), None)
         retry: dict[int, SendResult] = {}
         for i, _, _, result in results:
@@ -162,7 +249,7 @@ class PushSender:
             for i, push in pushes.items()
             if handled[i] is None and i not in retry and i not in closing_at
         ]
-        self._finish(results, closing, complete, attempt_of, now)
+        self._finish(results, closing, complete, round_.attempt_of, round_.now)
         if auth_error is not None:
             raise AuthFailure(auth_error)
 
@@ -178,65 +265,47 @@ class PushSender:
                                  push=pushes[i])  # fmt: skip
         return [h if h is not None else Handled(Outcome.RETRY) for h in handled]
 
-    def _send_and_record(
-        self,
-        work: list[tuple[int, PushMessage, Target]],
-        attempt_of: dict[int, int],
-        now: Any,
-        meanwhile: Callable[[float], bool] | None = None,
-    ) -> list[_Result]:
-        """Step 3 on the loop's thread; every FLUSH_SECONDS this thread records the outcomes that arrived
-        meanwhile, in one transaction, and the rest once the last send has its answer.
+    def _enqueue(self, items: list[tuple[Round, int, PushMessage, Target]]) -> None:
+        """On the loop's thread: queue a round's sends behind the earlier rounds' and start workers, at most
+        `in_flight` (one coroutine per worker taking the next send, not a task per send on a semaphore)."""
+        self._queue.extend(items)
+        while self._workers < min(self.in_flight, len(self._queue)):
+            self._workers += 1
+            self.loop.create_task(self._worker())
 
-        The loop's thread appends to a deque and this one wakes on a timer, not once per outcome: a
-        hand-over per outcome (a queue this thread blocked on) cost a GIL hand-off and a thread wake-up
-        for every push."""
-        arrived: collections.deque[_Result] = collections.deque()
-        finished = threading.Event()
-        future = asyncio.run_coroutine_threadsafe(self._send_all(work, arrived), self.loop)
-        future.add_done_callback(lambda _: finished.set())
-        results: list[_Result] = []
-        done = False
-        while not done:
-            deadline = time.monotonic() + self.FLUSH_SECONDS
-            while meanwhile is not None and not finished.is_set() and time.monotonic() < deadline:
-                if not meanwhile(0.005):
-                    break
-            done = finished.wait(max(0.0, deadline - time.monotonic()))
-            fresh = [arrived.popleft() for _ in range(len(arrived))]
-            if fresh:
-                self._record_sends(fresh, attempt_of, now)
-                results.extend(fresh)
-        future.result()  # raises what broke the loop's side, once what did arrive is recorded
-        return results
+    async def _worker(self) -> None:
+        try:
+            while self._queue:
+                round_, i, push, device = self._queue.popleft()
+                result = await self._send_one(round_, push, device)
+                if result.verdict == Verdict.TOKEN_DEAD:
+                    with self._dead_lock:
+                        self._dead.setdefault(device.device_id, None)
+                round_.arrived.append((i, push, device, result))
+                round_.remaining -= 1
+                if round_.remaining == 0:
+                    round_.finished.set()
+        finally:
+            self._workers -= 1
 
-    async def _send_all(
-        self, work: list[tuple[int, PushMessage, Target]], arrived: collections.deque[_Result]
-    ) -> None:
-        """At most `in_flight` sends at once: that many workers take the next (push, device) in turn (one
-        coroutine per worker, not a task per send waiting on a semaphore)."""
-        todo = iter(work)
-
-        async def worker() -> None:
-            for i, push, device in todo:
-                provider = self.providers.for_device(device)
-                wait = self.paused_until.get(provider.name, 0.0) - time.monotonic()
-                if wait > 0:  # throttled: this push waits its turn rather than adding to the provider's load
-                    result = SendResult(
-                        Verdict.RETRY, error="provider paused (Retry-After)", retry_after=wait
-                    )
-                else:
-                    try:
-                        result = await provider.send(push, device)
-                    except Exception as exc:  # a provider bug must not lose the batch's other outcomes
-                        logger.exception("provider %s failed on %s", provider.name, device.send_key(push))
-                        result = SendResult(Verdict.RETRY, error=f"{type(exc).__name__}")
-                if result.verdict == Verdict.RETRY and result.retry_after:
-                    until = time.monotonic() + result.retry_after
-                    self.paused_until[provider.name] = max(self.paused_until.get(provider.name, 0.0), until)
-                arrived.append((i, push, device, result))
-
-        await asyncio.gather(*(worker() for _ in range(min(self.in_flight, len(work)))))
+    async def _send_one(self, round_: Round, push: PushMessage, device: Target) -> SendResult:
+        with self._dead_lock:
+            before = self._dead.get(device.device_id, -1)
+        if before is None or round_.seq <= before:  # dead since this round read it enabled: not sent
+            return SendResult(Verdict.TOKEN_DEAD, error="the device was disabled while this push waited")
+        provider = self.providers.for_device(device)
+        wait = self.paused_until.get(provider.name, 0.0) - time.monotonic()
+        if wait > 0:  # throttled: this push waits its turn rather than adding to the provider's load
+            return SendResult(Verdict.RETRY, error="provider paused (Retry-After)", retry_after=wait)
+        try:
+            result = await provider.send(push, device)
+        except Exception as exc:  # a provider bug must not lose the batch's other outcomes
+            logger.exception("provider %s failed on %s", provider.name, device.send_key(push))
+            result = SendResult(Verdict.RETRY, error=f"{type(exc).__name__}")
+        if result.verdict == Verdict.RETRY and result.retry_after:
+            until = time.monotonic() + result.retry_after
+            self.paused_until[provider.name] = max(self.paused_until.get(provider.name, 0.0), until)
+        return result
 
     def _record_sends(self, results: list[_Result], attempt_of: dict[int, int], now: Any) -> None:
         """The final device outcomes among `results`, and the devices' state, in one transaction."""
@@ -275,6 +344,9 @@ class PushSender:
                 by_reason.setdefault(reason, []).append(device_id)
             for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
                 devices_disable(device_ids=device_ids, reason=reason)
+        if dead:  # committed: rounds begun from now on read these devices as disabled
+            with self._dead_lock:
+                self._dead.update(dict.fromkeys(dead, self._seq))
 
     def _finish(
         self,
