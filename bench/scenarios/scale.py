@@ -10,13 +10,14 @@ steady rate with real worker and beat processes while a thread creates recurring
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
+import json
+import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from bench.harness import Harness
+from bench.processes import stop_process
 from bench.report import Row, Section
 from bench.scenarios import lateness, tablesize
 
@@ -25,58 +26,26 @@ SCHEDULES_PER_MINUTE = 5000
 
 @contextlib.contextmanager
 def schedules_arriving(h: Harness, tag: str, per_minute: int) -> Iterator[dict[str, Any]]:
-    """Create `@every 1h` schedules at `per_minute` from a thread until the block ends.
+    """Create `@every 1h` schedules at `per_minute` from a child process until the block ends.
 
     Each one is a new key with its first fire an hour away, as a service adopting the scheduler would add
-    them: a Job, a Schedule and its next occurrence per call, in one transaction.
+    them: a Job, a Schedule and its next occurrence per call, in one transaction (bench/schedule_load.py).
     """
-    from django.db import connection
-
-    from reminders.models import CallbackType
-    from reminders.schedules import ScheduleSpec, schedule_upsert
-    from reminders.services import Callback
-
-    stats: dict[str, Any] = {"created": 0, "target_per_minute": per_minute, "behind_max": 0}
-    stop = threading.Event()
-    queue = h.queue_name(f"{tag}-sched")
-    callback = Callback(type=CallbackType.RABBITMQ, target=queue, payload={"kind": "scale"}, secret="")
-
-    def create() -> None:
-        interval = 60.0 / per_minute
-        start = time.monotonic()
-        try:
-            while not stop.is_set():
-                i = stats["created"]
-                due = start + i * interval
-                lag = time.monotonic() - due
-                if lag < 0:
-                    stop.wait(-lag)
-                    continue
-                stats["behind_max"] = max(stats["behind_max"], lag)
-                schedule_upsert(
-                    key=f"bench-{tag}-{i}",
-                    spec=ScheduleSpec(
-                        expression="@every 1h",
-                        timezone="UTC",
-                        callback=callback,
-                        start_at=datetime.now(UTC) + timedelta(hours=1),
-                    ),
-                )
-                stats["created"] = i + 1
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=create, name=f"{tag}-schedules", daemon=True)
-    started = time.monotonic()
-    thread.start()
+    stats_path = Path(h.log_dir) / f"{tag}-schedules.json"
+    proc = h.start(
+        f"{tag}-schedules",
+        [sys.executable, "-m", "bench.schedule_load", "--tag", tag, "--per-minute", str(per_minute),
+         "--queue", h.queue_name(f"{tag}-sched"), "--stats", str(stats_path)],
+    )  # fmt: skip
+    stats: dict[str, Any] = {"created": 0, "target_per_minute": per_minute}
     try:
         yield stats
     finally:
-        stop.set()
-        thread.join(timeout=30)
-        elapsed = time.monotonic() - started
-        stats["seconds"] = elapsed
-        stats["per_minute"] = stats["created"] * 60 / elapsed if elapsed else 0.0
+        stop_process(proc, grace=30)
+        with contextlib.suppress(OSError, ValueError):
+            stats.update(json.loads(stats_path.read_text(encoding="utf-8")))
+        seconds = stats.get("seconds") or 0.0
+        stats["per_minute"] = stats["created"] * 60 / seconds if seconds else 0.0
 
 
 def _at_size(h: Harness, table: tablesize.FutureTable, size: int) -> dict[str, Any]:

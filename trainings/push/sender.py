@@ -154,10 +154,11 @@ class PushSender:
             sent.setdefault(key, set()).add(device_id)
         devices: dict[int, list[Target]] = {}
         players = {p.player for p in pushes.values() if p.idempotency_key not in done}
-        for row in Device.objects.enabled().filter(player_id__in=players).order_by("pk"):
-            devices.setdefault(row.player_id, []).append(
-                Target(row.pk, row.provider, row.platform, row.token, row.app_id)
-            )
+        enabled = Device.objects.enabled().filter(player_id__in=players).order_by("pk")
+        for pk, player_id, provider, platform, token, app_id in enabled.values_list(
+            "pk", "player_id", "provider", "platform", "token", "app_id"
+        ):  # tuples, not model instances: a round reads hundreds
+            devices.setdefault(player_id, []).append(Target(pk, provider, platform, token, app_id))
 
         work: list[tuple[int, PushMessage, Target]] = []
         closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
