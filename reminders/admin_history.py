@@ -3,7 +3,8 @@
 simple-history's admin lists who changed what and when (with the changed fields), but two of its defaults do
 not fit here: its version page saves a POSTed form (a revert that would bypass the services that
 reschedule), and for an object outside the admin's queryset it falls back to the last recorded state, so a
-coach could read another team's training history. `AuditedAdmin` refuses both.
+coach could read another team's training history. `AuditedAdmin` refuses both, and names the author
+without a link for a viewer who may not open the user admin.
 """
 
 from __future__ import annotations
@@ -11,15 +12,27 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Model
 from django.http import Http404, HttpRequest, HttpResponse
 from simple_history.admin import SimpleHistoryAdmin
 
 
+def _may_open_users(request: HttpRequest) -> bool:
+    """Whether the "Changed by" column may link to the user admin (simple-history links it for everyone)."""
+    user_model = get_user_model()._meta
+    return any(
+        request.user.has_perm(f"{user_model.app_label}.{action}_{user_model.model_name}")
+        for action in ("view", "change")
+    )
+
+
 class AuditedAdmin(SimpleHistoryAdmin):
     def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
         self._require_history_visible(request, object_id)
+        if not _may_open_users(request):  # a coach: the author's name as text, not a link to a 403
+            extra_context = {**(extra_context or {}), "admin_user_view": ""}
         return super().history_view(request, object_id, extra_context)
 
     def history_form_view(

@@ -81,6 +81,21 @@ def test_a_coachs_admin_change_is_recorded_and_shown_on_the_history_page(
     assert _changed(latest) == {"title", "location"}
     page = admin_client.get(f"/admin/trainings/training/{training.pk}/history/").content.decode()
     assert "coach-a" in page and "Sprint drills (moved indoors)" in page and "Gym B" in page
+    # The author is named, not linked: a coach may not open the user admin (the link was a 403).
+    assert f"/admin/auth/user/{staff_coach.pk}/change/" not in page
+    assert admin_client.get(f"/admin/auth/user/{staff_coach.pk}/change/").status_code == 403
+
+
+def test_an_operator_who_may_open_users_gets_the_author_as_a_link(staff_coach: Any, empty_team: Team) -> None:
+    training = _training(empty_team)
+    training.title = "Renamed"
+    training.save()
+    superuser = UserFactory(username="root-op", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(superuser)
+    training.history.update(history_user=staff_coach)
+    page = client.get(f"/admin/trainings/training/{training.pk}/history/").content.decode()
+    assert f'<a href="/admin/auth/user/{staff_coach.pk}/change/">coach-a</a>' in page
 
 
 def test_an_api_change_with_a_token_is_attributed_to_the_coach(coach: Any, team: Team) -> None:

@@ -155,10 +155,10 @@ class PushSender:
         devices: dict[int, list[Target]] = {}
         players = {p.player for p in pushes.values() if p.idempotency_key not in done}
         enabled = Device.objects.enabled().filter(player_id__in=players).order_by("pk")
-        for pk, player_id, provider, platform, token, app_id in enabled.values_list(
+        for pk, player_id, service, platform, token, app_id in enabled.values_list(
             "pk", "player_id", "provider", "platform", "token", "app_id"
         ):  # tuples, not model instances: a round reads hundreds
-            devices.setdefault(player_id, []).append(Target(pk, provider, platform, token, app_id))
+            devices.setdefault(player_id, []).append(Target(pk, service, platform, token, app_id))
 
         work: list[tuple[int, PushMessage, Target]] = []
         closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
