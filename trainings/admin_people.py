@@ -55,7 +55,7 @@ class PlayerAddForm(ModelForm):
 
     class Meta:
         model = Player
-        fields = ["name", "user", "time_zone", "language", "device_tokens"]
+        fields = ["name", "user", "time_zone", "language"]
 
 
 @admin.register(Player)
@@ -63,6 +63,9 @@ class PlayerAdmin(admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
     search_fields = ["name"]
     raw_id_fields = ["user"]
+    # Legacy and never read (push tokens are Device rows, registered by the app): a field here would
+    # let a coach type tokens that nothing sends to.
+    exclude = ["device_tokens"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
         return players_visible_to(request.user)
