@@ -29,6 +29,7 @@ from reminders.models import (
 )
 from reminders.occurrences import occurrences_cancel
 from reminders.occurrences_insert import occurrences_insert
+from reminders.rows_insert import rows_insert
 
 logger = logging.getLogger(__name__)
 
@@ -246,19 +247,21 @@ def jobs_insert(
         _require_aware(spec.schedules)
     if not specs:
         return [], 0
-    jobs = Job.objects.bulk_create(
-        Job(
-            key=s.key,
-            owner_id=owner.pk if owner is not None else None,
-            **job_fields(
-                s.callback,
-                priority=s.priority,
-                deadline_seconds=s.deadline_seconds,
-                batch_size=s.batch_size,
-                throttle=s.throttle,
-            ),
-        )
-        for s in specs
+    jobs = rows_insert(
+        [
+            Job(
+                key=s.key,
+                owner_id=owner.pk if owner is not None else None,
+                **job_fields(
+                    s.callback,
+                    priority=s.priority,
+                    deadline_seconds=s.deadline_seconds,
+                    batch_size=s.batch_size,
+                    throttle=s.throttle,
+                ),
+            )
+            for s in specs
+        ]
     )
     count = occurrences_insert(
         [
