@@ -13,14 +13,16 @@ import secrets
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.utils import timezone
 
 from reminders.kick import scan_kick_on_commit
 from reminders.models import CallbackType, Job
+from reminders.rows_insert import rows_insert
 from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET
@@ -51,7 +53,7 @@ def training_reminders_schedule(
     """
     now = now or timezone.now()
     wanted_by_rule: dict[ReminderRule, list[datetime]] = {}
-    for rule in ReminderRule.objects.all() if rules is None else rules:
+    for rule in _rules_all() if rules is None else rules:
         wanted_by_rule[rule] = []
         if rule.active and not training.cancelled:
             wanted_by_rule[rule] = [instant for instant, _ in rule.instants_for(training) if instant > now]
@@ -65,6 +67,36 @@ def training_reminders_schedule(
     fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
     _jobs_link(training, fresh, wanted_by_rule, check_keys=not new)
     return sum(len(wanted) for wanted in wanted_by_rule.values())
+
+
+@cache
+def _rules_query() -> tuple[str, list[str], list[tuple[int, list[Any], Any]]]:
+    """The SQL, field names and value converters of `ReminderRule.objects.all()`, worked out once."""
+    compiler = ReminderRule.objects.all().query.get_compiler(DEFAULT_DB_ALIAS)
+    sql, params = compiler.as_sql()
+    if params:
+        raise AssertionError("all() binds no value")
+    columns = [col for col, _, _ in compiler.select]
+    converters = [(pos, convs, col) for pos, (convs, col) in compiler.get_converters(columns).items()]
+    return sql, [col.target.attname for col in columns], converters
+
+
+def _rules_all() -> list[ReminderRule]:
+    """`ReminderRule.objects.all()`: the same SQL, converters and instances, without compiling the query
+    for every training (that cost more CPU than its round trip)."""
+    sql, names, converters = _rules_query()
+    connection = connections[DEFAULT_DB_ALIAS]
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        rows = cursor.fetchall()
+    rules = []
+    for row in rows:
+        values = list(row)
+        for pos, convs, col in converters:
+            for convert in convs:
+                values[pos] = convert(values[pos], col, connection)
+        rules.append(ReminderRule.from_db(DEFAULT_DB_ALIAS, names, values))
+    return rules
 
 
 def _job_settings(training: Training, rule: ReminderRule) -> dict[str, Any]:
@@ -107,8 +139,8 @@ def _jobs_link(
         if getattr(getattr(exc.__cause__, "diag", None), "table_name", None) != Job._meta.db_table:
             raise  # not a key someone holds: some other row broke a constraint
         raise JobKeyTaken(str(exc)) from exc
-    TrainingJob.objects.bulk_create(
-        TrainingJob(training=training, rule=rule, job=job) for rule, job in zip(fresh, jobs, strict=True)
+    rows_insert(
+        [TrainingJob(training=training, rule=rule, job=job) for rule, job in zip(fresh, jobs, strict=True)]
     )
     scan_kick_on_commit(min(instant for spec in specs for instant in spec.schedules))
 
