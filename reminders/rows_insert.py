@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
@@ -29,9 +29,28 @@ def _insert_sql(model: type[Model], rows: int) -> tuple[str, tuple[Field, ...]]:
     columns = ", ".join(quote(str(f.column)) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     # Names from the model's meta; every value is a bound parameter.
-    table, pk = quote(opts.db_table), quote(str(opts.pk.column))
-    sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)} RETURNING {pk}"  # noqa: S608
+    sql = f"INSERT INTO {quote(opts.db_table)} ({columns}) VALUES {', '.join([row] * rows)}"  # noqa: S608
     return sql, fields
+
+
+def insert_values(objs: Sequence[Model]) -> tuple[str, list[Any]]:
+    """`INSERT INTO table (columns) VALUES (...), ...` for new instances of one model, and its parameters:
+    every concrete field but an auto id, valued as `bulk_create` values it (`pre_save`, which also fills
+    auto_now and auto_now_add on the instances, then `get_db_prep_save`)."""
+    connection = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: the proxy costs a lookup per field
+    sql, fields = _insert_sql(type(objs[0]), len(objs))
+    params: list[Any] = []
+    for obj in objs:
+        obj._prepare_related_fields_for_save(operation_name="bulk_create")  # type: ignore[attr-defined]
+        params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+    return sql, params
+
+
+def mark_saved(objs: Sequence[Model]) -> None:
+    """What `save` and `bulk_create` do to an instance once its row is written."""
+    for obj in objs:
+        obj._state.adding = False
+        obj._state.db = DEFAULT_DB_ALIAS
 
 
 def rows_insert(objs: Sequence[M]) -> list[M]:
@@ -43,24 +62,17 @@ def rows_insert(objs: Sequence[M]) -> list[M]:
     if not objs:
         return []
     model = type(objs[0])
-    if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor != "postgresql" or model._meta.auto_field is None:
         return model._default_manager.bulk_create(objs)
+    pk = connection.ops.quote_name(str(model._meta.pk.column))
     for start in range(0, len(objs), CHUNK):
-        _insert(model, objs[start : start + CHUNK])
+        chunk = objs[start : start + CHUNK]
+        sql, params = insert_values(chunk)
+        with connection.cursor() as cursor:
+            cursor.execute(f"{sql} RETURNING {pk}", params)
+            ids = cursor.fetchall()
+        for obj, (value,) in zip(chunk, ids, strict=True):
+            obj.pk = value
+        mark_saved(chunk)
     return list(objs)
-
-
-def _insert(model: type[Model], objs: Sequence[Model]) -> None:
-    connection = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: the proxy costs a lookup per field
-    sql, fields = _insert_sql(model, len(objs))
-    params = []
-    for obj in objs:
-        obj._prepare_related_fields_for_save(operation_name="bulk_create")  # type: ignore[attr-defined]
-        params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        ids = cursor.fetchall()
-    for obj, (pk,) in zip(objs, ids, strict=True):
-        obj.pk = pk
-        obj._state.adding = False
-        obj._state.db = connection.alias

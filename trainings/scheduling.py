@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from reminders.kick import scan_kick_on_commit
@@ -70,33 +71,43 @@ def training_reminders_schedule(
 
 
 @cache
-def _rules_query() -> tuple[str, list[str], list[tuple[int, list[Any], Any]]]:
-    """The SQL, field names and value converters of `ReminderRule.objects.all()`, worked out once."""
-    compiler = ReminderRule.objects.all().query.get_compiler(DEFAULT_DB_ALIAS)
+def rules_query(extra: str = "") -> tuple[str, list[str], list[tuple[int, list[Any], Any]]]:
+    """The SQL, field names and value converters of `ReminderRule.objects.all()`, worked out once.
+
+    `extra`: an SQL expression selected after the fields (a caller's own column, unconverted).
+    """
+    rules = ReminderRule.objects.all()
+    if extra:
+        rules = rules.annotate(extra=RawSQL(extra, ()))  # noqa: S611 - a constant of the caller's
+    compiler = rules.query.get_compiler(DEFAULT_DB_ALIAS)
     sql, params = compiler.as_sql()
     if params:
         raise AssertionError("all() binds no value")
-    columns = [col for col, _, _ in compiler.select]
+    columns = [col for col, _, _ in compiler.select][: len(ReminderRule._meta.concrete_fields)]
     converters = [(pos, convs, col) for pos, (convs, col) in compiler.get_converters(columns).items()]
     return sql, [col.target.attname for col in columns], converters
 
 
-def _rules_all() -> list[ReminderRule]:
-    """`ReminderRule.objects.all()`: the same SQL, converters and instances, without compiling the query
-    for every training (that cost more CPU than its round trip)."""
-    sql, names, converters = _rules_query()
+def rules_from_rows(rows: Iterable[tuple[Any, ...]], extra: str = "") -> list[ReminderRule]:
+    """The rules of rows read with `rules_query(extra)`'s SQL, as `all()` makes them."""
+    _, names, converters = rules_query(extra)
     connection = connections[DEFAULT_DB_ALIAS]
-    with connection.cursor() as cursor:
-        cursor.execute(sql)
-        rows = cursor.fetchall()
     rules = []
     for row in rows:
-        values = list(row)
+        values = list(row[: len(names)])
         for pos, convs, col in converters:
             for convert in convs:
                 values[pos] = convert(values[pos], col, connection)
         rules.append(ReminderRule.from_db(DEFAULT_DB_ALIAS, names, values))
     return rules
+
+
+def _rules_all() -> list[ReminderRule]:
+    """`ReminderRule.objects.all()` without compiling the query for every training (that cost more CPU
+    than its round trip)."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(rules_query()[0])
+        return rules_from_rows(cursor.fetchall())
 
 
 def _job_settings(training: Training, rule: ReminderRule) -> dict[str, Any]:
