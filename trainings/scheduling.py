@@ -23,7 +23,6 @@ from django.utils import timezone
 
 from reminders.kick import scan_kick_on_commit
 from reminders.models import CallbackType, Job
-from reminders.rows_insert import rows_insert
 from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET
@@ -144,15 +143,13 @@ def _jobs_link(
         JobSpec(key=_key_free(key, taken), schedules=wanted_by_rule[rule], **_job_settings(training, rule))
         for rule, key in zip(fresh, keys, strict=True)
     ]
+    links = [TrainingJob(training=training, rule=rule) for rule in fresh]
     try:
-        jobs, _ = jobs_insert(specs=specs)
+        jobs_insert(specs=specs, links=links)  # the links go in the jobs' statement
     except IntegrityError as exc:
         if getattr(getattr(exc.__cause__, "diag", None), "table_name", None) != Job._meta.db_table:
             raise  # not a key someone holds: some other row broke a constraint
         raise JobKeyTaken(str(exc)) from exc
-    rows_insert(
-        [TrainingJob(training=training, rule=rule, job=job) for rule, job in zip(fresh, jobs, strict=True)]
-    )
     scan_kick_on_commit(min(instant for spec in specs for instant in spec.schedules))
 
 

@@ -74,8 +74,8 @@ def test_it_creates_a_training_in_the_same_few_statements_whatever_the_team_size
     with django_assert_max_num_queries(few):
         training = _create(large)
     # savepoint, training with its history row (audit), invitations and the rules (one statement on
-    # PostgreSQL), jobs, links, release (COPY apart)
-    assert few <= (5 if connection.vendor == "postgresql" else 8)
+    # PostgreSQL), jobs with their links (one on PostgreSQL), release (COPY apart)
+    assert few <= (4 if connection.vendor == "postgresql" else 8)
     assert training.invitations.count() == 40
     links = TrainingJob.objects.filter(training=training).select_related("job", "rule")
     assert sorted(link.rule.slug for link in links) == sorted(
