@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.apps import apps
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Model
 from django.utils import timezone
 from simple_history.manager import HistoryDescriptor
@@ -61,6 +63,8 @@ class AuditedHistory(HistoricalRecords):
             return None
         if hasattr(instance, "skip_history_when_saving"):
             return None
+        if self.m2m_models:
+            raise TypeError("a model with m2m history is saved with save(): its m2m rows follow the record")
         using = using if self.use_base_model_db else None
         history_model = getattr(type(instance), self.manager_name).model
         context = {
@@ -68,8 +72,6 @@ class AuditedHistory(HistoricalRecords):
             "history_user": self.get_history_user(instance),
             "history_change_reason": self.get_change_reason_for_object(instance, "+", using),
         }
-        if self.m2m_models:
-            raise TypeError("a model with m2m history is saved with save(): its m2m rows follow the record")
         attrs = {field.attname: getattr(instance, field.attname) for field in self.fields_included(instance)}
         if getattr(history_model, "history_relation", None) is not None:
             attrs["history_relation"] = instance
@@ -88,24 +90,20 @@ def audited_history(model: type[Model]) -> AuditedHistory | None:
     return _AUDITED.get(model)
 
 
+@dataclass
 class _Creation:
     """A creation's history row, built and announced, waiting for the statement that writes it."""
 
-    def __init__(
-        self, model: type[Model], instance: Model, record: Model, using: str | None, context: dict[str, Any]
-    ) -> None:
-        self.model, self.instance, self.record, self.using, self.context = (
-            model,
-            instance,
-            record,
-            using,
-            context,
-        )
+    model: type[Model]
+    instance: Model
+    record: Model
+    using: str | None
+    context: dict[str, Any]
 
     def sent(self) -> None:
         """The row is written: mark it saved and send `post_create_historical_record`."""
         self.record._state.adding = False
-        self.record._state.db = self.using or "default"
+        self.record._state.db = self.using or DEFAULT_DB_ALIAS
         post_create_historical_record.send(
             sender=self.model,
             instance=self.instance,

@@ -47,8 +47,8 @@ def training_reminders_schedule(
     Instants at or before `now` are not scheduled. Returns how many instants are now wanted.
     The training's jobs are the ones linked to it (`TrainingJob`); a new one is created under a key no
     other job holds, so a row someone else made under the usual key is never taken over. A linked job is
-    replaced by `job_upsert`; the new ones are inserted together (one INSERT for the jobs, one COPY for
-    their occurrences, one INSERT for the links). `new`: the training was saved in this transaction, so
+    replaced by `job_upsert`; the new ones are inserted together (one statement for the jobs and their
+    links on PostgreSQL, one COPY for their occurrences). `new`: the training was saved in this transaction, so
     it has no linked job yet (one query saved).
     """
     now = now or timezone.now()

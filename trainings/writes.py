@@ -57,10 +57,11 @@ def training_create(
 ) -> Training:
     """Create a training, invite its players (default: the team's active members), schedule reminders.
 
-    Four statements whatever the team's size on PostgreSQL: the training with its history row (audit), its
-    invitations (an INSERT ... SELECT of the members, or an INSERT of `players`) and the rules read back,
-    all in one (`_training_insert`); then its jobs (one INSERT), their occurrences (one COPY) and the links
-    (one INSERT).
+    Two statements and a COPY whatever the team's size, on PostgreSQL: the training with its history row
+    (audit), its invitations (an INSERT ... SELECT of the members, or an INSERT of `players`) and the rules
+    read back, all in one (`_training_insert`); its jobs with their links (one statement); their
+    occurrences (one COPY). Elsewhere the training, its history row, the invitations and the rules take
+    a statement each.
     """
     with transaction.atomic():
         training = Training(
