@@ -48,8 +48,8 @@ def training_reminders_schedule(
     The training's jobs are the ones linked to it (`TrainingJob`); a new one is created under a key no
     other job holds, so a row someone else made under the usual key is never taken over. A linked job is
     replaced by `job_upsert`; the new ones are inserted together (one statement for the jobs and their
-    links on PostgreSQL, one COPY for their occurrences). `new`: the training was saved in this transaction, so
-    it has no linked job yet (one query saved).
+    links on PostgreSQL, one COPY for their occurrences). `new`: the training was saved in this
+    transaction, so it has no linked job yet (one query saved).
     """
     now = now or timezone.now()
     wanted_by_rule: dict[ReminderRule, list[datetime]] = {}
