@@ -18,10 +18,12 @@ from django.db.models import Field, Model
 M = TypeVar("M", bound=Model)
 
 
-CHUNK = 500  # rows per statement
+# More rows than this go through `bulk_create`: its compiler's cost is spread over them, and its
+# UNNEST statement (one per call, whatever the count) stays the same size.
+SMALL = 100
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=2 * SMALL)
 def _insert_sql(model: type[Model], rows: int) -> tuple[str, tuple[Field, ...]]:
     opts = model._meta
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
@@ -57,24 +59,21 @@ def rows_insert(objs: Sequence[M]) -> list[M]:
     """Insert new, unsaved instances of one model with an auto id; they come back saved, ids set, in order.
 
     Like `bulk_create`, no signal is sent and a broken constraint raises IntegrityError in the caller's
-    transaction. Elsewhere than PostgreSQL this is `bulk_create`.
+    transaction. More than SMALL rows, or elsewhere than PostgreSQL, this is `bulk_create`.
     """
     if not objs:
         return []
     model = type(objs[0])
     connection = connections[DEFAULT_DB_ALIAS]
-    if connection.vendor != "postgresql" or model._meta.auto_field is None:
+    if connection.vendor != "postgresql" or model._meta.auto_field is None or len(objs) > SMALL:
         return model._default_manager.bulk_create(objs)
-    pk = connection.ops.quote_name(str(model._meta.pk.column))
-    for start in range(0, len(objs), CHUNK):
-        chunk = objs[start : start + CHUNK]
-        sql, params = insert_values(chunk)
-        with connection.cursor() as cursor:
-            cursor.execute(f"{sql} RETURNING {pk}", params)
-            ids = cursor.fetchall()
-        for obj, (value,) in zip(chunk, ids, strict=True):
-            obj.pk = value
-        mark_saved(chunk)
+    sql, params = insert_values(objs)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {connection.ops.quote_name(str(model._meta.pk.column))}", params)
+        ids = cursor.fetchall()
+    for obj, (value,) in zip(objs, ids, strict=True):
+        obj.pk = value
+    mark_saved(objs)
     return list(objs)
 
 
@@ -86,7 +85,7 @@ def rows_insert_linked(objs: Sequence[M], links: Sequence[Model], *, key: str, v
     if len(links) != len(objs):
         raise ValueError("one link per row")
     connection = connections[DEFAULT_DB_ALIAS]
-    if not objs or connection.vendor != "postgresql" or len(objs) > CHUNK:
+    if not objs or connection.vendor != "postgresql" or len(objs) > SMALL:
         rows_insert(objs)
         for obj, link in zip(objs, links, strict=True):
             setattr(link, via, obj)
