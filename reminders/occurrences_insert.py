@@ -34,13 +34,18 @@ def occurrences_insert(rows: Sequence[tuple[Job, datetime, int]]) -> int:
         return 0
     now = timezone.now()
     if connection.vendor == "postgresql":
+        scheduled = OccurrenceStatus.SCHEDULED.value
+        spread: dict[int, bool] = {}  # per job (by identity): are its batch's events spread over a window?
         with connection.cursor() as cursor:
             raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
             with raw.copy(queries.COPY_OCCURRENCES) as copy:
                 for job, instant, index in rows:
+                    spreads = spread.get(id(job))
+                    if spreads is None:
+                        spreads = spread[id(job)] = batch_offset(job, 1) != timedelta(0)
                     copy.write_row(
-                        (job.pk, instant, instant + batch_offset(job, index), job.priority,
-                         OccurrenceStatus.SCHEDULED.value, 0, "", new_idempotency_key(), job.version, index,
+                        (job.pk, instant, instant + batch_offset(job, index) if spreads else instant,
+                         job.priority, scheduled, 0, "", new_idempotency_key(), job.version, index,
                          job.throttle_id, now)
                     )  # fmt: skip
         return len(rows)

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, User
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from reminders.history import without_history
@@ -29,6 +30,7 @@ from reminders.models import (
 )
 from reminders.occurrences import occurrences_cancel
 from reminders.occurrences_insert import occurrences_insert
+from reminders.rows_insert import rows_insert, rows_insert_linked
 
 logger = logging.getLogger(__name__)
 
@@ -234,19 +236,24 @@ def jobs_bulk_upsert(*, specs: Sequence[JobSpec], owner: User | AbstractBaseUser
 
 
 def jobs_insert(
-    *, specs: Sequence[JobSpec], owner: User | AbstractBaseUser | None = None
+    *,
+    specs: Sequence[JobSpec],
+    owner: User | AbstractBaseUser | None = None,
+    links: Sequence[Model] = (),
 ) -> tuple[list[Job], int]:
     """Insert new jobs (one INSERT) and all their occurrences (one COPY) in the caller's transaction.
 
     For keys the caller knows to be free: one that exists raises IntegrityError and the caller's
     transaction must roll back (there is no savepoint here, which would cost two round trips). Does not
     kick the scan: the caller does, once. Returns the jobs, in `specs` order, and how many occurrences.
+    `links`: a caller's new row per spec with a `job` foreign key (e.g. the trainings app's TrainingJob),
+    pointed at its job and inserted in the jobs' statement.
     """
     for spec in specs:
         _require_aware(spec.schedules)
     if not specs:
         return [], 0
-    jobs = Job.objects.bulk_create(
+    jobs = [
         Job(
             key=s.key,
             owner_id=owner.pk if owner is not None else None,
@@ -259,7 +266,11 @@ def jobs_insert(
             ),
         )
         for s in specs
-    )
+    ]
+    if links:
+        rows_insert_linked(jobs, links, key="key", via="job")
+    else:
+        rows_insert(jobs)
     count = occurrences_insert(
         [
             (job, instant, index)

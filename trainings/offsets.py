@@ -15,11 +15,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 _OFFSET = re.compile(r"^([1-9][0-9]{0,4})([mhd])$")
 _UNIT_NAMES = {"m": "min", "h": "h", "d": "d"}
+_UNIT_MINUTES = {"m": 1, "h": 60, "d": 1440}
 # A bound that keeps every rule's reach finite; the rule-change rescan relies on it.
 MAX_OFFSET = timedelta(days=30)
 
@@ -45,7 +46,7 @@ class Offset:
 
     def approximate(self) -> timedelta:
         """The length as an exact duration (a day counted as 24 h): for ordering and bounds only."""
-        return timedelta(minutes=self.value * {"m": 1, "h": 60, "d": 1440}[self.unit])
+        return timedelta(minutes=self.value * _UNIT_MINUTES[self.unit])
 
     def __str__(self) -> str:
         return f"{self.value}{self.unit}"
@@ -57,6 +58,13 @@ class Offset:
 def parse_offsets(texts: Iterable[str]) -> list[Offset]:
     """Parse and de-duplicate, shortest first; raises OffsetError naming the first bad item."""
     return sorted({Offset.parse(text) for text in texts}, key=lambda o: (o.approximate(), o.unit))
+
+
+@lru_cache(maxsize=256)
+def parse_offsets_cached(texts: tuple[str, ...]) -> tuple[Offset, ...]:
+    """`parse_offsets` of a rule's stored list, remembered: every training's scheduling reads each rule's
+    offsets, and they rarely change (an error is raised again each time, never cached)."""
+    return tuple(parse_offsets(texts))
 
 
 def shift(anchor: datetime, offset: Offset, *, sign: int, zone: ZoneInfo) -> datetime:

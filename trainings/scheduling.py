@@ -13,10 +13,12 @@ import secrets
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from reminders.kick import scan_kick_on_commit
@@ -45,13 +47,13 @@ def training_reminders_schedule(
     Instants at or before `now` are not scheduled. Returns how many instants are now wanted.
     The training's jobs are the ones linked to it (`TrainingJob`); a new one is created under a key no
     other job holds, so a row someone else made under the usual key is never taken over. A linked job is
-    replaced by `job_upsert`; the new ones are inserted together (one INSERT for the jobs, one COPY for
-    their occurrences, one INSERT for the links). `new`: the training was saved in this transaction, so
-    it has no linked job yet (one query saved).
+    replaced by `job_upsert`; the new ones are inserted together (one statement for the jobs and their
+    links on PostgreSQL, one COPY for their occurrences). `new`: the training was saved in this
+    transaction, so it has no linked job yet (one query saved).
     """
     now = now or timezone.now()
     wanted_by_rule: dict[ReminderRule, list[datetime]] = {}
-    for rule in ReminderRule.objects.all() if rules is None else rules:
+    for rule in _rules_all() if rules is None else rules:
         wanted_by_rule[rule] = []
         if rule.active and not training.cancelled:
             wanted_by_rule[rule] = [instant for instant, _ in rule.instants_for(training) if instant > now]
@@ -65,6 +67,46 @@ def training_reminders_schedule(
     fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
     _jobs_link(training, fresh, wanted_by_rule, check_keys=not new)
     return sum(len(wanted) for wanted in wanted_by_rule.values())
+
+
+@cache
+def rules_query(extra: str = "") -> tuple[str, list[str], list[tuple[int, list[Any], Any]]]:
+    """The SQL, field names and value converters of `ReminderRule.objects.all()`, worked out once.
+
+    `extra`: an SQL expression selected after the fields (a caller's own column, unconverted).
+    """
+    rules = ReminderRule.objects.all()
+    if extra:
+        rules = rules.annotate(extra=RawSQL(extra, ()))  # noqa: S611 - a constant of the caller's
+    compiler = rules.query.get_compiler(DEFAULT_DB_ALIAS)
+    sql, params = compiler.as_sql()
+    if params:
+        raise AssertionError("all() binds no value")
+    columns = [col for col, _, _ in compiler.select][: len(ReminderRule._meta.concrete_fields)]
+    converters = [(pos, convs, col) for pos, (convs, col) in compiler.get_converters(columns).items()]
+    return sql, [col.target.attname for col in columns], converters
+
+
+def rules_from_rows(rows: Iterable[tuple[Any, ...]], extra: str = "") -> list[ReminderRule]:
+    """The rules of rows read with `rules_query(extra)`'s SQL, as `all()` makes them."""
+    _, names, converters = rules_query(extra)
+    connection = connections[DEFAULT_DB_ALIAS]
+    rules = []
+    for row in rows:
+        values = list(row[: len(names)])
+        for pos, convs, col in converters:
+            for convert in convs:
+                values[pos] = convert(values[pos], col, connection)
+        rules.append(ReminderRule.from_db(DEFAULT_DB_ALIAS, names, values))
+    return rules
+
+
+def _rules_all() -> list[ReminderRule]:
+    """`ReminderRule.objects.all()` without compiling the query for every training (that cost more CPU
+    than its round trip)."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(rules_query()[0])
+        return rules_from_rows(cursor.fetchall())
 
 
 def _job_settings(training: Training, rule: ReminderRule) -> dict[str, Any]:
@@ -101,15 +143,13 @@ def _jobs_link(
         JobSpec(key=_key_free(key, taken), schedules=wanted_by_rule[rule], **_job_settings(training, rule))
         for rule, key in zip(fresh, keys, strict=True)
     ]
+    links = [TrainingJob(training=training, rule=rule) for rule in fresh]
     try:
-        jobs, _ = jobs_insert(specs=specs)
+        jobs_insert(specs=specs, links=links)  # the links go in the jobs' statement
     except IntegrityError as exc:
         if getattr(getattr(exc.__cause__, "diag", None), "table_name", None) != Job._meta.db_table:
             raise  # not a key someone holds: some other row broke a constraint
         raise JobKeyTaken(str(exc)) from exc
-    TrainingJob.objects.bulk_create(
-        TrainingJob(training=training, rule=rule, job=job) for rule, job in zip(fresh, jobs, strict=True)
-    )
     scan_kick_on_commit(min(instant for spec in specs for instant in spec.schedules))
 
 
