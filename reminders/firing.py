@@ -13,9 +13,9 @@ By default the scan never claims beyond its own end, and returns only when every
 published. The scan task passes a `carry`: it claims up to that long past its end and hands what it still
 holds at its end to this process's carrier thread, which publishes it at its instants while Celery starts
 the next scan. Without it, one worker publishes nothing from a scan's end until the next scan's first claim
-(the task's bookkeeping, Celery's switch to the next task, the reap and the claim: tens of milliseconds
-every second, the whole tail of the lateness at 1,000 fires/s). The carried rows stay claimed under the
-scan's lease, so a process that dies with them leaves them to the reaper, as it would inside a scan.
+(the task's bookkeeping, Celery's switch to the next task, the reap and the claim: tens of milliseconds,
+every second). The carried rows stay claimed under the scan's lease, so a process that dies with them
+leaves them to the reaper, as it would inside a scan.
 """
 
 from __future__ import annotations

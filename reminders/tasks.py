@@ -58,7 +58,7 @@ _frozen = False
 def _freeze_once() -> None:
     """Move everything the worker process has loaded (Django, Celery, the app) out of the collector's sight.
 
-    A full collection of a started worker went through all of it: 100 ms in which nothing was published.
+    Otherwise every full collection goes through all of it again, and nothing is published meanwhile.
     """
     global _frozen
     if not _frozen:
