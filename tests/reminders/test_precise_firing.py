@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 
-from reminders import timer
+from reminders import dispatch, timer
 from reminders.dbclock import DbClock
 from reminders.firing import STALE_REASON, carrier, occurrences_fire_for
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
@@ -159,3 +161,28 @@ def test_with_a_carry_the_rows_due_just_after_the_end_are_published_at_their_ins
         row.refresh_from_db()
         assert row.status == status
     assert len(drain_queue(queue_name, expect=2)) == 2
+
+
+@pytest.mark.django_db(transaction=True)  # the marker thread marks on its own connection
+def test_a_mark_that_fails_on_the_marker_thread_is_raised_in_the_scan_and_marked_again_by_its_recover(
+    monkeypatch, queue_name
+) -> None:  # type: ignore[no-untyped-def]
+    row = _held(queue_name, 0.2)
+    failures: list[str] = []
+    mark = dispatch.occurrences_mark_delivered
+
+    def fails_once_on_the_marker(**kwargs: Any) -> int:
+        if threading.current_thread().name == "reminders-marker" and not failures:
+            failures.append(threading.current_thread().name)
+            raise OperationalError("server closed the connection unexpectedly")
+        return mark(**kwargs)
+
+    monkeypatch.setattr(dispatch, "occurrences_mark_delivered", fails_once_on_the_marker)
+
+    with pytest.raises(OperationalError):
+        occurrences_fire_for(seconds=0.5)
+
+    assert failures == ["reminders-marker"]
+    row.refresh_from_db()
+    assert row.status == OccurrenceStatus.DELIVERED  # by recover(), on the scan's thread
+    assert len(drain_queue(queue_name, expect=1)) == 1
