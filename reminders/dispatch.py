@@ -7,10 +7,13 @@ Whether a row is due, a lease still holds or a deadline passed is judged by the 
 from __future__ import annotations
 
 import logging
+import os
+import queue
+import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -230,7 +233,13 @@ class Pipeline:
     """
 
     def __init__(
-        self, policy: RetryPolicy, result: ScanResult, clock: DbClock, *, mark_after: float = 0.0
+        self,
+        policy: RetryPolicy,
+        result: ScanResult,
+        clock: DbClock,
+        *,
+        mark_after: float = 0.0,
+        marker: Marker | None = None,
     ) -> None:
         self.policy = policy
         self.result = result
@@ -241,6 +250,13 @@ class Pipeline:
         self._flight: tuple[_Chunk, InFlight] | None = None
         self._unsent: dict[uuid.UUID, tuple[Claim, set[int]]] = {}
         self._outcomes: list[_Outcome] = []
+        # With a marker, outcomes are marked by its thread: the caller publishing at instants does not wait
+        # for the UPDATEs (a few milliseconds each, tens on a loaded machine). What it failed to mark comes
+        # back here, with its error, to be raised in the caller's thread (whose `recover` marks it again).
+        self._marker = marker
+        self._marked: threading.Event | None = None  # set once the last outcomes handed over are marked
+        self._marker_failed: list[_Outcome] = []
+        self._marker_error: Exception | None = None
 
     def hold(self, claim: Claim) -> None:
         """A committed claim: its rows are ours to deliver, or to hand back."""
@@ -269,13 +285,19 @@ class Pipeline:
             # the mark back until the next chunk (up to 64 slow HTTP calls) would only risk the lease.
             self.settle()
 
-    def settle(self) -> None:
-        """Wait for the chunk in flight, if any, and mark every known outcome."""
+    def settle(self, *, marked: bool = True) -> None:
+        """Wait for the chunk in flight, if any, and mark every known outcome.
+
+        Without `marked`, the marks may still be under way on the marker's thread when this returns.
+        """
         if self._flight is not None:
             chunk, flight = self._flight
             self._flight = None
             self._outcomes.append(_Outcome(chunk, flight.wait()))
         self._mark_known()
+        if marked and self._marked is not None:
+            self._marked.wait()
+            self._raise_marker_error()
 
     def recover(self) -> None:
         """After an error: mark what was published and hand back what was not, on a fresh connection.
@@ -288,6 +310,11 @@ class Pipeline:
             chunk, flight = self._flight
             self._flight = None
             self._outcomes.append(_Outcome(chunk, flight.wait()))  # frees the transport; wait never raises
+        if self._marker is not None:
+            if self._marked is not None:
+                self._marked.wait()  # nothing is marked behind our back from here on
+            self._outcomes[:0], self._marker_failed, self._marker_error = self._marker_failed, [], None
+            self._marker = None
         if not self._outcomes and not self._unsent:
             return
         claims = [o.chunk.claim for o in self._outcomes] + [claim for claim, _ in self._unsent.values()]
@@ -314,26 +341,51 @@ class Pipeline:
                 return
 
     def _mark_known(self) -> None:
-        while self._outcomes:
+        if self._marker is None:
+            self._mark_all(self._outcomes)
+            return
+        self._raise_marker_error()
+        if self._outcomes:
+            outcomes, self._outcomes = self._outcomes, []
+            self._marked = self._marker.submit(lambda: self._mark_off(outcomes))
+
+    def _mark_off(self, outcomes: list[_Outcome]) -> None:
+        """On the marker's thread: mark `outcomes`; on an error keep what is left for the caller."""
+        try:
+            self._mark_all(outcomes)
+        except Exception as exc:
+            _reconnect_if_broken()
+            self._marker_failed += outcomes
+            self._marker_error = self._marker_error or exc
+
+    def _raise_marker_error(self) -> None:
+        if self._marker_error is not None:
+            exc, self._marker_error = self._marker_error, None
+            self._outcomes[:0], self._marker_failed = self._marker_failed, []
+            raise exc
+
+    def _mark_all(self, outcomes: list[_Outcome]) -> None:
+        """Mark `outcomes`, removing each from the list once marked."""
+        while outcomes:
             # Consecutive error-free outcomes of one claim and callback type are marked by one UPDATE.
-            first, n = self._outcomes[0], 1
+            first, n = outcomes[0], 1
             while (
-                n < len(self._outcomes)
+                n < len(outcomes)
                 and not first.errors
                 and not first.delivered_marked
-                and not (other := self._outcomes[n]).errors
+                and not (other := outcomes[n]).errors
                 and (other.chunk.claim.token, other.chunk.callback_type)
                 == (first.chunk.claim.token, first.chunk.callback_type)
             ):
                 n += 1
             if n > 1:
-                parts = self._outcomes[:n]
+                parts = outcomes[:n]
                 deliveries = [d for o in parts for d in o.chunk.deliveries]
                 advance = any(o.chunk.advance for o in parts)
                 chunk = _Chunk(first.chunk.claim, first.chunk.callback_type, deliveries, advance)
                 first = _Outcome(chunk, {}, known=max(o.known for o in parts), parts=parts)
             self._mark(first)
-            del self._outcomes[:n]
+            del outcomes[:n]
 
     def _at(self, instant: float) -> datetime:
         """The database's time at monotonic `instant`, by the latest reading of its clock."""
@@ -382,6 +434,65 @@ class _Outcome:
     delivered_marked: bool = False
     known: float = field(default_factory=time.monotonic)  # when the outcome came in
     parts: list[_Outcome] = field(default_factory=list)  # outcomes gathered into this one, for metrics
+
+
+class Marker:
+    """One thread per process that marks outcomes, in the order handed over, on its own connection."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], None], threading.Event] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def submit(self, job: Callable[[], None]) -> threading.Event:
+        """Run `job` after the ones handed over before it; the event is set once it has run."""
+        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+            self._jobs = queue.Queue()
+            self._thread = threading.Thread(target=self._run, name="reminders-marker", daemon=True)
+            self._pid = os.getpid()
+            self._thread.start()
+        done = threading.Event()
+        self._jobs.put((job, done))
+        return done
+
+    def stop(self, timeout: float) -> bool:
+        """Finish the jobs handed over, end the thread and close its connection; False on timeout."""
+        thread = self._thread
+        if thread is None or not thread.is_alive() or self._pid != os.getpid():
+            return True
+        self._jobs.put(None)
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _run(self) -> None:
+        connect_ahead()
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                connection.close()
+                return
+            job, done = item
+            try:
+                job()
+            except Exception:
+                logger.exception("the marker's job failed")
+            finally:
+                done.set()
+
+
+def connect_ahead() -> None:
+    """Open this thread's database connection before its first use needs it (best effort)."""
+    try:
+        connection.ensure_connection()
+    except DatabaseError:
+        logger.warning("could not connect ahead; the first query will try again", exc_info=True)
+
+
+_marker = Marker()
+
+
+def marker() -> Marker:
+    return _marker
 
 
 def _reconnect_if_broken() -> None:

@@ -9,13 +9,24 @@ instants it waits on its LISTEN connection (reminders/wakeup.py), so a write of 
 claimed at once; it still claims every REMINDERS_POLL_SECONDS, the safety net for a lost notification.
 
 Throttled rows are claimed as the polling scan claims them (only what the bucket allows now, nothing held).
-The scan never claims beyond its own end, and returns only when everything it held has been published.
+By default the scan never claims beyond its own end, and returns only when everything it held has been
+published. The scan task passes a `carry`: it claims up to that long past its end and hands what it still
+holds at its end to this process's carrier thread, which publishes it at its instants while Celery starts
+the next scan. Without it, one worker publishes nothing from a scan's end until the next scan's first claim
+(the task's bookkeeping, Celery's switch to the next task, the reap and the claim: tens of milliseconds,
+every second). The carried rows stay claimed under the scan's lease, so a process that dies with them
+leaves them to the reaper, as it would inside a scan.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import queue
+import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -24,7 +35,14 @@ from django.db import connection
 from reminders import metrics
 from reminders.claiming import occurrences_claim_due, occurrences_mark_skipped, occurrences_reap_expired
 from reminders.dbclock import DbClock
-from reminders.dispatch import Pipeline, ScanResult, claim_chunks, occurrences_dispatch_for
+from reminders.dispatch import (
+    Pipeline,
+    ScanResult,
+    claim_chunks,
+    connect_ahead,
+    marker,
+    occurrences_dispatch_for,
+)
 from reminders.kick import lookahead_seconds
 from reminders.occurrences import Claim, ClaimedOccurrence
 from reminders.retry import RetryPolicy
@@ -46,12 +64,25 @@ _AHEAD_LIMIT = 200
 # Chunks sent at their instants are small (a few rows): their marks are gathered this long into one UPDATE
 # (each row's delivered_at is still the time the broker confirmed its chunk's group, at most this apart).
 _MARK_AFTER = 0.02
+# The scan task's carry (see the module's docstring): longer than the gap between two scans of one worker
+# (tens of milliseconds; more on a loaded machine), shorter than a scan, so one carry is done before the next.
+CARRY_SECONDS = 0.5
 STALE_REASON = "its job changed while the occurrence was held for its instant"
 
+logger = logging.getLogger(__name__)
 
-def occurrences_fire_for(*, seconds: float, batch_size: int | None = None) -> tuple[ScanResult, bool]:
+
+def occurrences_fire_for(
+    *,
+    seconds: float,
+    batch_size: int | None = None,
+    carry: float = 0.0,
+    carried: Callable[[ScanResult], None] | None = None,
+) -> tuple[ScanResult, bool]:
     """Claim ahead and fire at each instant for `seconds` (then drain what is held); SQLite polls.
 
+    With `carry`, rows due up to `carry` seconds after the end are claimed too, and whatever is still held
+    at the end is published by the carrier thread after this returns; `carried` gets its totals then.
     Returns the totals and whether the last claim was full of rows due already (a backlog: re-kick).
     """
     if connection.vendor != "postgresql":
@@ -61,38 +92,48 @@ def occurrences_fire_for(*, seconds: float, batch_size: int | None = None) -> tu
     totals = ScanResult()
     clock = DbClock.read()
     occurrences_reap_expired(now=clock.now(), policy=policy)
-    pipeline = Pipeline(policy, totals, clock, mark_after=_MARK_AFTER)
+    # Threads of their own mark and carry, on their own connections: not inside a transaction (a test's),
+    # whose rows no other connection sees.
+    apart = not connection.in_atomic_block
+    pipeline = Pipeline(policy, totals, clock, mark_after=_MARK_AFTER, marker=marker() if apart else None)
     timers = TimerQueue()
+    carry = min(carry, lookahead_seconds()) if apart else 0.0
+    if carry:
+        carrier().ready()  # its connection is open by the time it is handed the carry
     try:
-        backlog = _loop(pipeline, timers, size, seconds)
+        backlog = _loop(pipeline, timers, size, seconds, carry)
     except Exception:
         timers.clear()
         pipeline.recover()  # hands back every held row too: the pipeline holds them by their claim
         raise
+    if timers:  # only with a carry: rows due within it, held by this pipeline (settled: nothing in flight)
+        pipeline.result = ScanResult()
+        carrier().take(pipeline, timers, carried)
     return totals, backlog
 
 
-def _loop(pipeline: Pipeline, timers: TimerQueue, size: int, seconds: float) -> bool:
+def _loop(pipeline: Pipeline, timers: TimerQueue, size: int, seconds: float, carry: float) -> bool:
     ahead = lookahead_seconds()
     poll = settings.REMINDERS_POLL_SECONDS
     wake = listener()
     stop_at = time.monotonic() + seconds
+    claim_until = stop_at + carry
     next_claim = time.monotonic()
     first, full, backlog = True, False, False
     while True:
         now = time.monotonic()
         if first or (now >= next_claim and now < stop_at):
             first = False
-            # Never beyond the scan's end: whatever is claimed is published before the task returns.
+            # Never beyond the scan's end (and its carry): whatever is claimed is published by this process.
             # Small claims while on time: a claim of a thousand rows takes tens of milliseconds, during which
             # nothing due goes out. A backlog (a full claim of rows due already) is claimed in full batches.
             limit = size if backlog else min(size, _AHEAD_LIMIT)
-            full, backlog = _claim(pipeline, timers, limit, max(0.0, min(ahead, stop_at - now)))
+            full, backlog = _claim(pipeline, timers, limit, max(0.0, min(ahead, claim_until - now)))
             next_claim = time.monotonic() + (0.0 if full else poll)
         _fire_due(pipeline, timers)
         now = time.monotonic()
-        if now >= stop_at and not timers:
-            pipeline.settle()
+        if now >= stop_at and (not timers or carry):
+            pipeline.settle()  # the carrier, if any, gets the rest with nothing in flight
             return backlog
         if full and now < stop_at:
             continue  # more is claimable at once
@@ -102,7 +143,7 @@ def _loop(pipeline: Pipeline, timers: TimerQueue, size: int, seconds: float) -> 
         if instant is not None:
             until = min(until, _monotonic(pipeline.clock, instant) + _GATHER)
         if until - now > _SETTLE_GAP:
-            pipeline.settle()  # idle time: mark the chunk in flight now
+            pipeline.settle(marked=False)  # idle time: read the outcome of the chunk in flight, mark it
             now = time.monotonic()
         if until > now and wake.wait(until - now) and time.monotonic() < stop_at:
             next_claim = time.monotonic()  # something due soon was written: claim it now
@@ -171,3 +212,90 @@ def _checked(
         held_reload(held, check.changed_jobs)
     dropped = set(check.gone) | set(check.stale)
     timers.ready(held, [o for o in rows if o.id not in dropped])
+
+
+def _drain(pipeline: Pipeline, timers: TimerQueue) -> None:
+    """Publish everything held at its instant, then mark it (the carrier's part of a scan)."""
+    try:
+        while timers:
+            _fire_due(pipeline, timers)
+            instant = timers.next_due()
+            if instant is None:
+                break
+            until = _monotonic(pipeline.clock, instant) + _GATHER
+            now = time.monotonic()
+            if until - now > _SETTLE_GAP:
+                pipeline.settle(marked=False)
+                now = time.monotonic()
+            if until > now:
+                time.sleep(until - now)
+        pipeline.settle()
+    except Exception:
+        timers.clear()
+        pipeline.recover()
+        raise
+
+
+_CarrierJob = tuple[Pipeline, TimerQueue, Callable[[ScanResult], None] | None]
+
+
+class Carrier:
+    """One thread per process publishing what a scan still held at its end, while the next scan starts.
+
+    Its database connection is its own (Django's are per thread) and is kept between scans; the transport
+    is shared, and its lock lets one chunk at a time be in flight.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[_CarrierJob | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def ready(self) -> None:
+        """Start the thread if this process has none running."""
+        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+            self._jobs = queue.Queue()
+            self._thread = threading.Thread(target=self._run, name="reminders-carrier", daemon=True)
+            self._pid = os.getpid()
+            self._thread.start()
+
+    def take(self, pipeline: Pipeline, timers: TimerQueue, done: Callable[[ScanResult], None] | None) -> None:
+        """Publish `timers` through `pipeline` on the thread, then hand its totals to `done`."""
+        self.ready()
+        self._jobs.put((pipeline, timers, done))
+
+    def stop(self, timeout: float) -> bool:
+        """Publish what was handed over, then end the thread and close its connection; False on timeout."""
+        thread = self._thread
+        if thread is None or not thread.is_alive() or self._pid != os.getpid():
+            return True
+        self._jobs.put(None)
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _run(self) -> None:
+        connect_ahead()
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                connection.close()
+                self._jobs.task_done()
+                return
+            pipeline, timers, done = job
+            try:
+                connection.close_if_unusable_or_obsolete()
+                _drain(pipeline, timers)
+                if done is not None:
+                    done(pipeline.result)
+            except Exception:
+                # The rows not marked are covered by their lease (recover() handed back what it could).
+                logger.exception("the carrier could not publish what a scan held at its end")
+            finally:
+                self._jobs.task_done()
+
+
+_carrier = Carrier()
+
+
+def carrier() -> Carrier:
+    return _carrier

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 from datetime import timedelta
+from typing import Any
 
-from celery import shared_task
+from celery import shared_task, signals
 from django.conf import settings
 from django.utils import timezone
 
 from reminders import health
 from reminders.beat import PURGE_TASK, SCAN_TASK
-from reminders.firing import occurrences_fire_for
+from reminders.dispatch import marker
+from reminders.firing import CARRY_SECONDS, carrier, occurrences_fire_for
 from reminders.history import history_purge_old
 from reminders.kick import scan_kick
 from reminders.occurrences import occurrences_purge_old
+from reminders.scan_result import ScanResult
 from reminders.status import scan_minutes_purge, scan_record
 
 logger = logging.getLogger(__name__)
@@ -23,10 +27,18 @@ logger = logging.getLogger(__name__)
 
 @shared_task(name=SCAN_TASK, ignore_result=True)
 def scan_due() -> dict[str, int]:
-    totals, backlog = occurrences_fire_for(seconds=settings.REMINDERS_SCAN_SECONDS)
+    _freeze_once()
+    worker = scan_due.request.hostname or socket.gethostname()
+
+    def carried(result: ScanResult) -> None:
+        scan_record(result=result, worker=worker)  # from the carrier thread, once it has published
+
+    totals, backlog = occurrences_fire_for(
+        seconds=settings.REMINDERS_SCAN_SECONDS, carry=CARRY_SECONDS, carried=carried
+    )
     health.scan_finished(worker=scan_due.request.hostname)
     # The status page's "last scan" and deliveries per minute (one upsert per run, reminders/status.py).
-    scan_record(result=totals, worker=scan_due.request.hostname or socket.gethostname())
+    scan_record(result=totals, worker=worker)
     if backlog:
         # A full last batch means more is due: drain it now instead of waiting for the next beat tick.
         # Best effort: with the broker down the work done stands, and beat's next tick goes on.
@@ -38,6 +50,28 @@ def scan_due() -> dict[str, int]:
             totals.released, totals.lost_lease,
         )  # fmt: skip
     return {"claimed": totals.claimed, "delivered": totals.delivered}
+
+
+_frozen = False
+
+
+def _freeze_once() -> None:
+    """Move everything the worker process has loaded (Django, Celery, the app) out of the collector's sight.
+
+    Otherwise every full collection goes through all of it again, and nothing is published meanwhile.
+    """
+    global _frozen
+    if not _frozen:
+        gc.collect()
+        gc.freeze()
+        _frozen = True
+
+
+@signals.worker_process_shutdown.connect
+def _publish_carried_before_exit(**kwargs: Any) -> None:
+    """A worker stopping waits for what its last scan handed to the carrier (at most a carry's length)."""
+    carrier().stop(timeout=CARRY_SECONDS + 5.0)
+    marker().stop(timeout=5.0)
 
 
 @shared_task(name=PURGE_TASK, ignore_result=True)

@@ -93,6 +93,18 @@ def _listener_closed() -> Iterator[None]:
     listener().close()
 
 
+@pytest.fixture(autouse=True)
+def _engine_threads_stopped() -> Iterator[None]:
+    """A look-ahead scan's carrier and marker threads (reminders/firing.py, reminders/dispatch.py) finish
+    their work and close their connections after each test, as a worker's do when it stops."""
+    yield
+    from reminders.dispatch import marker
+    from reminders.firing import carrier
+
+    assert carrier().stop(timeout=10.0), "the carrier did not finish what it was handed"
+    assert marker().stop(timeout=10.0), "the marker did not finish what it was handed"
+
+
 @pytest.fixture
 def user(db: None):  # type: ignore[no-untyped-def]
     return UserFactory()

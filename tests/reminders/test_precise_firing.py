@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 
-from reminders import timer
+from reminders import dispatch, timer
 from reminders.dbclock import DbClock
-from reminders.firing import STALE_REASON, occurrences_fire_for
+from reminders.firing import STALE_REASON, carrier, occurrences_fire_for
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from reminders.scan_result import ScanResult
 from reminders.services import Callback, job_cancel, job_upsert
 from reminders.transports import Delivery, InFlight, get_transport
 from tests.conftest import drain_queue
@@ -132,3 +135,54 @@ def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held
     after_the_scan.refresh_from_db()
     assert soon.status == OccurrenceStatus.DELIVERED
     assert after_the_scan.status == OccurrenceStatus.SCHEDULED
+
+
+@pytest.mark.django_db(transaction=True)  # the carrier thread reads on its own connection
+def test_with_a_carry_the_rows_due_just_after_the_end_are_published_at_their_instants_by_the_carrier(
+    monkeypatch, queue_name
+) -> None:  # type: ignore[no-untyped-def]
+    in_scan, carried, beyond = _held(queue_name, 0.2), _held(queue_name, 0.7), _held(queue_name, 1.4)
+    published = _record_publishes(monkeypatch)
+    recorded: list[ScanResult] = []
+
+    totals, _ = occurrences_fire_for(seconds=0.5, carry=0.5, carried=recorded.append)
+
+    # The scan returned at its end: the carried row is claimed (under the scan's lease), not yet sent.
+    assert (totals.claimed, totals.delivered) == (2, 1)
+    carried.refresh_from_db()
+    assert carried.status == OccurrenceStatus.CLAIMED
+    assert carrier().stop(timeout=5.0)  # publishes what it holds, then closes its connection
+    assert [r.delivered for r in recorded] == [1]
+    assert [ids for _, ids in published] == [[in_scan.id], [carried.id]]
+    late = (published[1][0] - carried.fire_at).total_seconds()
+    assert 0 <= late < 0.2, f"the carried row went out {late:.3f} s after its instant"
+    for row, status in ((in_scan, OccurrenceStatus.DELIVERED), (carried, OccurrenceStatus.DELIVERED),
+                        (beyond, OccurrenceStatus.SCHEDULED)):  # fmt: skip
+        row.refresh_from_db()
+        assert row.status == status
+    assert len(drain_queue(queue_name, expect=2)) == 2
+
+
+@pytest.mark.django_db(transaction=True)  # the marker thread marks on its own connection
+def test_a_mark_that_fails_on_the_marker_thread_is_raised_in_the_scan_and_marked_again_by_its_recover(
+    monkeypatch, queue_name
+) -> None:  # type: ignore[no-untyped-def]
+    row = _held(queue_name, 0.2)
+    failures: list[str] = []
+    mark = dispatch.occurrences_mark_delivered
+
+    def fails_once_on_the_marker(**kwargs: Any) -> int:
+        if threading.current_thread().name == "reminders-marker" and not failures:
+            failures.append(threading.current_thread().name)
+            raise OperationalError("server closed the connection unexpectedly")
+        return mark(**kwargs)
+
+    monkeypatch.setattr(dispatch, "occurrences_mark_delivered", fails_once_on_the_marker)
+
+    with pytest.raises(OperationalError):
+        occurrences_fire_for(seconds=0.5)
+
+    assert failures == ["reminders-marker"]
+    row.refresh_from_db()
+    assert row.status == OccurrenceStatus.DELIVERED  # by recover(), on the scan's thread
+    assert len(drain_queue(queue_name, expect=1)) == 1
