@@ -6,21 +6,17 @@ Also the coach's "remind now", which builds the same pushes for a click instead 
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import reduce
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from reminders.transports import Delivery, TransportError
 from trainings.models import (
-    Player,
     Push,
     PushStatus,
     ReminderRule,
@@ -32,10 +28,10 @@ from trainings.models import (
 )
 from trainings.notices import quiet_releases_schedule, quiet_status
 from trainings.offsets import Offset
-from trainings.publishing import pushes_publish
-from trainings.rendering import Rendered, push_for, push_render
+from trainings.publishing import pushes_publish, pushes_record
+from trainings.rendering import Addressee, PushRow, Rendered, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
-from trainings.selectors import reminder_recipients, reminder_recipients_many
+from trainings.selectors import Recipient, reminder_recipients, reminder_recipients_many
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +48,10 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     2. In one transaction: one Push per remaining player, unique per (occurrence, player), so a redelivered
        occurrence finds them already there and never creates a second one; pending pushes of players who
        answered since an earlier attempt are withdrawn; one ReminderRun per occurrence.
-    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent. An
-       occurrence with a push the broker did not take gets a TransportError: the engine retries it and the
-       retry publishes only what is not sent, with the same idempotency keys.
+    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent: those
+       just inserted as they were built, any left pending by an earlier attempt as stored. An occurrence
+       with a push the broker did not take gets a TransportError: the engine retries it and the retry
+       publishes only what is not sent, with the same idempotency keys.
     Returns the errors keyed by occurrence id (the batch handler contract, reminders/handlers.py).
     """
     errors: dict[int, TransportError] = {}
@@ -84,17 +81,29 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     now = timezone.now()
     with transaction.atomic():
         # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
-        pushes = sorted((p for f in firings for p in f.pushes), key=lambda p: p.key)
-        Push.objects.bulk_create(pushes, ignore_conflicts=True)
-        _pushes_withdraw(firings)
+        inserted = pushes_record(sorted((p for f in firings for p in f.pushes), key=lambda p: p.key))
+        earlier = _pushes_withdraw(firings, set(inserted.values()))
         ReminderRun.objects.bulk_create(
             sorted((f.run(now) for f in firings), key=lambda r: r.occurrence_key),
             update_conflicts=True,
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
-        quiet_releases_schedule(p for f in firings for p in f.pushes)
-    errors.update(pushes_publish(deliveries=[f.delivery for f in firings]))
+        quiet_releases_schedule(
+            (f.training, f.rule, p.release_at)
+            for f in firings
+            for p in f.pushes
+            if p.status == PushStatus.HELD and p.release_at and f.training and f.rule
+        )
+    # An occurrence with no push pending from before has exactly the pending ones inserted now to publish.
+    recorded = {
+        f.delivery.idempotency_key: [
+            (inserted[p.key], p) for p in f.pushes if p.status == PushStatus.PENDING and p.key in inserted
+        ]
+        for f in firings
+        if f.delivery.idempotency_key not in earlier
+    }
+    errors.update(pushes_publish(deliveries=[f.delivery for f in firings], recorded=recorded))
     return errors
 
 
@@ -117,8 +126,8 @@ class Firing:
     training: Training | None
     rule: ReminderRule | None
     outcome: RunOutcome
-    recipients: list[Player] = field(default_factory=list)
-    pushes: list[Push] = field(default_factory=list)
+    recipients: Sequence[Addressee] = field(default_factory=list)
+    pushes: list[PushRow] = field(default_factory=list)
 
     def run(self, now: datetime) -> ReminderRun:
         return ReminderRun(
@@ -162,7 +171,7 @@ def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | Non
 _Reminded = dict[tuple[Any, int, str], list[tuple[str, int, datetime | None]]]
 
 
-def _firing(due: _Due, pending: list[Player], reminded: _Reminded) -> Firing:
+def _firing(due: _Due, pending: list[Recipient], reminded: _Reminded) -> Firing:
     """The pending players minus those already reminded at this offset; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
@@ -178,21 +187,31 @@ def _firing(due: _Due, pending: list[Player], reminded: _Reminded) -> Firing:
 
 
 def _recipients_pushes(
-    delivery: Delivery, training: Training, rule: ReminderRule, recipients: list[Player], offset: Offset
+    delivery: Delivery,
+    training: Training,
+    rule: ReminderRule,
+    recipients: Sequence[Addressee],
+    offset: Offset,
 ) -> Firing:
     """One unsaved Push per recipient, its text rendered in their language and zone."""
     templates = list(rule.templates.all())
     expires_at = push_expiry(training=training, kind=rule.kind)
-    rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
+    # Players sharing language and zone share a text; sharing zone and quiet hours, a status.
+    rendered_for: dict[tuple[str, str], Rendered] = {}
+    status_for: dict[tuple[str, Any, Any], tuple[PushStatus, datetime | None, str]] = {}
+    offset_text = str(offset)
     pushes = []
     for player in recipients:
         audience = (player.language, player.time_zone)
-        if audience not in rendered_for:
-            rendered_for[audience] = push_render(
+        rendered = rendered_for.get(audience)
+        if rendered is None:
+            rendered = rendered_for[audience] = push_render(
                 templates=templates, training=training, player=player, offset=offset
             )
-        rendered = rendered_for[audience]
-        status, release_at, reason = quiet_status(player, training, delivery.fire_at, expires_at)
+        quiet = (player.time_zone, player.quiet_start, player.quiet_end)
+        status = status_for.get(quiet)
+        if status is None:
+            status = status_for[quiet] = quiet_status(player, training, delivery.fire_at, expires_at)
         pushes.append(
             push_for(
                 delivery,
@@ -201,11 +220,11 @@ def _recipients_pushes(
                 rendered=rendered,
                 rule=rule,
                 kind=rule.kind,
-                offset=str(offset),
+                offset=offset_text,
                 expires_at=expires_at,
-                status=status,
-                release_at=release_at,
-                status_reason=reason,
+                status=status[0],
+                release_at=status[1],
+                status_reason=status[2],
             )
         )
     return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
@@ -221,18 +240,20 @@ def _reminded_at_offsets(dues: Sequence[_Due]) -> _Reminded:
     triples = {(due.training.pk, due.rule.pk, str(due.offset)) for due in dues}
     if not triples:
         return {}
+    # Each column on its own list (one OR per triple costs more to build than the query takes); the few
+    # rows of another combination of them are dropped here.
+    trainings, rules, offsets = (sorted(set(column), key=str) for column in zip(*triples, strict=True))
     rows = (
-        Push.objects.filter(
-            reduce(operator.or_, (Q(training_id=t, rule_id=r, offset=o) for t, r, o in triples))
-        )
+        Push.objects.filter(training_id__in=trainings, rule_id__in=rules, offset__in=offsets)
         .exclude(status__in=[PushStatus.WITHDRAWN, PushStatus.SKIPPED])
         .values_list("training_id", "rule_id", "offset", "occurrence_key", "player_id", "expires_at")
     )
     reminded: _Reminded = {}
     for training_id, rule_id, offset, occurrence_key, player_id, expires_at in rows:
-        reminded.setdefault((training_id, rule_id, offset), []).append(
-            (occurrence_key, player_id, expires_at)
-        )
+        if (training_id, rule_id, offset) in triples:
+            reminded.setdefault((training_id, rule_id, offset), []).append(
+                (occurrence_key, player_id, expires_at)
+            )
     return reminded
 
 
@@ -272,18 +293,25 @@ def _fire_targets(
     return lookup
 
 
-def _pushes_withdraw(firings: Sequence[Firing]) -> int:
-    """Pending pushes of players no longer pending (they answered since an earlier attempt)."""
+def _pushes_withdraw(firings: Sequence[Firing], inserted: set[int]) -> set[str]:
+    """Withdraw the pending pushes of players no longer pending (they answered since an earlier attempt).
+
+    Returns the occurrences (keys) that still have a pending push not `inserted` now: an earlier attempt's
+    (or a concurrent one's), which is published as stored.
+    """
     wanted = {f.delivery.idempotency_key: {p.pk for p in f.recipients} for f in firings}
     pending = Push.objects.filter(occurrence_key__in=wanted, status=PushStatus.PENDING)
-    stale = [
-        pk
-        for pk, occurrence_key, player_id in pending.values_list("pk", "occurrence_key", "player_id")
-        if player_id not in wanted[occurrence_key]
-    ]
-    if not stale:
-        return 0
-    return Push.objects.filter(pk__in=stale, status=PushStatus.PENDING).update(status=PushStatus.WITHDRAWN)
+    stale, earlier = [], set()
+    for pk, occurrence_key, player_id in pending.values_list("pk", "occurrence_key", "player_id"):
+        if pk in inserted:
+            continue
+        if player_id in wanted[occurrence_key]:
+            earlier.add(occurrence_key)
+        else:
+            stale.append(pk)
+    if stale:
+        Push.objects.filter(pk__in=stale, status=PushStatus.PENDING).update(status=PushStatus.WITHDRAWN)
+    return earlier
 
 
 # --- Coach actions in the admin -------------------------------------------------------------------------
@@ -326,10 +354,9 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
         payload={"training": str(training.pk), "rule": rule.pk},
     )
     firing = _recipients_pushes(delivery, training, rule, recipients, _offset_now(training, rule, now))
-    for push in firing.pushes:
-        push.occurrence_id = None  # no engine occurrence behind a coach's click
+    # No engine occurrence behind a coach's click.
     with transaction.atomic():
-        Push.objects.bulk_create(sorted(firing.pushes, key=lambda p: p.key), ignore_conflicts=True)
+        pushes_record(sorted((p._replace(occurrence_id=None) for p in firing.pushes), key=lambda p: p.key))
     errors = pushes_publish(deliveries=[delivery])
     published = Push.objects.filter(occurrence_key=occurrence_key, status=PushStatus.SENT).count()
     error = str(errors[0]) if 0 in errors else ""
