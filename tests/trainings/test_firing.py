@@ -236,6 +236,7 @@ def test_pushes_the_broker_returns_stay_pending_and_the_retry_publishes_them_onc
     assert sorted(keys) == sorted(pushes.values_list("key", flat=True))
 
 
+@pytest.mark.rabbitmq
 def test_the_published_message_is_the_stored_push_message(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
     """The pushes just recorded are published as built, without reading them back: the same message."""
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
