@@ -57,7 +57,7 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
             )
             elements = "jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n)"
             sql = f"{head} SELECT {picks}, %s, '[]' FROM {elements} ORDER BY n{tail}"  # noqa: S608
-            cursor.execute(sql, [now, json.dumps(rows, default=_json_value, separators=(",", ":"))])
+            cursor.execute(sql, [now, json.dumps(rows, separators=(",", ":"), default=_JsonValues())])
             inserted.update(cursor.fetchall())
             return inserted
         row_sql = f"({', '.join(['%s'] * (len(fields) + 1))}, '[]')"
@@ -74,13 +74,26 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
     return inserted
 
 
-def _json_value(value: object) -> str:
-    """A PushRow value JSON has no type for, as the text PostgreSQL casts back (timestamps, UUIDs)."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, UUID):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} in a push row")
+class _JsonValues(dict[object, str]):
+    """The PushRow values JSON has no type for, as the text PostgreSQL casts back (timestamps, UUIDs);
+    each distinct one is written once (an occurrence's pushes share their instants and training)."""
+
+    def __call__(self, value: object) -> str:
+        text = self.get(value)
+        if text is None:
+            if isinstance(value, datetime):
+                text = value.isoformat()
+            elif isinstance(value, UUID):
+                text = str(value)
+            else:
+                raise TypeError(f"{type(value).__name__} in a push row")
+            self[value] = text
+        return text
+
+
+def _dumps(value: object, **options: Any) -> bytes:
+    """JSON as the transports encode a payload (reminders/transports/base.py, `Delivery.json_body`)."""
+    return json.dumps(value, separators=(",", ":"), **options).encode()
 
 
 def push_message(row: PushRow) -> dict[str, object]:
@@ -130,13 +143,36 @@ def _publish_and_mark(messages: Sequence[Delivery]) -> Mapping[int, TransportErr
     return flight.wait()
 
 
+class _Bodies(dict[tuple[object, ...], bytes]):
+    """The published JSON of pushes just built: `push_message(row)` encoded as `Delivery.json_body` would.
+
+    The pushes of one occurrence for one language and zone differ only in their key and player, which
+    come first: what follows them is encoded once.
+    """
+
+    def __call__(self, row: PushRow) -> bytes:
+        shared = (row.title, row.body, row.language, row.training_id, row.kind, row.rule_slug, row.fire_at,
+                  row.expires_at)  # fmt: skip
+        rest = self.get(shared)
+        if rest is None:
+            document = push_message(row)
+            for first in ("schema", "idempotency_key", "player"):
+                del document[first]
+            rest = self[shared] = b"," + _dumps(document)[1:]
+        return b"".join((_HEAD, _dumps(row.key), b',"player":', b"%d" % row.player_id, rest))
+
+
+_HEAD = b'{"schema":"trainings.push/2","idempotency_key":'
+
+
 class _Pending(NamedTuple):
     pk: int
     key: str
     occurrence_key: str
     kind: str
     fire_at: datetime
-    message: dict[str, object]
+    message: dict[str, object] | None  # read back from the database
+    body: bytes | None = None  # built here
 
 
 def pushes_publish(
@@ -152,8 +188,9 @@ def pushes_publish(
     """
     by_key = {d.idempotency_key: d for d in deliveries}
     recorded = recorded or {}
+    body = _Bodies()
     pending = [
-        _Pending(pk, row.key, row.occurrence_key, row.kind, row.fire_at, push_message(row))
+        _Pending(pk, row.key, row.occurrence_key, row.kind, row.fire_at, None, body(row))
         for key in by_key
         for pk, row in recorded.get(key, ())
     ]
@@ -178,6 +215,7 @@ def pushes_publish(
             attempt=by_key[push.occurrence_key].attempt,
             target=queue,
             payload=push.message,
+            body=push.body,
         )
         for push in pending
     ]
