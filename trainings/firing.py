@@ -29,7 +29,7 @@ from trainings.models import (
 from trainings.notices import quiet_releases_schedule, quiet_status
 from trainings.offsets import Offset
 from trainings.publishing import pushes_publish, pushes_record
-from trainings.rendering import Addressee, PushRow, Rendered, push_for, push_render
+from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import Recipient, reminder_recipients, reminder_recipients_many
 
@@ -57,9 +57,10 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     errors: dict[int, TransportError] = {}
     targets = _fire_targets(deliveries)
     checked: list[Firing | _Due] = []
+    instants: _Instants = {}
     for delivery in deliveries:
         try:
-            checked.append(_due(delivery, *targets(delivery)))
+            checked.append(_due(delivery, *targets(delivery), instants))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -67,12 +68,13 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = _reminded_at_offsets(dues)
     firings: list[Firing] = []
+    start_texts: StartTexts = {}
     for item in checked:
         if isinstance(item, Firing):
             firings.append(item)
             continue
         try:
-            firings.append(_firing(item, recipients[item.training.pk, item.rule.kind], reminded))
+            firings.append(_firing(item, recipients[item.training.pk, item.rule.kind], reminded, start_texts))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", item.delivery.idempotency_key)
             errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -154,7 +156,13 @@ class _Due:
     expires_at: datetime
 
 
-def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | None) -> Firing | _Due:
+# A rule's instants for a training's times, by (rule, start, end, zone): a chunk's trainings share them.
+_Instants = dict[tuple[Any, datetime, datetime, str], dict[datetime, Offset]]
+
+
+def _due(
+    delivery: Delivery, training: Training | None, rule: ReminderRule | None, instants: _Instants
+) -> Firing | _Due:
     """The outcome that reaches nobody (gone, cancelled, inactive, stale), or what is needed to decide who."""
     if training is None or rule is None:
         return Firing(delivery, training, rule, RunOutcome.GONE)
@@ -162,7 +170,11 @@ def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | Non
         return Firing(delivery, training, rule, RunOutcome.CANCELLED)
     if not rule.active:
         return Firing(delivery, training, rule, RunOutcome.INACTIVE)
-    offset = dict(rule.instants_for(training)).get(delivery.fire_at)
+    times = (rule.pk, training.start, training.end, training.time_zone)
+    wanted = instants.get(times)
+    if wanted is None:
+        wanted = instants[times] = dict(rule.instants_for(training))
+    offset = wanted.get(delivery.fire_at)
     if offset is None:
         return Firing(delivery, training, rule, RunOutcome.STALE)
     return _Due(delivery, training, rule, offset, push_expiry(training=training, kind=rule.kind))
@@ -171,7 +183,7 @@ def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | Non
 _Reminded = dict[tuple[Any, int, str], list[tuple[str, int, datetime | None]]]
 
 
-def _firing(due: _Due, pending: list[Recipient], reminded: _Reminded) -> Firing:
+def _firing(due: _Due, pending: list[Recipient], reminded: _Reminded, start_texts: StartTexts) -> Firing:
     """The pending players minus those already reminded at this offset; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
@@ -183,7 +195,7 @@ def _firing(due: _Due, pending: list[Recipient], reminded: _Reminded) -> Firing:
     recipients = [player for player in pending if player.pk not in already]
     if not recipients:
         return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
-    return _recipients_pushes(delivery, training, rule, recipients, due.offset)
+    return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts)
 
 
 def _recipients_pushes(
@@ -192,6 +204,7 @@ def _recipients_pushes(
     rule: ReminderRule,
     recipients: Sequence[Addressee],
     offset: Offset,
+    start_texts: StartTexts | None = None,
 ) -> Firing:
     """One unsaved Push per recipient, its text rendered in their language and zone."""
     templates = list(rule.templates.all())
@@ -206,7 +219,7 @@ def _recipients_pushes(
         rendered = rendered_for.get(audience)
         if rendered is None:
             rendered = rendered_for[audience] = push_render(
-                templates=templates, training=training, player=player, offset=offset
+                templates=templates, training=training, player=player, offset=offset, start_texts=start_texts
             )
         quiet = (player.time_zone, player.quiet_start, player.quiet_end)
         status = status_for.get(quiet)

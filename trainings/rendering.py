@@ -55,23 +55,46 @@ def pick_template(templates: Iterable[ReminderTemplate], language: str) -> Remin
     return min(by_language.items())[1] if by_language else None
 
 
+# A start's local time and date texts by (start, zone, language): the trainings of a due minute mostly
+# start at the same time, and formatting in a language is most of a render.
+StartTexts = dict[tuple[datetime, str, str], tuple[str, str]]
+
+
+def _start_texts(start: datetime, zone_name: str, language: str, known: StartTexts | None) -> tuple[str, str]:
+    texts = known.get((start, zone_name, language)) if known is not None else None
+    if texts is None:
+        local_start = start.astimezone(ZoneInfo(zone_name))
+        with translation.override(language):
+            texts = (
+                formats.time_format(local_start, "TIME_FORMAT"),
+                formats.date_format(local_start, "DATE_FORMAT"),
+            )
+        if known is not None:
+            known[start, zone_name, language] = texts
+    return texts
+
+
 def push_render(
-    *, templates: Iterable[ReminderTemplate], training: Training, player: Addressee, offset: Offset
+    *,
+    templates: Iterable[ReminderTemplate],
+    training: Training,
+    player: Addressee,
+    offset: Offset,
+    start_texts: StartTexts | None = None,
 ) -> Rendered:
     template = pick_template(templates, player.language or settings.LANGUAGE_CODE)
     language = template.language if template else settings.LANGUAGE_CODE
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
-    local_start = training.start.astimezone(ZoneInfo(zone_name))
-    with translation.override(language):
-        values = {
-            "title": training.title,
-            "team": training.team.name,
-            "location": training.location,
-            "start_time": formats.time_format(local_start, "TIME_FORMAT"),
-            "start_date": formats.date_format(local_start, "DATE_FORMAT"),
-            "time_zone": zone_name,
-            "offset": offset.human(),
-        }
+    start_time, start_date = _start_texts(training.start, zone_name, language, start_texts)
+    values = {
+        "title": training.title,
+        "team": training.team.name,
+        "location": training.location,
+        "start_time": start_time,
+        "start_date": start_date,
+        "time_zone": zone_name,
+        "offset": offset.human(),
+    }
     title = template.title if template else _FALLBACK_TITLE
     body = template.body if template else _FALLBACK_BODY
     return Rendered(
