@@ -6,21 +6,17 @@ Also the coach's "remind now", which builds the same pushes for a click instead 
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import reduce
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from reminders.transports import Delivery, TransportError
 from trainings.models import (
-    Player,
     Push,
     PushStatus,
     ReminderRule,
@@ -32,10 +28,10 @@ from trainings.models import (
 )
 from trainings.notices import quiet_releases_schedule, quiet_status
 from trainings.offsets import Offset
-from trainings.publishing import pushes_publish
-from trainings.rendering import Rendered, push_for, push_render
+from trainings.publishing import pushes_publish, pushes_record
+from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
-from trainings.selectors import reminder_recipients, reminder_recipients_many
+from trainings.selectors import Recipient, reminder_recipients, reminder_recipients_many
 
 logger = logging.getLogger(__name__)
 
@@ -52,17 +48,19 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     2. In one transaction: one Push per remaining player, unique per (occurrence, player), so a redelivered
        occurrence finds them already there and never creates a second one; pending pushes of players who
        answered since an earlier attempt are withdrawn; one ReminderRun per occurrence.
-    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent. An
-       occurrence with a push the broker did not take gets a TransportError: the engine retries it and the
-       retry publishes only what is not sent, with the same idempotency keys.
+    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent: those
+       just inserted as they were built, any left pending by an earlier attempt as stored. An occurrence
+       with a push the broker did not take gets a TransportError: the engine retries it and the retry
+       publishes only what is not sent, with the same idempotency keys.
     Returns the errors keyed by occurrence id (the batch handler contract, reminders/handlers.py).
     """
     errors: dict[int, TransportError] = {}
     targets = _fire_targets(deliveries)
     checked: list[Firing | _Due] = []
+    instants: _Instants = {}
     for delivery in deliveries:
         try:
-            checked.append(_due(delivery, *targets(delivery)))
+            checked.append(_due(delivery, *targets(delivery), instants))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -70,12 +68,13 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = _reminded_at_offsets(dues)
     firings: list[Firing] = []
+    start_texts: StartTexts = {}
     for item in checked:
         if isinstance(item, Firing):
             firings.append(item)
             continue
         try:
-            firings.append(_firing(item, recipients[item.training.pk, item.rule.kind], reminded))
+            firings.append(_firing(item, recipients[item.training.pk, item.rule.kind], reminded, start_texts))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", item.delivery.idempotency_key)
             errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -84,17 +83,29 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     now = timezone.now()
     with transaction.atomic():
         # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
-        pushes = sorted((p for f in firings for p in f.pushes), key=lambda p: p.key)
-        Push.objects.bulk_create(pushes, ignore_conflicts=True)
-        _pushes_withdraw(firings)
+        inserted = pushes_record(sorted((p for f in firings for p in f.pushes), key=lambda p: p.key))
+        earlier = _pushes_withdraw(firings, set(inserted.values()))
         ReminderRun.objects.bulk_create(
             sorted((f.run(now) for f in firings), key=lambda r: r.occurrence_key),
             update_conflicts=True,
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
-        quiet_releases_schedule(p for f in firings for p in f.pushes)
-    errors.update(pushes_publish(deliveries=[f.delivery for f in firings]))
+        quiet_releases_schedule(
+            (f.training, f.rule, p.release_at)
+            for f in firings
+            for p in f.pushes
+            if p.status == PushStatus.HELD and p.release_at and f.training and f.rule
+        )
+    # An occurrence with no push pending from before has exactly the pending ones inserted now to publish.
+    recorded = {
+        f.delivery.idempotency_key: [
+            (inserted[p.key], p) for p in f.pushes if p.status == PushStatus.PENDING and p.key in inserted
+        ]
+        for f in firings
+        if f.delivery.idempotency_key not in earlier
+    }
+    errors.update(pushes_publish(deliveries=[f.delivery for f in firings], recorded=recorded))
     return errors
 
 
@@ -117,8 +128,8 @@ class Firing:
     training: Training | None
     rule: ReminderRule | None
     outcome: RunOutcome
-    recipients: list[Player] = field(default_factory=list)
-    pushes: list[Push] = field(default_factory=list)
+    recipients: Sequence[Addressee] = field(default_factory=list)
+    pushes: list[PushRow] = field(default_factory=list)
 
     def run(self, now: datetime) -> ReminderRun:
         return ReminderRun(
@@ -145,7 +156,13 @@ class _Due:
     expires_at: datetime
 
 
-def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | None) -> Firing | _Due:
+# A rule's instants for a training's times, by (rule, start, end, zone): a chunk's trainings share them.
+_Instants = dict[tuple[Any, datetime, datetime, str], dict[datetime, Offset]]
+
+
+def _due(
+    delivery: Delivery, training: Training | None, rule: ReminderRule | None, instants: _Instants
+) -> Firing | _Due:
     """The outcome that reaches nobody (gone, cancelled, inactive, stale), or what is needed to decide who."""
     if training is None or rule is None:
         return Firing(delivery, training, rule, RunOutcome.GONE)
@@ -153,7 +170,11 @@ def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | Non
         return Firing(delivery, training, rule, RunOutcome.CANCELLED)
     if not rule.active:
         return Firing(delivery, training, rule, RunOutcome.INACTIVE)
-    offset = dict(rule.instants_for(training)).get(delivery.fire_at)
+    times = (rule.pk, training.start, training.end, training.time_zone)
+    wanted = instants.get(times)
+    if wanted is None:
+        wanted = instants[times] = dict(rule.instants_for(training))
+    offset = wanted.get(delivery.fire_at)
     if offset is None:
         return Firing(delivery, training, rule, RunOutcome.STALE)
     return _Due(delivery, training, rule, offset, push_expiry(training=training, kind=rule.kind))
@@ -162,7 +183,7 @@ def _due(delivery: Delivery, training: Training | None, rule: ReminderRule | Non
 _Reminded = dict[tuple[Any, int, str], list[tuple[str, int, datetime | None]]]
 
 
-def _firing(due: _Due, pending: list[Player], reminded: _Reminded) -> Firing:
+def _firing(due: _Due, pending: list[Recipient], reminded: _Reminded, start_texts: StartTexts) -> Firing:
     """The pending players minus those already reminded at this offset; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
@@ -174,25 +195,36 @@ def _firing(due: _Due, pending: list[Player], reminded: _Reminded) -> Firing:
     recipients = [player for player in pending if player.pk not in already]
     if not recipients:
         return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
-    return _recipients_pushes(delivery, training, rule, recipients, due.offset)
+    return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts)
 
 
 def _recipients_pushes(
-    delivery: Delivery, training: Training, rule: ReminderRule, recipients: list[Player], offset: Offset
+    delivery: Delivery,
+    training: Training,
+    rule: ReminderRule,
+    recipients: Sequence[Addressee],
+    offset: Offset,
+    start_texts: StartTexts | None = None,
 ) -> Firing:
     """One unsaved Push per recipient, its text rendered in their language and zone."""
     templates = list(rule.templates.all())
     expires_at = push_expiry(training=training, kind=rule.kind)
-    rendered_for: dict[tuple[str, str], Rendered] = {}  # players sharing language and zone share text
+    # Players sharing language and zone share a text; sharing zone and quiet hours, a status.
+    rendered_for: dict[tuple[str, str], Rendered] = {}
+    status_for: dict[tuple[str, Any, Any], tuple[PushStatus, datetime | None, str]] = {}
+    offset_text = str(offset)
     pushes = []
     for player in recipients:
         audience = (player.language, player.time_zone)
-        if audience not in rendered_for:
-            rendered_for[audience] = push_render(
-                templates=templates, training=training, player=player, offset=offset
+        rendered = rendered_for.get(audience)
+        if rendered is None:
+            rendered = rendered_for[audience] = push_render(
+                templates=templates, training=training, player=player, offset=offset, start_texts=start_texts
             )
-        rendered = rendered_for[audience]
-        status, release_at, reason = quiet_status(player, training, delivery.fire_at, expires_at)
+        quiet = (player.time_zone, player.quiet_start, player.quiet_end)
+        status = status_for.get(quiet)
+        if status is None:
+            status = status_for[quiet] = quiet_status(player, training, delivery.fire_at, expires_at)
         pushes.append(
             push_for(
                 delivery,
@@ -201,11 +233,11 @@ def _recipients_pushes(
                 rendered=rendered,
                 rule=rule,
                 kind=rule.kind,
-                offset=str(offset),
+                offset=offset_text,
                 expires_at=expires_at,
-                status=status,
-                release_at=release_at,
-                status_reason=reason,
+                status=status[0],
+                release_at=status[1],
+                status_reason=status[2],
             )
         )
     return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
@@ -221,18 +253,20 @@ def _reminded_at_offsets(dues: Sequence[_Due]) -> _Reminded:
     triples = {(due.training.pk, due.rule.pk, str(due.offset)) for due in dues}
     if not triples:
         return {}
+    # Each column on its own list (one OR per triple costs more to build than the query takes); the few
+    # rows of another combination of them are dropped here.
+    trainings, rules, offsets = (sorted(set(column), key=str) for column in zip(*triples, strict=True))
     rows = (
-        Push.objects.filter(
-            reduce(operator.or_, (Q(training_id=t, rule_id=r, offset=o) for t, r, o in triples))
-        )
+        Push.objects.filter(training_id__in=trainings, rule_id__in=rules, offset__in=offsets)
         .exclude(status__in=[PushStatus.WITHDRAWN, PushStatus.SKIPPED])
         .values_list("training_id", "rule_id", "offset", "occurrence_key", "player_id", "expires_at")
     )
     reminded: _Reminded = {}
     for training_id, rule_id, offset, occurrence_key, player_id, expires_at in rows:
-        reminded.setdefault((training_id, rule_id, offset), []).append(
-            (occurrence_key, player_id, expires_at)
-        )
+        if (training_id, rule_id, offset) in triples:
+            reminded.setdefault((training_id, rule_id, offset), []).append(
+                (occurrence_key, player_id, expires_at)
+            )
     return reminded
 
 
@@ -272,18 +306,25 @@ def _fire_targets(
     return lookup
 
 
-def _pushes_withdraw(firings: Sequence[Firing]) -> int:
-    """Pending pushes of players no longer pending (they answered since an earlier attempt)."""
+def _pushes_withdraw(firings: Sequence[Firing], inserted: set[int]) -> set[str]:
+    """Withdraw the pending pushes of players no longer pending (they answered since an earlier attempt).
+
+    Returns the occurrences (keys) that still have a pending push not `inserted` now: an earlier attempt's
+    (or a concurrent one's), which is published as stored.
+    """
     wanted = {f.delivery.idempotency_key: {p.pk for p in f.recipients} for f in firings}
     pending = Push.objects.filter(occurrence_key__in=wanted, status=PushStatus.PENDING)
-    stale = [
-        pk
-        for pk, occurrence_key, player_id in pending.values_list("pk", "occurrence_key", "player_id")
-        if player_id not in wanted[occurrence_key]
-    ]
-    if not stale:
-        return 0
-    return Push.objects.filter(pk__in=stale, status=PushStatus.PENDING).update(status=PushStatus.WITHDRAWN)
+    stale, earlier = [], set()
+    for pk, occurrence_key, player_id in pending.values_list("pk", "occurrence_key", "player_id"):
+        if pk in inserted:
+            continue
+        if player_id in wanted[occurrence_key]:
+            earlier.add(occurrence_key)
+        else:
+            stale.append(pk)
+    if stale:
+        Push.objects.filter(pk__in=stale, status=PushStatus.PENDING).update(status=PushStatus.WITHDRAWN)
+    return earlier
 
 
 # --- Coach actions in the admin -------------------------------------------------------------------------
@@ -326,10 +367,9 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
         payload={"training": str(training.pk), "rule": rule.pk},
     )
     firing = _recipients_pushes(delivery, training, rule, recipients, _offset_now(training, rule, now))
-    for push in firing.pushes:
-        push.occurrence_id = None  # no engine occurrence behind a coach's click
+    # No engine occurrence behind a coach's click.
     with transaction.atomic():
-        Push.objects.bulk_create(sorted(firing.pushes, key=lambda p: p.key), ignore_conflicts=True)
+        pushes_record(sorted((p._replace(occurrence_id=None) for p in firing.pushes), key=lambda p: p.key))
     errors = pushes_publish(deliveries=[delivery])
     published = Push.objects.filter(occurrence_key=occurrence_key, status=PushStatus.SENT).count()
     error = str(errors[0]) if 0 in errors else ""

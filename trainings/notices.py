@@ -29,9 +29,9 @@ from trainings.models import (
     Training,
 )
 from trainings.offsets import is_time_zone
-from trainings.publishing import pushes_publish
+from trainings.publishing import pushes_publish, pushes_record
 from trainings.push.quiet import quiet_hours_for
-from trainings.rendering import moved_render, push_for
+from trainings.rendering import Addressee, moved_render, push_for
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import reminder_recipients
 
@@ -89,7 +89,7 @@ def training_moved_notify(*, delivery: Delivery) -> int:
                 expires_at=training.start,
             )
         )
-    Push.objects.bulk_create(sorted(pushes, key=lambda p: p.key), ignore_conflicts=True)
+    pushes_record(sorted(pushes, key=lambda p: p.key))
     errors = pushes_publish(deliveries=[delivery])
     if errors:
         raise next(iter(errors.values()))
@@ -97,7 +97,7 @@ def training_moved_notify(*, delivery: Delivery) -> int:
 
 
 def quiet_status(
-    player: Player, training: Training, fire_at: datetime, expires_at: datetime
+    player: Addressee, training: Training, fire_at: datetime, expires_at: datetime
 ) -> tuple[PushStatus, datetime | None, str]:
     """PENDING; or HELD until the player's quiet hours end; or SKIPPED when they end too late to help."""
     zone = ZoneInfo(player.time_zone) if is_time_zone(player.time_zone) else training.zone
@@ -133,9 +133,9 @@ def moved_notice_key(*, training_id: object) -> str:
     return f"trainings-moved-notice-{training_id}"
 
 
-def quiet_releases_schedule(pushes: Iterable[Push]) -> None:
-    """One engine job per (training, rule) with held pushes among these (not yet saved, their training and
-    rule set), firing at each distinct release instant (the instants already pending stay; job_upsert
+def quiet_releases_schedule(held: Iterable[tuple[Training, ReminderRule, datetime]]) -> None:
+    """One engine job per (training, rule) with pushes held until these instants (not yet saved), firing
+    at each distinct release instant (the instants already pending stay; job_upsert
     keeps what is still wanted).
 
     Set-based for a due minute at night: one query for the pending instants, one for the keys that exist;
@@ -144,10 +144,9 @@ def quiet_releases_schedule(pushes: Iterable[Push]) -> None:
     finds it.
     """
     wanted: dict[str, tuple[Training, ReminderRule, set[datetime]]] = {}
-    for push in pushes:
-        if push.status == PushStatus.HELD and push.release_at and push.rule:
-            key = quiet_release_key(training_id=push.training.pk, rule=push.rule)
-            wanted.setdefault(key, (push.training, push.rule, set()))[2].add(push.release_at)
+    for training, rule, release_at in held:
+        key = quiet_release_key(training_id=training.pk, rule=rule)
+        wanted.setdefault(key, (training, rule, set()))[2].add(release_at)
     if not wanted:
         return
     pending = Occurrence.objects.filter(job__key__in=list(wanted), status=OccurrenceStatus.SCHEDULED)

@@ -4,18 +4,39 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, time
+from typing import Any, NamedTuple, Protocol
+from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.utils import formats, translation
 
 from reminders.transports import Delivery
-from trainings.models import Player, Push, ReminderTemplate, Training, render_template
+from trainings.models import PushStatus, ReminderRule, ReminderTemplate, Training, render_template
 from trainings.offsets import Offset, is_time_zone
 
 _FALLBACK_TITLE = "{title}"
 _FALLBACK_BODY = "Reminder: {title} starts {start_date} at {start_time}."
+
+
+class Addressee(Protocol):
+    """Who a push is for: a `Player`, or a `trainings.selectors.Recipient` read for a due minute."""
+
+    @property
+    def pk(self) -> Any: ...
+
+    @property
+    def language(self) -> str: ...
+
+    @property
+    def time_zone(self) -> str: ...
+
+    @property
+    def quiet_start(self) -> time | None: ...
+
+    @property
+    def quiet_end(self) -> time | None: ...
 
 
 @dataclass(frozen=True)
@@ -34,23 +55,46 @@ def pick_template(templates: Iterable[ReminderTemplate], language: str) -> Remin
     return min(by_language.items())[1] if by_language else None
 
 
+# A start's local time and date texts by (start, zone, language): the trainings of a due minute mostly
+# start at the same time, and formatting in a language is most of a render.
+StartTexts = dict[tuple[datetime, str, str], tuple[str, str]]
+
+
+def _start_texts(start: datetime, zone_name: str, language: str, known: StartTexts | None) -> tuple[str, str]:
+    texts = known.get((start, zone_name, language)) if known is not None else None
+    if texts is None:
+        local_start = start.astimezone(ZoneInfo(zone_name))
+        with translation.override(language):
+            texts = (
+                formats.time_format(local_start, "TIME_FORMAT"),
+                formats.date_format(local_start, "DATE_FORMAT"),
+            )
+        if known is not None:
+            known[start, zone_name, language] = texts
+    return texts
+
+
 def push_render(
-    *, templates: Iterable[ReminderTemplate], training: Training, player: Player, offset: Offset
+    *,
+    templates: Iterable[ReminderTemplate],
+    training: Training,
+    player: Addressee,
+    offset: Offset,
+    start_texts: StartTexts | None = None,
 ) -> Rendered:
     template = pick_template(templates, player.language or settings.LANGUAGE_CODE)
     language = template.language if template else settings.LANGUAGE_CODE
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
-    local_start = training.start.astimezone(ZoneInfo(zone_name))
-    with translation.override(language):
-        values = {
-            "title": training.title,
-            "team": training.team.name,
-            "location": training.location,
-            "start_time": formats.time_format(local_start, "TIME_FORMAT"),
-            "start_date": formats.date_format(local_start, "DATE_FORMAT"),
-            "time_zone": zone_name,
-            "offset": offset.human(),
-        }
+    start_time, start_date = _start_texts(training.start, zone_name, language, start_texts)
+    values = {
+        "title": training.title,
+        "team": training.team.name,
+        "location": training.location,
+        "start_time": start_time,
+        "start_date": start_date,
+        "time_zone": zone_name,
+        "offset": offset.human(),
+    }
     title = template.title if template else _FALLBACK_TITLE
     body = template.body if template else _FALLBACK_BODY
     return Rendered(
@@ -67,7 +111,7 @@ _MOVED = {
 }
 
 
-def moved_render(*, training: Training, player: Player) -> Rendered:
+def moved_render(*, training: Training, player: Addressee) -> Rendered:
     """The "training moved" push, in the player's language (English otherwise) and zone."""
     language = player.language if player.language in _MOVED else "en"
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
@@ -85,19 +129,60 @@ def moved_render(*, training: Training, player: Player) -> Rendered:
     )
 
 
+class PushRow(NamedTuple):
+    """A `Push` row to insert (trainings.publishing.pushes_record): a tuple, since a due minute makes
+    thousands and a model instance costs more than the rest of the push."""
+
+    key: str
+    occurrence_key: str
+    occurrence_id: int | None
+    training_id: UUID
+    player_id: int
+    rule_id: int | None
+    rule_slug: str | None  # for the message, not a column
+    kind: str
+    offset: str
+    language: str
+    title: str
+    body: str
+    fire_at: datetime
+    expires_at: datetime | None
+    status: str
+    release_at: datetime | None
+    status_reason: str
+
+
 def push_for(
-    delivery: Delivery, *, training: Training, player: Player, rendered: Rendered, **fields: Any
-) -> Push:
+    delivery: Delivery,
+    *,
+    training: Training,
+    player: Addressee,
+    rendered: Rendered,
+    kind: str,
+    expires_at: datetime | None,
+    rule: ReminderRule | None = None,
+    offset: str = "",
+    status: str = PushStatus.PENDING,
+    release_at: datetime | None = None,
+    status_reason: str = "",
+) -> PushRow:
     """A player's push for a fired occurrence, keyed by occurrence and player so a re-fire adds none."""
-    return Push(
-        key=f"{delivery.idempotency_key}.{player.pk}",
-        occurrence_key=delivery.idempotency_key,
-        occurrence_id=delivery.occurrence_id,
-        training=training,
-        player=player,
-        language=rendered.language,
-        title=rendered.title,
-        body=rendered.body,
-        fire_at=delivery.fire_at,
-        **fields,
+    return PushRow(
+        f"{delivery.idempotency_key}.{player.pk}",
+        delivery.idempotency_key,
+        delivery.occurrence_id,
+        training.pk,
+        player.pk,
+        rule.pk if rule is not None else None,
+        rule.slug if rule is not None else None,
+        kind,
+        offset,
+        rendered.language,
+        rendered.title,
+        rendered.body,
+        delivery.fire_at,
+        expires_at,
+        str(status),  # the value, not the enum member
+        release_at,
+        status_reason,
     )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, time
+from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
@@ -84,7 +84,18 @@ def reminder_recipients(*, training: Training, rule: ReminderRule) -> QuerySet[P
     )
 
 
-def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tuple[Any, str], list[Player]]:
+class Recipient(NamedTuple):
+    """A player a reminder still chases, with what their push needs (no model instance: a due minute has
+    thousands of them)."""
+
+    pk: int
+    language: str
+    time_zone: str
+    quiet_start: time | None
+    quiet_end: time | None
+
+
+def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tuple[Any, str], list[Recipient]]:
     """`reminder_recipients` for many (training, rule kind) pairs in one query, keyed by (training id, kind).
 
     One row per invitation of these trainings whose player is an active member of the training's team,
@@ -93,7 +104,7 @@ def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tupl
     answer for that phase. Players come ordered by id.
     """
     wanted = {(training.pk, kind) for training, kind in pairs}
-    result: dict[tuple[Any, str], list[Player]] = {pair: [] for pair in wanted}
+    result: dict[tuple[Any, str], list[Recipient]] = {pair: [] for pair in wanted}
     if not wanted:
         return result
     phases = sorted({kind for _, kind in wanted} & {Phase.PRE, Phase.POST})
@@ -108,25 +119,36 @@ def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tupl
         )
         for phase in phases
     }
-    invitations = (
+    rows = (
         Invitation.objects.filter(Exists(member), training_id__in={pk for pk, _ in wanted})
-        .select_related("player")
         .annotate(**answered)
         .order_by("player_id")
+        .values_list(
+            "training_id",
+            "status",
+            *answered,
+            "player_id",
+            "player__language",
+            "player__time_zone",
+            "player__quiet_start",
+            "player__quiet_end",
+        )
     )
     kinds_of: dict[Any, list[str]] = {}
     for pk, kind in wanted:
         kinds_of.setdefault(pk, []).append(kind)
-    for invitation in invitations:
-        for kind in kinds_of[invitation.training_id]:
+    column = {phase: 2 + i for i, phase in enumerate(phases)}
+    for row in rows:
+        training_id, status = row[0], row[1]
+        recipient: Recipient | None = None
+        for kind in kinds_of[training_id]:
             if kind == RuleKind.INVITATION:
-                chased = invitation.status == InvitationStatus.PENDING
+                chased = status == InvitationStatus.PENDING
             else:
-                chased = invitation.status != InvitationStatus.DENIED and not getattr(
-                    invitation, f"answered_{kind}"
-                )
+                chased = status != InvitationStatus.DENIED and not row[column[kind]]
             if chased:
-                result[invitation.training_id, kind].append(invitation.player)
+                recipient = recipient or Recipient(*row[-5:])
+                result[training_id, kind].append(recipient)
     return result
 
 

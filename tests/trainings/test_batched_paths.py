@@ -191,7 +191,10 @@ def test_the_set_based_recipients_match_the_per_training_query(team, rules) -> N
     pairs = [(t, rule.kind) for t in trainings for rule in rules.values()]
     many = reminder_recipients_many(pairs)
     for training, rule in ((t, r) for t in trainings for r in rules.values()):
-        expected = list(reminder_recipients(training=training, rule=rule).order_by("pk"))
+        expected = [
+            (p.pk, p.language, p.time_zone, p.quiet_start, p.quiet_end)
+            for p in reminder_recipients(training=training, rule=rule).order_by("pk")
+        ]
         assert many[training.pk, rule.kind] == expected
 
 

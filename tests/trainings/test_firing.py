@@ -207,6 +207,46 @@ def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_
     assert statuses == {"Alice": PushStatus.WITHDRAWN, "Bruno": PushStatus.SENT, "Chloe": PushStatus.SENT}
 
 
+@pytest.mark.rabbitmq
+def test_pushes_the_broker_returns_stay_pending_and_the_retry_publishes_them_once(
+    training, rules, push_queue
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import delete_queue
+
+    at_45 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=45))
+    at_30 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=30))
+    fire(at_45)  # the transport has declared the queue: it will not declare it again
+    assert len(drain_queue(push_queue, expect=3)) == 3
+    delete_queue(push_queue)  # so the next pushes are unroutable: the broker returns them (mandatory)
+
+    result = fire(at_30)
+
+    assert result.retried == 1
+    at_30.refresh_from_db()
+    assert "returned by broker" in at_30.last_error
+    pushes = Push.objects.filter(occurrence_key=at_30.idempotency_key)
+    assert list(pushes.values_list("status", "sent_at").distinct()) == [(PushStatus.PENDING, None)]
+    from reminders.transports import get_transport
+
+    get_transport.cache_clear()  # a new connection declares the queue again
+    Occurrence.objects.filter(pk=at_30.pk).update(next_attempt_at=timezone.now())
+    fire(at_30)
+    assert set(pushes.values_list("status", flat=True)) == {PushStatus.SENT}
+    keys = [json.loads(m.body)["idempotency_key"] for m in drain_queue(push_queue, expect=3)]
+    assert sorted(keys) == sorted(pushes.values_list("key", flat=True))
+
+
+@pytest.mark.rabbitmq
+def test_the_published_message_is_the_stored_push_message(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+    """The pushes just recorded are published as built, without reading them back: the same message."""
+    at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
+    fire(at_15)
+    bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
+    stored = {p.key: p.message() for p in Push.objects.select_related("rule")}
+    assert len(bodies) == len(stored) == 3
+    assert all(body == stored[body["idempotency_key"]] for body in bodies)
+
+
 @pytest.mark.parametrize("payload", [{}, {"training": "not-a-uuid", "rule": 1}, {"training": None}, ["x"]])
 def test_a_payload_naming_nothing_is_recorded_as_gone_not_retried(payload) -> None:  # type: ignore[no-untyped-def]
     delivery = Delivery(1, "occ-gone", "training-x-y", START, 1, "trainings.reminder", payload)
