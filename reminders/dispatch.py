@@ -7,13 +7,10 @@ Whether a row is due, a lease still holds or a deadline passed is judged by the 
 from __future__ import annotations
 
 import logging
-import os
-import queue
 import threading
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -21,33 +18,24 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from reminders import metrics
+from reminders.chunks import Chunk, claim_chunks
 from reminders.claiming import (
     Claim,
     Failure,
     occurrences_claim_due,
     occurrences_mark_delivered,
     occurrences_mark_failed,
-    occurrences_mark_skipped,
     occurrences_reap_expired,
 )
-from reminders.cron import MIN_EVERY_SECONDS
 from reminders.dbclock import DbClock
-from reminders.deliveries import DeliveryJob, delivery_for, delivery_jobs
+from reminders.marker import Marker
 from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
 from reminders.scan_result import ScanResult
-from reminders.schedules import schedules_misfire
 from reminders.throttling import throttled_claims
-from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport, transport_row
+from reminders.transports import InFlight, Settled, TransportError, get_transport
 
 logger = logging.getLogger(__name__)
-
-# Stop starting new chunks when less than this is left of the lease: the rest is released, not risked.
-# Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
-# untried before its first chunk.
-_LEASE_MARGIN = timedelta(seconds=5)
-# No timeline fires more often than this (cron: once a minute), so no row later than this is superseded.
-_SHORTEST_PERIOD = timedelta(seconds=MIN_EVERY_SECONDS)
 
 
 def occurrences_dispatch_batch(
@@ -128,96 +116,6 @@ def _scan(pipeline: Pipeline, limit: int) -> int:
     return len(claim.occurrences)
 
 
-@dataclass(frozen=True)
-class _Chunk:
-    """Deliveries of one callback type from one claim, sent together (one AMQP transaction)."""
-
-    claim: Claim
-    callback_type: str
-    deliveries: Sequence[Delivery]
-    advance: bool = True  # some row is a schedule's: marking it moves the schedule on
-
-
-def claim_chunks(
-    claim: Claim, pipeline: Pipeline, jobs: Mapping[int, DeliveryJob] | None = None
-) -> Iterator[_Chunk]:
-    """Load the claimed rows' jobs, skip rows past their deadline, and cut the rest into chunks.
-
-    A generator, so each chunk's lease check happens just before it is sent; the rest of a claim whose
-    lease is nearly over is handed back untried. `jobs`, if given, were read already (held rows,
-    reminders/firing.py).
-    """
-    result = pipeline.result
-    if jobs is None:
-        jobs = delivery_jobs({o.job_id for o in claim.occurrences})
-    groups: dict[str, list[Delivery]] = defaultdict(list)
-    late: list[int] = []
-    now = pipeline.clock.now()
-    superseded = _misfires(claim, jobs, now)
-    if superseded:
-        result.skipped += len(superseded)
-        pipeline.drop(claim, superseded)
-        for o in claim.occurrences:
-            if o.id in superseded and (job := jobs.get(o.job_id)) is not None:
-                metrics.occurrences_ended("skipped", job.callback_type)
-    for occurrence in claim.occurrences:
-        if occurrence.id in superseded:
-            continue
-        job = jobs.get(occurrence.job_id)
-        if job is None:
-            # Deleted (with its occurrences) since the claim: nothing left to deliver or mark.
-            pipeline.drop(claim, [occurrence.id])
-            continue
-        if job.deadline_seconds is not None and now - occurrence.fire_at > timedelta(
-            seconds=job.deadline_seconds
-        ):
-            late.append(occurrence.id)
-            metrics.occurrences_ended("skipped", job.callback_type)
-            continue
-        groups[job.callback_type].append(delivery_for(occurrence, job))
-    if late:
-        result.skipped += occurrences_mark_skipped(
-            token=claim.token, ids=late, now=now, reason="past its deadline when claimed"
-        )
-        pipeline.drop(claim, late)
-
-    # The lease ends by the database's clock; the batch's reading carried on by the monotonic clock makes
-    # this a local deadline (claim time + lease - margin) that no wall-clock step moves.
-    margin = min(_LEASE_MARGIN, timedelta(seconds=settings.REMINDERS_LEASE_SECONDS) / 4)
-    scheduled = {
-        job.callback_type
-        for o in claim.occurrences
-        if (job := jobs.get(o.job_id)) is not None and job.schedule_key is not None
-    }
-    for callback_type, deliveries in groups.items():
-        size = transport_row(callback_type).chunk_size
-        for start in range(0, len(deliveries), size):
-            if pipeline.clock.now() > claim.claimed_until - margin:
-                untried = [d.occurrence_id for d in deliveries[start:]]
-                result.released += occurrences_release(token=claim.token, ids=untried)
-                pipeline.drop(claim, untried)
-                break
-            yield _Chunk(claim, callback_type, deliveries[start : start + size], callback_type in scheduled)
-
-
-def _misfires(claim: Claim, jobs: Mapping[int, DeliveryJob], now: datetime) -> set[int]:
-    """Rows of schedules claimed so late that a later run is due already: the misfire policy decides.
-
-    Only a row at least one shortest period late can have been superseded, so an on-time scan asks
-    the schedules nothing.
-    """
-    candidates = [
-        o.id
-        for o in claim.occurrences
-        if (job := jobs.get(o.job_id)) is not None
-        and job.schedule_key is not None
-        and now - o.fire_at >= _SHORTEST_PERIOD
-    ]
-    if not candidates:
-        return set()
-    return schedules_misfire(token=claim.token, occurrence_ids=candidates, now=now)
-
-
 class Pipeline:
     """Sends chunks so that the database works while the broker commits: at most one chunk in flight.
 
@@ -247,7 +145,7 @@ class Pipeline:
         # `send` leaves outcomes unmarked until the oldest is this old (the look-ahead scan sends many small
         # chunks: one UPDATE for many of them, reminders/firing.py); `settle` marks them all.
         self.mark_after = mark_after
-        self._flight: tuple[_Chunk, InFlight] | None = None
+        self._flight: tuple[Chunk, InFlight] | None = None
         self._unsent: dict[uuid.UUID, tuple[Claim, set[int]]] = {}
         self._outcomes: list[_Outcome] = []
         # With a marker, outcomes are marked by its thread: the caller publishing at instants does not wait
@@ -271,7 +169,7 @@ class Pipeline:
             if not entry[1]:
                 del self._unsent[claim.token]
 
-    def send(self, chunk: _Chunk) -> None:
+    def send(self, chunk: Chunk) -> None:
         previous, self._flight = self._flight, None
         if previous is not None:
             self._outcomes.append(_Outcome(previous[0], previous[1].wait()))
@@ -382,7 +280,7 @@ class Pipeline:
                 parts = outcomes[:n]
                 deliveries = [d for o in parts for d in o.chunk.deliveries]
                 advance = any(o.chunk.advance for o in parts)
-                chunk = _Chunk(first.chunk.claim, first.chunk.callback_type, deliveries, advance)
+                chunk = Chunk(first.chunk.claim, first.chunk.callback_type, deliveries, advance)
                 first = _Outcome(chunk, {}, known=max(o.known for o in parts), parts=parts)
             self._mark(first)
             del outcomes[:n]
@@ -429,70 +327,11 @@ class Pipeline:
 class _Outcome:
     """A chunk whose delivery outcome is known and whose rows are not marked yet."""
 
-    chunk: _Chunk
+    chunk: Chunk
     errors: Mapping[int, TransportError]
     delivered_marked: bool = False
     known: float = field(default_factory=time.monotonic)  # when the outcome came in
     parts: list[_Outcome] = field(default_factory=list)  # outcomes gathered into this one, for metrics
-
-
-class Marker:
-    """One thread per process that marks outcomes, in the order handed over, on its own connection."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], None], threading.Event] | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def submit(self, job: Callable[[], None]) -> threading.Event:
-        """Run `job` after the ones handed over before it; the event is set once it has run."""
-        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
-            self._jobs = queue.Queue()
-            self._thread = threading.Thread(target=self._run, name="reminders-marker", daemon=True)
-            self._pid = os.getpid()
-            self._thread.start()
-        done = threading.Event()
-        self._jobs.put((job, done))
-        return done
-
-    def stop(self, timeout: float) -> bool:
-        """Finish the jobs handed over, end the thread and close its connection; False on timeout."""
-        thread = self._thread
-        if thread is None or not thread.is_alive() or self._pid != os.getpid():
-            return True
-        self._jobs.put(None)
-        thread.join(timeout)
-        return not thread.is_alive()
-
-    def _run(self) -> None:
-        connect_ahead()
-        while True:
-            item = self._jobs.get()
-            if item is None:
-                connection.close()
-                return
-            job, done = item
-            try:
-                job()
-            except Exception:
-                logger.exception("the marker's job failed")
-            finally:
-                done.set()
-
-
-def connect_ahead() -> None:
-    """Open this thread's database connection before its first use needs it (best effort)."""
-    try:
-        connection.ensure_connection()
-    except DatabaseError:
-        logger.warning("could not connect ahead; the first query will try again", exc_info=True)
-
-
-_marker = Marker()
-
-
-def marker() -> Marker:
-    return _marker
 
 
 def _reconnect_if_broken() -> None:

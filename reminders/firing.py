@@ -33,17 +33,12 @@ from django.conf import settings
 from django.db import connection
 
 from reminders import metrics
+from reminders.chunks import claim_chunks
 from reminders.claiming import occurrences_claim_due, occurrences_mark_skipped, occurrences_reap_expired
 from reminders.dbclock import DbClock
-from reminders.dispatch import (
-    Pipeline,
-    ScanResult,
-    claim_chunks,
-    connect_ahead,
-    marker,
-    occurrences_dispatch_for,
-)
+from reminders.dispatch import Pipeline, ScanResult, occurrences_dispatch_for
 from reminders.kick import lookahead_seconds
+from reminders.marker import connect_ahead, marker
 from reminders.occurrences import Claim, ClaimedOccurrence
 from reminders.retry import RetryPolicy
 from reminders.throttling import throttled_claims

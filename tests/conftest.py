@@ -95,11 +95,11 @@ def _listener_closed() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _engine_threads_stopped() -> Iterator[None]:
-    """A look-ahead scan's carrier and marker threads (reminders/firing.py, reminders/dispatch.py) finish
+    """A look-ahead scan's carrier and marker threads (reminders/firing.py, reminders/marker.py) finish
     their work and close their connections after each test, as a worker's do when it stops."""
     yield
-    from reminders.dispatch import marker
     from reminders.firing import carrier
+    from reminders.marker import marker
 
     assert carrier().stop(timeout=10.0), "the carrier did not finish what it was handed"
     assert marker().stop(timeout=10.0), "the marker did not finish what it was handed"

@@ -24,14 +24,7 @@ from trainings.models_devices import DeviceProvider as DeviceProvider
 from trainings.models_devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models_devices import PushSend as PushSend
 from trainings.models_devices import SendStatus as SendStatus
-from trainings.offsets import (
-    Offset,
-    OffsetError,
-    is_time_zone,
-    parse_offsets,
-    parse_offsets_cached,
-    shift,
-)
+from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, parse_stored_offsets, shift
 
 PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
@@ -240,10 +233,7 @@ class ReminderRule(models.Model):
         return self.slug
 
     def parsed_offsets(self) -> list[Offset]:
-        offsets = self.offsets
-        if isinstance(offsets, list) and all(isinstance(text, str) for text in offsets):
-            return list(parse_offsets_cached(tuple(offsets)))
-        return parse_offsets(offsets)  # not a list of texts: the same error validation gives
+        return parse_stored_offsets(self.offsets)
 
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
         """Every instant this rule wants for `training`, earliest first, with the offset that gave it."""

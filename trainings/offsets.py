@@ -67,6 +67,14 @@ def parse_offsets_cached(texts: tuple[str, ...]) -> tuple[Offset, ...]:
     return tuple(parse_offsets(texts))
 
 
+def parse_stored_offsets(value: object) -> list[Offset]:
+    """A rule's stored offsets parsed (remembered when they are a list of texts; anything else gets the
+    error validation gives)."""
+    if isinstance(value, list) and all(isinstance(text, str) for text in value):
+        return list(parse_offsets_cached(tuple(value)))
+    return parse_offsets(value)  # type: ignore[arg-type]
+
+
 def shift(anchor: datetime, offset: Offset, *, sign: int, zone: ZoneInfo) -> datetime:
     """`anchor` moved by `offset` (sign -1 = before, +1 = after), as an aware UTC instant."""
     if anchor.tzinfo is None:

@@ -155,6 +155,7 @@ def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None
     assert not other.reminder_jobs.filter(rule__slug="pre-questionnaire").exists()
 
 
+@pytest.mark.postgres  # the insert-time refusal is PostgreSQL's ON CONFLICT; SQLite raises IntegrityError
 def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, rules, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The race the key check cannot see (an insert between the check and the upsert): the save fails
     rather than adopt the row, and the row is as it was."""

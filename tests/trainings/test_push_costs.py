@@ -123,7 +123,12 @@ def test_a_round_records_every_device_outcome_with_one_statement_per_kind(
     assert {t for t, s in statuses.items() if s == SendStatus.ACCEPTED} == set(statuses) - set(dead)
     assert set(Device.objects.exclude(disabled_at=None).values_list("token", flat=True)) == set(dead)
     sql = [q["sql"] for q in queries.captured_queries]
-    inserts = [s for s in sql if s.startswith('INSERT INTO "trainings_pushsend"')]
+    # (ignore_conflicts is `INSERT OR IGNORE` on SQLite, `ON CONFLICT DO NOTHING` on PostgreSQL)
+    inserts = [
+        s
+        for s in sql
+        if s.startswith(('INSERT INTO "trainings_pushsend"', 'INSERT OR IGNORE INTO "trainings_pushsend"'))
+    ]
     disables = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "disabled_reason" in s]
     successes = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "last_success_at" in s]
     assert len(inserts) == 1 and len(successes) == 1

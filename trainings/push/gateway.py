@@ -48,18 +48,16 @@ from kombu.message import Message
 from reminders import metrics
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
+from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
 from trainings.push.sender import (
     _ACKED,
-    DEAD_LETTER_SCHEMA,
     AuthFailure,
     Handled,
     Outcome,
     PushSender,
     Round,
     devices_disable,
-    push_dead_lettered,
-    push_replay_forget,
 )
 
 __all__ = [

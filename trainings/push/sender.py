@@ -1,7 +1,6 @@
 """Sending one round of pushes: every enabled device of each push's player, concurrently, each outcome
-recorded (`PushSend`) before the gateway may ack, and the device and push services the outcomes drive
-(disable a dead device, dead-letter a push, forget one for a replay). The consumer loop is in
-`trainings/push/gateway.py`."""
+recorded (`PushSend`) before the gateway may ack, and a dead device disabled. The consumer loop is in
+`trainings/push/gateway.py`; dead-lettering in `trainings/push/dead_letters.py`."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from reminders import metrics
@@ -33,8 +31,6 @@ from trainings.push.providers import (
 )
 
 logger = logging.getLogger("trainings.push.gateway")
-
-DEAD_LETTER_SCHEMA = "trainings.push-dead/1"
 
 
 class Outcome(StrEnum):
@@ -400,30 +396,3 @@ def devices_disable(*, device_ids: Sequence[int], reason: str, now: Any = None) 
     return Device.objects.filter(pk__in=device_ids, disabled_at__isnull=True).update(
         disabled_at=now or timezone.now(), disabled_reason=reason[:200] or "disabled"
     )
-
-
-def push_dead_lettered(*, push: PushMessage, error: str, attempts: int) -> None:
-    """After the dead-letter queue has the push: its devices without an outcome are `failed`, the push is
-    finished (a redelivery of the original is a duplicate)."""
-    now = timezone.now()
-    recorded = set(PushSend.objects.filter(push_key=push.idempotency_key).values_list("device_id", flat=True))
-    left = Device.objects.enabled().filter(player_id=push.player).exclude(pk__in=[r for r in recorded if r])
-    rows = [
-        PushSend(push_key=push.idempotency_key, device=device, player_id=push.player,
-                 provider=device.provider, status=SendStatus.FAILED, error=f"dead-lettered: {error}"[:500],
-                 attempts=attempts, recorded_at=now)
-        for device in left
-    ]  # fmt: skip
-    with transaction.atomic():
-        PushSend.objects.bulk_create(rows, ignore_conflicts=True)
-        DeliveredPush.objects.get_or_create(key=push.idempotency_key, defaults={"provider": "dead-letter"})
-
-
-def push_replay_forget(*, key: str) -> int:
-    """Before a dead-lettered push is replayed: forget its failures so its devices are tried again."""
-    with transaction.atomic():
-        deleted, _ = PushSend.objects.filter(
-            Q(status=SendStatus.FAILED) | Q(device__isnull=True), push_key=key
-        ).delete()
-        DeliveredPush.objects.filter(key=key).delete()
-    return deleted
