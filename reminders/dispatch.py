@@ -27,8 +27,8 @@ from reminders.claiming import (
     occurrences_mark_failed,
     occurrences_reap_expired,
 )
+from reminders.connection_thread import ConnectionThread
 from reminders.dbclock import DbClock
-from reminders.marker import Marker
 from reminders.occurrences import occurrences_release
 from reminders.retry import RetryPolicy
 from reminders.scan_result import ScanResult
@@ -137,7 +137,7 @@ class Pipeline:
         clock: DbClock,
         *,
         mark_after: float = 0.0,
-        marker: Marker | None = None,
+        marker: ConnectionThread | None = None,
     ) -> None:
         self.policy = policy
         self.result = result

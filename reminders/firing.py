@@ -20,11 +20,9 @@ leaves them to the reaper, as it would inside a scan.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-import os
-import queue
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -35,10 +33,10 @@ from django.db import connection
 from reminders import metrics
 from reminders.chunks import claim_chunks
 from reminders.claiming import occurrences_claim_due, occurrences_mark_skipped, occurrences_reap_expired
+from reminders.connection_thread import ConnectionThread, marker
 from reminders.dbclock import DbClock
 from reminders.dispatch import Pipeline, ScanResult, occurrences_dispatch_for
 from reminders.kick import lookahead_seconds
-from reminders.marker import connect_ahead, marker
 from reminders.occurrences import Claim, ClaimedOccurrence
 from reminders.retry import RetryPolicy
 from reminders.throttling import throttled_claims
@@ -103,7 +101,7 @@ def occurrences_fire_for(
         raise
     if timers:  # only with a carry: rows due within it, held by this pipeline (settled: nothing in flight)
         pipeline.result = ScanResult()
-        carrier().take(pipeline, timers, carried)
+        carrier().submit(functools.partial(_carry, pipeline, timers, carried))
     return totals, backlog
 
 
@@ -231,66 +229,22 @@ def _drain(pipeline: Pipeline, timers: TimerQueue) -> None:
         raise
 
 
-_CarrierJob = tuple[Pipeline, TimerQueue, Callable[[ScanResult], None] | None]
+def _carry(pipeline: Pipeline, timers: TimerQueue, done: Callable[[ScanResult], None] | None) -> None:
+    """On the carrier's thread: publish what a scan held at its end, then hand its totals to `done`."""
+    try:
+        _drain(pipeline, timers)
+        if done is not None:
+            done(pipeline.result)
+    except Exception:
+        # The rows not marked are covered by their lease (recover() handed back what it could).
+        logger.exception("the carrier could not publish what a scan held at its end")
 
 
-class Carrier:
-    """One thread per process publishing what a scan still held at its end, while the next scan starts.
-
-    Its database connection is its own (Django's are per thread) and is kept between scans; the transport
-    is shared, and its lock lets one chunk at a time be in flight.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.Queue[_CarrierJob | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def ready(self) -> None:
-        """Start the thread if this process has none running."""
-        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
-            self._jobs = queue.Queue()
-            self._thread = threading.Thread(target=self._run, name="reminders-carrier", daemon=True)
-            self._pid = os.getpid()
-            self._thread.start()
-
-    def take(self, pipeline: Pipeline, timers: TimerQueue, done: Callable[[ScanResult], None] | None) -> None:
-        """Publish `timers` through `pipeline` on the thread, then hand its totals to `done`."""
-        self.ready()
-        self._jobs.put((pipeline, timers, done))
-
-    def stop(self, timeout: float) -> bool:
-        """Publish what was handed over, then end the thread and close its connection; False on timeout."""
-        thread = self._thread
-        if thread is None or not thread.is_alive() or self._pid != os.getpid():
-            return True
-        self._jobs.put(None)
-        thread.join(timeout)
-        return not thread.is_alive()
-
-    def _run(self) -> None:
-        connect_ahead()
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                connection.close()
-                self._jobs.task_done()
-                return
-            pipeline, timers, done = job
-            try:
-                connection.close_if_unusable_or_obsolete()
-                _drain(pipeline, timers)
-                if done is not None:
-                    done(pipeline.result)
-            except Exception:
-                # The rows not marked are covered by their lease (recover() handed back what it could).
-                logger.exception("the carrier could not publish what a scan held at its end")
-            finally:
-                self._jobs.task_done()
+# Its database connection is its own (Django's are per thread) and kept between scans; the transport is
+# shared, and its lock lets one chunk at a time be in flight.
+_carrier = ConnectionThread("reminders-carrier")
 
 
-_carrier = Carrier()
-
-
-def carrier() -> Carrier:
+def carrier() -> ConnectionThread:
+    """The thread publishing what a scan still held at its end, while the next scan starts."""
     return _carrier

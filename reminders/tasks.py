@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from reminders import health
 from reminders.beat import PURGE_TASK, SCAN_TASK
+from reminders.connection_thread import marker
 from reminders.firing import CARRY_SECONDS, carrier, occurrences_fire_for
 from reminders.history import history_purge_old
 from reminders.kick import scan_kick
-from reminders.marker import marker
 from reminders.occurrences import occurrences_purge_old
 from reminders.scan_result import ScanResult
 from reminders.status import scan_minutes_purge, scan_record

@@ -14,6 +14,10 @@ from django.test import Client
 from kombu import Connection
 from rest_framework.test import APIClient
 
+from reminders.connection_thread import marker
+from reminders.firing import carrier
+from reminders.transports import get_transport
+from reminders.wakeup import listener
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
 
@@ -71,8 +75,6 @@ def _api_throttling_out_of_the_way(settings: pytest.FixtureRequest) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_transports() -> Iterator[None]:
     """Each test gets new transport instances (and so a new broker connection)."""
-    from reminders.transports import get_transport
-
     get_transport.cache_clear()
     yield
     for kind in ("rabbitmq",):
@@ -88,19 +90,14 @@ def _listener_closed() -> Iterator[None]:
     """A scan that ran in this process left its LISTEN connection open (reminders/wakeup.py): closed, so
     the test database can be dropped at the end."""
     yield
-    from reminders.wakeup import listener
-
     listener().close()
 
 
 @pytest.fixture(autouse=True)
 def _engine_threads_stopped() -> Iterator[None]:
-    """A look-ahead scan's carrier and marker threads (reminders/firing.py, reminders/marker.py) finish
-    their work and close their connections after each test, as a worker's do when it stops."""
+    """A look-ahead scan's carrier and marker threads (reminders/firing.py, reminders/connection_thread.py)
+    finish their work and close their connections after each test, as a worker's do when it stops."""
     yield
-    from reminders.firing import carrier
-    from reminders.marker import marker
-
     assert carrier().stop(timeout=10.0), "the carrier did not finish what it was handed"
     assert marker().stop(timeout=10.0), "the marker did not finish what it was handed"
 

@@ -1,5 +1,9 @@
-"""The marker thread: one per process, marking delivered chunks off the publishing thread, on a database
-connection of its own, so a mark UPDATE does not delay the next instant's publish (reminders/firing.py)."""
+"""A thread per process that runs jobs in the order handed over, on a database connection of its own.
+
+The look-ahead scan uses two (reminders/firing.py): the marker, which marks delivered chunks so a mark
+UPDATE does not delay the next instant's publish, and the carrier, which publishes what a scan still held
+at its end while the next scan starts.
+"""
 
 from __future__ import annotations
 
@@ -14,21 +18,27 @@ from django.db import DatabaseError, connection
 logger = logging.getLogger(__name__)
 
 
-class Marker:
-    """One thread per process that marks outcomes, in the order handed over, on its own connection."""
+class ConnectionThread:
+    """Jobs run one after another on a daemon thread, started on first use in each process (a forked
+    child starts its own); its connection is kept between jobs and closed when it stops."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self._jobs: queue.Queue[tuple[Callable[[], None], threading.Event] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def submit(self, job: Callable[[], None]) -> threading.Event:
-        """Run `job` after the ones handed over before it; the event is set once it has run."""
+    def ready(self) -> None:
+        """Start the thread (and open its connection) if this process has none running."""
         if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
             self._jobs = queue.Queue()
-            self._thread = threading.Thread(target=self._run, name="reminders-marker", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._pid = os.getpid()
             self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> threading.Event:
+        """Run `job` after the ones handed over before it; the event is set once it has run."""
+        self.ready()
         done = threading.Event()
         self._jobs.put((job, done))
         return done
@@ -51,9 +61,10 @@ class Marker:
                 return
             job, done = item
             try:
+                connection.close_if_unusable_or_obsolete()
                 job()
             except Exception:
-                logger.exception("the marker's job failed")
+                logger.exception("a job of the %s thread failed", self.name)
             finally:
                 done.set()
 
@@ -66,8 +77,8 @@ def connect_ahead() -> None:
         logger.warning("could not connect ahead; the first query will try again", exc_info=True)
 
 
-_marker = Marker()
+_marker = ConnectionThread("reminders-marker")
 
 
-def marker() -> Marker:
+def marker() -> ConnectionThread:
     return _marker
