@@ -27,7 +27,7 @@ def main() -> None:
 
     import django
 
-    django.setup()
+    django.setup()  # the app's modules import its models, which need the apps loaded first
     from reminders.models import CallbackType
     from reminders.schedules import ScheduleSpec, schedule_upsert
     from reminders.services import Callback

@@ -5,23 +5,33 @@ sent only while the lease has time left (reminders/dispatch.py sends them)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.conf import settings
 
 from reminders import metrics
 from reminders.claiming import Claim, occurrences_mark_skipped
 from reminders.cron import MIN_EVERY_SECONDS
+from reminders.dbclock import DbClock
 from reminders.deliveries import DeliveryJob, delivery_for, delivery_jobs
 from reminders.occurrences import occurrences_release
+from reminders.scan_result import ScanResult
 from reminders.schedules import schedules_misfire
 from reminders.transports import Delivery, transport_row
 
-if TYPE_CHECKING:
-    from reminders.dispatch import Pipeline
+
+class ChunkSink(Protocol):
+    """What cutting a claim needs of the pipeline its chunks go to (reminders.dispatch.Pipeline): its
+    totals, its reading of the database's clock, and a way to forget rows it will not send."""
+
+    result: ScanResult
+    clock: DbClock
+
+    def drop(self, claim: Claim, ids: Iterable[int]) -> None: ...
+
 
 # Stop starting new chunks when less than this is left of the lease: the rest is released, not risked.
 # Never more than a quarter of the lease, or a short lease (the minimum is 5 s) would release every claim
@@ -42,7 +52,7 @@ class Chunk:
 
 
 def claim_chunks(
-    claim: Claim, pipeline: Pipeline, jobs: Mapping[int, DeliveryJob] | None = None
+    claim: Claim, pipeline: ChunkSink, jobs: Mapping[int, DeliveryJob] | None = None
 ) -> Iterator[Chunk]:
     """Load the claimed rows' jobs, skip rows past their deadline, and cut the rest into chunks.
 

@@ -16,6 +16,7 @@ from reminders import metrics
 from reminders.lookups import AnyOf
 from reminders.models import CallbackType
 from reminders.transports import Delivery, TransportError, get_transport
+from reminders.transports.base import json_compact
 from trainings.models import Push, PushStatus
 from trainings.rendering import PushRow
 
@@ -91,11 +92,6 @@ class _JsonValues(dict[object, str]):
         return text
 
 
-def _dumps(value: object, **options: Any) -> bytes:
-    """JSON as the transports encode a payload (reminders/transports/base.py, `Delivery.json_body`)."""
-    return json.dumps(value, separators=(",", ":"), **options).encode()
-
-
 def push_message(row: PushRow) -> dict[str, object]:
     """`Push.message()` of a row not read back from the database (the same keys in the same order)."""
     return {
@@ -158,8 +154,8 @@ class _Bodies(dict[tuple[object, ...], bytes]):
             document = push_message(row)
             for first in ("schema", "idempotency_key", "player"):
                 del document[first]
-            rest = self[shared] = b"," + _dumps(document)[1:]
-        return b"".join((_HEAD, _dumps(row.key), b',"player":', b"%d" % row.player_id, rest))
+            rest = self[shared] = b"," + json_compact(document)[1:]
+        return b"".join((_HEAD, json_compact(row.key), b',"player":', b"%d" % row.player_id, rest))
 
 
 _HEAD = b'{"schema":"trainings.push/2","idempotency_key":'

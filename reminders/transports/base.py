@@ -39,7 +39,7 @@ class Delivery(NamedTuple):
         """The message body: the stored JSON text when there is one, else the payload encoded compactly."""
         if self.body is not None:
             return self.body
-        return json.dumps(self.payload, separators=(",", ":")).encode()
+        return json_compact(self.payload)
 
     def headers(self) -> dict[str, str]:
         """Metadata that travels beside the payload (AMQP headers, HTTP headers)."""
@@ -107,12 +107,18 @@ class CallbackDataSerializer(serializers.Serializer):
         return payload_size_ok(payload)
 
 
+def json_compact(value: Any) -> bytes:
+    """A payload as every transport sends it: JSON without spaces, UTF-8 (a producer building message
+    bodies itself, trainings/publishing.py, encodes with this so its bytes are the transports')."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def payload_size_ok(payload: Any) -> Any:
     """A payload every transport can carry and PostgreSQL can store, within REMINDERS_MAX_PAYLOAD_BYTES."""
     if any("\x00" in text for text in json_strings(payload)):
         # Valid JSON, but PostgreSQL's jsonb cannot store U+0000 (and most consumers mishandle it).
         raise serializers.ValidationError("strings and keys must not contain the NUL character (\\u0000).")
-    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    size = len(json_compact(payload))
     if size > settings.REMINDERS_MAX_PAYLOAD_BYTES:
         raise serializers.ValidationError(
             f"payload is {size} bytes encoded; the maximum is {settings.REMINDERS_MAX_PAYLOAD_BYTES}."
