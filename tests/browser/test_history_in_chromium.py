@@ -50,5 +50,16 @@ def test_a_coach_sees_their_change_and_their_name_on_the_trainings_history_page(
     assert "location" in changed.lower()
     assert "Stade Charléty" in changed and "Gymnase Jean Dame (rain)" in changed
     assert "None" in rows.nth(1).inner_text()  # made outside a request: nobody to name
+    # The author is named, not linked: the coach may not open the user admin (the link was a 403).
+    assert rows.first.locator("a[href*='/admin/auth/user/']").count() == 0
     path = shot(page, "training-history")
     assert path.stat().st_size > 10_000
+
+    # An operator reading the same page may open the coach's user: there the author is a link.
+    UserFactory(username="operator", is_staff=True, is_superuser=True)
+    page.context.clear_cookies()
+    log_in(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/admin/trainings/training/{training.pk}/history/")
+    author = page.locator("#change-history tbody tr").first.locator("a[href*='/admin/auth/user/']")
+    assert author.inner_text() == "coach"
+    shot(page, "training-history-operator")
