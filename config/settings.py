@@ -212,12 +212,21 @@ LOGGING: dict[str, Any] = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/push-gateway.md#logs).
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The scan runs every second: Celery's per-task "received"/"succeeded" lines would drown everything
     # else. The scan logs its own summary when it claimed something.
     "loggers": {
-        name: {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")}
-        for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
+        **{
+            name: {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")}
+            for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
+        },
+        # The push providers' protocol libraries write whole header blocks and token responses at DEBUG
+        # (the APNs JWT, the FCM access token): whatever LOG_LEVEL says, they log warnings and errors only.
+        **{
+            name: {"level": "WARNING"}
+            for name in ("hpack", "h2", "httpx", "httpcore", "google.auth", "urllib3")
+        },
     },
 }
 
