@@ -258,6 +258,14 @@ TRAININGS_GATEWAY_MAX_ATTEMPTS = env_int("TRAININGS_GATEWAY_MAX_ATTEMPTS", 8, mi
 # A training moved by less than this keeps the reminders its players already had (no "90 min before"
 # twice); players already reminded get one "training moved" push. A bigger move reminds them again.
 TRAININGS_MOVE_REPEAT_MINUTES = env_int("TRAININGS_MOVE_REPEAT_MINUTES", 120, minimum=0)
+# A "training moved" notice fires this long after the last move of a burst: a later move within it
+# replaces the pending notice, so 14 quick edits reach each player once (docs/quiet-hours.md).
+TRAININGS_MOVED_NOTICE_DELAY_SECONDS = env_int(
+    "TRAININGS_MOVED_NOTICE_DELAY_SECONDS", 5, minimum=0, maximum=600
+)
+# A push still held this long after its release is released (or skipped, with the reason) by the hourly
+# check and counted in trainings_held_pushes_overdue_total (docs/quiet-hours.md).
+TRAININGS_HELD_GRACE_SECONDS = env_int("TRAININGS_HELD_GRACE_SECONDS", 300, minimum=0)
 # The post-training questionnaire closes this long after the training ends: a POST push later is stale.
 TRAININGS_POST_QUESTIONNAIRE_HOURS = env_int("TRAININGS_POST_QUESTIONNAIRE_HOURS", 24, minimum=1)
 TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS", 900, minimum=1, maximum=1500)
