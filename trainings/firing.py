@@ -16,17 +16,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.transports import Delivery, TransportError
+from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
     PushStatus,
     ReminderRule,
     ReminderRun,
-    RuleKind,
     RunOutcome,
     Training,
     TrainingJob,
 )
-from trainings.notices import held_releases, quiet_releases_schedule, quiet_status
 from trainings.offsets import Offset
 from trainings.publishing import pushes_publish, pushes_record
 from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, offset_at, push_for, push_render
@@ -283,14 +282,6 @@ def _reminded_at_offsets(dues: Sequence[_Due]) -> _Reminded:
                 (occurrence_key, player_id, expires_at)
             )
     return reminded
-
-
-def push_expiry(*, training: Training, kind: str) -> datetime:
-    """When a reminder is no use any more: the training's start for PRE and INVITATION, the close of the
-    post-training questionnaire (TRAININGS_POST_QUESTIONNAIRE_HOURS after the end) for POST."""
-    if kind == RuleKind.POST:
-        return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
-    return training.start
 
 
 def _fire_targets(

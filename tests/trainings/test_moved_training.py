@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from typing import Any
-
 from zoneinfo import ZoneInfo
 
 import pytest

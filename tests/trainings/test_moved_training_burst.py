@@ -68,7 +68,9 @@ def test_fourteen_concurrent_moves_send_each_player_one_notice_with_the_last_tim
         worker.join()
 
     final = Training.objects.get(pk=training.pk).start
-    moved = [json.loads(m.body) for m in drain_queue(push_queue, expect=3) if json.loads(m.body)["kind"] == MOVED]
+    moved = [
+        json.loads(m.body) for m in drain_queue(push_queue, expect=3) if json.loads(m.body)["kind"] == MOVED
+    ]
     per_player = sorted(Push.objects.filter(kind=MOVED).values_list("player_id", flat=True))
     assert per_player == sorted(team.players.filter(memberships__active=True).values_list("pk", flat=True))
     assert len(moved) == 3
