@@ -133,6 +133,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # A JSON 400 where Django's parsing refuses a body (more than DATA_UPLOAD_MAX_NUMBER_FIELDS fields).
+    "EXCEPTION_HANDLER": "reminders.api_limits.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Reminders API",
@@ -334,10 +336,8 @@ for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the
         raise ImproperlyConfigured(f"API throttle rate {_scope}={_rate!r} is not '<n>/<s|m|h|d>'")
 # How many reverse proxies in front append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
-REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
-    "reminders.api_limits.TokenRateThrottle",
-    "reminders.api_limits.AddressRateThrottle",
-]
+# The per-address limit is a middleware: it must count requests before authentication refuses them.
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.api_limits.TokenRateThrottle"]
 _THROTTLE_CACHE = env_str("API_THROTTLE_CACHE", "memory")
 if _THROTTLE_CACHE not in ("memory", "database"):
     raise ImproperlyConfigured("API_THROTTLE_CACHE must be 'memory' or 'database'")
@@ -355,6 +355,7 @@ CACHES = {
 REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
 MIDDLEWARE.insert(0, "reminders.api_limits.RequestBodyLimitMiddleware")
+MIDDLEWARE.insert(0, "reminders.api_limits.AddressThrottleMiddleware")
 
 # LOG_FORMAT=json: one JSON object per line (reminders/logformat.py); "text" (default) for people.
 LOG_FORMAT = env_str("LOG_FORMAT", "text")
