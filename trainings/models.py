@@ -164,17 +164,30 @@ class Phase(models.TextChoices):
     POST = "POST", "Post-training questionnaire"
 
 
+class AnswerSource(models.TextChoices):
+    """How an answer or an invitation response came in (the coach's page says so)."""
+
+    PUSH_ACTION = "push_action", "from the notification"
+    EMAIL_LINK = "email_link", "from the email"
+    APP = "app", "in the app"
+    ADMIN = "admin", "recorded by a coach"
+
+
 class QuestionnaireAnswer(models.Model):
     training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="answers")
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="answers")
     phase = models.CharField(max_length=4, choices=Phase.choices)
     answered_at = models.DateTimeField()
     answers = models.JSONField(default=dict, blank=True)
+    source = models.CharField(
+        max_length=12, choices=AnswerSource.choices, default=AnswerSource.ADMIN, db_default=AnswerSource.ADMIN
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
             models.CheckConstraint(condition=Q(phase__in=Phase.values), name="answer_phase_valid"),
+            models.CheckConstraint(condition=Q(source__in=AnswerSource.values), name="answer_source_valid"),
         ]
 
     def __str__(self) -> str:
@@ -196,12 +209,24 @@ class Invitation(models.Model):
         max_length=8, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
     )
     responded_at = models.DateTimeField(null=True, blank=True)
+    response_source = models.CharField(
+        max_length=12,
+        choices=AnswerSource.choices,
+        blank=True,
+        default="",
+        db_default="",  # the members' invitations are inserted by plain SQL (trainings/writes.py)
+        help_text="How the response came in.",
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["training", "player"], name="invitation_unique"),
             models.CheckConstraint(
                 condition=Q(status__in=InvitationStatus.values), name="invitation_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(response_source="") | Q(response_source__in=AnswerSource.values),
+                name="invitation_response_source_valid",
             ),
         ]
 
