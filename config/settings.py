@@ -277,7 +277,7 @@ TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS",
 # that is more than 15 min late would land after the next one).
 TRAININGS_REMINDER_PRIORITY = env_int("TRAININGS_REMINDER_PRIORITY", 5, minimum=0, maximum=9)
 TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECONDS", 900, minimum=1)
-# Answer links (trainings/answer_links.py): the site's public address that every link in a push or an
+# Answer links (trainings/answers/links.py): the site's public address that every link in a push or an
 # email starts with, and how often one link may be followed ("<n>/<s|m|h|d>", per link, beside the
 # per-address API limit).
 TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", f"http://{env_str('ADDR', '127.0.0.1:8000')}")

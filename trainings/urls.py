@@ -3,7 +3,8 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from trainings.views import AnswerLinkView, PlayerDeviceViewSet, ReminderRuleViewSet, TrainingViewSet
+from trainings.answers.views import AnswerLinkView
+from trainings.views import PlayerDeviceViewSet, ReminderRuleViewSet, TrainingViewSet
 
 # SimpleRouter: the reminders router already serves the API root at /api/.
 router = SimpleRouter()
@@ -12,7 +13,7 @@ router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
 
 urlpatterns = [
     *router.urls,
-    # A signed answer link, followed without a session (trainings/answer_links.py).
+    # A signed answer link, followed without a session (trainings/answers/links.py).
     path("answer-links/<str:token>/", AnswerLinkView.as_view(), name="answer-link"),
     # A player's push devices (trainings/push/devices.py).
     path(

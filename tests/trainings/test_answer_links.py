@@ -18,7 +18,7 @@ from django.utils import timezone
 from reminders.models import Occurrence
 from tests.factories import training_made
 from tests.trainings.conftest import fire
-from trainings.answer_links import SALT, answer_token, answer_url
+from trainings.answers.links import SALT, answer_token, answer_url
 from trainings.models import (
     AnswerSource,
     Invitation,
@@ -77,7 +77,7 @@ def test_it_records_an_answer_followed_over_http_and_the_next_reminder_skips_the
     live_server: Any, settings: Any, team: Team, rules: dict[str, ReminderRule]
 ) -> None:
     settings.TRAININGS_PUBLIC_URL = live_server.url
-    from trainings.answer_links import _url_parts
+    from trainings.answers.links import _url_parts
 
     _url_parts.cache_clear()
     training = training_made(team, START)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.trainings.push_fixtures import TRAINING, message
-from trainings.answer_links import answer_link_read
+from trainings.answers.links import answer_link_read
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.peers import ApnsPeer, FcmPeer
 

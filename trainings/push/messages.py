@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from trainings.answer_links import answer_push_fields
+from trainings.answers.links import answer_push_fields
 from trainings.push.h2client import H2Client
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")

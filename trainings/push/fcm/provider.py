@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from trainings.answer_links import as_strings
+from trainings.answers.links import as_strings
 from trainings.push.h2client import H2BadRequest, H2Error, H2Response
 from trainings.push.messages import (
     AuthFailure,

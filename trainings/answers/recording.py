@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.utils import formats, timezone, translation
 
-from trainings.answer_links import INVITATION, AnswerLink, answer_link_read
+from trainings.answers.links import INVITATION, AnswerLink, answer_link_read
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,

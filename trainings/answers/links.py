@@ -6,7 +6,7 @@ too, so keys rotate without breaking the links already sent) with a salt of its 
 value of the site is ever accepted as a link. It names the player, the training, the kind and the channel
 it was sent through; it carries no expiry of its own: it works until that kind's window closes for the
 training as it is when the link is followed (a training moved later keeps its links working), and never
-on a cancelled one (trainings/answering.py checks both).
+on a cancelled one (trainings/answers/recording.py checks both).
 
 What the app receives with each push (documented in docs/app-contract.md): `answer_url`, and for an
 invitation the APNs category TRAINING_INVITATION with the actions `accept` and `decline`.
