@@ -178,7 +178,7 @@ REMINDERS_SCAN_SECONDS = env_float("REMINDERS_SCAN_SECONDS", 1.0, minimum=0.0)
 REMINDERS_POLL_SECONDS = env_float("REMINDERS_POLL_SECONDS", 0.05, minimum=0.001)
 # Precise firing (PostgreSQL): the scan claims rows due within this many seconds, holds them under its
 # lease and publishes each at its instant (at most a quarter of the lease is used); SQLite polls (0).
-# reminders/firing.py, README "Firing on time".
+# reminders/firing.py, docs/engine.md "Firing on time".
 REMINDERS_LOOKAHEAD_SECONDS = env_float(
     "REMINDERS_LOOKAHEAD_SECONDS",
     2.0 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else 0.0,
@@ -285,7 +285,7 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
 }
 
 # --- Operations: metrics, health, abuse limits, log format (reminders/metrics.py, health.py, views_ops.py,
-# api_limits.py, logformat.py; README "Operating it") ----------------------------------------------------
+# api_limits.py, logformat.py; docs/operations/monitoring.md) ------------------------------------------------
 # prometheus-client's multiprocess mode (scripts/run-all.sh sets it): every process writes its samples there.
 # Created here, before any metric exists, since a missing directory would fail every process at import.
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
