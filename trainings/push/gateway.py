@@ -52,15 +52,8 @@ from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
-from trainings.push.sender import (
-    _ACKED,
-    AuthFailure,
-    Handled,
-    Outcome,
-    PushSender,
-    Round,
-    devices_disable,
-)
+from trainings.push.records import _ACKED, Handled, Outcome, Round
+from trainings.push.sender import AuthFailure, PushSender, devices_disable
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
@@ -310,13 +303,6 @@ def gateway_run(
                                 stats.add(result.outcome)
                             continue
                     for held, result in zip(batch, results, strict=True):
-                        settle(held, result)
-                # A graceful stop: the sends already in flight are finished, recorded and acked, so the
-                # next gateway does not send them again. Received but unsent messages go back unacked.
-                while rounds:
-                    batch, round_ = rounds.popleft()
-                    for held, result in zip(batch, sender.end(round_), strict=True):
-                        metrics.push_handled(held.body, result.outcome)
                         settle(held, result)
     except AuthFailure as exc:
         logger.critical(

@@ -17,15 +17,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from reminders import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.providers import (
     AuthFailure,
@@ -35,67 +32,28 @@ from trainings.push.providers import (
     Target,
     Verdict,
 )
+from trainings.push.records import (
+    Answer,
+    Handled,
+    Outcome,
+    Recorder,
+    Round,
+    devices_disable,
+    pushes_finish,
+    sends_record,
+)
+
+__all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
 logger = logging.getLogger("trainings.push.gateway")
-
-
-class Outcome(StrEnum):
-    DELIVERED = "delivered"  # every enabled device has its outcome recorded
-    NO_DEVICE = "no_device"
-    STALE = "stale"
-    DUPLICATE = "duplicate"
-    RETRY = "retry"
-    DEAD_LETTERED = "dead_lettered"
-    REJECTED = "rejected"
-
-
-_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.DUPLICATE}
-
-
-@dataclass(frozen=True)
-class Handled:
-    outcome: Outcome
-    retry_after: float = 0.0  # RETRY: the provider's Retry-After (the floor of the backoff)
-    error: str = ""
-    push: PushMessage | None = None
-    sends: dict[int, int] = field(default_factory=dict)  # requests sent per device so far (this one's too)
-
-
-_FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
-          Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
-
-
-@dataclass(eq=False)
-class Round:
-    """One round's pushes from `PushSender.begin` to `PushSender.end`: what the database said before the
-    sends, the sends' outcomes as they arrive (appended by the loop's thread), and when the last arrived."""
-
-    seq: int
-    now: Any
-    handled: list[Handled | None]
-    pushes: dict[int, PushMessage]
-    closing: list[tuple[int, PushMessage, SendStatus]]
-    prior: dict[int, dict[int, int]]  # per push: requests sent per device in earlier rounds
-    remaining: int  # sends without an answer yet (counted down on the loop's thread)
-    work: int = 0  # sends handed to the loop
-    arrived: collections.deque[_Result] = field(default_factory=collections.deque)
-    results: list[_Result] = field(default_factory=list)  # recorded
-    sent: set[tuple[int, int]] = field(default_factory=set)  # (push, device) that did go out this round
-    finished: threading.Event = field(default_factory=threading.Event)  # every send answered
-    recorded: threading.Event = field(default_factory=threading.Event)  # ... and every outcome recorded
-
-    def sends_of(self, i: int, device_id: int) -> int:
-        """Requests sent to the device for push `i`, this round's included."""
-        return self.prior.get(i, {}).get(device_id, 0) + ((i, device_id) in self.sent)
 
 
 class PushSender:
     """Steps 1-4 for a list of message bodies, without the broker.
 
-    The HTTP clients live on an event loop in a thread of their own; this (the caller's) thread does the
-    database work, recording outcomes while later sends are still in flight (every FLUSH_SECONDS, one
-    transaction for all that arrived), so a gateway killed in the middle of a batch re-sends at most the
-    last moments'.
+    The HTTP clients live on an event loop in a thread of their own; the device outcomes are committed as
+    they arrive by the recorder thread (or, in a test's transaction, by the caller's thread every
+    FLUSH_SECONDS); the caller's thread does the rest of the database work.
 
     A round is begun (`begin`: parse, ask the database what is done and which devices are enabled, hand
     the sends to the loop) and ended (`end`: record, write the push-level outcomes) separately, so the
@@ -134,14 +92,15 @@ class PushSender:
         # A test's transaction is its thread's alone: another thread could not see its rows.
         if record_in_thread is None:
             record_in_thread = not connection.in_atomic_block
-        self._arrivals: collections.deque[Round] = collections.deque()  # rounds with something arrived
-        self._wake = threading.Condition()
         self._recorder_error: BaseException | None = None
-        self._closing = False
-        self._recorder: threading.Thread | None = None
+        self._recorder: Recorder | None = None
         if record_in_thread:
-            self._recorder = threading.Thread(target=self._record_forever, name="push-records", daemon=True)
-            self._recorder.start()
+            self._recorder = Recorder(
+                record=self._record_sends,
+                committed=lambda count: self.loop.call_soon_threadsafe(self._committed, count),
+                failed=self._recorder_failed,
+                every=self.RECORD_SECONDS,
+            )
 
     def close(self) -> None:
         """Close the providers' connections and the loop's last tasks (cancelled and awaited, so nothing is
@@ -160,10 +119,7 @@ class PushSender:
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=10)
         if self._recorder is not None:  # before the loop stops: its last commit tells the loop
-            with self._wake:
-                self._closing = True
-                self._wake.notify()
-            self._recorder.join(timeout=10)
+            self._recorder.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
@@ -267,40 +223,6 @@ class PushSender:
         if round_.finished.is_set() and not round_.arrived:
             round_.recorded.set()
 
-    def _record_forever(self) -> None:
-        """The recorder thread: commit what arrived, in one transaction for every open round, as soon as
-        it arrives (at most once per RECORD_SECONDS), until `close()`."""
-        try:
-            while True:
-                with self._wake:
-                    while not self._arrivals and not self._closing:
-                        self._wake.wait()
-                    if not self._arrivals:
-                        return  # closing, nothing left
-                wait = self._recorded_at + self.RECORD_SECONDS - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)  # let a few more arrive: one commit for them all
-                with self._wake:
-                    rounds = list(dict.fromkeys(self._arrivals))  # each once, oldest first
-                    self._arrivals.clear()
-                self._recorded_at = time.monotonic()
-                batch = [(r, [r.arrived.popleft() for _ in range(len(r.arrived))]) for r in rounds]
-                self._record_sends([(r, fresh) for r, fresh in batch if fresh])
-                committed = sum(len(fresh) for _, fresh in batch)
-                for round_, fresh in batch:
-                    round_.results.extend(fresh)
-                    if len(round_.results) == round_.work:  # every send answered and recorded
-                        round_.recorded.set()
-                if committed:
-                    self.loop.call_soon_threadsafe(self._committed, committed)
-        except BaseException as exc:  # the database is gone: the gateway must stop, not ack
-            logger.exception("recording push outcomes failed")
-            self._recorder_error = exc
-            for round_ in list(self._open.values()):
-                round_.recorded.set()
-        finally:
-            connection.close()
-
     def end(self, round_: Round, *, meanwhile: Callable[[float], bool] | None = None) -> list[Handled]:
         """Wait for the round's last answer, recording every FLUSH_SECONDS what arrived meanwhile (the
         other open rounds' too), then step 4: the push-level outcomes and a DeliveredPush per finished
@@ -344,7 +266,7 @@ class PushSender:
             for i, push in pushes.items()
             if handled[i] is None and i not in retry and i not in closing_at
         ]
-        self._finish(results, closing, complete, round_.now)
+        pushes_finish(results, closing, complete, round_.now)
         if auth_error is not None:
             raise AuthFailure(auth_error)
 
@@ -395,9 +317,7 @@ class PushSender:
                 if self._recorder is None:
                     self._unrecorded -= 1
                 else:
-                    with self._wake:
-                        self._arrivals.append(round_)
-                        self._wake.notify()
+                    self._recorder.arrived(round_)
         finally:
             self._workers -= 1
 
@@ -437,98 +357,19 @@ class PushSender:
                         del self.paused_until[name]
         return result
 
-    def _record_sends(self, batch: list[tuple[Round, list[_Result]]]) -> None:
-        """The final device outcomes among the rounds' `results`, and the devices' state, in one
-        transaction."""
-        rows: list[PushSend] = []
-        accepted: list[int] = []
-        dead: dict[int, str] = {}
-        for round_, results in batch:
-            for i, push, device, result in results:
-                status = _FINAL.get(result.verdict)
-                if status is None:
-                    continue
-                rows.append(
-                    PushSend(
-                        push_key=push.idempotency_key, device_id=device.device_id, player_id=push.player,
-                        provider=self.providers.for_device(device).name, status=status,
-                        provider_message_id=result.message_id[:300], error=result.error[:500],
-                        attempts=round_.sends_of(i, device.device_id), recorded_at=round_.now,
-                    )
-                )  # fmt: skip
-                if result.verdict == Verdict.ACCEPTED:
-                    accepted.append(device.device_id)
-                elif result.verdict == Verdict.TOKEN_DEAD:
-                    dead[device.device_id] = result.error or "token refused by the provider"
-        metrics.push_device_outcomes(
-            (self.providers.for_device(device).name, str(result.verdict))
-            for _, results in batch
-            for _, _, device, result in results
-        )
-        if not rows:
-            return
-        with transaction.atomic():
-            # Sorted, so two gateways recording overlapping rows take their locks in one order.
-            PushSend.objects.bulk_create(sorted(rows, key=lambda r: (r.push_key, r.device_id or 0)),
-                                         ignore_conflicts=True)  # fmt: skip
-            if accepted:
-                Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
-            by_reason: dict[str, list[int]] = {}
-            for device_id, reason in sorted(dead.items()):
-                by_reason.setdefault(reason, []).append(device_id)
-            for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
-                devices_disable(device_ids=device_ids, reason=reason)
+    def _record_sends(self, batch: list[tuple[Round, list[Answer]]]) -> None:
+        """Commit the rounds' answers; a device found dead is then skipped by the rounds that read it."""
+        dead = sends_record(
+            [(answer, round_.sends_of(answer[0], answer[2].device_id), round_.now)
+             for round_, answers in batch for answer in answers],
+            channel_of=lambda device: self.providers.for_device(device).name,
+        )  # fmt: skip
         if dead:  # committed: rounds begun from now on read these devices as disabled
             with self._dead_lock:
                 self._dead.update(dict.fromkeys(dead, self._seq))
 
-    def _finish(
-        self,
-        results: list[_Result],
-        closing: list[tuple[int, PushMessage, SendStatus]],
-        complete: list[tuple[int, PushMessage]],
-        now: Any,
-    ) -> None:
-        """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
-        rows = [
-            PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
-                     status=status, attempts=0, recorded_at=now)
-            for _, push, status in closing
-            if status in (SendStatus.STALE, SendStatus.NO_DEVICE)
-        ]  # fmt: skip
-        finished = [p for _, p, _ in closing] + [p for _, p in complete]
-        if not finished:
-            return
-        with transaction.atomic():
-            PushSend.objects.bulk_create(sorted(rows, key=lambda r: r.push_key), ignore_conflicts=True)
-            summary = _summaries(results, closing)
-            DeliveredPush.objects.bulk_create(
-                sorted(
-                    (DeliveredPush(key=p.idempotency_key, provider=summary.get(p.idempotency_key) or "none")
-                     for p in finished),
-                    key=lambda d: d.key,
-                ),
-                ignore_conflicts=True,
-            )  # fmt: skip
-
-
-_Result = tuple[int, PushMessage, Target, SendResult]
-
-
-def _summaries(results: list[_Result], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
-    """Per finished push key, how it finished: `stale`, `no_device`, or the providers of its devices."""
-    providers: dict[str, set[str]] = {}
-    for _, push, device, _ in results:
-        providers.setdefault(push.idempotency_key, set()).add(device.provider)
-    summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
-    for _, push, status in closing:
-        if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
-            summary[push.idempotency_key] = str(status)
-    return summary
-
-
-def devices_disable(*, device_ids: Sequence[int], reason: str, now: Any = None) -> int:
-    """Disable devices the provider called dead (kept for the record; re-registering re-enables)."""
-    return Device.objects.filter(pk__in=device_ids, disabled_at__isnull=True).update(
-        disabled_at=now or timezone.now(), disabled_reason=reason[:200] or "disabled"
-    )
+    def _recorder_failed(self, exc: BaseException) -> None:
+        """The recorder thread could not commit (the database is gone): the gateway must stop, not ack."""
+        self._recorder_error = exc
+        for round_ in list(self._open.values()):
+            round_.recorded.set()
