@@ -217,7 +217,7 @@ LOGGING: dict[str, Any] = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/push-gateway.md#logs).
+    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/operations/monitoring.md).
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The scan runs every second: Celery's per-task "received"/"succeeded" lines would drown everything
     # else. The scan logs its own summary when it claimed something.

@@ -123,6 +123,7 @@ class SendResult:
     message_id: str = ""
     error: str = ""
     retry_after: float | None = None
+    per_address: bool = False  # RETRY: the Retry-After pauses this address only, not the whole channel
 
 
 class AuthFailure(Exception):

@@ -119,6 +119,8 @@ class ApnsProvider:
         if reason == "ExpiredProviderToken":  # sign a new one, once for all the streams that carried it
             self.provider_token(renew=token == self._jwt)
             return SendResult(Verdict.RETRY, error=text, retry_after=0.0)
+        if response.status == 429:  # TooManyRequests: too many to this device token, not to APNs
+            return SendResult(Verdict.RETRY, error=text, retry_after=retry_after, per_address=True)
         return status_verdict(response.status, text, retry_after, auth=reason in _APNS_AUTH)
 
     async def aclose(self) -> None:
