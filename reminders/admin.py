@@ -12,8 +12,10 @@ from django.db.models import QuerySet
 from django.db.models.expressions import Combinable
 from django.http import HttpRequest, HttpResponseRedirect
 from django.utils import timezone
+from django.utils.safestring import SafeString
 
 from reminders.admin_history import AuditedAdmin
+from reminders.admin_labels import job_labels, pretty_json
 from reminders.cron import ExpressionError, timeline_for
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
 from reminders.occurrences import occurrences_cancel, occurrences_retry_now
@@ -46,15 +48,61 @@ class OccurrenceInline(admin.TabularInline):
         return super().get_queryset(request).order_by("fire_at")
 
 
+class LabelledPage:
+    """Puts each listed row's job label on the row, for the whole page at once (one query per describer)."""
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)  # type: ignore[misc]
+        page = list(changelist.result_list)
+        labels = job_labels(self._job_id(row) for row in page)
+        for row in page:
+            row.label = labels.get(self._job_id(row), "")
+        return changelist
+
+    def _job_id(self, row: Any) -> int:
+        return int(row.pk if isinstance(row, Job) else row.job_id)
+
+
+def _read_only(model_admin: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:
+    """The engine's records are written by the engine (the API and the actions go through its services):
+    no Add, no Save, and a POST to a change page is refused (403) rather than quietly applied."""
+
+    def no(self: Any, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    model_admin.has_add_permission = no  # type: ignore[method-assign]
+    model_admin.has_change_permission = no  # type: ignore[method-assign]
+    return model_admin
+
+
 @admin.register(Job)
-class JobAdmin(AuditedAdmin):
-    list_display = ["key", "callback_type", "target", "priority", "version", "owner", "updated_at"]
+@_read_only
+class JobAdmin(LabelledPage, AuditedAdmin):
+    list_display = ["what", "callback_type", "target", "priority", "version", "owner", "updated_at"]
+    list_display_links = ["what"]
     list_filter = ["callback_type", "priority"]
     search_fields = ["key"]
-    readonly_fields = ["version", "created_at", "updated_at"]
-    exclude = ["http_secret"]
-    raw_id_fields = ["owner"]
+    fieldsets = [
+        (None, {"fields": ["what", "key", "callback_type", "target", "priority", "deadline_seconds",
+                           "batch_size", "throttle", "version", "owner", "created_at", "updated_at"]}),
+        ("Payload (as sent)", {"fields": ["payload_json"], "classes": ["collapse"]}),
+    ]  # fmt: skip
+    readonly_fields = [
+        "what", "key", "callback_type", "target", "priority", "deadline_seconds", "batch_size", "throttle",
+        "version", "owner", "created_at", "updated_at", "payload_json",
+    ]  # fmt: skip
     inlines = [OccurrenceInline]
+
+    @admin.display(description="job", ordering="key")
+    def what(self, job: Job) -> str:
+        label = getattr(job, "label", None)
+        if label is None:  # a detail page: no list to label
+            label = job_labels([job.pk]).get(job.pk, "")
+        return label or job.key
+
+    @admin.display(description="payload")
+    def payload_json(self, job: Job) -> SafeString:
+        return pretty_json(job.payload)
 
 
 def _local(instant: datetime | None) -> str:
@@ -119,10 +167,11 @@ class ErrorFilter(admin.SimpleListFilter):
 
 
 @admin.register(Occurrence)
-class OccurrenceAdmin(admin.ModelAdmin):
+@_read_only
+class OccurrenceAdmin(LabelledPage, admin.ModelAdmin):
     list_display = [
         "fire_at_local",
-        "job",
+        "what",
         "state",
         "attempts",
         "next_attempt_local",
@@ -138,6 +187,7 @@ class OccurrenceAdmin(admin.ModelAdmin):
     raw_id_fields = ["job"]
     actions = ["cancel", "retry_now"]
     readonly_fields = [
+        "what",
         "job",
         "fire_at",
         "next_attempt_at",
@@ -155,9 +205,6 @@ class OccurrenceAdmin(admin.ModelAdmin):
     ]
     show_full_result_count = False
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
         # No filter chosen: show what fires next (a 5 M-row history is not where an operator starts).
         if request.method == "GET" and not request.GET:
@@ -172,6 +219,13 @@ class OccurrenceAdmin(admin.ModelAdmin):
         if state == "failed" or status in ("failed", "delivered", "cancelled", "skipped"):
             return ["-finished_at", "-id"]  # the latest outcome first
         return ["-fire_at", "-id"]
+
+    @admin.display(description="reminder / job")
+    def what(self, occurrence: Occurrence) -> str:
+        label = getattr(occurrence, "label", None)
+        if label is None:
+            label = job_labels([occurrence.job_id]).get(occurrence.job_id, "")
+        return label or occurrence.job.key
 
     @admin.display(description="fire at", ordering="fire_at")
     def fire_at_local(self, occurrence: Occurrence) -> str:

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -25,9 +26,23 @@ from django.utils.safestring import SafeString
 
 from reminders.admin_history import AuditedAdmin
 from trainings import admin_operators as _admin_operators  # noqa: F401  (registers the operators' admins)
-from trainings.admin_html import local_html, local_time, player_grid_html, reminder_timeline_html
-from trainings.admin_people import ScopedChoices
-from trainings.models import Invitation, InvitationStatus, QuestionnaireAnswer, ReminderRule, Training
+from trainings.admin_html import (
+    answers_html,
+    local_html,
+    local_time,
+    player_grid_html,
+    reminder_timeline_html,
+    rule_label,
+)
+from trainings.admin_people import ScopedChoices, zone_choices
+from trainings.models import (
+    Invitation,
+    InvitationStatus,
+    QuestionnaireAnswer,
+    ReminderRule,
+    RuleKind,
+    Training,
+)
 from trainings.offsets import is_time_zone
 from trainings.selectors import (
     reminder_recipients,
@@ -40,9 +55,11 @@ from trainings.services import (
     training_cancel,
     training_copy,
     training_delete,
+    training_members_invite,
     training_remind_now,
     training_reminders_schedule,
 )
+from trainings.windows import CLOSED, NOT_YET, open_kind, window_state
 
 
 class InvitationForm(ModelForm):
@@ -72,13 +89,28 @@ class InvitationInline(ScopedChoices, admin.TabularInline):
         return super().get_queryset(request).select_related("player")
 
 
-class AnswerInline(ScopedChoices, admin.TabularInline):
+class AnswerInline(admin.TabularInline):
+    """Answers are the players' (sent through their links or the app): shown as fields, not edited here."""
+
     model = QuestionnaireAnswer
     extra = 0
-    fields = ["player", "phase", "answered_at", "answers"]
+    fields = ["player", "phase", "answered_local", "readable_answers"]
+    readonly_fields = fields  # type: ignore[assignment]
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QuestionnaireAnswer]:
-        return super().get_queryset(request).select_related("player")
+        return super().get_queryset(request).select_related("player", "training")
+
+    @admin.display(description="answered at")
+    def answered_local(self, answer: QuestionnaireAnswer) -> str:
+        return local_time(answer.answered_at, answer.training.zone)
+
+    @admin.display(description="answers")
+    def readable_answers(self, answer: QuestionnaireAnswer) -> SafeString:
+        return answers_html(answer.answers)
 
 
 class TrainingForm(ModelForm):
@@ -91,6 +123,9 @@ class TrainingForm(ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if not data.get("time_zone") and data.get("team") is not None:
+            data["time_zone"] = data["team"].time_zone  # left empty on the add form: the team's zone
+            self.instance.time_zone = data["time_zone"]
         name = data.get("time_zone")
         if name and is_time_zone(name):
             zone = ZoneInfo(name)
@@ -115,7 +150,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         "invitations",
         "pre_questionnaire",
         "post_questionnaire",
-        "cancelled",
+        "state",
     ]
     list_filter = ["cancelled", "start"]
     search_fields = ["title", "team__name"]
@@ -140,8 +175,10 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         changelist = super().get_changelist_instance(request)
         page = list(changelist.result_list)
         upcoming = trainings_next_reminder(page)
+        rules = list(ReminderRule.objects.filter(active=True))
         for training in page:
             training.next_reminder_at = upcoming.get(training.pk)
+            training.active_rules = rules
         return changelist
 
     def get_fieldsets(self, request: HttpRequest, obj: Training | None = None) -> Any:
@@ -165,6 +202,19 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         )
         for name in ("start", "end"):
             form.base_fields[name].help_text = f"Local time in the training's zone ({where})."
+        form.base_fields["time_zone"] = forms.ChoiceField(
+            choices=zone_choices(blank=None if obj else "The team's zone"),
+            required=obj is not None,
+            label="Time zone",
+            help_text="Where the training takes place; its times are typed and shown in this zone.",
+        )
+        if obj is None:
+            teams = list(teams_visible_to(request.user)[:2])
+            if len(teams) == 1:  # a coach of one team: it is that team's training
+                form.base_fields["team"].initial = teams[0].pk
+            form.base_fields[
+                "team"
+            ].help_text = "Its active players are invited unless you list players below, as through the API."
         return form
 
     def changeform_view(
@@ -179,6 +229,10 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         training = self.get_object(request, object_id) if object_id else None
         if training is None:
             return super().changeform_view(request, object_id, form_url, extra_context)
+        if not training.invitations.exists():
+            self.message_user(
+                request, "Nobody is invited: its reminders reach no one. Add players below.", messages.WARNING
+            )
         with timezone.override(training.zone):
             extra = {
                 **(extra_context or {}),
@@ -190,16 +244,20 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
                 response.render()  # render while the training's zone is active
         return response
 
-    def _remind_choices(self, training: Training) -> list[tuple[int, str, int]]:
-        rules = ReminderRule.objects.filter(active=True).order_by("kind", "slug")
-        return [
+    def _remind_choices(self, training: Training) -> list[tuple[int, str, int, bool]]:
+        """(rule, label, pending players, preselected): the open phase's rule first and selected."""
+        rules = list(ReminderRule.objects.filter(active=True).order_by("kind", "slug"))
+        kind = open_kind(training, rules, timezone.now())
+        choices = [
             (
                 rule.pk,
-                f"{rule.slug} ({rule.get_kind_display().split(' (')[0].lower()})",
+                rule_label(rule),
                 reminder_recipients(training=training, rule=rule).count(),
+                rule.kind == kind,
             )
             for rule in rules
         ]
+        return sorted(choices, key=lambda c: not c[3])
 
     def get_urls(self) -> list[Any]:
         extra = [
@@ -243,14 +301,23 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             self.message_user(request, "Choose a reminder rule to send.", messages.ERROR)
         else:
             result = training_remind_now(training=training, rule=rule, click=click)
+            again = (
+                f" {result.already} player(s) reminded of it less than a minute ago were left out."
+                if result.already
+                else ""
+            )
             if result.error:
-                self.message_user(request, f"Pushes not all published: {result.error}", messages.ERROR)
-            else:
+                self.message_user(request, f"Pushes not all queued: {result.error}", messages.ERROR)
+            elif result.recipients:
+                names = ", ".join(result.names[:5]) + (", …" if len(result.names) > 5 else "")
                 self.message_user(
                     request,
-                    f"{result.published} push(es) sent to the {result.recipients} pending player(s).",
+                    f"{rule_label(rule)}: queued for {result.recipients} player(s) ({names}). The player "
+                    f"grid shows whether it reached their phones.{again}",
                     messages.SUCCESS,
                 )
+            else:
+                self.message_user(request, f"Nobody to remind of {rule_label(rule)}.{again}", messages.INFO)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
     def copy_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -280,6 +347,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:
         # Inlines (the player list) are saved by now; the admin view's transaction is still open.
         super().save_related(request, form, formsets, change)
+        if not change:  # no player listed: the team's active players, as the API does
+            training_members_invite(training=form.instance)
         training_reminders_schedule(training=form.instance)
 
     def delete_model(self, request: HttpRequest, obj: Training) -> None:
@@ -320,17 +389,53 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             getattr(training, "n_pending", 0),
         )
 
-    @admin.display(description="pre answered / owed")
-    def pre_questionnaire(self, training: Training) -> str:
-        return f"{getattr(training, 'n_pre_answered', 0)} / {getattr(training, 'n_pre_owed', 0)}"
+    def _window(self, training: Training, kind: str) -> str:
+        rules = getattr(training, "active_rules", None)
+        if rules is None:  # a detail page (a list page reads them once for all its rows)
+            rules = list(ReminderRule.objects.filter(active=True))
+            training.active_rules = rules  # type: ignore[attr-defined]
+        return window_state(training, kind, rules, timezone.now())
 
-    @admin.display(description="post answered / owed")
-    def post_questionnaire(self, training: Training) -> str:
-        return f"{getattr(training, 'n_post_answered', 0)} / {getattr(training, 'n_post_owed', 0)}"
+    def _answered_owed(self, training: Training, kind: str, answered: int, owed: int) -> SafeString:
+        """Owed only while the questionnaire is open: "not yet" before, "missed" after, none if cancelled."""
+        if training.cancelled:
+            return format_html("{} answered", answered)
+        state = self._window(training, kind)
+        if state == NOT_YET:
+            return format_html('<span class="quiet">{}</span>', "not yet open")
+        if state == CLOSED:
+            return format_html('{} answered, <span class="missed">{} missed</span>', answered, owed)
+        return format_html('{} answered, <span class="pending">{} owed</span>', answered, owed)
+
+    @admin.display(description="pre-training questionnaire")
+    def pre_questionnaire(self, training: Training) -> SafeString:
+        return self._answered_owed(
+            training, RuleKind.PRE, getattr(training, "n_pre_answered", 0), getattr(training, "n_pre_owed", 0)
+        )
+
+    @admin.display(description="post-training questionnaire")
+    def post_questionnaire(self, training: Training) -> SafeString:
+        return self._answered_owed(
+            training,
+            RuleKind.POST,
+            getattr(training, "n_post_answered", 0),
+            getattr(training, "n_post_owed", 0),
+        )
+
+    @admin.display(description="status", ordering="cancelled")
+    def state(self, training: Training) -> SafeString:
+        now = timezone.now()
+        if training.cancelled:
+            return format_html('<span class="state-cancelled">{}</span>', "Cancelled")
+        if now < training.start:
+            return format_html("{}", "Upcoming")
+        return format_html("{}", "In progress" if now < training.end else "Done")
 
     @admin.display(description="Player grid")
     def player_grid(self, training: Training) -> SafeString:
-        return player_grid_html(training)
+        return player_grid_html(
+            training, self._window(training, RuleKind.PRE), self._window(training, RuleKind.POST)
+        )
 
     @admin.display(description="Reminder timeline")
     def reminder_timeline(self, training: Training) -> SafeString:

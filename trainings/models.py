@@ -303,7 +303,10 @@ class ReminderRun(models.Model):
         indexes = [models.Index(fields=["ran_at"], name="reminderrun_ran_at_idx")]
 
     def __str__(self) -> str:
-        return f"{self.occurrence_key}: {self.outcome}"
+        """What the admin titles the page with: the rule and the training, not the occurrence's key."""
+        rule = self.rule.get_kind_display().split(" (")[0] if self.rule else "Reminder"
+        training = self.training.title if self.training else "a deleted training"
+        return f"{rule} for {training}, {self.get_outcome_display().lower()}"
 
 
 class PushStatus(models.TextChoices):
@@ -363,7 +366,8 @@ class Push(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.key
+        """What the admin titles the page with: whose push, for which training (the key is on the page)."""
+        return f"{self.get_kind_display().split(' (')[0]} to {self.player.name} for {self.training.title}"
 
     def message(self) -> dict[str, object]:
         """The JSON published to the push queue (schema `trainings.push/2`, documented in handlers.py)."""

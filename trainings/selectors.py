@@ -13,10 +13,11 @@ from datetime import datetime, time
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, IntegerField, Min, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from reminders.models import Occurrence, OccurrenceStatus
+from trainings.delivery import push_outcomes
 from trainings.models import (
     Invitation,
     InvitationStatus,
@@ -24,11 +25,12 @@ from trainings.models import (
     Phase,
     Player,
     Push,
-    PushStatus,
+    PushSend,
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
     RuleKind,
+    SendStatus,
     Team,
     Training,
     TrainingJob,
@@ -189,7 +191,10 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
     reached = dict(
         Push.objects.filter(training=training, occurrence_key__in=keys)
         .values("occurrence_key")
-        .annotate(n=Count("id", filter=Q(status=PushStatus.SENT)))
+        .filter(  # reached: a device accepted it (the gateway's send rows), not "published"
+            Exists(PushSend.objects.filter(push_key=OuterRef("key"), status=SendStatus.ACCEPTED))
+        )
+        .annotate(n=Count("id"))
         .values_list("occurrence_key", "n")
     )
     entries = []
@@ -266,27 +271,33 @@ class PlayerRow:
 
 
 def training_player_grid(*, training: Training) -> list[PlayerRow]:
-    """One row per invited player, by name: RSVP, answers, pushes received and the last one's outcome.
+    """One row per invited player, by name: RSVP, answers, reminders that reached a device and the last
+    push's outcome on the phone side.
 
-    Three queries: invitations with players, answers, pushes (all on the training's indexes).
+    Four queries: invitations with players, answers, pushes (the training's indexes), their send rows.
     """
     invitations = list(training.invitations.select_related("player").order_by("player__name"))
     answered = {
         (player_id, phase): at
         for player_id, phase, at in training.answers.values_list("player_id", "phase", "answered_at")
     }
+    pushes = list(
+        training.pushes.order_by("created_at", "pk").only(
+            "key", "player_id", "status", "status_reason", "release_at", "created_at", "sent_at"
+        )
+    )
+    outcomes = push_outcomes(pushes, zone=training.zone)  # what reached a phone, not what was published
     received: dict[int, int] = {}
     last: dict[int, tuple[str, datetime | None]] = {}
-    for player_id, status, created, sent in training.pushes.order_by("created_at", "pk").values_list(
-        "player_id", "status", "created_at", "sent_at"
-    ):
-        if status == PushStatus.SENT:
-            received[player_id] = received.get(player_id, 0) + 1
-        last[player_id] = (PushStatus(status).label, sent or created)
+    for push in pushes:
+        outcome = outcomes[push.key]
+        if outcome.reached:
+            received[push.player_id] = received.get(push.player_id, 0) + 1
+        last[push.player_id] = (outcome.text, outcome.at)
     rows = []
     for invitation in invitations:
         pid = invitation.player_id
-        outcome, outcome_at = last.get(pid, ("", None))
+        last_text, outcome_at = last.get(pid, ("", None))
         rows.append(
             PlayerRow(
                 player=invitation.player.name,
@@ -296,7 +307,7 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
                 post_answered_at=answered.get((pid, Phase.POST)),
                 declined=invitation.status == InvitationStatus.DENIED,
                 reminders_received=received.get(pid, 0),
-                last_push=outcome,
+                last_push=last_text,
                 last_push_at=outcome_at,
             )
         )
@@ -326,12 +337,20 @@ def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]
 
 
 def timeline_reached(*, training: Training, occurrence_keys: list[str]) -> dict[str, list[str]]:
-    """Names of the players each occurrence's pushes reached (published), on push_training_occ_idx."""
-    reached: dict[str, list[str]] = {}
-    for key, name in (
-        Push.objects.filter(training=training, occurrence_key__in=occurrence_keys, status=PushStatus.SENT)
+    """Names of the players each occurrence's pushes reached (a device accepted), on push_training_occ_idx
+    and the send rows' (push_key, device) index."""
+    pushes = list(
+        Push.objects.filter(training=training, occurrence_key__in=occurrence_keys)
         .order_by("player__name")
-        .values_list("occurrence_key", "player__name")
-    ):
-        reached.setdefault(key, []).append(name)
+        .values_list("occurrence_key", "key", "player__name")
+    )
+    accepted = set(
+        PushSend.objects.filter(
+            push_key__in=[key for _, key, _ in pushes], status=SendStatus.ACCEPTED
+        ).values_list("push_key", flat=True)
+    )
+    reached: dict[str, list[str]] = {}
+    for occurrence_key, key, name in pushes:
+        if key in accepted:
+            reached.setdefault(occurrence_key, []).append(name)
     return reached
