@@ -48,6 +48,9 @@ def test_it_refuses_a_post_to_an_occurrence_push_send_or_run_page(
     delivered = OccurrenceFactory(status=OccurrenceStatus.DELIVERED, delivered_at=timezone.now())
     page = operator_client.get(f"/admin/reminders/occurrence/{delivered.pk}/change/").content.decode()
     assert 'name="_save"' not in page
+    shown = delivered.delivered_at.astimezone(dt.UTC)
+    assert f"{shown:%a %Y-%m-%d %H:%M:%S} UTC" in page  # one date format, with its zone
+    assert " p.m." not in page and " a.m." not in page
     refused = operator_client.post(f"/admin/reminders/occurrence/{delivered.pk}/change/", {"job": 1})
     assert refused.status_code == 403
     assert Occurrence.objects.get(pk=delivered.pk).status == OccurrenceStatus.DELIVERED
