@@ -75,6 +75,8 @@ PURGEABLE_STATUSES = (OccurrenceStatus.DELIVERED, OccurrenceStatus.CANCELLED, Oc
 PRIORITY_MIN = 0
 PRIORITY_MAX = 9
 PRIORITY_DEFAULT = 5
+# Scheduled again after a failed attempt or an expired lease (the retrying occurrences the status page lists).
+RETRYING = Q(status="scheduled", attempts__gt=0)
 
 
 def new_idempotency_key() -> str:
@@ -244,6 +246,8 @@ class Occurrence(models.Model):
             # The status page's failures: status='failed' AND finished_at >= now - 24 h (reminders/status.py).
             # Holds failed rows only, which retention never purges but operators retry or delete.
             models.Index(fields=["finished_at"], condition=Q(status="failed"), name="occurrence_failed_idx"),
+            # The status page's "retrying now": as big as the trouble, not as the table.
+            models.Index(fields=["next_attempt_at"], condition=RETRYING, name="occurrence_retrying_idx"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -20,6 +20,8 @@ from django.db.models import F, Q
 from reminders.history import AuditedHistory
 from trainings.models_devices import Device as Device
 from trainings.models_devices import DeviceQuerySet as DeviceQuerySet
+from trainings.models_devices import GatewayHeartbeat as GatewayHeartbeat
+from trainings.models_devices import PushMinute as PushMinute
 from trainings.models_devices import PushSend as PushSend
 from trainings.models_devices import SendStatus as SendStatus
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, parse_stored_offsets, shift
@@ -300,11 +302,14 @@ class ReminderRun(models.Model):
         # Retention: ran_at < cutoff (trainings/retention.py).
         indexes = [models.Index(fields=["ran_at"], name="reminderrun_ran_at_idx")]
 
-    def __str__(self) -> str:
-        """What the admin titles the page with: the rule and the training, not the occurrence's key."""
-        rule = self.rule.get_kind_display().split(" (")[0] if self.rule else "Reminder"
-        training = self.training.title if self.training else "a deleted training"
-        return f"{rule} for {training}, {self.get_outcome_display().lower()}"
+    def __str__(self) -> str:  # the admin's page title: words, not the occurrence's key
+        rule, training = (
+            self.rule.get_kind_display().split(" (")[0] if self.rule else "Reminder",
+            self.training,
+        )
+        return (
+            f"{rule} for {training.title if training else 'a deleted training'}: {self.get_outcome_display()}"
+        )
 
 
 class PushStatus(models.TextChoices):
@@ -363,8 +368,7 @@ class Push(models.Model):
             models.Index(fields=["fire_at"], name="push_fire_at_idx"),
         ]
 
-    def __str__(self) -> str:
-        """What the admin titles the page with: whose push, for which training (the key is on the page)."""
+    def __str__(self) -> str:  # the admin's page title: whose push for which training, not its key
         return f"{self.get_kind_display().split(' (')[0]} to {self.player.name} for {self.training.title}"
 
     def message(self) -> dict[str, object]:

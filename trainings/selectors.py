@@ -13,7 +13,7 @@ from datetime import datetime, time
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Exists, IntegerField, Min, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from reminders.models import Occurrence, OccurrenceStatus
@@ -175,7 +175,8 @@ class TimelineEntry:
     attempts: int
     outcome: str | None
     recipients: int | None
-    players_reached: int
+    players_reached: int  # a device accepted their push
+    pushes_published: int  # put on the push queue (not yet "reached")
 
 
 def training_timeline(*, training: Training) -> list[TimelineEntry]:
@@ -188,15 +189,14 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
     )
     keys = [o.idempotency_key for o in occurrences]
     runs = {run.occurrence_key: run for run in ReminderRun.objects.filter(occurrence_key__in=keys)}
-    reached = dict(
-        Push.objects.filter(training=training, occurrence_key__in=keys)
+    accepted = Exists(PushSend.objects.filter(push_key=OuterRef("key"), status=SendStatus.ACCEPTED))
+    counts = {
+        key: (reached, published)
+        for key, reached, published in Push.objects.filter(training=training, occurrence_key__in=keys)
         .values("occurrence_key")
-        .filter(  # reached: a device accepted it (the gateway's send rows), not "published"
-            Exists(PushSend.objects.filter(push_key=OuterRef("key"), status=SendStatus.ACCEPTED))
-        )
-        .annotate(n=Count("id"))
-        .values_list("occurrence_key", "n")
-    )
+        .annotate(reached=Count("id", filter=Q(accepted)), published=Count("id", filter=Q(status="sent")))
+        .values_list("occurrence_key", "reached", "published")
+    }
     entries = []
     for occurrence in occurrences:
         rule = rules[occurrence.job_id]
@@ -212,7 +212,8 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
                 attempts=occurrence.attempts,
                 outcome=run.outcome if run else None,
                 recipients=run.recipients if run else None,
-                players_reached=reached.get(occurrence.idempotency_key, 0),
+                players_reached=counts.get(occurrence.idempotency_key, (0, 0))[0],
+                pushes_published=counts.get(occurrence.idempotency_key, (0, 0))[1],
             )
         )
     return entries

@@ -61,9 +61,16 @@ def test_it_refuses_a_post_to_an_occurrence_push_send_or_run_page(
     assert push is not None
     send = PushSend.objects.create(push_key=push.key, player_id=push.player_id, provider="fcm",
                                    status=SendStatus.NO_DEVICE, recorded_at=timezone.now())  # fmt: skip
-    run = ReminderRun.objects.create(occurrence_key="k-1", training=training, rule=rules["pre-questionnaire"],
-                                     fire_at=timezone.now(), outcome="sent", ran_at=timezone.now())  # fmt: skip
-    for path in (f"trainings/push/{push.pk}", f"trainings/pushsend/{send.pk}", f"trainings/reminderrun/{run.pk}"):
+    pre = rules["pre-questionnaire"]
+    now = timezone.now()
+    run = ReminderRun.objects.create(
+        occurrence_key="k-1", training=training, rule=pre, fire_at=now, outcome="sent", ran_at=now
+    )
+    for path in (
+        f"trainings/push/{push.pk}",
+        f"trainings/pushsend/{send.pk}",
+        f"trainings/reminderrun/{run.pk}",
+    ):
         assert operator_client.get(f"/admin/{path}/change/").status_code == 200
         assert operator_client.post(f"/admin/{path}/change/", {}).status_code == 403, path
     assert operator_client.get("/admin/trainings/push/add/").status_code == 403
@@ -162,4 +169,3 @@ def test_zones_and_languages_are_chosen_from_lists_and_a_coach_reads_their_teams
     assert "Times in America/New_York" in page  # no preference of their own: the team's zone
     detail = browser.get(f"/admin/trainings/team/{team.pk}/change/").content.decode()
     assert '<select name="time_zone"' in detail
-

@@ -49,6 +49,7 @@ from reminders import metrics
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
+from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
 from trainings.push.sender import (
     _ACKED,
@@ -232,6 +233,7 @@ def gateway_run(
                 taken = 0  # messages put into a round (a round is not begun past max_messages)
                 while not should_stop():
                     metrics.gateway_alive()
+                    gateway_heartbeat()  # a write every few seconds at most: the status page's liveness
                     if max_messages is not None and stats.handled >= max_messages and not rounds:
                         break
                     now = time.monotonic()

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from reminders import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push.liveness import push_minutes_add
 from trainings.push.providers import (
     AuthFailure,
     Providers,
@@ -341,6 +342,7 @@ class PushSender:
                 by_reason.setdefault(reason, []).append(device_id)
             for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
                 devices_disable(device_ids=device_ids, reason=reason)
+            push_minutes_add(at=timezone.now(), accepted=len(accepted), not_reached=len(rows) - len(accepted))
         if dead:  # committed: rounds begun from now on read these devices as disabled
             with self._dead_lock:
                 self._dead.update(dict.fromkeys(dead, self._seq))

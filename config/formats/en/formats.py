@@ -2,11 +2,9 @@
 
 Django's English default ("Nov. 25, 2026, 10:48 p.m.") has no zone; the admin's own columns
 (trainings/admin_html.py `local_time`) read "Wed 2026-11-25 22:48:00 CET", and so does every other
-date field it shows through these. Input formats are Django's (the pickers write ISO dates).
+date-and-time field it shows through these. Dates alone and times alone keep Django's English formats:
+push texts are rendered with them ("starts at 6 p.m."). Input formats are Django's.
 """
 
 DATETIME_FORMAT = "D Y-m-d H:i:s T"
 SHORT_DATETIME_FORMAT = "D Y-m-d H:i:s T"
-DATE_FORMAT = "D Y-m-d"
-SHORT_DATE_FORMAT = "Y-m-d"
-TIME_FORMAT = "H:i:s"
