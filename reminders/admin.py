@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
@@ -16,14 +15,9 @@ from django.utils.safestring import SafeString
 
 from reminders.admin_history import AuditedAdmin
 from reminders.admin_labels import job_labels, pretty_json
-from reminders.cron import ExpressionError, timeline_for
-from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
+from reminders.models import Job, Occurrence, OccurrenceStatus, ThrottlePolicy
 from reminders.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.schedules import (
-    schedule_delete,
-    schedule_pause,
-    schedule_resume,
-    schedule_update,
     schedules_advance,
 )
 from reminders.status import occurrence_state
@@ -271,74 +265,6 @@ class OccurrenceAdmin(LabelledPage, admin.ModelAdmin):
         self.message_user(request, f"{count} occurrence(s) due now.", messages.SUCCESS)
 
 
-class ScheduleAdminForm(forms.ModelForm):
-    """Validates the expression and zone with the same parser the scheduler uses."""
-
-    class Meta:
-        model = Schedule
-        fields = ["expression", "timezone", "start_at", "end_at", "misfire_policy"]
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        try:
-            timeline_for(
-                cleaned.get("expression", ""),
-                zone=cleaned.get("timezone", "UTC"),
-                anchor=cleaned.get("start_at") or timezone.now(),
-            )
-        except ExpressionError as exc:
-            field = "timezone" if "time zone" in str(exc) else "expression"
-            self.add_error(field, str(exc))
-        return cleaned
-
-
-@admin.register(Schedule)
-class ScheduleAdmin(AuditedAdmin):
-    """Schedules are created through the API (they need a callback); operators change, pause or resume them
-    here. Every change goes through reminders.schedules, so it bumps the version and replaces the pending
-    fire point like an API update."""
-
-    form = ScheduleAdminForm
-    list_display = ["key", "expression", "timezone", "paused", "next_fire_at", "version_display", "owner"]
-    list_filter = ["paused", "misfire_policy", "timezone"]
-    search_fields = ["key"]
-    list_select_related = ["job", "owner"]
-    readonly_fields = ["key", "job", "version_display", "next_fire_at", "paused", "created_at", "updated_at"]
-    actions = ["pause", "resume"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    @admin.display(description="version")
-    def version_display(self, schedule: Schedule) -> int:
-        return schedule.version
-
-    def save_model(self, request: HttpRequest, obj: Schedule, form: forms.ModelForm, change: bool) -> None:
-        current = Schedule.objects.select_related("job", "job__throttle").get(pk=obj.pk)
-        schedule_update(
-            schedule=current, changes={name: form.cleaned_data[name] for name in form.changed_data}
-        )
-
-    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
-        schedule_delete(schedule=obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_delete(schedule=schedule)
-
-    @admin.action(description="Pause selected (cancel their pending fire)")
-    def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_pause(schedule=schedule)
-        self.message_user(request, f"{queryset.count()} schedule(s) paused.", messages.SUCCESS)
-
-    @admin.action(description="Resume selected (from now)")
-    def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_resume(schedule=schedule)
-        self.message_user(request, f"{queryset.count()} schedule(s) resumed.", messages.SUCCESS)
-
-
 @admin.register(ThrottlePolicy)
 class ThrottlePolicyAdmin(AuditedAdmin):
     list_display = ["name", "max_per_second", "burst", "window_seconds", "owner"]
@@ -375,3 +301,7 @@ for _model, _model_admin in list(admin.site._registry.items()):
     if _model._meta.app_label == "django_celery_beat":
         admin.site.unregister(_model)
         admin.site.register(_model, _superusers_only(type(_model_admin)))
+
+
+# Schedules: their admin (create, pause, resume, run now, preview) is a module of its own.
+from reminders import admin_schedules as _admin_schedules  # noqa: E402, F401

@@ -239,7 +239,7 @@ def deliveries_chart(
     )
 
 
-def _require_operator(request: HttpRequest) -> None:
+def require_operator(request: HttpRequest) -> None:
     if not user_sees_all_teams(request.user):
         raise PermissionDenied("The status page is for operators.")
 
@@ -255,7 +255,7 @@ def _failures_link(error: str) -> str:
 
 
 def status_view(request: HttpRequest) -> HttpResponse:
-    _require_operator(request)
+    require_operator(request)
     engine: EngineStatus = engine_status()
     scan_age = None if engine.last_scan_at is None else engine.now - engine.last_scan_at
     pushes = pushes_per_minute(engine.per_minute)
@@ -284,7 +284,7 @@ def status_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 def status_retry_view(request: HttpRequest) -> HttpResponse:
     """Retry the last 24 h's failed occurrences whose error starts with the group's text."""
-    _require_operator(request)
+    require_operator(request)
     error = request.POST.get("error", "")[:ERROR_PREFIX]
     count = failures_retry(error=error, since=timezone.now() - timedelta(hours=24))
     messages.success(request, f"{count} failed occurrence(s) due again now.")
@@ -295,7 +295,7 @@ def status_retry_view(request: HttpRequest) -> HttpResponse:
 def status_retrying_view(request: HttpRequest) -> HttpResponse:
     """A retrying group's buttons: "retry" makes its occurrences due now, "cancel" cancels them (a
     schedule's cancelled fire moves the schedule on to its next)."""
-    _require_operator(request)
+    require_operator(request)
     error = request.POST.get("error", "")[:ERROR_PREFIX]
     action = request.POST.get("action", "")
     if action == "retry":
