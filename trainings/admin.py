@@ -317,21 +317,25 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     def _answered_owed(self, training: Training, kind: str, answered: int, owed: int) -> SafeString:
         """Owed only while the questionnaire is open: "not yet" before, "missed" after, none if cancelled."""
         if training.cancelled:
-            return format_html("{} answered", answered)
+            return format_html('<span title="answered">{} ✓</span>', answered)
         state = self._window(training, kind)
         if state == NOT_YET:
             return format_html('<span class="quiet">{}</span>', "not yet open")
         if state == CLOSED:
-            return format_html('{} answered, <span class="missed">{} missed</span>', answered, owed)
-        return format_html('{} answered, <span class="pending">{} owed</span>', answered, owed)
+            return format_html(
+                '<span title="answered">{} ✓</span> <span class="missed">{} missed</span>', answered, owed
+            )
+        return format_html(
+            '<span title="answered">{} ✓</span> <span class="pending">{} owed</span>', answered, owed
+        )
 
-    @admin.display(description="pre-training questionnaire")
+    @admin.display(description="pre answers")
     def pre_questionnaire(self, training: Training) -> SafeString:
         return self._answered_owed(
             training, RuleKind.PRE, getattr(training, "n_pre_answered", 0), getattr(training, "n_pre_owed", 0)
         )
 
-    @admin.display(description="post-training questionnaire")
+    @admin.display(description="post answers")
     def post_questionnaire(self, training: Training) -> SafeString:
         return self._answered_owed(
             training,
