@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from reminders.admin_history import AuditedAdmin
 from reminders.admin_labels import pretty_json
 from reminders.cron import ExpressionError, timeline_for
-from reminders.models import CallbackType, MisfirePolicy, Schedule, _time_zone_names
+from reminders.models import CallbackType, MisfirePolicy, Schedule
 from reminders.schedules import (
     ScheduleSpec,
     schedule_delete,
@@ -34,18 +34,15 @@ from reminders.schedules import (
 )
 from reminders.serializers_schedules import EXPRESSION_HELP, ScheduleInputSerializer
 from reminders.services import OwnershipError
+from reminders.widgets import zone_field
 
 PREVIEW_COUNT = 10
-
-
-def _zones() -> list[tuple[str, str]]:
-    return [(name, name.replace("_", " ")) for name in sorted(_time_zone_names())]
 
 
 class ScheduleAdminForm(forms.ModelForm):
     """Changes: validates the expression and zone with the same parser the scheduler uses."""
 
-    timezone = forms.ChoiceField(choices=_zones, initial="UTC", help_text="IANA zone the crontab is read in.")
+    timezone = zone_field(initial="UTC", help_text="IANA zone the crontab is read in.")
 
     class Meta:
         model = Schedule
@@ -72,7 +69,7 @@ class ScheduleCreateForm(forms.ModelForm):
 
     key = forms.CharField(max_length=190, help_text="Caller-chosen unique key, e.g. nightly-report.")
     expression = forms.CharField(max_length=200, help_text=EXPRESSION_HELP)
-    timezone = forms.ChoiceField(choices=_zones, initial="UTC", help_text="IANA zone the crontab is read in.")
+    timezone = zone_field(initial="UTC", help_text="IANA zone the crontab is read in.")
     callback_type = forms.ChoiceField(choices=CallbackType.choices, initial=CallbackType.RABBITMQ)
     target = forms.CharField(max_length=2000, help_text="Queue name, URL or handler name.")
     payload = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), initial="{}", help_text="JSON.")

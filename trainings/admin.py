@@ -12,7 +12,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -24,6 +23,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from reminders.admin_history import AuditedAdmin
+from reminders.widgets import zone_field
 from trainings import admin_operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin_forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin_html import (
@@ -33,7 +33,7 @@ from trainings.admin_html import (
     reminder_timeline_html,
     rule_label,
 )
-from trainings.admin_people import ScopedChoices, zone_choices
+from trainings.admin_people import ScopedChoices
 from trainings.models import (
     ReminderRule,
     RuleKind,
@@ -120,8 +120,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         )
         for name in ("start", "end"):
             form.base_fields[name].help_text = f"Local time in the training's zone ({where})."
-        form.base_fields["time_zone"] = forms.ChoiceField(
-            choices=zone_choices(blank=None if obj else "The team's zone"),
+        form.base_fields["time_zone"] = zone_field(
+            blank=None if obj else "The team's zone",
             required=obj is not None,
             label="Time zone",
             help_text="Where the training takes place; its times are typed and shown in this zone.",

@@ -45,6 +45,16 @@ class InvitationInline(ScopedChoices, admin.TabularInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Invitation]:
         return super().get_queryset(request).select_related("player")
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "player" and field is not None:
+            # One query for the team's players, not one per row of the list; and no edit/add/view icons
+            # beside every row's select (the player's own page is one click away in the grid's names).
+            field.choices = list(field.choices)
+            for flag in ("can_add_related", "can_change_related", "can_view_related", "can_delete_related"):
+                setattr(field.widget, flag, False)
+        return field
+
 
 class AnswerInline(admin.TabularInline):
     """Answers are the players' (sent through their links or the app): shown as fields, not edited here."""

@@ -12,15 +12,9 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from reminders.middleware import default_zone_register
-from reminders.models import _time_zone_names
+from reminders.widgets import LongSelect, zone_field
 from trainings.models import Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
-
-
-def zone_choices(*, blank: str | None = None) -> list[tuple[str, str]]:
-    """Every IANA zone, for a select a person types into to jump (no free text to mistype)."""
-    names = [(name, name.replace("_", " ")) for name in sorted(_time_zone_names())]
-    return ([("", blank)] if blank is not None else []) + names
 
 
 def language_choices() -> list[tuple[str, str]]:
@@ -44,14 +38,14 @@ class ZoneAndLanguageLists:
 
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "time_zone":
-            return forms.ChoiceField(
-                choices=zone_choices(), initial=db_field.default, help_text=db_field.help_text or "",
+            return zone_field(
+                initial=db_field.default, help_text=db_field.help_text or "",
                 label=db_field.verbose_name.capitalize(),
             )  # fmt: skip
         if db_field.name == "language":
             return forms.ChoiceField(
                 choices=language_choices(), initial=db_field.default, help_text=db_field.help_text or "",
-                label=db_field.verbose_name.capitalize(),
+                label=db_field.verbose_name.capitalize(), widget=LongSelect(language_choices),
             )  # fmt: skip
         return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
 
