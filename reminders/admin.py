@@ -87,6 +87,14 @@ class JobAdmin(LabelledPage, AuditedAdmin):
     ]  # fmt: skip
     inlines = [OccurrenceInline]
 
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        job = self.get_object(request, object_id)
+        if job is not None:  # titled in words where the job belongs to something a person knows
+            extra_context = {**(extra_context or {}), "subtitle": self.what(job)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
     @admin.display(description="job", ordering="key")
     def what(self, job: Job) -> str:
         label = getattr(job, "label", None)
@@ -197,7 +205,20 @@ class OccurrenceAdmin(LabelledPage, admin.ModelAdmin):
         "job_version",
         "created_at",
     ]
+    # The same, in reading order: what it is, when, what happened; the engine's bookkeeping last.
+    fields = ["what", "fire_at", "status", "attempts", "next_attempt_at", "delivered_at", "finished_at",
+              "last_error", "priority", "job", "idempotency_key", "job_version", "claimed_until",
+              "lease_token", "batch_index", "throttle", "created_at"]  # fmt: skip
     show_full_result_count = False
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        occurrence = self.get_object(request, object_id)
+        if occurrence is not None:  # titled in words: what it is for and when it fires
+            what = job_labels([occurrence.job_id]).get(occurrence.job_id) or occurrence.job.key
+            extra_context = {**(extra_context or {}), "subtitle": f"{what}, {_local(occurrence.fire_at)}"}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
         # No filter chosen: show what fires next (a 5 M-row history is not where an operator starts).

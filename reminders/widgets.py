@@ -33,7 +33,7 @@ class LongSelect(forms.Select):
             option.replace("<option ", "<option selected ", 1) if key == chosen else option
             for key, option in options.items()
         )
-        final = self.build_attrs(self.attrs, {**(attrs or {}), "name": name})
+        final = {"name": name, **self.build_attrs(self.attrs, attrs)}  # name first, as Django writes it
         shown = [(k, v) for k, v in final.items() if v is not False and v is not None]
         attributes = format_html_join(
             "",

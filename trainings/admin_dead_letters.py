@@ -5,12 +5,14 @@ player and training by name, their error and the message as it was; replay one o
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from reminders.admin_labels import pretty_json
@@ -57,6 +59,7 @@ def dead_letters_view(request: HttpRequest) -> HttpResponse:
                 if push
                 else trainings.get(_uuid(letter.training) or uuid.UUID(int=0), letter.training),
                 "kind": push.get_kind_display().split(" (")[0] if push else "",
+                "dead_at": _local(letter.dead_at),
                 "json": pretty_json(letter.document),
             }
         )
@@ -68,6 +71,18 @@ def dead_letters_view(request: HttpRequest) -> HttpResponse:
         "error": error,
     }
     return TemplateResponse(request, "admin/dead_letters.html", context)
+
+
+def _local(iso: str) -> str:
+    """The letter's ISO time as every date in the admin reads: the person's zone, with it."""
+    try:
+        instant = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if timezone.is_naive(instant):
+        return iso
+    shown = timezone.localtime(instant)
+    return f"{shown:%a %Y-%m-%d %H:%M:%S} {shown.tzname()}"
 
 
 def _int(value: Any) -> int | None:
