@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from reminders.kick import scan_kick_on_commit
+from reminders.engine.kick import scan_kick_on_commit
+from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from reminders.transports import Delivery
 from trainings.models import (
     MOVED,

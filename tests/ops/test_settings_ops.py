@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reminders.api_limits import parse_rate
+from reminders.http.limits import parse_rate
 from tests.ops.processes import ROOT
 
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from reminders import metrics
+from reminders.ops import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.providers import (
     AuthFailure,
