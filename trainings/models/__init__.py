@@ -19,8 +19,6 @@ from django.db.models import F, Q
 
 from reminders.history import AuditedHistory
 from trainings.models.devices import Device as Device
-from trainings.models.devices import DevicePlatform as DevicePlatform
-from trainings.models.devices import DeviceProvider as DeviceProvider
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models.devices import PushSend as PushSend
 from trainings.models.devices import SendStatus as SendStatus
