@@ -1,4 +1,4 @@
-# The two commands a newcomer needs: `make run` (web + worker + beat on the embedded defaults) and
+# The two commands a newcomer needs: `make run` (web, worker, beat and push gateway on the embedded defaults) and
 # `make test` (lint, types and the whole suite). Both create .venv and install pinned packages first.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
