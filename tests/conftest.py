@@ -70,6 +70,7 @@ def _api_throttling_out_of_the_way(settings: pytest.FixtureRequest) -> None:
     """The fuzzers send hundreds of requests a second from one token and address; API throttling has its
     own tests (tests/ops/test_throttling.py), which set the rates they test."""
     settings.API_THROTTLE_RATES = {"token": "1000000/s", "ip": "1000000/s"}  # type: ignore[attr-defined]
+    settings.API_THROTTLE_ANSWER_LINK_RATE = "1000000/s"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)

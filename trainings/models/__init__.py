@@ -18,6 +18,11 @@ from django.db import models
 from django.db.models import F, Q
 
 from reminders.history import AuditedHistory
+from trainings.models.answers import AnswerSource as AnswerSource
+from trainings.models.answers import Invitation as Invitation
+from trainings.models.answers import InvitationStatus as InvitationStatus
+from trainings.models.answers import Phase as Phase
+from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
 from trainings.models.devices import Device as Device
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models.devices import PushSend as PushSend
@@ -156,56 +161,6 @@ class Training(models.Model):
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.time_zone)
-
-
-class Phase(models.TextChoices):
-    PRE = "PRE", "Pre-training questionnaire"
-    POST = "POST", "Post-training questionnaire"
-
-
-class QuestionnaireAnswer(models.Model):
-    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="answers")
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="answers")
-    phase = models.CharField(max_length=4, choices=Phase.choices)
-    answered_at = models.DateTimeField()
-    answers = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
-            models.CheckConstraint(condition=Q(phase__in=Phase.values), name="answer_phase_valid"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.player}: {self.get_phase_display()}"  # names, never the training's UUID
-
-
-class InvitationStatus(models.TextChoices):
-    PENDING = "PENDING"
-    ACCEPTED = "ACCEPTED"
-    DENIED = "DENIED"
-
-
-class Invitation(models.Model):
-    """A player on a training's list. The list is the invitations; their status is the RSVP."""
-
-    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="invitations")
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="invitations")
-    status = models.CharField(
-        max_length=8, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
-    )
-    responded_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["training", "player"], name="invitation_unique"),
-            models.CheckConstraint(
-                condition=Q(status__in=InvitationStatus.values), name="invitation_status_valid"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.player}: {self.get_status_display()}"  # names, never the training's UUID
 
 
 class RuleKind(models.TextChoices):
