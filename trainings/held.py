@@ -24,10 +24,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from reminders import metrics
-from reminders.kick import scan_kick_on_commit
+from reminders.engine.kick import scan_kick_on_commit
+from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
+from reminders.ops import metrics
 from reminders.transports import Delivery
 from trainings.models import (
     MOVED,
@@ -188,10 +188,12 @@ def held_pushes_release(
     order, each decided again against the training as it is then. Returns how many were released,
     withdrawn and skipped.
 
-    1. Under the rows' locks: a push for a cancelled training, a removed or deactivated rule, or a player
-       the rule no longer chases (answered, declined overnight) is withdrawn; one whose use is over by now
-       (the training may have moved earlier while it was held) is skipped with the reason. The others get
-       their text rendered again (the start as it is now, the time left now) and their expiry recomputed.
+    1. Under the rows' locks: a push for a cancelled training, a removed or deactivated rule, a player
+       the rule no longer chases (answered, declined overnight), or a training moved by at least
+       TRAININGS_MOVE_REPEAT_MINUTES (its reminders start again at the new times) is withdrawn; one whose
+       use is over by now (the training may have moved earlier while it was held) is skipped with the
+       reason. The others get their text rendered again (the start as it is now, the time left now) and
+       their expiry recomputed.
     2. After commit, the released pushes are published in one AMQP transaction (`pushes_publish`).
     """
     now = max(timezone.now(), at)
@@ -206,6 +208,7 @@ def held_pushes_release(
             .select_related("player", "rule")
             .order_by("fire_at", "pk")
         )
+        repeat = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
         chased: dict[int, set[int]] = {}
         templates: dict[int, list[ReminderTemplate]] = {}
         declined = set(
@@ -218,7 +221,7 @@ def held_pushes_release(
             if training.cancelled:
                 _settle(push, PushStatus.WITHDRAWN, "training cancelled while held")
             elif push.kind == MOVED:
-                _settle(push, *_decided(push, training.start, now, declined))
+                _settle(push, *_decided(push, training, training.start, now, declined))
             elif rule is None or not rule.active:
                 _settle(push, PushStatus.WITHDRAWN, "rule removed or deactivated while held")
             else:
@@ -228,7 +231,12 @@ def held_pushes_release(
                     )
                     templates[rule.pk] = list(rule.templates.all())
                 gone = set() if push.player_id in chased[rule.pk] else {push.player_id}
-                _settle(push, *_decided(push, push_expiry(training=training, kind=rule.kind), now, gone))
+                expires_at = push_expiry(training=training, kind=rule.kind)
+                if push.expires_at and abs(expires_at - push.expires_at) >= repeat:
+                    # A large move: the rule reminds again at the new times (trainings.firing, _firing).
+                    _settle(push, PushStatus.WITHDRAWN, "the training moved a long way while held")
+                else:
+                    _settle(push, *_decided(push, training, expires_at, now, gone))
             if push.status == PushStatus.PENDING:
                 rendered = (
                     moved_render(training=training, player=push.player)
@@ -261,15 +269,19 @@ def held_pushes_release(
 _COUNTED = {PushStatus.PENDING: "released", PushStatus.WITHDRAWN: "withdrawn", PushStatus.SKIPPED: "skipped"}
 
 
-def _decided(push: Push, expires_at: datetime, now: datetime, gone: set[int]) -> tuple[PushStatus, str]:
+def _decided(
+    push: Push, training: Training, expires_at: datetime, now: datetime, gone: set[int]
+) -> tuple[PushStatus, str]:
     """Withdrawn for a player no longer concerned, skipped when of no use any more, else released."""
     push.expires_at = expires_at
     if push.player_id in gone:
         return PushStatus.WITHDRAWN, "answered while held"
     if now >= expires_at:
-        release = push.release_at.isoformat(timespec="minutes") if push.release_at else "?"
-        until = expires_at.isoformat(timespec="minutes")
-        return PushStatus.SKIPPED, f"held until {release}, of no use after {until}"
+        zone = ZoneInfo(push.player.time_zone) if is_time_zone(push.player.time_zone) else training.zone
+        release = f"{push.release_at.astimezone(zone):%Y-%m-%d %H:%M}" if push.release_at else "?"
+        return PushStatus.SKIPPED, (
+            f"held until {release} {zone.key}, of no use after {expires_at.astimezone(zone):%Y-%m-%d %H:%M}"
+        )
     return PushStatus.PENDING, push.status_reason  # the reason it was held stays on record
 
 

@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings.delivery import push_outcomes
 from trainings.models import (
+    AnswerSource,
     Invitation,
     InvitationStatus,
     Membership,
@@ -26,6 +27,7 @@ from trainings.models import (
     Player,
     Push,
     PushSend,
+    PushStatus,
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
@@ -35,6 +37,7 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
+from trainings.offsets import Offset
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -269,50 +272,98 @@ class PlayerRow:
     reminders_received: int
     last_push: str
     last_push_at: datetime | None
+    # How each answer came: "from the notification, 3 min after the 60-min reminder" ("" when none).
+    invitation_how: str = ""
+    pre_how: str = ""
+    post_how: str = ""
 
 
 def training_player_grid(*, training: Training) -> list[PlayerRow]:
-    """One row per invited player, by name: RSVP, answers, reminders that reached a device and the last
-    push's outcome on the phone side.
+    """One row per invited player, by name: RSVP, answers (and how each came), reminders that reached a
+    device and the last push's outcome on the phone side.
 
     Four queries: invitations with players, answers, pushes (the training's indexes), their send rows.
     """
     invitations = list(training.invitations.select_related("player").order_by("player__name"))
     answered = {
-        (player_id, phase): at
-        for player_id, phase, at in training.answers.values_list("player_id", "phase", "answered_at")
+        (player_id, phase): (at, source)
+        for player_id, phase, at, source in training.answers.values_list(
+            "player_id", "phase", "answered_at", "source"
+        )
     }
     pushes = list(
         training.pushes.order_by("created_at", "pk").only(
-            "key", "player_id", "status", "status_reason", "release_at", "created_at", "sent_at"
+            "key",
+            "player_id",
+            "status",
+            "status_reason",
+            "release_at",
+            "created_at",
+            "sent_at",
+            "kind",
+            "offset",
         )
     )
     outcomes = push_outcomes(pushes, zone=training.zone)  # what reached a phone, not what was published
     received: dict[int, int] = {}
     last: dict[int, tuple[str, datetime | None]] = {}
+    sent_of: dict[tuple[int, str], list[tuple[datetime, str]]] = {}
     for push in pushes:
         outcome = outcomes[push.key]
         if outcome.reached:
             received[push.player_id] = received.get(push.player_id, 0) + 1
+        if push.status == PushStatus.SENT and push.sent_at is not None:
+            sent_of.setdefault((push.player_id, push.kind), []).append((push.sent_at, push.offset))
         last[push.player_id] = (outcome.text, outcome.at)
     rows = []
     for invitation in invitations:
         pid = invitation.player_id
         last_text, outcome_at = last.get(pid, ("", None))
+        pre_at, pre_source = answered.get((pid, Phase.PRE), (None, ""))
+        post_at, post_source = answered.get((pid, Phase.POST), (None, ""))
         rows.append(
             PlayerRow(
                 player=invitation.player.name,
                 invitation=invitation.get_status_display(),
                 responded_at=invitation.responded_at,
-                pre_answered_at=answered.get((pid, Phase.PRE)),
-                post_answered_at=answered.get((pid, Phase.POST)),
+                pre_answered_at=pre_at,
+                post_answered_at=post_at,
                 declined=invitation.status == InvitationStatus.DENIED,
                 reminders_received=received.get(pid, 0),
                 last_push=last_text,
                 last_push_at=outcome_at,
+                invitation_how=answer_how(
+                    invitation.response_source,
+                    invitation.responded_at,
+                    sent_of.get((pid, RuleKind.INVITATION)),
+                ),
+                pre_how=answer_how(pre_source, pre_at, sent_of.get((pid, RuleKind.PRE))),
+                post_how=answer_how(post_source, post_at, sent_of.get((pid, RuleKind.POST))),
             )
         )
     return rows
+
+
+def answer_how(source: str, at: datetime | None, sent: list[tuple[datetime, str]] | None) -> str:
+    """How an answer came, for a coach: its source, and how long after which reminder (the last one of its
+    kind published before it), e.g. "from the notification, 3 min after the 60-min reminder"."""
+    if at is None or not source:
+        return ""
+    text = AnswerSource(source).label
+    before = [(when, offset) for when, offset in sent or () if when <= at]
+    if not before:
+        return text
+    when, offset = max(before)
+    minutes = int((at - when).total_seconds() // 60)
+    after = (
+        f"{minutes} min"
+        if minutes < 120
+        else f"{minutes // 60} h"
+        if minutes < 2880
+        else f"{minutes // 1440} d"
+    )
+    reminder = f"the {Offset.parse(offset).human().replace(' ', '-')} reminder" if offset else "a reminder"
+    return f"{text}, {after} after {reminder}"
 
 
 def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]:

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.utils import timezone
 from kombu import Connection, Producer, Queue
 
-from reminders.dispatch import ScanResult
-from reminders.status import scan_record
+from reminders.engine.dispatch import ScanResult
+from reminders.ops.figures import scan_record
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.conftest import delete_queue
 from tests.factories import (

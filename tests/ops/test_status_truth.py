@@ -16,7 +16,7 @@ from django.utils import timezone
 from kombu import Connection, Producer
 
 from reminders.models import Occurrence, OccurrenceStatus
-from reminders.status import status_queries
+from reminders.ops.figures import status_queries
 from tests.factories import OccurrenceFactory
 from trainings.models import GatewayHeartbeat
 from trainings.push.liveness import gateway_heartbeat, push_minutes_add

@@ -7,12 +7,12 @@ import datetime as dt
 
 import pytest
 
-from reminders.chunks import Chunk, claim_chunks
-from reminders.dbclock import DbClock
-from reminders.dispatch import Pipeline, ScanResult, _Outcome
+from reminders.engine.chunks import Chunk, claim_chunks
+from reminders.engine.clock import DbClock
+from reminders.engine.dispatch import Pipeline, ScanResult, _Outcome
+from reminders.engine.occurrences import occurrences_claim_due
+from reminders.engine.retry import RetryPolicy
 from reminders.models import Occurrence, OccurrenceStatus
-from reminders.occurrences import occurrences_claim_due
-from reminders.retry import RetryPolicy
 from tests.factories import JobFactory, OccurrenceFactory
 
 pytestmark = pytest.mark.django_db

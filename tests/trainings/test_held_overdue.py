@@ -73,7 +73,8 @@ def test_a_push_within_the_grace_is_left_to_its_release_job(
 def test_an_overdue_push_of_no_use_any_more_is_skipped_with_the_reason(
     team: Team, rules: dict[str, ReminderRule], push_queue: str, settings: Any
 ) -> None:
-    training = _held_training(team, rules, timezone.now() + dt.timedelta(hours=3))
+    training = _held_training(team, rules, timezone.now() + dt.timedelta(minutes=100))
+    # Moved earlier (by less than TRAININGS_MOVE_REPEAT_MINUTES): it has started by now.
     Training.objects.filter(pk=training.pk).update(start=timezone.now() - dt.timedelta(minutes=5))
     Push.objects.filter(training=training).update(release_at=timezone.now() - dt.timedelta(hours=1))
     before = _overdue("skipped")

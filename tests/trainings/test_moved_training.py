@@ -264,3 +264,24 @@ def test_a_held_reminder_is_skipped_when_a_move_makes_it_arrive_after_the_start(
     pushes = list(Push.objects.exclude(kind=MOVED))
     assert {p.status for p in pushes} == {PushStatus.SKIPPED}
     assert all("of no use after" in p.status_reason for p in pushes)
+
+
+def test_a_held_reminder_of_a_training_moved_a_long_way_is_withdrawn_and_reminded_again(
+    team: Team, rules: dict[str, ReminderRule], push_queue: str, settings: Any
+) -> None:
+    settings.TRAININGS_MOVE_REPEAT_MINUTES = 120
+    team.quiet_start, team.quiet_end = dt.time(22), dt.time(7)
+    team.save()
+    start = dt.datetime(2030, 6, 11, 5, 30, tzinfo=dt.UTC)  # 07:30 Paris; the 90 fires at 06:00, held
+    training = training_create(team=team, title="Dawn", start=start, end=start + dt.timedelta(hours=1),
+                               time_zone="Europe/Paris")  # fmt: skip
+    fire(_pre(training, rules, 90))
+
+    training = _move(training, 24 * 60)  # to the next day: its own 90-minute reminder will come
+    fire(Occurrence.objects.get(job__key=quiet_release_key(training_id=training.pk,
+                                                           rule=rules["pre-questionnaire"])))  # fmt: skip
+
+    assert drain_queue(push_queue) == []
+    assert {p.status for p in Push.objects.all()} == {PushStatus.WITHDRAWN}
+    fire(_pre(training, rules, 90))  # 06:00 the next day: held again for that night's window
+    assert Push.objects.filter(status=PushStatus.HELD).count() == 3
