@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
-from trainings.models import Push, PushSend, PushStatus, SendStatus
+from trainings.models import Push, PushSend, PushStatus, SendStatus, Training
 
 # Outcome codes, for CSS classes and tests; the text is what people read.
 REACHED, QUEUED, HELD, SKIPPED, WITHDRAWN, PENDING = (
@@ -106,3 +106,23 @@ def push_outcomes(pushes: list[Push], *, zone: ZoneInfo | None = None) -> dict[s
     sends = push_sends(p.key for p in pushes)
     now = timezone.now()
     return {p.key: push_outcome(p, sends.get(p.key, []), zone=zone, now=now) for p in pushes}
+
+
+def timeline_reached(*, training: Training, occurrence_keys: list[str]) -> dict[str, list[str]]:
+    """Names of the players each occurrence's pushes reached (a device accepted), on push_training_occ_idx
+    and the send rows' (push_key, device) index."""
+    pushes = list(
+        Push.objects.filter(training=training, occurrence_key__in=occurrence_keys)
+        .order_by("player__name")
+        .values_list("occurrence_key", "key", "player__name")
+    )
+    accepted = set(
+        PushSend.objects.filter(
+            push_key__in=[key for _, key, _ in pushes], status=SendStatus.ACCEPTED
+        ).values_list("push_key", flat=True)
+    )
+    reached: dict[str, list[str]] = {}
+    for occurrence_key, key, name in pushes:
+        if key in accepted:
+            reached.setdefault(occurrence_key, []).append(name)
+    return reached

@@ -386,23 +386,3 @@ def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]
         if pk not in earliest or first < earliest[pk]:
             earliest[pk] = first
     return earliest
-
-
-def timeline_reached(*, training: Training, occurrence_keys: list[str]) -> dict[str, list[str]]:
-    """Names of the players each occurrence's pushes reached (a device accepted), on push_training_occ_idx
-    and the send rows' (push_key, device) index."""
-    pushes = list(
-        Push.objects.filter(training=training, occurrence_key__in=occurrence_keys)
-        .order_by("player__name")
-        .values_list("occurrence_key", "key", "player__name")
-    )
-    accepted = set(
-        PushSend.objects.filter(
-            push_key__in=[key for _, key, _ in pushes], status=SendStatus.ACCEPTED
-        ).values_list("push_key", flat=True)
-    )
-    reached: dict[str, list[str]] = {}
-    for occurrence_key, key, name in pushes:
-        if key in accepted:
-            reached.setdefault(occurrence_key, []).append(name)
-    return reached

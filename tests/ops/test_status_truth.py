@@ -61,7 +61,7 @@ def test_retrying_occurrences_are_counted_grouped_and_can_be_retried_or_cancelle
 def test_the_gateway_heartbeat_turns_amber_then_red_and_health_ready_names_it(
     operator: Client, settings: Any
 ) -> None:
-    from reminders import health
+    from reminders.ops import health
 
     health.scan_finished(worker="worker@test")
     assert "push_gateway" not in Client().get("/health/ready").json()["checks"]  # none ever seen: auto is off

@@ -12,8 +12,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from reminders.ops.figures import occurrence_state
+from trainings.delivery import timeline_reached
 from trainings.models import ReminderRule, RuleKind, RunOutcome, Training
-from trainings.selectors import timeline_reached, training_player_grid, training_timeline
+from trainings.selectors import training_player_grid, training_timeline
 from trainings.windows import CLOSED, NOT_YET, OPEN
 
 # The seeded rules' slugs (trainings/defaults.py): their kind's name says it all.
