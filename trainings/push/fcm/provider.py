@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from trainings.answers.links import as_strings
 from trainings.push.h2client import H2BadRequest, H2Error, H2Response
 from trainings.push.messages import (
     AuthFailure,
@@ -98,7 +99,7 @@ class FcmProvider:
         message: dict[str, Any] = {
             "token": device.token,
             "notification": {"title": push.title, "body": push.body},
-            "data": push.data,
+            "data": {**push.data, **as_strings(push.answer_fields)},
         }
         if device.platform == "web":
             message["webpush"] = {"headers": {"TTL": str(ttl), "Urgency": "high"},
