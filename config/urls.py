@@ -29,3 +29,6 @@ urlpatterns += [
     path("health/live", views_ops.live, name="health-live"),
     path("health/ready", views_ops.ready, name="health-ready"),
 ]
+
+# A path no URL matches answers JSON under /api/ (reminders/api_limits.py).
+handler404 = "reminders.api_limits.page_not_found"
