@@ -27,6 +27,9 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str(
     "DJANGO_SECRET_KEY", "django-insecure-development-key-set-DJANGO_SECRET_KEY-in-production"
 )
+# Earlier keys, still accepted when verifying signatures (answer links already sent) while a new
+# DJANGO_SECRET_KEY takes over; drop one once the longest link it signed has expired (90 days).
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -219,7 +222,7 @@ LOGGING: dict[str, Any] = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/push-gateway.md#logs).
+    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/operations/monitoring.md).
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The scan runs every second: Celery's per-task "received"/"succeeded" lines would drown everything
     # else. The scan logs its own summary when it claimed something.
@@ -274,6 +277,14 @@ TRAININGS_GATEWAY_MAX_ATTEMPTS = env_int("TRAININGS_GATEWAY_MAX_ATTEMPTS", 8, mi
 # A training moved by less than this keeps the reminders its players already had (no "90 min before"
 # twice); players already reminded get one "training moved" push. A bigger move reminds them again.
 TRAININGS_MOVE_REPEAT_MINUTES = env_int("TRAININGS_MOVE_REPEAT_MINUTES", 120, minimum=0)
+# A "training moved" notice fires this long after the last move of a burst: a later move within it
+# replaces the pending notice, so 14 quick edits reach each player once (docs/quiet-hours.md).
+TRAININGS_MOVED_NOTICE_DELAY_SECONDS = env_int(
+    "TRAININGS_MOVED_NOTICE_DELAY_SECONDS", 5, minimum=0, maximum=600
+)
+# A push still held this long after its release is released (or skipped, with the reason) by the hourly
+# check and counted in trainings_held_pushes_overdue_total (docs/quiet-hours.md).
+TRAININGS_HELD_GRACE_SECONDS = env_int("TRAININGS_HELD_GRACE_SECONDS", 300, minimum=0)
 # The post-training questionnaire closes this long after the training ends: a POST push later is stale.
 TRAININGS_POST_QUESTIONNAIRE_HOURS = env_int("TRAININGS_POST_QUESTIONNAIRE_HOURS", 24, minimum=1)
 TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS", 900, minimum=1, maximum=1500)
@@ -281,6 +292,17 @@ TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS",
 # that is more than 15 min late would land after the next one).
 TRAININGS_REMINDER_PRIORITY = env_int("TRAININGS_REMINDER_PRIORITY", 5, minimum=0, maximum=9)
 TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECONDS", 900, minimum=1)
+# Answer links (trainings/answers/links.py): the site's public address that every link in a push or an
+# email starts with, and how often one link may be followed ("<n>/<s|m|h|d>", per link, beside the
+# per-address API limit).
+TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", f"http://{env_str('ADDR', '127.0.0.1:8000')}")
+if not TRAININGS_PUBLIC_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("TRAININGS_PUBLIC_URL must be an http(s) URL")
+API_THROTTLE_ANSWER_LINK_RATE = env_str("API_THROTTLE_ANSWER_LINK_RATE", "20/m")
+if not re.fullmatch(r"\d+/(s|m|h|d)", API_THROTTLE_ANSWER_LINK_RATE):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_ANSWER_LINK_RATE={API_THROTTLE_ANSWER_LINK_RATE!r} is not '<n>/<s|m|h|d>'"
+    )
 # Trainings rescheduled per task run after a rule changes.
 TRAININGS_RESCHEDULE_BATCH = env_int("TRAININGS_RESCHEDULE_BATCH", 500, minimum=1, maximum=10000)
 # Distinct OpenAPI enum names: three choice sets (occurrence, invitation, response) share the name `status`.

@@ -27,7 +27,14 @@ from reminders.admin_history import AuditedAdmin
 from trainings import admin_operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin_html import local_html, local_time, player_grid_html, reminder_timeline_html
 from trainings.admin_people import ScopedChoices
-from trainings.models import Invitation, InvitationStatus, QuestionnaireAnswer, ReminderRule, Training
+from trainings.models import (
+    AnswerSource,
+    Invitation,
+    InvitationStatus,
+    QuestionnaireAnswer,
+    ReminderRule,
+    Training,
+)
 from trainings.offsets import is_time_zone
 from trainings.selectors import (
     reminder_recipients,
@@ -57,8 +64,11 @@ class InvitationForm(ModelForm):
         status = data.get("status")
         if status == InvitationStatus.PENDING:
             data["responded_at"] = None  # no answer, so no time of answer
-        elif status and "status" in self.changed_data and "responded_at" not in self.changed_data:
-            data["responded_at"] = timezone.now()
+            self.instance.response_source = ""
+        elif status and "status" in self.changed_data:
+            self.instance.response_source = AnswerSource.ADMIN  # the coach's page says a coach set it
+            if "responded_at" not in self.changed_data:
+                data["responded_at"] = timezone.now()
         return data
 
 

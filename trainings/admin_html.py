@@ -38,9 +38,9 @@ def player_grid_html(training: Training) -> SafeString:
         return format_html("<p>{}</p>", "Shown once the training is saved.")
     zone = training.zone
 
-    def answered(at: datetime | None, declined: bool) -> SafeString:
+    def answered(at: datetime | None, declined: bool, how: str = "") -> SafeString:
         if at is not None:
-            return format_html('<span class="grid-ok">✓ {}</span>', local_time(at, zone))
+            return format_html('<span class="grid-ok">✓ {}</span>{}', local_time(at, zone), _how(how))
         return (
             format_html("<span>{}</span>", "—")
             if declined
@@ -53,11 +53,13 @@ def player_grid_html(training: Training) -> SafeString:
         (
             (
                 row.player,
-                f"{row.invitation} ({local_time(row.responded_at, zone)})"
+                format_html(
+                    "{} ({}){}", row.invitation, local_time(row.responded_at, zone), _how(row.invitation_how)
+                )
                 if row.responded_at
                 else row.invitation,
-                answered(row.pre_answered_at, row.declined),
-                answered(row.post_answered_at, row.declined),
+                answered(row.pre_answered_at, row.declined, row.pre_how),
+                answered(row.post_answered_at, row.declined, row.post_how),
                 row.reminders_received,
                 f"{row.last_push}, {local_time(row.last_push_at, zone)}" if row.last_push else "—",
             )
@@ -71,6 +73,11 @@ def player_grid_html(training: Training) -> SafeString:
         "<tbody>{}</tbody></table>",
         rows,
     )
+
+
+def _how(how: str) -> SafeString:
+    """How an answer came, under it in the grid ("from the notification, 3 min after the 60-min reminder")."""
+    return format_html('<br><small class="grid-how">{}</small>', how) if how else format_html("")
 
 
 def reminder_timeline_html(training: Training) -> SafeString:

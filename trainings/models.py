@@ -18,6 +18,11 @@ from django.db import models
 from django.db.models import F, Q
 
 from reminders.history import AuditedHistory
+from trainings.models_answers import AnswerSource as AnswerSource
+from trainings.models_answers import Invitation as Invitation
+from trainings.models_answers import InvitationStatus as InvitationStatus
+from trainings.models_answers import Phase as Phase
+from trainings.models_answers import QuestionnaireAnswer as QuestionnaireAnswer
 from trainings.models_devices import Device as Device
 from trainings.models_devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models_devices import PushSend as PushSend
@@ -53,6 +58,9 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
+_QUIET_END_HELP = "...until (local time); held pushes go then; only a move to before then is told at once."
+
+
 class Team(models.Model):
     name = models.CharField(max_length=200)
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
@@ -62,9 +70,7 @@ class Team(models.Model):
     quiet_start = models.TimeField(
         null=True, blank=True, help_text="Players get no push from (local time)..."
     )
-    quiet_end = models.TimeField(
-        null=True, blank=True, help_text="...until (local time); held pushes go then."
-    )
+    quiet_end = models.TimeField(null=True, blank=True, help_text=_QUIET_END_HELP)
 
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
@@ -155,56 +161,6 @@ class Training(models.Model):
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.time_zone)
-
-
-class Phase(models.TextChoices):
-    PRE = "PRE", "Pre-training questionnaire"
-    POST = "POST", "Post-training questionnaire"
-
-
-class QuestionnaireAnswer(models.Model):
-    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="answers")
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="answers")
-    phase = models.CharField(max_length=4, choices=Phase.choices)
-    answered_at = models.DateTimeField()
-    answers = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
-            models.CheckConstraint(condition=Q(phase__in=Phase.values), name="answer_phase_valid"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.player}: {self.get_phase_display()}"  # names, never the training's UUID
-
-
-class InvitationStatus(models.TextChoices):
-    PENDING = "PENDING"
-    ACCEPTED = "ACCEPTED"
-    DENIED = "DENIED"
-
-
-class Invitation(models.Model):
-    """A player on a training's list. The list is the invitations; their status is the RSVP."""
-
-    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="invitations")
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="invitations")
-    status = models.CharField(
-        max_length=8, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
-    )
-    responded_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["training", "player"], name="invitation_unique"),
-            models.CheckConstraint(
-                condition=Q(status__in=InvitationStatus.values), name="invitation_status_valid"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.player}: {self.get_status_display()}"  # names, never the training's UUID
 
 
 class RuleKind(models.TextChoices):
@@ -358,6 +314,8 @@ class Push(models.Model):
             models.Index(fields=["training", "occurrence_key"], name="push_training_occ_idx"),
             # Retention: fire_at < cutoff (trainings/retention.py).
             models.Index(fields=["fire_at"], name="push_fire_at_idx"),
+            # Held pushes only: "held behind" at fire time (training = t), the hourly check (release_at <).
+            models.Index(fields=["training", "release_at"], name="push_held_idx", condition=Q(status="held")),
         ]
 
     def __str__(self) -> str:
