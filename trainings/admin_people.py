@@ -13,14 +13,9 @@ from django.forms import ModelForm
 from django.http import HttpRequest, JsonResponse
 from django.urls import URLPattern, path, reverse
 
+from trainings.access import users_linkable_search, users_linkable_to_player
 from trainings.models import Membership, Player, Team
-from trainings.selectors import (
-    players_visible_to,
-    teams_visible_to,
-    user_sees_all_teams,
-    users_linkable_search,
-    users_linkable_to_player,
-)
+from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
 
 
 class ScopedChoices:

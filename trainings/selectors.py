@@ -65,30 +65,6 @@ def players_visible_to(user: User) -> QuerySet[Player]:
     return Player.objects.filter(memberships__team__in=teams_visible_to(user)).distinct()
 
 
-def users_linkable_to_player(player: Player | None) -> QuerySet[Any]:
-    """The accounts a player's `user` may be set to: active, not staff or superuser (coaches and operators
-    are staff), coaching no team, and linked to no other player. Linking gives the player's app login
-    the player's data, so a coach must never bind a staff account or take another player's."""
-    from django.contrib.auth import get_user_model
-
-    accounts = get_user_model().objects.filter(is_active=True, is_staff=False, is_superuser=False)
-    accounts = accounts.filter(coached_teams__isnull=True)
-    free = Q(player__isnull=True)
-    if player is not None and player.pk is not None:
-        free |= Q(player=player)
-    return accounts.filter(free).distinct()
-
-
-def users_linkable_search(term: str, *, limit: int = 10) -> QuerySet[Any]:
-    """Free accounts (see `users_linkable_to_player`) whose username or email is exactly `term`, case
-    apart. An exact match only: the field must not let a coach list or guess through the accounts."""
-    term = term.strip()
-    if len(term) < 3:
-        return users_linkable_to_player(None).none()
-    matches = Q(username__iexact=term) | Q(email__iexact=term)
-    return users_linkable_to_player(None).filter(matches).order_by("username")[:limit]
-
-
 def active_member_ids(team: Team) -> set[int]:
     return set(Membership.objects.filter(team=team, active=True).values_list("player_id", flat=True))
 
