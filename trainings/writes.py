@@ -16,9 +16,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reminders.history import audited_history
+from reminders.jobs import occurrences_cancel
 from reminders.models import Occurrence
 from reminders.rows_insert import insert_values, mark_saved
-from reminders.services import occurrences_cancel
 from trainings.models import (
     AnswerSource,
     Invitation,

@@ -47,7 +47,7 @@ from django.utils import timezone
 from kombu import Connection, Consumer, Queue
 from kombu.message import Message
 
-from reminders import metrics
+from reminders.ops import metrics
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reminders import metrics
+from reminders.ops import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 
