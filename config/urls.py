@@ -30,5 +30,5 @@ urlpatterns += [
     path("health/ready", ops_views.ready, name="health-ready"),
 ]
 
-# A path no URL matches answers JSON under /api/ (reminders/api_limits.py).
-handler404 = "reminders.api_limits.page_not_found"
+# A path no URL matches answers JSON under /api/ (reminders/http/limits.py).
+handler404 = "reminders.http.limits.page_not_found"
