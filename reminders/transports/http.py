@@ -71,7 +71,7 @@ class _Options:
 
 class HTTPDataSerializer(CallbackDataSerializer):
     target_field = "url"
-    url = serializers.CharField(max_length=2000)
+    url = serializers.CharField(max_length=2000, trim_whitespace=False)  # refused, never trimmed
     payload = serializers.JSONField()
     secret = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
 

@@ -62,6 +62,7 @@ class Round:
     prior: dict[int, dict[int, int]]  # per push: requests sent per device in earlier rounds
     remaining: int  # sends without an answer yet (counted down on the loop's thread)
     work: int = 0  # sends handed to the loop
+    fallback_waits: set[int] = field(default_factory=set)  # pushes a fallback waits for (push/routing.py)
     arrived: collections.deque[Answer] = field(default_factory=collections.deque)
     results: list[Answer] = field(default_factory=list)  # recorded
     sent: set[tuple[int, int]] = field(default_factory=set)  # (push, device) that did go out this round
