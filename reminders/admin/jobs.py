@@ -13,15 +13,16 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
-from reminders.admin.history import AuditedAdmin
-from reminders.admin.labels import job_labels, pretty_json
+from common.admin_widgets import pretty_json
+from common.history_admin import AuditedAdmin
+from common.templatetags.admin_time import seconds
+from reminders.admin.labels import job_labels
 from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.models import Job, Occurrence, OccurrenceStatus, ThrottlePolicy
 from reminders.ops.figures import occurrence_state
 from reminders.schedules.lifecycle import (
     schedules_advance,
 )
-from reminders.templatetags.admin_time import seconds
 
 # The lists (occurrences, trainings) need the page's width to fit 1,400 px without scrolling sideways;
 # the app list stays one click away on the index.

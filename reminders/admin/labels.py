@@ -5,12 +5,7 @@ it once per page for every job shown. Jobs no describer knows keep their key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
-from typing import Any
-
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
 
 # Each describer maps job ids to a label; it answers for the ids it knows and leaves the others out.
 Describer = Callable[[list[int]], dict[int, str]]
@@ -33,9 +28,3 @@ def job_labels(job_ids: Iterable[int]) -> dict[int, str]:
             break
         labels.update(describer(missing))
     return labels
-
-
-def pretty_json(value: Any) -> SafeString:
-    """A JSON value indented and escaped, for a secondary, collapsed section of a detail page."""
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    return format_html('<pre class="json">{}</pre>', text)

@@ -18,9 +18,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from reminders.admin.history import AuditedAdmin
-from reminders.admin.labels import pretty_json
-from reminders.admin.widgets import zone_field
+from common.admin_widgets import pretty_json, zone_field
+from common.history_admin import AuditedAdmin
 from reminders.http.schedule_serializers import EXPRESSION_HELP, ScheduleInputSerializer
 from reminders.jobs import OwnershipError
 from reminders.models import CallbackType, MisfirePolicy, Schedule

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from reminders.engine.dispatch import ScanResult
-from reminders.engine.occurrences import occurrences_retry_now
+from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.models import PRIORITY_MAX, PRIORITY_MIN, RETRYING, Occurrence, OccurrenceStatus, ScanMinute
+from reminders.schedules.chain import schedules_advance
 
 _OCC = Occurrence._meta.db_table
 _SCAN = ScanMinute._meta.db_table
@@ -338,6 +339,21 @@ def retrying_by_error() -> tuple[list[RetryGroup], bool]:
 def retrying_matching(*, error: str) -> QuerySet[Occurrence]:
     # occurrence_retrying_idx, then the prefix filter on those rows.
     return Occurrence.objects.filter(RETRYING, last_error__startswith=error)
+
+
+def retrying_retry_now(*, error: str) -> int:
+    """The status page's "Retry now" on a retrying group: due at once, their attempts kept."""
+    return occurrences_retry_now(retrying_matching(error=error))
+
+
+def retrying_cancel(*, error: str, reason: str) -> int:
+    """The status page's "Cancel" on a retrying group (at most FAILURE_SAMPLE rows, as shown); a schedule's
+    cancelled fire moves the schedule on to its next."""
+    with transaction.atomic():
+        ids = list(retrying_matching(error=error).values_list("id", flat=True)[:FAILURE_SAMPLE])
+        count = occurrences_cancel(Occurrence.objects.filter(id__in=ids), reason=reason)
+        schedules_advance(occurrence_ids=ids, now=timezone.now())
+    return count
 
 
 def _aware(value: Any) -> datetime:

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from reminders.admin.labels import pretty_json
+from common.admin_widgets import pretty_json
 from trainings.admin.status_page import require_operator
 from trainings.models import Player, Push, Training
 from trainings.push.dead_letter_queue import ReplayRefused, dead_letters_pass, dead_letters_replay

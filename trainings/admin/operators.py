@@ -11,9 +11,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from reminders.admin.history import AuditedAdmin
-from reminders.admin.labels import job_describer_register, pretty_json
-from reminders.templatetags.admin_time import seconds
+from common.admin_widgets import pretty_json
+from common.history_admin import AuditedAdmin
+from common.templatetags.admin_time import seconds
+from reminders.api import job_describer_register
 from trainings.admin.html import local_time, rule_label
 from trainings.delivery import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.models import (

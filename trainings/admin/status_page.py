@@ -12,7 +12,6 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -23,20 +22,19 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 from kombu import Connection
 
-from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
-from reminders.models import Occurrence
-from reminders.ops.figures import (
+from common.templatetags.admin_time import seconds
+from reminders.api import (
     ERROR_PREFIX,
     FAILURE_SAMPLE,
+    Check,
     EngineStatus,
     MinutePoint,
     engine_status,
     failures_retry,
-    retrying_matching,
+    readiness_check_register,
+    retrying_cancel,
+    retrying_retry_now,
 )
-from reminders.ops.health import Check, readiness_check_register
-from reminders.schedules.lifecycle import schedules_advance
-from reminders.templatetags.admin_time import seconds
 from trainings.models import DeliveredPush, GatewayHeartbeat, PushMinute
 from trainings.selectors import user_sees_all_teams
 
@@ -299,16 +297,10 @@ def status_retrying_view(request: HttpRequest) -> HttpResponse:
     error = request.POST.get("error", "")[:ERROR_PREFIX]
     action = request.POST.get("action", "")
     if action == "retry":
-        count = occurrences_retry_now(retrying_matching(error=error))
+        count = retrying_retry_now(error=error)
         messages.success(request, f"{count} retrying occurrence(s) due now.")
     elif action == "cancel":
-        with transaction.atomic():
-            ids = list(retrying_matching(error=error).values_list("id", flat=True)[:FAILURE_SAMPLE])
-            count = occurrences_cancel(
-                Occurrence.objects.filter(id__in=ids),
-                reason=f"cancelled by {request.user} on the status page",
-            )
-            schedules_advance(occurrence_ids=ids, now=timezone.now())
+        count = retrying_cancel(error=error, reason=f"cancelled by {request.user} on the status page")
         messages.success(request, f"{count} retrying occurrence(s) cancelled.")
     else:
         return HttpResponseBadRequest("action: 'retry' or 'cancel'")

@@ -22,8 +22,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from reminders.admin.history import AuditedAdmin
-from reminders.admin.widgets import zone_field
+from common.admin_widgets import zone_field
+from common.history_admin import AuditedAdmin
 from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (

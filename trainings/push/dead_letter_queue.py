@@ -16,8 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
+from reminders.api import Delivery, QueuePublisher
 from trainings.push.gateway import (
     DEAD_LETTER_SCHEMA,
     broker_connection,
@@ -64,7 +63,7 @@ def dead_letters_pass(
     replayed goes back to the queue when the channel closes."""
     name = dead_letter_queue_name()
     url = settings.REMINDERS_CALLBACK_BROKER_URL
-    publisher = RabbitMQTransport(url)
+    publisher = QueuePublisher(url)
     result = Pass()
     try:
         with broker_connection(url) as broker:

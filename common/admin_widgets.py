@@ -1,9 +1,11 @@
-"""A select for long fixed lists (every IANA zone, every language): Django renders each option through a
-template, which for ~600 zones costs more than the rest of a change page; this one writes the options'
-HTML once per process and only marks the selected value per render."""
+"""Admin form pieces both apps use. A select for long fixed lists (every IANA zone, every language):
+Django renders each option through a template, which for ~600 zones costs more than the rest of a change
+page; this one writes the options' HTML once per process and only marks the selected value per render.
+And a JSON value shown indented."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -62,3 +64,9 @@ def zone_field(*, blank: str | None = None, **kwargs: Any) -> forms.ChoiceField:
         widget=LongSelect(lambda: zone_choices(blank=blank)),
         **kwargs,
     )
+
+
+def pretty_json(value: Any) -> SafeString:
+    """A JSON value indented and escaped, for a secondary, collapsed section of a detail page."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return format_html('<pre class="json">{}</pre>', text)
