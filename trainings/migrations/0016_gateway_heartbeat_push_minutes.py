@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0014_email_channel_and_preferences'),
+        ('trainings', '0015_quiet_end_help'),
     ]
 
     operations = [
