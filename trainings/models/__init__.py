@@ -58,7 +58,7 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-_QUIET_END_HELP = "...until (local time); held pushes go then; only a move to before then is told at once."
+_QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
 
 
 class Team(models.Model):
