@@ -34,6 +34,7 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    "anymail",  # email providers behind Django's email framework, and their webhooks (trainings/push/email/)
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_celery_beat",
+    "common",
     "reminders",
     "trainings",
 ]
@@ -103,6 +105,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en"
+# Dates as people read them in the admin: one format, with the zone (config/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -128,7 +132,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # DRF's parsers, with the JSON one turning over-deep nesting and lone surrogates into a 400.
     "DEFAULT_PARSER_CLASSES": [
-        "reminders.parsers.StrictJSONParser",
+        "reminders.http.parsers.StrictJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -137,7 +141,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # A JSON 400 where Django's parsing refuses a body (more than DATA_UPLOAD_MAX_NUMBER_FIELDS fields).
-    "EXCEPTION_HANDLER": "reminders.api_limits.api_exception_handler",
+    "EXCEPTION_HANDLER": "reminders.http.limits.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Reminders API",
@@ -145,6 +149,11 @@ SPECTACULAR_SETTINGS = {
     "in-process handlers, and the trainings reminders built on it.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every error answer each operation can give (reminders/http/openapi.py), after the default enum hook.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "reminders.http.openapi.error_responses",
+    ],
 }
 
 # --- Celery ------------------------------------------------------------------------------------------
@@ -183,7 +192,7 @@ REMINDERS_SCAN_SECONDS = env_float("REMINDERS_SCAN_SECONDS", 1.0, minimum=0.0)
 REMINDERS_POLL_SECONDS = env_float("REMINDERS_POLL_SECONDS", 0.05, minimum=0.001)
 # Precise firing (PostgreSQL): the scan claims rows due within this many seconds, holds them under its
 # lease and publishes each at its instant (at most a quarter of the lease is used); SQLite polls (0).
-# reminders/firing.py, docs/engine.md "Firing on time".
+# reminders/engine/lookahead.py, docs/engine.md "Firing on time".
 REMINDERS_LOOKAHEAD_SECONDS = env_float(
     "REMINDERS_LOOKAHEAD_SECONDS",
     2.0 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else 0.0,
@@ -196,11 +205,12 @@ REMINDERS_MAX_BULK_JOBS = env_int("REMINDERS_MAX_BULK_JOBS", 10000, minimum=1)
 REMINDERS_MAX_BULK_INSTANTS = env_int("REMINDERS_MAX_BULK_INSTANTS", 200000, minimum=1)
 REMINDERS_MAX_PAYLOAD_BYTES = env_int("REMINDERS_MAX_PAYLOAD_BYTES", 65536, minimum=1)
 REMINDERS_PAST_TOLERANCE_SECONDS = env_int("REMINDERS_PAST_TOLERANCE_SECONDS", 86400, minimum=0)
-# Schedules, batches, throttling, priority (reminders/schedules.py, throttling.py, claiming.py).
+# Schedules, batches, throttling, priority (reminders/schedules/lifecycle.py, throttling.py, claiming.py).
 REMINDERS_MAX_BATCH_SIZE = env_int("REMINDERS_MAX_BATCH_SIZE", 10000, minimum=1, maximum=100000)
 REMINDERS_PREVIEW_MAX = env_int("REMINDERS_PREVIEW_MAX", 100, minimum=1)
 # A schedule's point claimed late after later points came due is a misfire; under `skip`, the latest of
-# them is still sent if it came due less than this ago (it is on time, not stale). reminders/schedules.py.
+# them is still sent if it came due less than this ago (it is on time, not stale).
+# reminders/schedules/lifecycle.py.
 REMINDERS_MISFIRE_GRACE_SECONDS = env_float("REMINDERS_MISFIRE_GRACE_SECONDS", 5.0, minimum=0.0)
 REMINDERS_PRIORITY_AGING_SECONDS = env_float("REMINDERS_PRIORITY_AGING_SECONDS", 60.0, minimum=0.0)
 REMINDERS_PRIORITY_AGED_SHARE = env_float("REMINDERS_PRIORITY_AGED_SHARE", 0.1, minimum=0.0)
@@ -293,6 +303,36 @@ TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECON
 TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", f"http://{env_str('ADDR', '127.0.0.1:8000')}")
 if not TRAININGS_PUBLIC_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("TRAININGS_PUBLIC_URL must be an http(s) URL")
+# --- Email, the second channel (trainings/push/email/) -------------------------------------------------
+# How mail leaves: SMTP by default (EMAIL_HOST, EMAIL_PORT, ...), the console under `make run` (DEBUG), or a
+# provider through django-anymail, e.g. DJANGO_EMAIL_BACKEND=anymail.backends.mailgun.EmailBackend with
+# MAILGUN_API_KEY and MAILGUN_SENDER_DOMAIN (docs/email.md).
+EMAIL_BACKEND = env_str(
+    "DJANGO_EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS (port 587)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # implicit TLS (port 465)
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Reminders <reminders@localhost>")
+# The domain of each email's Message-ID (<uuid of the push and address>@domain).
+TRAININGS_EMAIL_DOMAIN = env_str("TRAININGS_EMAIL_DOMAIN", "reminders.localhost")
+# Emails in flight at once: each on its own thread with one open connection to the server.
+TRAININGS_EMAIL_CONNECTIONS = env_int("TRAININGS_EMAIL_CONNECTIONS", 8, minimum=1, maximum=100)
+# django-anymail: the provider's credentials and the key its tracking webhook is signed with
+# (POST /email/anymail/mailgun/tracking/: bounces and complaints disable the address).
+ANYMAIL = {
+    "MAILGUN_API_KEY": env_str("MAILGUN_API_KEY", ""),
+    "MAILGUN_SENDER_DOMAIN": env_str("MAILGUN_SENDER_DOMAIN", ""),
+    "MAILGUN_API_URL": env_str("MAILGUN_API_URL", "https://api.mailgun.net/v3"),
+    "MAILGUN_WEBHOOK_SIGNING_KEY": env_str("MAILGUN_WEBHOOK_SIGNING_KEY", ""),
+}
 API_THROTTLE_ANSWER_LINK_RATE = env_str("API_THROTTLE_ANSWER_LINK_RATE", "20/m")
 if not re.fullmatch(r"\d+/(s|m|h|d)", API_THROTTLE_ANSWER_LINK_RATE):
     raise ImproperlyConfigured(
@@ -308,8 +348,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
 }
 
-# --- Operations: metrics, health, abuse limits, log format (reminders/metrics.py, health.py, views_ops.py,
-# api_limits.py, logformat.py; docs/operations/monitoring.md) ------------------------------------------------
+# --- Operations: metrics, health, abuse limits, log format (reminders/ops/: metrics.py, health.py,
+# views.py, logformat.py; reminders/http/limits.py; docs/operations/monitoring.md) ------------------------
 # prometheus-client's multiprocess mode (scripts/run-all.sh sets it): every process writes its samples there.
 # Created here, before any metric exists, since a missing directory would fail every process at import.
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -321,6 +361,14 @@ REMINDERS_METRICS_BACKLOG_CAP = env_int("REMINDERS_METRICS_BACKLOG_CAP", 100000,
 # /health/ready and `manage.py healthcheck`: some worker must have finished a scan this recently.
 REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS = env_float("REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS", 30.0, minimum=1.0)
 REMINDERS_HEALTH_TIMEOUT_SECONDS = env_float("REMINDERS_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
+# The push gateway in /health/ready: "auto" (checked once a gateway has written a heartbeat), "on", "off".
+TRAININGS_HEALTH_GATEWAY = env_str("TRAININGS_HEALTH_GATEWAY", "auto")
+if TRAININGS_HEALTH_GATEWAY not in ("auto", "on", "off"):
+    raise ImproperlyConfigured("TRAININGS_HEALTH_GATEWAY must be 'auto', 'on' or 'off'")
+# Its heartbeat (every 5 s while it runs) turns amber on the status page past the first age, red (and
+# /health/ready fails) past the second.
+TRAININGS_GATEWAY_AMBER_SECONDS = env_float("TRAININGS_GATEWAY_AMBER_SECONDS", 15.0, minimum=1.0)
+TRAININGS_GATEWAY_RED_SECONDS = env_float("TRAININGS_GATEWAY_RED_SECONDS", 60.0, minimum=1.0)
 # Probes and scrapers speak plain HTTP inside the network even when the site redirects to HTTPS.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^health/"]
 
@@ -336,7 +384,7 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0, minimum=0.0) or None
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "reminders.api_limits.client_ip"
+AXES_CLIENT_IP_CALLABLE = "reminders.http.limits.client_ip"
 
 # API throttling (DRF): per token (or session user) and per client address, each "<n>/<s|m|h|d>". The
 # counters live in the "throttle" cache: per process by default; API_THROTTLE_CACHE=database shares them
@@ -351,7 +399,7 @@ for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the
 # How many reverse proxies in front append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
 # The per-address limit is a middleware: it must count requests before authentication refuses them.
-REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.api_limits.TokenRateThrottle"]
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.http.limits.TokenRateThrottle"]
 _THROTTLE_CACHE = env_str("API_THROTTLE_CACHE", "memory")
 if _THROTTLE_CACHE not in ("memory", "database"):
     raise ImproperlyConfigured("API_THROTTLE_CACHE must be 'memory' or 'database'")
@@ -368,14 +416,14 @@ CACHES = {
 # documented bulk maximum (200,000 instants, about 5.6 MB in the canonical form, plus 10,000 jobs).
 REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
-MIDDLEWARE.insert(0, "reminders.api_limits.RequestBodyLimitMiddleware")
-MIDDLEWARE.insert(0, "reminders.api_limits.AddressThrottleMiddleware")
+MIDDLEWARE.insert(0, "reminders.http.limits.RequestBodyLimitMiddleware")
+MIDDLEWARE.insert(0, "reminders.http.limits.AddressThrottleMiddleware")
 
-# LOG_FORMAT=json: one JSON object per line (reminders/logformat.py); "text" (default) for people.
+# LOG_FORMAT=json: one JSON object per line (reminders/ops/logformat.py); "text" (default) for people.
 LOG_FORMAT = env_str("LOG_FORMAT", "text")
 if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured("LOG_FORMAT must be 'text' or 'json'")
-LOGGING["formatters"]["json"] = {"()": "reminders.logformat.JsonFormatter"}
+LOGGING["formatters"]["json"] = {"()": "reminders.ops.logformat.JsonFormatter"}
 LOGGING["handlers"]["console"]["formatter"] = "json" if LOG_FORMAT == "json" else "plain"
 
 # Retention of trainings bookkeeping (trainings/retention.py, hourly task "trainings: purge old pushes").
@@ -394,15 +442,15 @@ SPECTACULAR_SETTINGS.update(
 # Each signed-in person reads and types times in their chosen zone (reminders.UserPreference).
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
-    "reminders.middleware.user_time_zone",
+    "reminders.admin.middleware.user_time_zone",
 )
 # A coach opening an operator page is refused with a page, not a traceback in the log.
 LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
-    "()": "reminders.logfilters.ForbiddenWithoutTraceback"
+    "()": "reminders.ops.logfilters.ForbiddenWithoutTraceback"
 }
 LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")
 
-# --- Audit history (issue 16.7, reminders/history.py) ---------------------------------------------------
+# --- Audit history (issue 16.7, common/history.py) ---------------------------------------------------
 # Who changed a job, schedule, throttle policy, rule, template or training: django-simple-history rows,
 # attributed to the request's user (admin session or API token), shown on each object's History page.
 INSTALLED_APPS += ["simple_history"]

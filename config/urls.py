@@ -5,27 +5,40 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from reminders import views_ops
-from reminders.preferences import time_zone_view
-from trainings.status import status_retry_view, status_view
+from reminders.admin.preferences import time_zone_view
+from reminders.ops import views as ops_views
+from trainings.admin.dead_letters import dead_letters_replay_view, dead_letters_view
+from trainings.admin.status_page import status_retry_view, status_retrying_view, status_view
 
 urlpatterns = [
     # --- Admin pages for coaches and operators (issue 15), before admin/ whose catch-all would take them.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/status/", admin.site.admin_view(status_view), name="admin-status"),
     path("admin/status/retry/", admin.site.admin_view(status_retry_view), name="admin-status-retry"),
+    path("admin/status/retrying/", admin.site.admin_view(status_retrying_view), name="admin-status-retrying"),
+    path("admin/push-dead-letters/", admin.site.admin_view(dead_letters_view), name="admin-dead-letters"),
+    path(
+        "admin/push-dead-letters/replay/",
+        admin.site.admin_view(dead_letters_replay_view),
+        name="admin-dead-letters-replay",
+    ),
     path("admin/time-zone/", admin.site.admin_view(time_zone_view), name="admin-time-zone"),
     # ---
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/", include("reminders.urls")),
+    path("api/", include("reminders.http.urls")),
     path("api/", include("trainings.urls")),
+    # Email links: the answer page, one-click unsubscribe, the provider's tracking webhook.
+    path("", include("trainings.push.email.urls")),
 ]
 
-# --- Operations: Prometheus metrics and health probes (reminders/views_ops.py) --------------------------
+# --- Operations: Prometheus metrics and health probes (reminders/ops/views.py) --------------------------
 urlpatterns += [
-    path("metrics", views_ops.metrics, name="metrics"),
-    path("health/live", views_ops.live, name="health-live"),
-    path("health/ready", views_ops.ready, name="health-ready"),
+    path("metrics", ops_views.metrics, name="metrics"),
+    path("health/live", ops_views.live, name="health-live"),
+    path("health/ready", ops_views.ready, name="health-ready"),
 ]
+
+# A path no URL matches answers JSON under /api/ (reminders/http/limits.py).
+handler404 = "reminders.http.limits.page_not_found"

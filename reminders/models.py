@@ -16,8 +16,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
-from reminders.history import AuditedHistory
-from reminders.lookups import AnyOf
+from common.history import AuditedHistory
+from common.lookups import AnyOf
 
 
 class CallbackType(models.TextChoices):
@@ -35,7 +35,7 @@ class OccurrenceStatus(models.TextChoices):
     SKIPPED = "skipped"
 
 
-# Every move an occurrence may make; reminders/occurrences.py makes them all and refuses any other.
+# Every move an occurrence may make; reminders/engine/occurrences.py makes them all and refuses any other.
 # scheduled -> claimed (a claim), cancelled (cancel), skipped (its fire point was superseded), scheduled
 #   (retry now); claimed -> delivered, failed, skipped (deadline, misfire), scheduled (a retry after a
 #   backoff, a release, an expired lease); failed -> scheduled (retry now); cancelled -> scheduled (a
@@ -75,6 +75,7 @@ PURGEABLE_STATUSES = (OccurrenceStatus.DELIVERED, OccurrenceStatus.CANCELLED, Oc
 PRIORITY_MIN = 0
 PRIORITY_MAX = 9
 PRIORITY_DEFAULT = 5
+RETRYING = Q(status="scheduled", attempts__gt=0)  # scheduled again after a failed attempt or expired lease
 
 
 def new_idempotency_key() -> str:
@@ -87,7 +88,7 @@ class ThrottlePolicy(models.Model):
     `max_per_second` is a token bucket refilled at that rate and holding at most `burst` tokens (default:
     a tenth of a second's worth, at least 1), so a backlog drains at the rate instead of in one burst. The
     bucket lives in `tokens`/`refilled_at`, changed only under SELECT ... FOR UPDATE in the transaction that
-    claims (reminders/throttling.py). `window_seconds` spreads the n events of one trigger evenly over
+    claims (reminders/engine/throttling.py). `window_seconds` spreads the n events of one trigger evenly over
     that window (event i is due at fire time + i * window / n). Either or both may be set.
     """
 
@@ -215,7 +216,8 @@ class Occurrence(models.Model):
     class Meta:
         indexes = [
             # The due scan: status='scheduled' AND throttle IS NULL AND priority=p AND next_attempt_at <= now
-            # ORDER BY next_attempt_at, once per priority level (reminders/queries.py). Future rows of other
+            # ORDER BY next_attempt_at, once per priority level (reminders/engine/queries.py). Future rows
+            # of other
             # states are not in it, and the range condition stops at `now`, so cost does not grow with future
             # rows. Throttled rows are not in it either, so a throttled backlog never slows unthrottled jobs.
             models.Index(
@@ -223,7 +225,7 @@ class Occurrence(models.Model):
                 condition=Q(status="scheduled", throttle__isnull=True),
                 name="occurrence_due_idx",
             ),
-            # The same scan for one throttle policy (reminders/throttling.py).
+            # The same scan for one throttle policy (reminders/engine/throttling.py).
             models.Index(
                 fields=["throttle", "priority", "next_attempt_at"],
                 condition=Q(status="scheduled", throttle__isnull=False),
@@ -241,9 +243,10 @@ class Occurrence(models.Model):
             ),
             # A job's timeline (detail API, upsert, cancel).
             models.Index(fields=["job", "fire_at"], name="occurrence_job_fire_idx"),
-            # The status page's failures: status='failed' AND finished_at >= now - 24 h (reminders/status.py).
-            # Holds failed rows only, which retention never purges but operators retry or delete.
+            # The status page (reminders/ops/figures.py): failures, status='failed' AND finished_at >= 24 h
+            # ago (failed rows only: retention never purges them, operators retry or delete them); retrying.
             models.Index(fields=["finished_at"], condition=Q(status="failed"), name="occurrence_failed_idx"),
+            models.Index(fields=["next_attempt_at"], condition=RETRYING, name="occurrence_retrying_idx"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -275,7 +278,8 @@ class Schedule(models.Model):
 
     Only the next fire point is materialised (`next_fire_at`, as `batch_size` occurrences). When one of
     them ends (delivered, skipped or failed), the fire after `next_fire_at` on the schedule's own timeline
-    is materialised in the same transaction (reminders/schedules.py). The schedule's version is its job's.
+    is materialised in the same transaction (reminders/schedules/lifecycle.py). The schedule's version is
+    its job's.
     """
 
     # 190 so that the backing job's key, "schedule:<key>", fits Job.key.
@@ -338,7 +342,7 @@ def validate_time_zone_name(value: str) -> None:
 class UserPreference(models.Model):
     """A person's admin settings: the zone their times are shown and typed in (default UTC).
 
-    The middleware (reminders/middleware.py) activates it for each request; a training's own page uses
+    The middleware (reminders/admin/middleware.py) activates it for each request; a training's own page uses
     the training's zone instead, since that is the zone its coach and players think in.
     """
 
@@ -371,7 +375,7 @@ class ScanMinute(models.Model):
         return f"{self.minute:%Y-%m-%d %H:%M}: {self.delivered} delivered"
 
 
-# Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (reminders/lookups.py).
+# Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (common/lookups.py).
 Occurrence._meta.get_field("id").register_lookup(AnyOf)
 Job._meta.get_field("id").register_lookup(AnyOf)
 

@@ -16,10 +16,10 @@ from django.test import Client
 from kombu import Connection
 from rest_framework.test import APIClient
 
-from reminders.connection_thread import marker
-from reminders.firing import carrier
+from reminders.engine.connection_thread import marker
+from reminders.engine.lookahead import carrier
+from reminders.engine.wakeup import listener
 from reminders.transports import get_transport
-from reminders.wakeup import listener
 from tests import services
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
@@ -106,7 +106,8 @@ def _fresh_transports() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _listener_closed() -> Iterator[None]:
-    """A scan that ran in this process left its LISTEN connection open (reminders/wakeup.py): closed, so
+    """A scan that ran in this process left its LISTEN connection open (reminders/engine/wakeup.py):
+    closed, so
     the test database can be dropped at the end."""
     yield
     listener().close()
@@ -114,7 +115,8 @@ def _listener_closed() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _engine_threads_stopped() -> Iterator[None]:
-    """A look-ahead scan's carrier and marker threads (reminders/firing.py, reminders/connection_thread.py)
+    """A look-ahead scan's carrier and marker threads (reminders/engine/lookahead.py,
+    reminders/engine/connection_thread.py)
     finish their work and close their connections after each test, as a worker's do when it stops."""
     yield
     assert carrier().stop(timeout=10.0), "the carrier did not finish what it was handed"

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reminders.serializers import AwareDateTimeField
+from common.fields import AwareDateTimeField
 from trainings.models import (
     Device,
     Invitation,
@@ -21,7 +21,7 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.models_devices import PLATFORM_CHOICES, PROVIDER_CHOICES
+from trainings.models.devices import PLATFORM_CHOICES, PROVIDER_CHOICES
 from trainings.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.push.channels import BY_NAME, PLATFORMS
 from trainings.push.devices import token_preview
@@ -186,7 +186,10 @@ class TimelineEntrySerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
     outcome = serializers.CharField(allow_null=True, help_text="What the handler found when it fired.")
     recipients = serializers.IntegerField(allow_null=True, help_text="Players still pending when it fired.")
-    players_reached = serializers.IntegerField(help_text="Pushes published to the push queue.")
+    players_reached = serializers.IntegerField(
+        help_text="Players whose push a device accepted (the gateway's records), not merely published."
+    )
+    pushes_published = serializers.IntegerField(help_text="Pushes published to the push queue.")
 
     @extend_schema_field(OpenApiTypes.DATETIME)
     def get_fire_at_local(self, entry: Any) -> str:

@@ -3,7 +3,6 @@ delivers."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,7 +11,8 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 from django.conf import settings
 from rest_framework import serializers
 
-from reminders.parsers import json_strings
+from common.compact_json import json_compact as json_compact
+from reminders.http.parsers import json_strings
 
 
 class Delivery(NamedTuple):
@@ -21,7 +21,7 @@ class Delivery(NamedTuple):
     A named tuple, immutable like the frozen dataclass it was and built in a sixth of its time: there is
     one per claimed row (bench/, 2b, py-spy).
 
-    `body`, when set, is the payload's JSON exactly as stored (reminders/deliveries.py), which a
+    `body`, when set, is the payload's JSON exactly as stored (reminders/engine/deliveries.py), which a
     transport that can (RabbitMQ) sends as is; `payload` is then left undecoded (None).
     """
 
@@ -91,7 +91,8 @@ class Transport(Protocol):
         """Send every item and return before the destination has acknowledged them, where it can.
 
         `deliver(d)` is `start(d).wait()`. The dispatcher does its database work between the two
-        (reminders/dispatch.py, `_Pipeline`). The caller waits for one `InFlight` before it starts the next
+        (reminders/engine/dispatch.py, `_Pipeline`). The caller waits for one `InFlight` before it starts
+        the next
         on the same transport. Must not raise.
         """
         ...
@@ -105,12 +106,6 @@ class CallbackDataSerializer(serializers.Serializer):
 
     def validate_payload(self, payload: Any) -> Any:
         return payload_size_ok(payload)
-
-
-def json_compact(value: Any) -> bytes:
-    """A payload as every transport sends it: JSON without spaces, UTF-8 (a producer building message
-    bodies itself, trainings/publishing.py, encodes with this so its bytes are the transports')."""
-    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def payload_size_ok(payload: Any) -> Any:

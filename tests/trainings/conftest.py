@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import ScanResult, occurrences_dispatch_batch
+from reminders.engine.dispatch import ScanResult, occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 

@@ -17,8 +17,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reminders import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push import metrics
+from trainings.push.liveness import push_minutes_add
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 
 logger = logging.getLogger("trainings.push.gateway")
@@ -62,6 +63,7 @@ class Round:
     prior: dict[int, dict[int, int]]  # per push: requests sent per device in earlier rounds
     remaining: int  # sends without an answer yet (counted down on the loop's thread)
     work: int = 0  # sends handed to the loop
+    fallback_waits: set[int] = field(default_factory=set)  # pushes a fallback waits for (push/routing.py)
     arrived: collections.deque[Answer] = field(default_factory=collections.deque)
     results: list[Answer] = field(default_factory=list)  # recorded
     sent: set[tuple[int, int]] = field(default_factory=set)  # (push, device) that did go out this round
@@ -114,6 +116,7 @@ def sends_record(
             by_reason.setdefault(reason, []).append(device_id)
         for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
             devices_disable(device_ids=device_ids, reason=reason)
+        push_minutes_add(at=timezone.now(), accepted=len(accepted), not_reached=len(rows) - len(accepted))
     return dead
 
 

@@ -1,0 +1,120 @@
+"""Readiness checks (`/health/ready`, `manage.py healthcheck`) and the scan heartbeat they read.
+
+Ready means the scheduler can do its work: the database answers, the broker accepts a connection, and some
+worker finished a due scan within REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS. "Finished a scan" is recorded in
+`WorkerHeartbeat` (one row per worker node) by the scan task itself, at most once a second per process, and
+both the write and the age check use the database's clock, so a host whose clock is off does not look dead
+or alive by mistake.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models.functions import Now
+from kombu import Connection
+
+from reminders.models import WorkerHeartbeat
+
+# Rows of worker names not seen for this long are deleted (a renamed or retired host).
+_STALE_WORKERS = timedelta(days=7)
+_WRITE_EVERY_SECONDS = 1.0
+_last_write = 0.0
+_pruned = False
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"ok": self.ok, "detail": self.detail}
+
+
+def scan_finished(*, worker: str | None = None) -> None:
+    """Record that this worker finished a scan; at most one write per second per process."""
+    global _last_write, _pruned
+    if time.monotonic() - _last_write < _WRITE_EVERY_SECONDS:
+        return
+    name = worker or f"{socket.gethostname()}:{os.getpid()}"
+    if not WorkerHeartbeat.objects.filter(worker=name).update(scan_finished_at=Now()):
+        WorkerHeartbeat.objects.update_or_create(worker=name, defaults={"scan_finished_at": Now()})
+    if not _pruned:  # once per process: workers that have not scanned for a week are gone
+        WorkerHeartbeat.objects.filter(scan_finished_at__lt=Now() - _STALE_WORKERS).delete()
+        _pruned = True
+    _last_write = time.monotonic()
+
+
+def check_database() -> Check:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:
+        return Check("database", False, f"{type(exc).__name__}: {exc}"[:300])
+    return Check("database", True, connection.vendor)
+
+
+def check_broker() -> Check:
+    """Celery's broker (kicks) and, if it is another one, the broker `rabbitmq` callbacks go to."""
+    timeout = settings.REMINDERS_HEALTH_TIMEOUT_SECONDS
+    urls = dict.fromkeys([settings.CELERY_BROKER_URL, settings.REMINDERS_CALLBACK_BROKER_URL])
+    for url in urls:
+        try:
+            with Connection(url, connect_timeout=timeout) as broker:
+                broker.ensure_connection(max_retries=1, interval_start=0, timeout=int(timeout) or 1)
+        except Exception as exc:
+            return Check("broker", False, f"{_redacted(url)}: {type(exc).__name__}: {exc}"[:300])
+    return Check("broker", True, ", ".join(_redacted(url) for url in urls))
+
+
+def check_scan() -> Check:
+    """Some worker finished a scan recently (by the database's clock)."""
+    limit = settings.REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS
+    try:
+        latest = (
+            WorkerHeartbeat.objects.annotate(db_now=Now())
+            .order_by("-scan_finished_at")
+            .values_list("worker", "scan_finished_at", "db_now")
+            .first()
+        )
+    except Exception as exc:
+        return Check("scan", False, f"cannot read the heartbeat: {type(exc).__name__}: {exc}"[:300])
+    if latest is None:
+        return Check("scan", False, "no worker has ever finished a scan")
+    worker, finished_at, now = latest
+    age = (now - finished_at).total_seconds()
+    if age > limit:
+        return Check("scan", False, f"last scan finished {age:.1f} s ago by {worker} (limit {limit} s)")
+    return Check("scan", True, f"last scan finished {age:.1f} s ago by {worker}")
+
+
+# Checks other apps add (trainings: the push gateway); each returns a Check, or None when it does not apply.
+_extra_checks: list[Callable[[], Check | None]] = []
+
+
+def readiness_check_register(check: Callable[[], Check | None]) -> None:
+    if check not in _extra_checks:
+        _extra_checks.append(check)
+
+
+def readiness() -> list[Check]:
+    extra = [check() for check in _extra_checks]
+    return [check_database(), check_broker(), check_scan(), *(c for c in extra if c is not None)]
+
+
+def _redacted(url: str) -> str:
+    """The broker URL without its password, for a response body or a log line."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = rest.rsplit("@", 1)[1]
+    return f"{scheme}{sep}{rest}"

@@ -1,0 +1,163 @@
+"""HTML pieces of the trainings admin: local times as a person reads them, the player grid and the
+reminder timeline shown on a training's page."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from reminders.api import occurrence_state
+from trainings.delivery import timeline_reached
+from trainings.models import ReminderRule, RuleKind, RunOutcome, Training
+from trainings.selectors import training_player_grid, training_timeline
+from trainings.windows import CLOSED, NOT_YET, OPEN
+
+# The seeded rules' slugs (trainings/defaults.py): their kind's name says it all.
+_DEFAULT_SLUGS = {"pre-questionnaire", "post-questionnaire", "invitation"}
+
+
+def rule_label(rule: ReminderRule) -> str:
+    """A rule as a coach reads it: "Pre-training questionnaire", not "pre-questionnaire (pre)"."""
+    kind = str(RuleKind(rule.kind).label).split(" (")[0]
+    return kind if rule.slug in _DEFAULT_SLUGS else f"{kind}: {rule.slug}"
+
+
+def local_time(instant: datetime | None, zone: ZoneInfo | None = None) -> str:
+    """An instant as a person reads it: local wall time to the second, with the zone's abbreviation."""
+    if instant is None:
+        return "—"
+    shown = timezone.localtime(instant, zone)
+    return f"{shown:%a %Y-%m-%d %H:%M:%S} {shown.tzname()}"
+
+
+def local_html(instant: datetime | None, zone: ZoneInfo) -> SafeString:
+    """The same for a narrow list column: the date above the time."""
+    if instant is None:
+        return format_html("{}", "—")
+    shown = timezone.localtime(instant, zone)
+    return format_html("{}<br>{} {}", f"{shown:%a %Y-%m-%d}", f"{shown:%H:%M:%S}", shown.tzname())
+
+
+def answers_html(answers: Any) -> SafeString:
+    """A questionnaire's answers as labelled fields ("Sleep: 8"), not `{"sleep": 8}`."""
+    if not isinstance(answers, dict) or not answers:
+        return format_html("{}", "—" if not answers else str(answers))
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, list):
+            return ", ".join(shown(v) for v in value)
+        return "—" if value is None else str(value)
+
+    return format_html(
+        '<dl class="answers">{}</dl>',
+        format_html_join(
+            "",
+            "<dt>{}</dt><dd>{}</dd>",
+            ((str(key).replace("_", " ").capitalize(), shown(value)) for key, value in answers.items()),
+        ),
+    )
+
+
+def player_grid_html(training: Training, pre_window: str = OPEN, post_window: str = OPEN) -> SafeString:
+    """Each invited player's answers and pushes for the training's change page.
+
+    An answer is "owed" only while its questionnaire is open: "not yet" before, "missed" after, and on a
+    cancelled training nothing is owed.
+    """
+    if training.pk is None or training._state.adding:
+        return format_html("<p>{}</p>", "Shown once the training is saved.")
+    zone = training.zone
+
+    def answered(at: datetime | None, declined: bool, window: str, how: str = "") -> SafeString:
+        if at is not None:
+            return format_html('<span class="grid-ok">✓ {}</span>{}', local_time(at, zone), _how(how))
+        if declined or training.cancelled:
+            return format_html("<span>{}</span>", "—")
+        if window == NOT_YET:
+            return format_html('<span class="grid-later">{}</span>', "not yet open")
+        if window == CLOSED:
+            return format_html('<span class="grid-missed">{}</span>', "missed")
+        return format_html('<span class="grid-owed">{}</span>', "owed")
+
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                row.player,
+                format_html(
+                    "{} ({}){}", row.invitation, local_time(row.responded_at, zone), _how(row.invitation_how)
+                )
+                if row.responded_at
+                else row.invitation,
+                answered(row.pre_answered_at, row.declined, pre_window, row.pre_how),
+                answered(row.post_answered_at, row.declined, post_window, row.post_how),
+                row.reminders_received,
+                f"{row.last_push}, {local_time(row.last_push_at, zone)}" if row.last_push else "—",
+            )
+            for row in training_player_grid(training=training)
+        ),
+    )
+    return format_html(
+        '<table class="player-grid"><thead><tr><th>player</th><th>invitation</th>'
+        "<th>pre questionnaire</th><th>post questionnaire</th><th>reminders that reached a phone</th>"
+        "<th>last push, on the phone side</th></tr></thead>"
+        "<tbody>{}</tbody></table>",
+        rows,
+    )
+
+
+def _how(how: str) -> SafeString:
+    """How an answer came, under it in the grid ("from the notification, 3 min after the 60-min reminder")."""
+    return format_html('<br><small class="grid-how">{}</small>', how) if how else format_html("")
+
+
+def reminder_timeline_html(training: Training) -> SafeString:
+    """The training's reminders per rule: when each fires (local time), its state, whom it reached."""
+    if training.pk is None or training._state.adding:
+        return format_html("<p>{}</p>", "Scheduled when the training is saved.")
+    entries = training_timeline(training=training)
+    reached = timeline_reached(training=training, occurrence_keys=[e.occurrence_key for e in entries])
+    zone = training.zone
+    by_rule: dict[str, list[Any]] = {}
+    labels = {
+        rule.slug: rule_label(rule)
+        for rule in ReminderRule.objects.filter(slug__in={e.rule for e in entries})
+    }
+    for entry in entries:
+        by_rule.setdefault(labels.get(entry.rule, entry.rule), []).append(entry)
+    if not by_rule:
+        return format_html("<p>{}</p>", "No reminders (cancelled, or every instant is past).")
+    sections = format_html_join(
+        "",
+        '<div class="timeline-rule"><h3>{}</h3><table><thead><tr><th>fires at ({})</th><th>status</th>'
+        "<th>outcome</th><th>reached a phone</th></tr></thead><tbody>{}</tbody></table></div>",
+        (
+            (
+                rule,
+                training.time_zone,
+                format_html_join(
+                    "",
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    (
+                        (
+                            local_time(e.fire_at, zone),
+                            occurrence_state(e.status, e.attempts),
+                            RunOutcome(e.outcome).label if e.outcome else "",
+                            ", ".join(reached.get(e.occurrence_key, [])) or "—",
+                        )
+                        for e in rule_entries
+                    ),
+                ),
+            )
+            for rule, rule_entries in by_rule.items()
+        ),
+    )
+    return sections

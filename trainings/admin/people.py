@@ -1,0 +1,177 @@
+"""Admin for teams and players, scoped like the API: a coach sees and picks only their own teams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.admin.widgets import AutocompleteSelect
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, JsonResponse
+from django.urls import URLPattern, path, reverse
+
+from common.admin_widgets import LongSelect, zone_field
+from reminders.api import default_zone_register
+from trainings.access import users_linkable_search, users_linkable_to_player
+from trainings.models import Membership, Player, Team
+from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
+
+
+def language_choices() -> list[tuple[str, str]]:
+    """Django's list of languages (code and English name), the codes push templates are written for."""
+    return sorted(((code, f"{name} ({code})") for code, name in settings.LANGUAGES), key=lambda c: c[1])
+
+
+def _team_zone(user: Any) -> str | None:
+    """A person with no zone of their own reads times in their team's (the first they coach or play in)."""
+    coached = Team.objects.filter(coaches=user).order_by("pk").values_list("time_zone", flat=True).first()
+    if coached:
+        return coached
+    return Player.objects.filter(user=user).values_list("time_zone", flat=True).first()
+
+
+default_zone_register(_team_zone)
+
+
+class ZoneAndLanguageLists:
+    """`time_zone` and `language` model fields are chosen from lists in every form of this admin."""
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "time_zone":
+            return zone_field(
+                initial=db_field.default, help_text=db_field.help_text or "",
+                label=db_field.verbose_name.capitalize(),
+            )  # fmt: skip
+        if db_field.name == "language":
+            return forms.ChoiceField(
+                choices=language_choices(), initial=db_field.default, help_text=db_field.help_text or "",
+                label=db_field.verbose_name.capitalize(), widget=LongSelect(language_choices),
+            )  # fmt: skip
+        return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+class ScopedChoices:
+    """Limit team and player dropdowns to the user's teams."""
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "team":
+            kwargs["queryset"] = teams_visible_to(request.user)
+        elif db_field.name == "player":
+            kwargs["queryset"] = players_visible_to(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+class MembershipInline(ScopedChoices, admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ["player", "active", "joined_at"]
+    readonly_fields = ["joined_at"]
+
+
+@admin.register(Team)
+class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
+    list_display = ["name", "time_zone"]
+    search_fields = ["name"]
+    filter_horizontal = ["coaches"]
+    inlines = [MembershipInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
+        return teams_visible_to(request.user)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Team | None = None) -> list[str]:
+        return [] if user_sees_all_teams(request.user) else ["coaches"]
+
+
+class PlayerAddForm(ModelForm):
+    """A new player joins a team in the same save: a coach sees players only through their teams."""
+
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(), help_text="The team the new player joins (its active member)."
+    )
+
+    class Meta:
+        model = Player
+        fields = ["name", "user", "time_zone", "language"]
+
+
+class PlayerUserSelect(AutocompleteSelect):
+    """The admin's autocomplete box for a player's account, asking `PlayerAdmin.user_search_view`
+    (linkable accounts only) instead of the site's autocomplete, which would search every user."""
+
+    def get_url(self) -> str:
+        return reverse(f"{self.admin_site.name}:trainings_player_user_search")
+
+
+USER_HELP = (
+    "The player's own login (for the app). Type the account's exact username or email: only accounts "
+    "free to link are found (not staff, not a coach, not linked to another player)."
+)
+
+
+@admin.register(Player)
+class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
+    list_display = ["name", "language", "time_zone"]
+    search_fields = ["name"]
+    # Legacy and never read (push tokens are Device rows, registered by the app): a field here would
+    # let a coach type tokens that nothing sends to.
+    exclude = ["device_tokens"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
+        return players_visible_to(request.user)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "user":
+            kwargs["queryset"] = users_linkable_to_player(None)
+            kwargs["widget"] = PlayerUserSelect(db_field, self.admin_site)
+            kwargs["help_text"] = USER_HELP
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_form(
+        self, request: HttpRequest, obj: Player | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is not None:
+            base = super().get_form(request, obj, change=change, **kwargs)
+        else:
+            base = super().get_form(request, obj, change=change, form=PlayerAddForm, **kwargs)
+        teams = teams_visible_to(request.user)
+        required = not user_sees_all_teams(request.user)  # operators may add a player to no team yet
+        # The player's own account stays a valid choice; a crafted id of any other account outside the
+        # linkable ones (a superuser's, another player's) is "not one of the available choices".
+        accounts = users_linkable_to_player(obj)
+
+        class ScopedPlayerForm(base):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
+                super().__init__(*args, **form_kwargs)
+                if "user" in self.fields:
+                    self.fields["user"].queryset = accounts
+                if "team" in self.fields:
+                    self.fields["team"].queryset = teams
+                    self.fields["team"].required = required
+
+        return ScopedPlayerForm
+
+    def get_urls(self) -> list[URLPattern]:
+        search = path(
+            "user-search/",
+            self.admin_site.admin_view(self.user_search_view),
+            name="trainings_player_user_search",
+        )
+        return [search, *super().get_urls()]
+
+    def user_search_view(self, request: HttpRequest) -> JsonResponse:
+        """Select2's answer for the user box: the free accounts whose username or email is the term."""
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        found = users_linkable_search(request.GET.get("term", ""))
+        results = [{"id": str(user.pk), "text": user.get_username()} for user in found]
+        return JsonResponse({"results": results, "pagination": {"more": False}})
+
+    def save_model(self, request: HttpRequest, obj: Player, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        team = None if change else form.cleaned_data.get("team")
+        if team is not None:
+            Membership.objects.create(team=team, player=obj)

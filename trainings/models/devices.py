@@ -1,0 +1,159 @@
+"""Devices and what the push gateway did with each push on each of them (models of the trainings app).
+
+Kept apart from trainings.models, which re-exports them: only the gateway and device hygiene write these.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from trainings.push.channels import (
+    PLATFORMS,
+    address_channels,
+    device_platform_choices,
+    device_provider_choices,
+)
+
+# The channels' table (trainings/push/channels.py) says which providers and platforms a device may have.
+PROVIDER_CHOICES = device_provider_choices()
+PLATFORM_CHOICES = device_platform_choices()
+
+
+def _channel_platform_constraints() -> list[models.CheckConstraint]:
+    """A channel whose addresses live on some platforms only (APNs: Apple's) refuses a device elsewhere."""
+    used = {value for value, _ in PLATFORM_CHOICES}
+    return [
+        models.CheckConstraint(
+            condition=~Q(provider=c.name) | Q(platform__in=[p for p in PLATFORMS if p in c.platforms]),
+            name=f"device_{c.name}_platforms",
+        )
+        for c in address_channels()
+        if not used <= set(c.platforms)
+    ]
+
+
+class DeviceQuerySet(models.QuerySet["Device"]):
+    def enabled(self) -> DeviceQuerySet:
+        return self.filter(disabled_at__isnull=True)
+
+
+class Device(models.Model):
+    """One app install that can receive pushes. A token the provider calls dead is disabled, never deleted,
+    so the admin can say why a player stopped getting reminders; registering it again re-enables it."""
+
+    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="devices")
+    platform = models.CharField(max_length=10, choices=PLATFORM_CHOICES)
+    provider = models.CharField(max_length=10, choices=PROVIDER_CHOICES)
+    token = models.CharField(max_length=4096)
+    app_id = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="APNs topic (the app's bundle id) or FCM app id; empty means the configured default.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=200, blank=True)
+
+    objects = DeviceQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "token"], name="device_unique_token_per_provider"),
+            models.CheckConstraint(
+                condition=Q(platform__in=[v for v, _ in PLATFORM_CHOICES]), name="device_platform_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(provider__in=[v for v, _ in PROVIDER_CHOICES]), name="device_provider_valid"
+            ),
+            *_channel_platform_constraints(),
+            models.CheckConstraint(
+                condition=Q(disabled_at__isnull=True, disabled_reason="")
+                | Q(disabled_at__isnull=False) & ~Q(disabled_reason=""),
+                name="device_disabled_has_reason",
+            ),
+        ]
+        indexes = [
+            # The gateway's fan-out: player_id IN (...) AND disabled_at IS NULL.
+            models.Index(
+                fields=["player"], condition=Q(disabled_at__isnull=True), name="device_enabled_player_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.token[:12]}… ({self.player_id})"
+
+    @property
+    def enabled(self) -> bool:
+        return self.disabled_at is None
+
+
+class SendStatus(models.TextChoices):
+    ACCEPTED = "accepted", "Accepted by the provider"
+    TOKEN_DEAD = "token_dead", "Token dead: device disabled"
+    FAILED = "failed", "Failed (refused payload, or retries exhausted)"
+    NO_DEVICE = "no_device", "Player has no enabled device"
+    STALE = "stale", "Dropped: sat in the queue past its use"
+
+
+class PushSend(models.Model):
+    """What the gateway did with one push on one device (or, without a device, with the push as a whole:
+    no device, stale). Written before the AMQP ack; a device with a row here is never sent that push again.
+    """
+
+    push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
+    device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
+    player_id = models.BigIntegerField(help_text="The push's player (kept when the device row goes).")
+    provider = models.CharField(
+        max_length=10,
+        help_text="The channel that served it (trainings/push/channels.py), e.g. apns or logging.",
+    )
+    status = models.CharField(max_length=10, choices=SendStatus.choices)
+    provider_message_id = models.CharField(max_length=300, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["push_key", "device"], name="pushsend_unique_per_device"),
+            # The push-level outcomes (no device, stale) once per push; a removed device's rows also lose
+            # their device, hence the status in the condition.
+            models.UniqueConstraint(
+                fields=["push_key"],
+                condition=Q(device__isnull=True, status__in=["no_device", "stale"]),
+                name="pushsend_unique_push_outcome",
+            ),
+            models.CheckConstraint(condition=Q(status__in=SendStatus.values), name="pushsend_status_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.push_key} -> {self.device_id}: {self.status}"
+
+
+class PushMinute(models.Model):
+    """Device sends per minute, added by the gateway in the transaction that records them (one upsert per
+    round): the status page's "pushes reaching phones" reads at most 60 rows, however many sends there are.
+    """
+
+    minute = models.DateTimeField(primary_key=True)
+    accepted = models.PositiveIntegerField(default=0)
+    not_reached = models.PositiveIntegerField(default=0, help_text="Dead token or failed.")
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M}: {self.accepted} accepted"
+
+
+class GatewayHeartbeat(models.Model):
+    """One row per gateway process, touched every few seconds while its consumer loop runs (idle or not):
+    the status page's liveness and `/health/ready`'s gateway check read the newest."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="host:pid of the gateway process.")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["-seen_at"], name="gatewayheartbeat_latest_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%H:%M:%S}"
