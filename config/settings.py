@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_celery_beat",
+    "common",
     "reminders",
     "trainings",
 ]
@@ -146,6 +147,11 @@ SPECTACULAR_SETTINGS = {
     "in-process handlers, and the trainings reminders built on it.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every error answer each operation can give (reminders/http/openapi.py), after the default enum hook.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "reminders.http.openapi.error_responses",
+    ],
 }
 
 # --- Celery ------------------------------------------------------------------------------------------
@@ -434,7 +440,7 @@ LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
 }
 LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")
 
-# --- Audit history (issue 16.7, reminders/history.py) ---------------------------------------------------
+# --- Audit history (issue 16.7, common/history.py) ---------------------------------------------------
 # Who changed a job, schedule, throttle policy, rule, template or training: django-simple-history rows,
 # attributed to the request's user (admin session or API token), shown on each object's History page.
 INSTALLED_APPS += ["simple_history"]

@@ -31,3 +31,6 @@ urlpatterns += [
     path("health/live", ops_views.live, name="health-live"),
     path("health/ready", ops_views.ready, name="health-ready"),
 ]
+
+# A path no URL matches answers JSON under /api/ (reminders/http/limits.py).
+handler404 = "reminders.http.limits.page_not_found"

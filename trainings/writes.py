@@ -15,10 +15,10 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from reminders.history import audited_history
-from reminders.jobs import occurrences_cancel
+from common.history import audited_history
+from common.rows_insert import insert_values, mark_saved
+from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
-from reminders.rows_insert import insert_values, mark_saved
 from trainings.models import (
     AnswerSource,
     Invitation,

@@ -17,8 +17,8 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reminders.ops import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push import metrics
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 
 logger = logging.getLogger("trainings.push.gateway")
