@@ -23,6 +23,7 @@ from trainings.models import (
     AnswerSource,
     Invitation,
     InvitationStatus,
+    Membership,
     Phase,
     Player,
     QuestionnaireAnswer,
@@ -85,12 +86,19 @@ def training_create(
 
 
 _MEMBERS_INVITE = (
-    "INSERT INTO trainings_invitation (training_id, player_id, status, responded_at) "
-    "SELECT %s, player_id, %s, NULL FROM trainings_membership "
+    f"INSERT INTO {Invitation._meta.db_table} (training_id, player_id, status, responded_at) "  # noqa: S608
+    f"SELECT %s, player_id, %s, NULL FROM {Membership._meta.db_table} "
     "WHERE team_id = %s AND active ORDER BY player_id"
 )
 # The rules are read back by the statement that writes the training, with its history row's id.
 _HISTORY_ID = "(SELECT history_id FROM history)"
+
+
+def training_members_invite(*, training: Training) -> None:
+    """Invite the team's active members to a training that has no invitation yet (the admin's add form
+    with an empty player list does what the API does without `players`)."""
+    if not Invitation.objects.filter(training=training).exists():
+        _members_invite(training)
 
 
 def _members_invite(training: Training) -> None:
