@@ -10,7 +10,7 @@ from django.utils import timezone
 from reminders.models import Occurrence, OccurrenceStatus
 
 
-def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> None:
     settings.DEBUG = True
     out = StringIO()
     call_command("demo_trainings", stdout=out)
@@ -26,7 +26,7 @@ def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> 
     assert "push_gateway" in out.getvalue()
 
 
-def test_the_demo_refuses_to_run_without_debug(settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_demo_refuses_to_run_without_debug(settings) -> None:
     settings.DEBUG = False
     with pytest.raises(CommandError):
         call_command("demo_trainings")
