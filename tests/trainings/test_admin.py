@@ -147,7 +147,7 @@ def test_a_coach_schedules_a_training_from_the_admin_and_sees_its_timeline(admin
     assert list(training.invitations.values_list("player__name", flat=True)) == ["Alice"]
     assert _pending(training)[0] == START - dt.timedelta(minutes=90)
     page = admin_a.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
-    assert "Reminder timeline" in page and "pre-questionnaire" in page
+    assert "Reminder timeline" in page and "<h3>Pre-training questionnaire</h3>" in page
     assert "Tue 2030-06-11 16:30:00 CEST" in page  # 14:30 UTC, shown in the training's zone
 
 

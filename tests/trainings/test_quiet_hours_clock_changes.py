@@ -65,6 +65,7 @@ def test_windows_that_start_or_end_in_the_changed_hour_match_the_oracle(
         (middle, dt.time(7)),  # starts in it
         (early, middle),  # starts and ends in it
         (dt.time(20, 30), dt.time(6, 45)),  # spans it
+        (dt.time(22), early.replace(minute=early.minute - 1)),  # ends at its first minute
     ]:
         quiet = QuietHours(start, end, zone)
         expected = quiet_oracle.windows(start, end, zone, since, until)
@@ -93,6 +94,22 @@ def test_a_window_starting_in_the_repeated_hour_is_not_cut_in_two() -> None:
     for minute in range(0, 5 * 60, 5):  # 02:30 CEST (00:30 UTC) to 07:00 CET (06:00 UTC), all held
         instant = dt.datetime(2027, 10, 31, 0, 30, tzinfo=UTC) + dt.timedelta(minutes=minute)
         assert quiet.release_at(instant) == dt.datetime(2027, 10, 31, 6, tzinfo=UTC), instant
+
+
+def test_an_end_at_the_first_repeated_time_is_its_first_copy() -> None:
+    # 02:00 is shown twice on 2025-10-26 in Paris, but 01:59 only once: the window ends at 02:00 CEST.
+    quiet = QuietHours(dt.time(22), dt.time(2), ZoneInfo("Europe/Paris"))
+    assert quiet.release_at(dt.datetime(2025, 10, 25, 23, 30, tzinfo=UTC)) == dt.datetime(
+        2025, 10, 26, 0, tzinfo=UTC
+    )
+
+
+def test_a_release_that_opens_the_next_nights_window_moves_to_its_end() -> None:
+    # 03:00-02:59 on the night 02:00 jumps to 03:00: the window ends at the jump, where the next begins.
+    quiet = QuietHours(dt.time(3), dt.time(2, 59), ZoneInfo("Europe/Paris"))
+    release = quiet.release_at(dt.datetime(2025, 3, 29, 23, 31, tzinfo=UTC))
+    assert release == dt.datetime(2025, 3, 31, 0, 59, tzinfo=UTC)  # 02:59 CEST the next night
+    assert quiet.release_at(release) is None
 
 
 def test_a_window_ending_in_a_skipped_hour_ends_at_the_jump() -> None:
