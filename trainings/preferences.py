@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainings.models import ChannelChoice, Player, ReminderPreference, RuleKind
+from django.db import transaction
+
+from trainings.models import ChannelChoice, Player, ReminderPreference, ReminderRule, RuleKind
 
 
 def preference_set(
@@ -29,6 +31,33 @@ def preference_set(
         player_id=player_id, kind=kind, defaults=values
     )
     return preference
+
+
+def preferences_read(*, player: Player) -> dict[str, Any]:
+    """Every kind's preference (the default where the player set none) and the player's quiet hours."""
+    stored = {p.kind: p for p in player.preferences.all()}
+    kinds = [
+        {"kind": kind, "channels": stored[kind].channels if kind in stored else ChannelChoice.DEFAULT,
+         "muted": stored[kind].muted if kind in stored else False}
+        for kind in RuleKind.values
+    ]  # fmt: skip
+    return {"kinds": kinds, "quiet_start": player.quiet_start, "quiet_end": player.quiet_end}
+
+
+def preferences_update(*, player: Player, kinds: list[dict[str, Any]] | None = None, **quiet: Any) -> None:
+    """Change the given kinds' preferences and, when given, the player's own quiet hours (both or none)."""
+    with transaction.atomic():
+        for item in kinds or []:
+            preference_set(player_id=player.pk, kind=item["kind"], channels=item.get("channels"),
+                           muted=item.get("muted"))  # fmt: skip
+        if "quiet_start" in quiet:
+            player.quiet_start, player.quiet_end = quiet["quiet_start"], quiet["quiet_end"]
+            player.save(update_fields=["quiet_start", "quiet_end"])
+
+
+def rules_critical(slugs: set[str]) -> set[str]:
+    """The rules among `slugs` an operator marked critical: mute and quiet hours do not hide them."""
+    return set(ReminderRule.objects.filter(slug__in=slugs, critical=True).values_list("slug", flat=True))
 
 
 def preferences_of(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], tuple[str, bool]]:

@@ -47,4 +47,4 @@ def test_a_coach_finds_and_links_only_a_free_account(page: Any, live_server: Any
     option.click()
     page.click("input[name=_save]")
     page.wait_for_selector(".messagelist")
-    assert Player.objects.get(pk=dora.pk).user.username == "dora-account"  # type: ignore[union-attr]
+    assert Player.objects.get(pk=dora.pk).user.username == "dora-account"

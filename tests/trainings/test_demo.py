@@ -11,7 +11,7 @@ from django.utils import timezone
 from reminders.models import Occurrence, OccurrenceStatus
 
 
-def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> None:
     settings.DEBUG = True
     out = StringIO()
     call_command("demo_trainings", stdout=out)
@@ -30,7 +30,7 @@ def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> 
     assert "manage.py push_gateway" in run_all.read_text()
 
 
-def test_the_demo_refuses_to_run_without_debug(settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_demo_refuses_to_run_without_debug(settings) -> None:
     settings.DEBUG = False
     with pytest.raises(CommandError):
         call_command("demo_trainings")

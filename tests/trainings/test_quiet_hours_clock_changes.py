@@ -31,7 +31,7 @@ def _changes() -> list[tuple[str, str, dt.datetime]]:
         zone = ZoneInfo(name)
         for at in quiet_oracle.transitions(zone, 2027):
             before = (at - dt.timedelta(minutes=1)).astimezone(zone).utcoffset()
-            direction = "forward" if at.astimezone(zone).utcoffset() > before else "back"  # type: ignore[operator]
+            direction = "forward" if at.astimezone(zone).utcoffset() > before else "back"
             cases.append((name, direction, at))
     return cases
 
@@ -160,7 +160,7 @@ def test_a_reminder_in_the_second_copy_of_the_hour_is_held_until_after_it_fired_
     _fire_pre(training, rules, 60)
 
     assert _statuses(training) == {"75m": (PushStatus.HELD, second_end), "60m": (PushStatus.HELD, second_end)}
-    assert {p.fire_at < p.release_at for p in Push.objects.all()} == {True}  # type: ignore[operator]
+    assert {p.fire_at < p.release_at for p in Push.objects.all()} == {True}
     _release(training, rules, second_end)
     assert {status for status, _ in _statuses(training).values()} == {PushStatus.SENT}
     assert len(drain_queue(push_queue, expect=6)) == 6
@@ -182,10 +182,10 @@ def test_reminders_after_a_spring_forward_jump_never_overtake_one_still_held(
 
     held = _statuses(training)
     assert held["90m"] == (PushStatus.HELD, jump)
-    assert held["75m"][0] == PushStatus.HELD and held["75m"][1] > jump  # type: ignore[operator]
+    assert held["75m"][0] == PushStatus.HELD and held["75m"][1] > jump
     assert drain_queue(push_queue) == []
     _release(training, rules, jump)
-    _release(training, rules, held["75m"][1])  # type: ignore[arg-type]
+    _release(training, rules, held["75m"][1])
     bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=6)]
     order = [Push.objects.get(key=b["idempotency_key"]).offset for b in bodies]
     assert order == ["90m"] * 3 + ["75m"] * 3  # fire order
