@@ -11,6 +11,7 @@ from django.http import HttpRequest
 
 from reminders.admin_history import AuditedAdmin
 from reminders.templatetags.admin_time import seconds
+from trainings import kinds
 from trainings.admin_html import local_time
 from trainings.models import (
     DeliveredPush,
@@ -18,7 +19,6 @@ from trainings.models import (
     ReminderRule,
     ReminderRun,
     ReminderTemplate,
-    RuleKind,
 )
 from trainings.offsets import OffsetError
 from trainings.selectors import trainings_visible_to, user_sees_all_teams
@@ -69,8 +69,7 @@ class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
             offsets = rule.parsed_offsets()
         except OffsetError:
             return str(rule.offsets)
-        anchor = "after the end" if rule.kind == RuleKind.POST else "before the start"
-        return f"{', '.join(offset.human() for offset in reversed(offsets))} {anchor}"
+        return f"{', '.join(offset.human() for offset in reversed(offsets))} {kinds.of(rule.kind).when}"
 
     def save_model(self, request: HttpRequest, obj: ReminderRule, form: ModelForm, change: bool) -> None:
         super().save_model(request, obj, form, change)

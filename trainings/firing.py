@@ -16,12 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.transports import Delivery, TransportError
+from trainings import kinds
 from trainings.models import (
     Push,
     PushStatus,
     ReminderRule,
     ReminderRun,
-    RuleKind,
     RunOutcome,
     Training,
     TrainingJob,
@@ -271,11 +271,8 @@ def _reminded_at_offsets(dues: Sequence[_Due]) -> _Reminded:
 
 
 def push_expiry(*, training: Training, kind: str) -> datetime:
-    """When a reminder is no use any more: the training's start for PRE and INVITATION, the close of the
-    post-training questionnaire (TRAININGS_POST_QUESTIONNAIRE_HOURS after the end) for POST."""
-    if kind == RuleKind.POST:
-        return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
-    return training.start
+    """When a reminder of this kind is no use any more: its window closes (trainings/kinds.py)."""
+    return kinds.of(kind).closes(training)
 
 
 def _fire_targets(
@@ -338,8 +335,8 @@ class RemindResult:
 
 
 def _offset_now(training: Training, rule: ReminderRule, now: datetime) -> Offset:
-    """The `{offset}` of a push sent now: how far the rule's anchor (start, or end for POST) is from now."""
-    anchor = training.end if rule.kind == RuleKind.POST else training.start
+    """The `{offset}` of a push sent now: how far the rule's anchor (its kind's start or end) is from now."""
+    anchor = kinds.of(rule.kind).anchor_of(training)
     minutes = max(1, round(abs((anchor - now).total_seconds()) / 60))
     if minutes < 120:
         return Offset(minutes, "m")

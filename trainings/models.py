@@ -18,6 +18,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from reminders.history import AuditedHistory
+from trainings import kinds
 from trainings.models_devices import Device as Device
 from trainings.models_devices import DevicePlatform as DevicePlatform
 from trainings.models_devices import DeviceProvider as DeviceProvider
@@ -159,22 +160,16 @@ class Training(models.Model):
         return ZoneInfo(self.time_zone)
 
 
-class Phase(models.TextChoices):
-    PRE = "PRE", "Pre-training questionnaire"
-    POST = "POST", "Post-training questionnaire"
-
-
 class QuestionnaireAnswer(models.Model):
     training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="answers")
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="answers")
-    phase = models.CharField(max_length=4, choices=Phase.choices)
+    phase = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.questionnaire_choices)
     answered_at = models.DateTimeField()
     answers = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
-            models.CheckConstraint(condition=Q(phase__in=Phase.values), name="answer_phase_valid"),
         ]
 
     def __str__(self) -> str:
@@ -209,17 +204,11 @@ class Invitation(models.Model):
         return f"{self.player}: {self.get_status_display()}"  # names, never the training's UUID
 
 
-class RuleKind(models.TextChoices):
-    PRE = "PRE", "Pre-training questionnaire (before start)"
-    POST = "POST", "Post-training questionnaire (after end)"
-    INVITATION = "INVITATION", "Invitation (before start)"
-
-
 class ReminderRule(models.Model):
-    """When to remind whom: PRE and INVITATION count back from the start, POST forward from the end."""
+    """When to remind whom: its kind (trainings/kinds.py) says from which training time and whom."""
 
     slug = models.SlugField(max_length=50, unique=True, help_text="Part of every job key; do not rename.")
-    kind = models.CharField(max_length=10, choices=RuleKind.choices)
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
     offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
     active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -227,7 +216,6 @@ class ReminderRule(models.Model):
 
     class Meta:
         ordering = ["kind", "slug"]
-        constraints = [models.CheckConstraint(condition=Q(kind__in=RuleKind.values), name="rule_kind_valid")]
 
     def __str__(self) -> str:
         return self.slug
@@ -237,9 +225,11 @@ class ReminderRule(models.Model):
 
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
         """Every instant this rule wants for `training`, earliest first, with the offset that gave it."""
-        anchor, sign = (training.end, 1) if self.kind == RuleKind.POST else (training.start, -1)
-        zone = training.zone
-        pairs = [(shift(anchor, offset, sign=sign, zone=zone), offset) for offset in self.parsed_offsets()]
+        kind = kinds.of(self.kind)
+        anchor, zone = kind.anchor_of(training), training.zone
+        pairs = [
+            (shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.parsed_offsets()
+        ]
         return sorted(pairs)
 
 
@@ -314,9 +304,6 @@ class PushStatus(models.TextChoices):
     SKIPPED = "skipped", "Not sent: quiet hours end after it is of any use"
 
 
-MOVED = "MOVED"  # the kind of a "training moved" push (not a rule's)
-
-
 class Push(models.Model):
     """One push for one player from one occurrence. The unique pair is what makes redelivery harmless."""
 
@@ -326,7 +313,7 @@ class Push(models.Model):
     training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes")
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
     rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL)
-    kind = models.CharField(max_length=10, choices=[*RuleKind.choices, (MOVED, "Training moved")])
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices)
     offset = models.CharField(
         max_length=10, blank=True, help_text="The rule's offset it reminded at, e.g. 90m."
     )

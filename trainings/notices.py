@@ -19,8 +19,8 @@ from reminders.kick import scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from reminders.transports import Delivery
+from trainings import kinds
 from trainings.models import (
-    MOVED,
     InvitationStatus,
     Player,
     Push,
@@ -67,7 +67,7 @@ def training_moved_notify(*, delivery: Delivery) -> int:
         return 0  # gone, cancelled, or moved again: that move has its own notice
     reminded = (
         Push.objects.filter(training=training, status=PushStatus.SENT, sent_at__lte=delivery.fire_at)
-        .exclude(kind=MOVED)
+        .exclude(kind=kinds.MOVED.code)
         .values_list("player_id", flat=True)
     )
     players = (
@@ -85,8 +85,8 @@ def training_moved_notify(*, delivery: Delivery) -> int:
                 training=training,
                 player=player,
                 rendered=rendered,
-                kind=MOVED,
-                expires_at=training.start,
+                kind=kinds.MOVED.code,
+                expires_at=kinds.MOVED.closes(training),
             )
         )
     pushes_record(sorted(pushes, key=lambda p: p.key))

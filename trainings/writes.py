@@ -22,7 +22,6 @@ from reminders.services import occurrences_cancel
 from trainings.models import (
     Invitation,
     InvitationStatus,
-    Phase,
     Player,
     QuestionnaireAnswer,
     ReminderRule,
@@ -226,7 +225,7 @@ def training_delete(*, training: Training) -> int:
 
 
 def answer_record(
-    *, training: Training, player: Player, phase: Phase, answers: Any, answered_at: datetime | None = None
+    *, training: Training, player: Player, phase: str, answers: Any, answered_at: datetime | None = None
 ) -> QuestionnaireAnswer:
     """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them."""
     answer, _ = QuestionnaireAnswer.objects.update_or_create(

@@ -13,7 +13,8 @@ import pytest
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
-from trainings.models import MOVED, Push, PushStatus, ReminderRule, ReminderRun, RunOutcome, Team, Training
+from trainings import kinds
+from trainings.models import Push, PushStatus, ReminderRule, ReminderRun, RunOutcome, Team, Training
 from trainings.selectors import job_key
 from trainings.services import moved_notice_key, training_create, training_update
 
@@ -53,7 +54,7 @@ def test_a_move_between_reminders_sends_one_moved_push_and_repeats_no_offset(
     fire(_notice(training))
 
     moved = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
-    assert {m["kind"] for m in moved} == {MOVED}
+    assert {m["kind"] for m in moved} == {kinds.MOVED.code}
     by_language = {m["language"]: m for m in moved}
     assert (
         by_language["en"]["body"] == "Speed session now starts on June 11, 2030 at 6:20 p.m. (Europe/Paris)."
@@ -66,7 +67,7 @@ def test_a_move_between_reminders_sends_one_moved_push_and_repeats_no_offset(
     assert run.outcome == RunOutcome.NOBODY_LEFT
     fire(_pre(training, rules, 75))  # the next offset goes out as usual
     assert len(drain_queue(push_queue, expect=3)) == 3
-    assert Push.objects.filter(kind=MOVED).count() == 3
+    assert Push.objects.filter(kind=kinds.MOVED.code).count() == 3
 
 
 def test_a_large_move_reminds_again(
@@ -119,4 +120,4 @@ def test_a_notice_superseded_by_a_newer_move_sends_nothing(
     assert Occurrence.objects.get(pk=notice.pk).status == "cancelled"  # replaced by the newer move's notice
     fire(_notice(second))
     assert len(drain_queue(push_queue, expect=3)) == 3
-    assert Push.objects.filter(kind=MOVED, status=PushStatus.SENT).count() == 3
+    assert Push.objects.filter(kind=kinds.MOVED.code, status=PushStatus.SENT).count() == 3
