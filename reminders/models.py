@@ -62,6 +62,8 @@ OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
     OccurrenceStatus.DELIVERED: frozenset(),
     OccurrenceStatus.SKIPPED: frozenset(),
 }
+# The two moves made in SQL (reminders/queries.py), not by reminders/occurrences.py: name -> (from, to).
+OCCURRENCE_SQL_MOVES = dict(CLAIM_DUE=("scheduled", "claimed"), INSERT_IDEMPOTENT=("cancelled", "scheduled"))
 
 TERMINAL_STATUSES = (
     OccurrenceStatus.DELIVERED,

@@ -34,6 +34,7 @@ from trainings.push.quiet import quiet_hours_for
 from trainings.rendering import Addressee, moved_render, push_for
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import reminder_recipients
+from trainings.transitions import pushes_release, pushes_withdraw
 
 
 def training_moved_notice_schedule(*, training: Training) -> None:
@@ -195,14 +196,14 @@ def quiet_release(*, delivery: Delivery) -> int:
         )
         still = set(reminder_recipients(training=training, rule=rule).values_list("pk", flat=True))
         gone = [p.pk for p in held if p.player_id not in still or training.cancelled]
-        Push.objects.filter(pk__in=gone).update(
-            status=PushStatus.WITHDRAWN, status_reason="answered while held"
+        pushes_withdraw(
+            Push.objects.filter(pk__in=gone), source=PushStatus.HELD, reason="answered while held"
         )
         due = Push.objects.filter(
             training=training, rule=rule, status=PushStatus.HELD, release_at__lte=max(now, delivery.fire_at)
         )
         keys = list(due.values_list("occurrence_key", flat=True).distinct())
-        due.update(status=PushStatus.PENDING)
+        pushes_release(due)
     errors = pushes_publish(
         deliveries=[
             Delivery(

@@ -57,8 +57,8 @@ from trainings.push.sender import (
     Outcome,
     PushSender,
     Round,
-    devices_disable,
 )
+from trainings.transitions import devices_disable
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",

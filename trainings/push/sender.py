@@ -29,6 +29,7 @@ from trainings.push.providers import (
     Target,
     Verdict,
 )
+from trainings.transitions import devices_disable
 
 logger = logging.getLogger("trainings.push.gateway")
 
@@ -389,10 +390,3 @@ def _summaries(results: list[_Result], closing: list[tuple[int, PushMessage, Sen
         if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
             summary[push.idempotency_key] = str(status)
     return summary
-
-
-def devices_disable(*, device_ids: Sequence[int], reason: str, now: Any = None) -> int:
-    """Disable devices the provider called dead (kept for the record; re-registering re-enables)."""
-    return Device.objects.filter(pk__in=device_ids, disabled_at__isnull=True).update(
-        disabled_at=now or timezone.now(), disabled_reason=reason[:200] or "disabled"
-    )
