@@ -1,11 +1,11 @@
-# The two commands a newcomer needs: `make run` (web + worker + beat on the embedded defaults) and
+# The two commands a newcomer needs: `make run` (web, worker, beat and push gateway on the embedded defaults) and
 # `make test` (lint, types and the whole suite). Both create .venv and install pinned packages first.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint format bench bench-quick clean
+.PHONY: install run test lint docs docs-build format bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 
-test: lint
+test: lint docs-build
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The documentation site (docs/, mkdocs.yml): built with --strict, so a broken link or anchor fails `make test`.
+docs-build: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+DOCS_ADDR ?= 127.0.0.1:8001
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
 
 format: install
 	$(BIN)/ruff format .

@@ -178,7 +178,7 @@ REMINDERS_SCAN_SECONDS = env_float("REMINDERS_SCAN_SECONDS", 1.0, minimum=0.0)
 REMINDERS_POLL_SECONDS = env_float("REMINDERS_POLL_SECONDS", 0.05, minimum=0.001)
 # Precise firing (PostgreSQL): the scan claims rows due within this many seconds, holds them under its
 # lease and publishes each at its instant (at most a quarter of the lease is used); SQLite polls (0).
-# reminders/firing.py, README "Firing on time".
+# reminders/firing.py, docs/engine.md "Firing on time".
 REMINDERS_LOOKAHEAD_SECONDS = env_float(
     "REMINDERS_LOOKAHEAD_SECONDS",
     2.0 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else 0.0,
@@ -212,12 +212,21 @@ LOGGING: dict[str, Any] = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/push-gateway.md#logs).
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The scan runs every second: Celery's per-task "received"/"succeeded" lines would drown everything
     # else. The scan logs its own summary when it claimed something.
     "loggers": {
-        name: {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")}
-        for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
+        **{
+            name: {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")}
+            for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
+        },
+        # The push providers' protocol libraries write whole header blocks and token responses at DEBUG
+        # (the APNs JWT, the FCM access token): whatever LOG_LEVEL says, they log warnings and errors only.
+        **{
+            name: {"level": "WARNING"}
+            for name in ("hpack", "h2", "httpx", "httpcore", "google.auth", "urllib3")
+        },
     },
 }
 
@@ -276,7 +285,7 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
 }
 
 # --- Operations: metrics, health, abuse limits, log format (reminders/metrics.py, health.py, views_ops.py,
-# api_limits.py, logformat.py; README "Operating it") ----------------------------------------------------
+# api_limits.py, logformat.py; docs/operations/monitoring.md) ------------------------------------------------
 # prometheus-client's multiprocess mode (scripts/run-all.sh sets it): every process writes its samples there.
 # Created here, before any metric exists, since a missing directory would fail every process at import.
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

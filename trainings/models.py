@@ -20,8 +20,6 @@ from django.db.models import F, Q
 from reminders.history import AuditedHistory
 from trainings import kinds
 from trainings.models_devices import Device as Device
-from trainings.models_devices import DevicePlatform as DevicePlatform
-from trainings.models_devices import DeviceProvider as DeviceProvider
 from trainings.models_devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models_devices import PushSend as PushSend
 from trainings.models_devices import SendStatus as SendStatus

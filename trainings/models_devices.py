@@ -8,16 +8,29 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from trainings.push.channels import (
+    PLATFORMS,
+    address_channels,
+    device_platform_choices,
+    device_provider_choices,
+)
 
-class DevicePlatform(models.TextChoices):
-    IOS = "ios", "iOS"
-    ANDROID = "android", "Android"
-    WEB = "web", "Web"
+# The channels' table (trainings/push/channels.py) says which providers and platforms a device may have.
+PROVIDER_CHOICES = device_provider_choices()
+PLATFORM_CHOICES = device_platform_choices()
 
 
-class DeviceProvider(models.TextChoices):
-    APNS = "apns", "Apple Push Notification service"
-    FCM = "fcm", "Firebase Cloud Messaging"
+def _channel_platform_constraints() -> list[models.CheckConstraint]:
+    """A channel whose addresses live on some platforms only (APNs: Apple's) refuses a device elsewhere."""
+    used = {value for value, _ in PLATFORM_CHOICES}
+    return [
+        models.CheckConstraint(
+            condition=~Q(provider=c.name) | Q(platform__in=[p for p in PLATFORMS if p in c.platforms]),
+            name=f"device_{c.name}_platforms",
+        )
+        for c in address_channels()
+        if not used <= set(c.platforms)
+    ]
 
 
 class DeviceQuerySet(models.QuerySet["Device"]):
@@ -30,8 +43,8 @@ class Device(models.Model):
     so the admin can say why a player stopped getting reminders; registering it again re-enables it."""
 
     player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="devices")
-    platform = models.CharField(max_length=7, choices=DevicePlatform.choices)
-    provider = models.CharField(max_length=4, choices=DeviceProvider.choices)
+    platform = models.CharField(max_length=10, choices=PLATFORM_CHOICES)
+    provider = models.CharField(max_length=10, choices=PROVIDER_CHOICES)
     token = models.CharField(max_length=4096)
     app_id = models.CharField(
         max_length=255,
@@ -49,15 +62,12 @@ class Device(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["provider", "token"], name="device_unique_token_per_provider"),
             models.CheckConstraint(
-                condition=Q(platform__in=DevicePlatform.values), name="device_platform_valid"
+                condition=Q(platform__in=[v for v, _ in PLATFORM_CHOICES]), name="device_platform_valid"
             ),
             models.CheckConstraint(
-                condition=Q(provider__in=DeviceProvider.values), name="device_provider_valid"
+                condition=Q(provider__in=[v for v, _ in PROVIDER_CHOICES]), name="device_provider_valid"
             ),
-            # APNs serves Apple platforms only (iOS apps and Safari web push).
-            models.CheckConstraint(
-                condition=~Q(provider="apns") | Q(platform__in=["ios", "web"]), name="device_apns_is_apple"
-            ),
+            *_channel_platform_constraints(),
             models.CheckConstraint(
                 condition=Q(disabled_at__isnull=True, disabled_reason="")
                 | Q(disabled_at__isnull=False) & ~Q(disabled_reason=""),
@@ -96,7 +106,8 @@ class PushSend(models.Model):
     device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
     player_id = models.BigIntegerField(help_text="The push's player (kept when the device row goes).")
     provider = models.CharField(
-        max_length=10, help_text="apns, fcm or logging (a provider without credentials)."
+        max_length=10,
+        help_text="The channel that served it (trainings/push/channels.py), e.g. apns or logging.",
     )
     status = models.CharField(max_length=10, choices=SendStatus.choices)
     provider_message_id = models.CharField(max_length=300, blank=True)

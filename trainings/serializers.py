@@ -13,8 +13,6 @@ from reminders.serializers import AwareDateTimeField
 from trainings import kinds
 from trainings.models import (
     Device,
-    DevicePlatform,
-    DeviceProvider,
     Invitation,
     InvitationStatus,
     Player,
@@ -22,7 +20,9 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.models_devices import PLATFORM_CHOICES, PROVIDER_CHOICES
 from trainings.offsets import OffsetError, is_time_zone, parse_offsets
+from trainings.push.channels import BY_NAME, PLATFORMS
 from trainings.push.devices import token_preview
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 
@@ -251,8 +251,8 @@ class DeviceSerializer(serializers.ModelSerializer):
 
 
 class DeviceInputSerializer(serializers.Serializer):
-    platform = serializers.ChoiceField(choices=DevicePlatform.choices)
-    provider = serializers.ChoiceField(choices=DeviceProvider.choices)
+    platform = serializers.ChoiceField(choices=PLATFORM_CHOICES)
+    provider = serializers.ChoiceField(choices=PROVIDER_CHOICES)
     token = serializers.CharField(max_length=4096, trim_whitespace=False)
     app_id = serializers.CharField(
         max_length=255,
@@ -268,9 +268,11 @@ class DeviceInputSerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs["provider"] == DeviceProvider.APNS:
-            if attrs["platform"] not in (DevicePlatform.IOS, DevicePlatform.WEB):
-                raise serializers.ValidationError({"platform": "APNs devices are ios or web."})
-            if not all(c in "0123456789abcdefABCDEF" for c in attrs["token"]):
-                raise serializers.ValidationError({"token": "an APNs device token is hexadecimal."})
+        channel = BY_NAME[attrs["provider"]]
+        if attrs["platform"] not in channel.platforms:
+            where = " or ".join(p for p in PLATFORMS if p in channel.platforms)
+            raise serializers.ValidationError({"platform": f"{channel.name} devices are {where}."})
+        error = channel.module().address_error(attrs["token"])
+        if error:
+            raise serializers.ValidationError({"token": error})
         return attrs

@@ -74,7 +74,7 @@ def run(h: Harness) -> Section:
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         ours_s, ours_cpu = ours_s + elapsed, ours_cpu + cpu
         # Counted, then emptied: the raw publisher starts every round on an empty queue, and a queue
-        # holding 20,000 more messages made the same raw publisher 10-30 % slower (bench notes, README).
+        # holding 20,000 more messages made the same raw publisher 10-30 % slower (docs/benchmarks.md).
         on_queue += h.purge_queue(queue)
         if not r % 2:
             bare_round, cpu = _drain_without_metrics(h, jobs, per_round, f"bare-{r}", queue)

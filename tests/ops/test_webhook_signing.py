@@ -17,7 +17,8 @@ from reminders.signing import standard_webhook_headers
 from reminders.transports.base import Delivery
 from reminders.transports.http import HTTPTransport
 from tests.http_receiver import QuietHandler, serving
-from trainings.push.providers import PushMessage, Target, WebhookProvider
+from trainings.push.providers import PushMessage, Target
+from trainings.push.webhook import WebhookProvider
 
 SECRET = "receiver-shared-secret"
 

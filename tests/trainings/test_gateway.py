@@ -21,7 +21,8 @@ from tests.factories import PlayerFactory
 from tests.http_receiver import QuietHandler, serving
 from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.push.gateway import Outcome, gateway_run, push_handle
-from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict, WebhookProvider
+from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict
+from trainings.push.webhook import WebhookProvider
 
 
 def _message(key: str = "occ-1.7", **overrides: Any) -> dict[str, Any]:

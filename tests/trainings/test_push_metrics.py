@@ -17,7 +17,8 @@ from tests.ops.scrape import delta, scrape, value
 from tests.trainings.conftest import fire
 from trainings.models import ReminderRule, Training
 from trainings.push.gateway import gateway_run
-from trainings.push.providers import LoggingProvider, Providers
+from trainings.push.logging import LoggingProvider
+from trainings.push.providers import Providers
 from trainings.selectors import job_key
 from trainings.services import training_create
 

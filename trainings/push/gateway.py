@@ -65,6 +65,7 @@ __all__ = [
     "GatewayStats",
     "Outcome",
     "PushSender",
+    "broker_connection",
     "dead_letter_queue_name",
     "devices_disable",
     "gateway_run",
@@ -129,7 +130,18 @@ class _Held:
 
 
 def _tag(held: _Held) -> int:
+    """AMQP's delivery tag, a number growing per channel (only used where `basic.ack multiple` is: kombu's
+    virtual brokers, the file broker among them, tag with UUIDs)."""
     return int(held.message.delivery_tag or 0)
+
+
+def broker_connection(url: str) -> Connection:
+    """A kombu connection to the push broker, with the file broker's folders when it is one (without them
+    kombu looks for `data_in` in the working directory)."""
+    options = (
+        dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
+    )
+    return Connection(url, transport_options=options)
 
 
 def gateway_run(
@@ -151,9 +163,6 @@ def gateway_run(
     stats = GatewayStats()
     inbox: list[_Held] = []
     waiting: list[_Held] = []
-    options = (
-        dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
-    )
     batch_size = settings.TRAININGS_GATEWAY_BATCH
     multiple_ack = url.startswith(("amqp://", "amqps://", "pyamqp://"))  # kombu's virtual brokers ack one
 
@@ -206,7 +215,7 @@ def gateway_run(
         held.message.ack()
         stats.add(Outcome.DEAD_LETTERED)
 
-    broker = Connection(url, transport_options=options)
+    broker = broker_connection(url)
     try:
         with broker:
             broker.ensure_connection(max_retries=3)
@@ -269,19 +278,17 @@ def gateway_run(
                     rounds.popleft()
                     for held, result in zip(batch, results, strict=True):
                         metrics.push_handled(held.body, result.outcome)
-                    older_unacked = [h for h in waiting] + [h for b, _ in rounds for h in b]
-                    newest = max(batch, key=lambda h: int(h.message.delivery_tag or 0))
-                    if (
-                        multiple_ack
-                        and all(r.outcome in _ACKED for r in results)
-                        and all(_tag(h) > _tag(newest) for h in older_unacked)
-                    ):
-                        # Every message up to the batch's newest is done (nothing older is held for a
-                        # retry or in the open round; the unhandled ones are newer): one `basic.ack multiple`.
-                        newest.message.ack(multiple=True)
-                        for result in results:
-                            stats.add(result.outcome)
-                        continue
+                    if multiple_ack and all(r.outcome in _ACKED for r in results):
+                        older_unacked = [h for h in waiting] + [h for b, _ in rounds for h in b]
+                        newest = max(batch, key=_tag)
+                        if all(_tag(h) > _tag(newest) for h in older_unacked):
+                            # Every message up to the batch's newest is done (nothing older is held for a
+                            # retry or in the open round; the unhandled ones are newer): one `basic.ack
+                            # multiple`.
+                            newest.message.ack(multiple=True)
+                            for result in results:
+                                stats.add(result.outcome)
+                            continue
                     for held, result in zip(batch, results, strict=True):
                         settle(held, result)
     except AuthFailure as exc:

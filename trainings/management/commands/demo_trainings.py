@@ -79,10 +79,10 @@ class Command(BaseCommand):
             )
         self.stdout.write(
             "What to watch:\n"
-            "  1. keep `make run` going (worker + beat deliver the due reminders);\n"
-            f"  2. run `.venv/bin/python manage.py push_gateway`: each push is logged as a PUSH line "
-            f"(provider {settings.TRAININGS_PUSH_PROVIDER}, queue {settings.TRAININGS_PUSH_QUEUE});\n"
-            f"  3. {site_url('/admin/trainings/training/')} (coach / coach sees only Demo U15): each "
+            "  1. keep `make run` going: its worker and beat deliver the due reminders, and its push gateway "
+            f"logs each push as a PUSH line (queue {settings.TRAININGS_PUSH_QUEUE}, no provider credentials "
+            "needed);\n"
+            f"  2. {site_url('/admin/trainings/training/')} (coach / coach sees only Demo U15): each "
             "training's page shows its player grid and its reminder timeline in Paris time."
         )
 

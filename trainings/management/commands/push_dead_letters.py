@@ -15,11 +15,15 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
-from kombu import Connection
 
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
-from trainings.push.gateway import DEAD_LETTER_SCHEMA, dead_letter_queue_name, push_replay_forget
+from trainings.push.gateway import (
+    DEAD_LETTER_SCHEMA,
+    broker_connection,
+    dead_letter_queue_name,
+    push_replay_forget,
+)
 
 
 class Command(BaseCommand):
@@ -37,7 +41,7 @@ class Command(BaseCommand):
         publisher = RabbitMQTransport(url)
         seen = replayed = 0
         try:
-            with Connection(url) as broker:
+            with broker_connection(url) as broker:
                 channel: Any = broker.channel()  # an amqp/virtual channel: basic_get, basic_ack
                 channel.queue_declare(queue=name, durable=True, auto_delete=False)
                 while seen < options["limit"]:

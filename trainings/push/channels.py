@@ -1,0 +1,85 @@
+"""The delivery channels: one row each, the only list of them in the code.
+
+Everything that depends on which channels exist is derived from `CHANNELS`: the device choices and check
+constraints (`trainings/models_devices.py`), the API's validation of a registered address
+(`trainings/serializers.py`), the providers the gateway builds and `Providers.describe()`
+(`trainings/push/providers.py`), and which stand-in TRAININGS_PUSH_PROVIDER may name. The gateway itself
+(`trainings/push/gateway.py`, `sender.py`) knows nothing of any channel: retries, Retry-After, dead
+addresses and dead letters work on a provider's `SendResult`.
+
+To add a channel (say `sms`):
+1. A folder `trainings/push/sms/` whose `__init__.py` defines
+   `from_settings(*, in_flight: int) -> PushProvider | None` (None when its settings are unset: the
+   stand-in serves its addresses then; raise ImproperlyConfigured when they are set but wrong) and
+   `address_error(address: str) -> str | None` (why an address the app registers cannot be one of this
+   channel's, or None). The provider it returns follows `trainings.push.messages.PushProvider`: `send()`
+   returns a `SendResult` for every answer of the service and never raises for one.
+2. A line in `CHANNELS` below, naming the folder, the platforms its addresses live on and what an
+   address is. A new platform also gets its label in `PLATFORMS`.
+Then `manage.py makemigrations` (the choices and constraints follow), its settings in `config/settings.py`
+if it has any, and its tests under `tests/trainings/`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from trainings.push.messages import PushProvider
+
+# Where a device's address lives, with its label (the device's `platform`).
+PLATFORMS: dict[str, str] = {"ios": "iOS", "android": "Android", "web": "Web"}
+
+
+class ChannelModule(Protocol):
+    """What a channel's folder (`trainings/push/<name>/__init__.py`) provides."""
+
+    def from_settings(self, *, in_flight: int) -> PushProvider | None: ...
+
+    def address_error(self, address: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Channel:
+    name: str  # stored in Device.provider and PushSend.provider (at most 10 characters)
+    label: str
+    package: str  # the channel's folder, imported only when a provider or an address check is needed
+    platforms: tuple[str, ...] = ()  # where its addresses live; () for a stand-in, which has none
+    address: str = ""  # what an address of this channel is, for people (API help, errors, docs)
+    standin: bool = False  # serves the addresses of channels without credentials (TRAININGS_PUSH_PROVIDER)
+
+    def module(self) -> ChannelModule:
+        return cast("ChannelModule", importlib.import_module(self.package))
+
+
+CHANNELS: tuple[Channel, ...] = (
+    Channel("apns", "Apple Push Notification service", "trainings.push.apns", platforms=("ios", "web"),
+            address="an APNs device token (hexadecimal)"),
+    Channel("fcm", "Firebase Cloud Messaging", "trainings.push.fcm", platforms=("android", "ios", "web"),
+            address="an FCM registration token"),
+    Channel("logging", "Logging stand-in (development)", "trainings.push.logging", standin=True),
+    Channel("webhook", "Webhook stand-in (TRAININGS_PUSH_WEBHOOK_URL)", "trainings.push.webhook",
+            standin=True),
+)  # fmt: skip
+
+BY_NAME: dict[str, Channel] = {c.name: c for c in CHANNELS}
+
+
+def address_channels() -> tuple[Channel, ...]:
+    """The channels an app registers addresses (devices) for."""
+    return tuple(c for c in CHANNELS if not c.standin)
+
+
+def standin_channels() -> tuple[Channel, ...]:
+    return tuple(c for c in CHANNELS if c.standin)
+
+
+def device_provider_choices() -> list[tuple[str, str]]:
+    return [(c.name, c.label) for c in address_channels()]
+
+
+def device_platform_choices() -> list[tuple[str, str]]:
+    used = {p for c in address_channels() for p in c.platforms}
+    return [(value, label) for value, label in PLATFORMS.items() if value in used]
