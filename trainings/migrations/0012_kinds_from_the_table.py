@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0010_audit_history_trainings_rules'),
+        ('trainings', '0011_device_channels_from_registry'),
     ]
 
     operations = [
