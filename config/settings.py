@@ -133,6 +133,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # A JSON 400 where Django's parsing refuses a body (more than DATA_UPLOAD_MAX_NUMBER_FIELDS fields).
+    "EXCEPTION_HANDLER": "reminders.api_limits.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Reminders API",
@@ -267,6 +269,14 @@ TRAININGS_GATEWAY_MAX_ATTEMPTS = env_int("TRAININGS_GATEWAY_MAX_ATTEMPTS", 8, mi
 # A training moved by less than this keeps the reminders its players already had (no "90 min before"
 # twice); players already reminded get one "training moved" push. A bigger move reminds them again.
 TRAININGS_MOVE_REPEAT_MINUTES = env_int("TRAININGS_MOVE_REPEAT_MINUTES", 120, minimum=0)
+# A "training moved" notice fires this long after the last move of a burst: a later move within it
+# replaces the pending notice, so 14 quick edits reach each player once (docs/quiet-hours.md).
+TRAININGS_MOVED_NOTICE_DELAY_SECONDS = env_int(
+    "TRAININGS_MOVED_NOTICE_DELAY_SECONDS", 5, minimum=0, maximum=600
+)
+# A push still held this long after its release is released (or skipped, with the reason) by the hourly
+# check and counted in trainings_held_pushes_overdue_total (docs/quiet-hours.md).
+TRAININGS_HELD_GRACE_SECONDS = env_int("TRAININGS_HELD_GRACE_SECONDS", 300, minimum=0)
 # The post-training questionnaire closes this long after the training ends: a POST push later is stale.
 TRAININGS_POST_QUESTIONNAIRE_HOURS = env_int("TRAININGS_POST_QUESTIONNAIRE_HOURS", 24, minimum=1)
 TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS", 900, minimum=1, maximum=1500)
@@ -326,10 +336,8 @@ for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the
         raise ImproperlyConfigured(f"API throttle rate {_scope}={_rate!r} is not '<n>/<s|m|h|d>'")
 # How many reverse proxies in front append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
-REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
-    "reminders.api_limits.TokenRateThrottle",
-    "reminders.api_limits.AddressRateThrottle",
-]
+# The per-address limit is a middleware: it must count requests before authentication refuses them.
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.api_limits.TokenRateThrottle"]
 _THROTTLE_CACHE = env_str("API_THROTTLE_CACHE", "memory")
 if _THROTTLE_CACHE not in ("memory", "database"):
     raise ImproperlyConfigured("API_THROTTLE_CACHE must be 'memory' or 'database'")
@@ -347,6 +355,7 @@ CACHES = {
 REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
 MIDDLEWARE.insert(0, "reminders.api_limits.RequestBodyLimitMiddleware")
+MIDDLEWARE.insert(0, "reminders.api_limits.AddressThrottleMiddleware")
 
 # LOG_FORMAT=json: one JSON object per line (reminders/logformat.py); "text" (default) for people.
 LOG_FORMAT = env_str("LOG_FORMAT", "text")

@@ -231,6 +231,7 @@ class ScheduleAdminForm(forms.ModelForm):
                 cleaned.get("expression", ""),
                 zone=cleaned.get("timezone", "UTC"),
                 anchor=cleaned.get("start_at") or timezone.now(),
+                fires_after=timezone.now(),
             )
         except ExpressionError as exc:
             field = "timezone" if "time zone" in str(exc) else "expression"

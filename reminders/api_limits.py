@@ -2,23 +2,35 @@
 
 - Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (REMINDERS_MAX_REQUEST_BYTES) get a JSON 413 on the API, decided
   from Content-Length before anything is read (a WSGI server hands Django no more than Content-Length).
-- DRF throttling per token (or session user) and per client address, rates from API_THROTTLE_RATES; DRF
-  answers 429 with Retry-After. Rates are read on every request, so a settings change takes effect.
+  A chunked body (Transfer-Encoding, no Content-Length) is read, up to the same limit, where the server
+  says its input ends (gunicorn's `wsgi.input_terminated`); elsewhere (runserver, wsgiref) the API answers
+  411, since Django would otherwise read it as empty.
+- Per client address, every /api/ request is counted before authentication (`AddressThrottleMiddleware`),
+  so random or missing tokens meet the limit too; per token (or session user), DRF's throttling after it.
+  Both answer 429 with Retry-After. Rates are read on every request, so a settings change takes effect.
 - One notion of the client address for throttling and django-axes: REMOTE_ADDR, or the address
   API_NUM_PROXIES hops back in X-Forwarded-For when the site runs behind that many proxies.
 """
 
 from __future__ import annotations
 
+import io
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import (
+    ImproperlyConfigured,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$")
@@ -70,22 +82,49 @@ class TokenRateThrottle(_SettingsRateThrottle):
 
 
 class AddressRateThrottle(_SettingsRateThrottle):
-    """Per client address, authenticated or not."""
+    """Per client address, authenticated or not (counted by `AddressThrottleMiddleware`)."""
 
     scope = "ip"
 
-    def get_cache_key(self, request: Request, view: Any) -> str | None:
+    def get_cache_key(self, request: Request | HttpRequest, view: Any) -> str | None:
         return self.cache_format % {"scope": self.scope, "ident": client_ip(request)}
 
 
-class RequestBodyLimitMiddleware:
-    """A JSON 413 for an API request whose body is over the limit (HTML stays Django's elsewhere)."""
+class AddressThrottleMiddleware:
+    """The per-address limit on /api/, before authentication: DRF checks its throttles only after the
+    authentication and permission checks, so a flood of bad or missing tokens was never counted (and each
+    bad token still cost a database lookup)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if _is_api(request):
+            throttle = AddressRateThrottle()
+            if not throttle.allow_request(request, None):  # type: ignore[arg-type]
+                wait = math.ceil(throttle.wait() or 1)
+                response = JsonResponse(
+                    {"detail": f"Request was throttled. Expected available in {wait} seconds."}, status=429
+                )
+                response["Retry-After"] = str(wait)
+                return response
+        return self.get_response(request)
+
+
+class RequestBodyLimitMiddleware:
+    """A JSON 413 for an API request whose body is over the limit (HTML stays Django's elsewhere), and a
+    JSON 411 for a chunked one that the server did not read (see `read_chunked_body`)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if _is_api(request):
+            if request.META.get(_OVER_LIMIT):
+                return _too_large(None)
+            if not request.META.get("CONTENT_LENGTH") and request.META.get("HTTP_TRANSFER_ENCODING"):
+                detail = "a request body needs a Content-Length header here (chunked bodies are not read)."
+                return JsonResponse({"detail": detail}, status=411)
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
@@ -95,12 +134,74 @@ class RequestBodyLimitMiddleware:
         return self.get_response(request)
 
 
+_OVER_LIMIT = "reminders.chunked_body_over_limit"
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def read_chunked_body(app: WsgiApp) -> WsgiApp:
+    """Wrap the WSGI application so a chunked request body reaches Django.
+
+    Django reads exactly CONTENT_LENGTH bytes of input, none without it, so a body sent with
+    ``Transfer-Encoding: chunked`` was parsed as empty (a valid job answered 400 naming every field).
+    Where the server has already removed the chunk framing and ends the input at the body's end
+    (`wsgi.input_terminated`, set by gunicorn), the body is read here, at most the request limit plus one
+    byte, and handed on with its length; one over the limit is marked for a 413 without keeping it."""
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if (
+            "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+            and not environ.get("CONTENT_LENGTH")
+            and environ.get("wsgi.input_terminated")
+        ):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            body = _read_at_most(environ["wsgi.input"], limit + 1)
+            if len(body) > limit:
+                environ[_OVER_LIMIT] = True
+                body = b""
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+        return app(environ, start_response)
+
+    return application
+
+
+def _read_at_most(stream: Any, size: int) -> bytes:
+    parts: list[bytes] = []
+    left = size
+    while left > 0:
+        part = stream.read(min(left, 64 * 1024))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, plus a JSON 400 for a body Django refuses to parse (more fields or files than
+    DATA_UPLOAD_MAX_NUMBER_FIELDS / _FILES), which otherwise became Django's HTML error page."""
+    from rest_framework.views import exception_handler  # DRF's views load this module's throttles
+
+    if isinstance(exc, TooManyFieldsSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return Response({"detail": f"the body has more than {limit:,} form fields."}, status=400)
+    if isinstance(exc, TooManyFilesSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+        return Response({"detail": f"the body has more than {limit:,} files."}, status=400)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        detail = f"the body is over the limit of {limit:,} bytes"
+        return Response({"detail": detail, "limit_bytes": limit}, status=413)
+    return exception_handler(exc, context)
+
+
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
-def _too_large(length: int) -> JsonResponse:
+def _too_large(length: int | None) -> JsonResponse:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    size = "the body" if length is None else f"{length:,} bytes"
     return JsonResponse(
-        {"detail": f"{length:,} bytes is over the limit of {limit:,} bytes", "limit_bytes": limit}, status=413
+        {"detail": f"{size} is over the limit of {limit:,} bytes", "limit_bytes": limit}, status=413
     )

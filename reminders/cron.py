@@ -34,9 +34,6 @@ NICKNAMES = {
 }
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _UNIT_SECONDS = (86400, 3600, 60, 1)
-# A cron line that matches nothing for this long (``0 0 30 2 *``) is refused: cronsim itself gives up
-# after 50 years, and a schedule that never fires is a caller's mistake worth a 400.
-_HORIZON = timedelta(days=366 * 5)
 
 
 class ExpressionError(ValueError):
@@ -72,6 +69,9 @@ class CronTimeline:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_cronsim", _as_debian(self.expression))
+        # Parses the fields now (CronSimError), which also refuses a day that none of the chosen months
+        # has (``0 0 30 2 *``) without searching for it.
+        CronSim(self._cronsim, datetime(2000, 1, 1))
 
     def next_after(self, instant: datetime) -> datetime | None:
         try:
@@ -195,7 +195,9 @@ def _field_value(token: str, names: Sequence[str], base: int) -> int | None:
     return names.index(upper) + base if upper in names else None
 
 
-# cronsim gives up after 50 years without a match; so do the stretch walks.
+# cronsim gives up after 50 years without a match; so do the stretch walks. Far enough for any line that
+# fires at all: the Gregorian calendar repeats its dates and weekdays every 28 years within a century, and
+# 50 years also spans the skipped leap day of 2100 (February 29 on a Sunday: 2032, then 2060).
 _GIVE_UP = timedelta(days=366 * 51)
 
 
@@ -276,10 +278,20 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def timeline_for(expression: str, *, zone: str, anchor: datetime, anchor_fires: bool = False) -> Timeline:
+def timeline_for(
+    expression: str,
+    *,
+    zone: str,
+    anchor: datetime,
+    anchor_fires: bool = False,
+    fires_after: datetime | None = None,
+) -> Timeline:
     """Parse `expression` and return its timeline; raises ExpressionError naming what is wrong.
 
     `anchor` only matters for ``@every``: the instant the period counts from (see the module docstring).
+    With `fires_after` (validation of what a person sends, e.g. now), a crontab with no fire after that
+    instant within cronsim's 50 years is refused as never firing. A stored schedule's timeline is built
+    without it, so a chain step never repeats that search.
     """
     tz = parse_zone(zone)
     text = " ".join(expression.split())
@@ -313,13 +325,11 @@ def timeline_for(expression: str, *, zone: str, anchor: datetime, anchor_fires: 
     fields = text.split()
     if len(fields) != 5:
         raise ExpressionError(f"a crontab has 5 fields (minute hour day month weekday); {len(fields)} given.")
-    timeline = CronTimeline(expression=text, zone=tz)
-    probe = datetime(2025, 1, 1, tzinfo=UTC)
     try:
-        first = timeline.next_after(probe)
+        timeline = CronTimeline(expression=text, zone=tz)
     except CronSimError as exc:
         raise ExpressionError(f"invalid crontab {text!r}: {exc}.") from None
-    if first is None or first - probe > _HORIZON:
+    if fires_after is not None and timeline.next_after(fires_after) is None:
         raise ExpressionError(f"the crontab {text!r} never fires.")
     return timeline
 

@@ -71,6 +71,12 @@ PUSH_DEVICES = Counter(
     "Device sends by provider and outcome (accepted, token_dead, retry, failed).",
     ["provider", "outcome"],
 )
+HELD_OVERDUE = Counter(
+    "trainings_held_pushes_overdue",
+    "Pushes found still held past their release plus the grace by the hourly check, by what it did "
+    "(released, skipped, withdrawn). Any is a bug: a held push always has a release in its future.",
+    ["action"],
+)
 GATEWAY_HEARTBEAT = Gauge(
     "trainings_gateway_heartbeat_timestamp_seconds",
     "Last time a push gateway polled its queue (Unix time); the newest of all gateways on this host.",
@@ -226,6 +232,13 @@ def push_device_outcomes(outcomes: Iterable[tuple[str, str]]) -> None:
     if _enabled:
         for (provider, verdict), count in collections.Counter(outcomes).items():
             PUSH_DEVICES.labels(provider, verdict).inc(count)
+
+
+def held_pushes_overdue(actions: Mapping[str, int]) -> None:
+    """The hourly check found pushes held past their release and released, skipped or withdrew them."""
+    if _enabled:
+        for action, count in actions.items():
+            HELD_OVERDUE.labels(action).inc(count)
 
 
 def gateway_alive() -> None:

@@ -96,7 +96,7 @@ class ScheduleInputSerializer(serializers.Serializer):
         if "expression" in attrs or "timezone" in attrs:
             now = timezone.now()
             try:
-                timeline = timeline_for(expression, zone=zone, anchor=start_at or now)
+                timeline = timeline_for(expression, zone=zone, anchor=start_at or now, fires_after=now)
             except ExpressionError as exc:
                 raise serializers.ValidationError({"expression": [str(exc)]}) from None
             tolerance = timedelta(seconds=settings.REMINDERS_PAST_TOLERANCE_SECONDS)

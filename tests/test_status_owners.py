@@ -69,15 +69,25 @@ def _named(tree: ast.Module) -> dict[int, str]:
     return names
 
 
+def _assigned(targets: list[ast.expr]) -> Iterator[ast.expr]:
+    """What an assignment writes: its targets, through tuples (`a.x, b = ...`), not what indexes them."""
+    for target in targets:
+        if isinstance(target, ast.Tuple | ast.List):
+            yield from _assigned(list(target.elts))
+        elif isinstance(target, ast.Starred):
+            yield from _assigned([target.value])
+        else:
+            yield target
+
+
 def _writes(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
     """(node, what) for each write of a state column in a module."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for each in ast.walk(target):
-                    if isinstance(each, ast.Attribute) and each.attr in COLUMNS:
-                        yield node, f"assigns .{each.attr}"
+            for each in _assigned(targets):
+                if isinstance(each, ast.Attribute) and each.attr in COLUMNS:
+                    yield node, f"assigns .{each.attr}"
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
             if method == "update":
@@ -151,6 +161,7 @@ def test_the_owners_and_the_named_sql_moves_are_where_this_test_looks() -> None:
     "source",
     [
         "push.status = 'sent'\n",
+        "push.language, push.status = 'en', 'sent'\n",
         "Push.objects.filter(pk=1).update(status='sent')\n",
         "device.save(update_fields=['disabled_at'])\n",
         "Device.objects.bulk_update(devices, fields=['disabled_reason'])\n",
@@ -161,7 +172,9 @@ def test_the_owners_and_the_named_sql_moves_are_where_this_test_looks() -> None:
 def test_it_sees_each_way_of_writing_a_state(source: str) -> None:
     """The check itself: each form is found; a filter or a read on the column is not a write."""
     assert len(list(_writes(ast.parse(source)))) == 1
-    reads = "Push.objects.filter(status='sent').update(sent_at=None)\nx = push.status\n"
+    reads = (
+        "Push.objects.filter(status='sent').update(sent_at=None)\nx = push.status\ncounts[push.status] += 1\n"
+    )
     reads += "SQL = \"SELECT id FROM t WHERE status = 'sent'\"\n"
     assert list(_writes(ast.parse(reads))) == []
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.transports import Delivery, TransportError
-from trainings import kinds
+from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
     PushStatus,
@@ -26,10 +26,9 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.notices import quiet_releases_schedule, quiet_status
 from trainings.offsets import Offset
 from trainings.publishing import pushes_publish, pushes_record
-from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
+from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, offset_at, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import Recipient, reminder_recipients, reminder_recipients_many
 from trainings.transitions import pushes_withdraw
@@ -68,6 +67,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     dues = [due for due in checked if isinstance(due, _Due)]
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = _reminded_at_offsets(dues)
+    held = held_releases(trainings={due.training.pk for due in dues}) if dues else {}
     firings: list[Firing] = []
     start_texts: StartTexts = {}
     for item in checked:
@@ -75,7 +75,9 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             firings.append(item)
             continue
         try:
-            firings.append(_firing(item, recipients[item.training.pk, item.rule.kind], reminded, start_texts))
+            pending = recipients[item.training.pk, item.rule.kind]
+            held_until = held.get(item.training.pk, {})
+            firings.append(_firing(item, pending, reminded, start_texts, held_until))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", item.delivery.idempotency_key)
             errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -184,7 +186,13 @@ def _due(
 _Reminded = dict[tuple[Any, int, str], list[tuple[str, int, datetime | None]]]
 
 
-def _firing(due: _Due, pending: list[Recipient], reminded: _Reminded, start_texts: StartTexts) -> Firing:
+def _firing(
+    due: _Due,
+    pending: list[Recipient],
+    reminded: _Reminded,
+    start_texts: StartTexts,
+    held_until: dict[int, datetime],
+) -> Firing:
     """The pending players minus those already reminded at this offset; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
@@ -196,7 +204,7 @@ def _firing(due: _Due, pending: list[Recipient], reminded: _Reminded, start_text
     recipients = [player for player in pending if player.pk not in already]
     if not recipients:
         return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
-    return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts)
+    return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
 
 
 def _recipients_pushes(
@@ -206,13 +214,16 @@ def _recipients_pushes(
     recipients: Sequence[Addressee],
     offset: Offset,
     start_texts: StartTexts | None = None,
+    held_until: dict[int, datetime] | None = None,
 ) -> Firing:
-    """One unsaved Push per recipient, its text rendered in their language and zone."""
+    """One unsaved Push per recipient, its text rendered in their language and zone; held behind a push
+    of this training still held for the player (`held_until`: player -> latest release)."""
     templates = list(rule.templates.all())
     expires_at = push_expiry(training=training, kind=rule.kind)
     # Players sharing language and zone share a text; sharing zone and quiet hours, a status.
     rendered_for: dict[tuple[str, str], Rendered] = {}
-    status_for: dict[tuple[str, Any, Any], tuple[PushStatus, datetime | None, str]] = {}
+    status_for: dict[tuple[str, Any, Any, Any], tuple[PushStatus, datetime | None, str]] = {}
+    held_until = held_until or {}
     offset_text = str(offset)
     pushes = []
     for player in recipients:
@@ -222,10 +233,13 @@ def _recipients_pushes(
             rendered = rendered_for[audience] = push_render(
                 templates=templates, training=training, player=player, offset=offset, start_texts=start_texts
             )
-        quiet = (player.time_zone, player.quiet_start, player.quiet_end)
+        behind = held_until.get(player.pk)
+        quiet = (player.time_zone, player.quiet_start, player.quiet_end, behind)
         status = status_for.get(quiet)
         if status is None:
-            status = status_for[quiet] = quiet_status(player, training, delivery.fire_at, expires_at)
+            status = status_for[quiet] = quiet_status(
+                player, training, delivery.fire_at, expires_at, held_until=behind
+            )
         pushes.append(
             push_for(
                 delivery,
@@ -269,11 +283,6 @@ def _reminded_at_offsets(dues: Sequence[_Due]) -> _Reminded:
                 (occurrence_key, player_id, expires_at)
             )
     return reminded
-
-
-def push_expiry(*, training: Training, kind: str) -> datetime:
-    """When a reminder of this kind is no use any more: its window closes (trainings/kinds.py)."""
-    return kinds.of(kind).closes(training)
 
 
 def _fire_targets(
@@ -335,17 +344,6 @@ class RemindResult:
     error: str = ""
 
 
-def _offset_now(training: Training, rule: ReminderRule, now: datetime) -> Offset:
-    """The `{offset}` of a push sent now: how far the rule's anchor (its kind's start or end) is from now."""
-    anchor = kinds.of(rule.kind).anchor_of(training)
-    minutes = max(1, round(abs((anchor - now).total_seconds()) / 60))
-    if minutes < 120:
-        return Offset(minutes, "m")
-    if minutes < 2 * 1440:
-        return Offset(round(minutes / 60), "h")
-    return Offset(round(minutes / 1440), "d")
-
-
 def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -> RemindResult:
     """ "Remind the pending players now": one push per player the rule still chases, published at once.
 
@@ -364,7 +362,9 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
         target=settings.TRAININGS_PUSH_QUEUE,
         payload={"training": str(training.pk), "rule": rule.pk},
     )
-    firing = _recipients_pushes(delivery, training, rule, recipients, _offset_now(training, rule, now))
+    firing = _recipients_pushes(
+        delivery, training, rule, recipients, offset_at(training=training, kind=rule.kind, now=now)
+    )
     # No engine occurrence behind a coach's click.
     with transaction.atomic():
         pushes_record(sorted((p._replace(occurrence_id=None) for p in firing.pushes), key=lambda p: p.key))

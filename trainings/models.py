@@ -54,6 +54,9 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
+_QUIET_END_HELP = "...until (local time); held pushes go then; only a move to before then is told at once."
+
+
 class Team(models.Model):
     name = models.CharField(max_length=200)
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
@@ -63,9 +66,7 @@ class Team(models.Model):
     quiet_start = models.TimeField(
         null=True, blank=True, help_text="Players get no push from (local time)..."
     )
-    quiet_end = models.TimeField(
-        null=True, blank=True, help_text="...until (local time); held pushes go then."
-    )
+    quiet_end = models.TimeField(null=True, blank=True, help_text=_QUIET_END_HELP)
 
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
@@ -345,6 +346,8 @@ class Push(models.Model):
             models.Index(fields=["training", "occurrence_key"], name="push_training_occ_idx"),
             # Retention: fire_at < cutoff (trainings/retention.py).
             models.Index(fields=["fire_at"], name="push_fire_at_idx"),
+            # Held pushes only: "held behind" at fire time (training = t), the hourly check (release_at <).
+            models.Index(fields=["training", "release_at"], name="push_held_idx", condition=Q(status="held")),
         ]
 
     def __str__(self) -> str:

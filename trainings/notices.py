@@ -1,52 +1,52 @@
-"""Pushes that go out later than their reminder: held through a player's quiet hours, and "moved" notices.
+"""A "training moved" notice: one per player already reminded, a few seconds after the last move of a burst.
 
-Each is an engine job of its own (keys `trainings-quiet-release-…`, `trainings-moved-notice-…`), so it is
-as durable as a reminder and runs through the same handler path.
+The notice is an engine job of its own (key `trainings-moved-notice-…`), so it is as durable as a reminder
+and runs through the same handler path; quiet hours hold it like a reminder (trainings.held).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from datetime import datetime
-from zoneinfo import ZoneInfo
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from reminders.kick import scan_kick_on_commit
-from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
+from reminders.models import CallbackType
+from reminders.services import Callback, job_upsert
 from reminders.transports import Delivery
 from trainings import kinds
+from trainings.held import held_releases, quiet_releases_schedule, quiet_status
 from trainings.models import (
+    Invitation,
     InvitationStatus,
     Player,
     Push,
     PushStatus,
-    ReminderRule,
     Training,
 )
-from trainings.offsets import is_time_zone
 from trainings.publishing import pushes_publish, pushes_record
-from trainings.push.quiet import quiet_hours_for
-from trainings.rendering import Addressee, moved_render, push_for
-from trainings.scheduling import reminder_payload_ids
-from trainings.selectors import reminder_recipients
-from trainings.transitions import pushes_release, pushes_withdraw
+from trainings.rendering import PushRow, moved_render, push_for
+from trainings.transitions import pushes_withdraw
 
 
 def training_moved_notice_schedule(*, training: Training) -> None:
-    """In the move's transaction: an engine job that, right after commit, tells the players already
-    reminded that the training moved (a newer move replaces a notice not yet sent)."""
+    """In the move's transaction: an engine job that tells the players already reminded that the training
+    moved, TRAININGS_MOVED_NOTICE_DELAY_SECONDS after this move. A later move replaces a notice not yet
+    sent (and pushes it back), so a burst of moves sends one notice per player, with the last time."""
+    now = timezone.now()
     job_upsert(
         key=moved_notice_key(training_id=training.pk),
-        schedules=[timezone.now()],
+        schedules=[now + timedelta(seconds=settings.TRAININGS_MOVED_NOTICE_DELAY_SECONDS)],
         callback=Callback(
             type=CallbackType.HANDLER,
             target=MOVED_NOTICE_HANDLER,
-            payload={"training": str(training.pk), "start": training.start.isoformat()},
+            payload={
+                "training": str(training.pk),
+                "start": training.start.isoformat(),
+                "moved_at": now.isoformat(),
+            },
         ),
         priority=settings.TRAININGS_REMINDER_PRIORITY,
     )
@@ -57,7 +57,12 @@ MOVED_NOTICE_HANDLER = "trainings.moved_notice"
 
 def training_moved_notify(*, delivery: Delivery) -> int:
     """One "training moved" push, with the new local time, to each player a reminder of this training
-    already reached before the move (and who has not declined it). Returns how many were published."""
+    already reached before the move (and who has not declined this training). Returns how many.
+
+    Quiet hours hold it like a reminder, except when the training now starts before the player's window
+    ends: then it goes at once (the one push allowed through quiet hours, with the reason recorded). A
+    notice of an earlier move still held for a player is withdrawn: this one replaces it.
+    """
     payload = delivery.payload if isinstance(delivery.payload, dict) else {}
     try:
         training_id = uuid.UUID(str(payload.get("training")))
@@ -66,152 +71,70 @@ def training_moved_notify(*, delivery: Delivery) -> int:
     training = Training.objects.select_related("team").filter(pk=training_id).first()
     if training is None or training.cancelled or training.start.isoformat() != payload.get("start"):
         return 0  # gone, cancelled, or moved again: that move has its own notice
+    moved_at = _instant(payload.get("moved_at")) or delivery.fire_at
     reminded = (
-        Push.objects.filter(training=training, status=PushStatus.SENT, sent_at__lte=delivery.fire_at)
+        Push.objects.filter(training=training, status=PushStatus.SENT, sent_at__lte=moved_at)
         .exclude(kind=kinds.MOVED.code)
-        .values_list("player_id", flat=True)
+        .values("player_id")
     )
-    players = (
+    declined = Invitation.objects.filter(training=training, status=InvitationStatus.DENIED)
+    players = list(
         Player.objects.filter(pk__in=reminded)
         .filter(invitations__training=training, memberships__team=training.team, memberships__active=True)
-        .exclude(invitations__training=training, invitations__status=InvitationStatus.DENIED)
+        .exclude(pk__in=declined.values("player_id"))
         .distinct()
+        .order_by("pk")
     )
-    pushes = []
-    for player in players:
-        rendered = moved_render(training=training, player=player)
-        pushes.append(
-            push_for(
-                delivery,
-                training=training,
-                player=player,
-                rendered=rendered,
-                kind=kinds.MOVED.code,
-                expires_at=kinds.MOVED.closes(training),
-            )
+    with transaction.atomic():
+        earlier = Push.objects.filter(
+            training=training, kind=kinds.MOVED.code, player__in=[p.pk for p in players]
+        ).exclude(occurrence_key=delivery.idempotency_key)
+        pushes_withdraw(earlier, source=PushStatus.HELD, reason="replaced by the notice of a later move")
+        pushes = _moved_pushes(delivery, training, players)
+        pushes_record(sorted(pushes, key=lambda p: p.key))
+        quiet_releases_schedule(
+            (training, None, p.release_at) for p in pushes if p.status == PushStatus.HELD and p.release_at
         )
-    pushes_record(sorted(pushes, key=lambda p: p.key))
     errors = pushes_publish(deliveries=[delivery])
     if errors:
         raise next(iter(errors.values()))
     return len(pushes)
 
 
-def quiet_status(
-    player: Addressee, training: Training, fire_at: datetime, expires_at: datetime
-) -> tuple[PushStatus, datetime | None, str]:
-    """PENDING; or HELD until the player's quiet hours end; or SKIPPED when they end too late to help."""
-    zone = ZoneInfo(player.time_zone) if is_time_zone(player.time_zone) else training.zone
-    quiet = quiet_hours_for(player=player, team=training.team, zone=zone)
-    release_at = quiet.release_at(fire_at) if quiet else None
-    if release_at is None:
-        return PushStatus.PENDING, None, ""
-    if release_at >= expires_at:
-        return (
-            PushStatus.SKIPPED,
-            None,
-            (
-                f"quiet hours {quiet.start:%H:%M}-{quiet.end:%H:%M} {zone.key} end at "  # type: ignore[union-attr]
-                f"{release_at.astimezone(zone):%Y-%m-%d %H:%M}, after the push is of use"
-            ),
+def _moved_pushes(delivery: Delivery, training: Training, players: list[Player]) -> list[PushRow]:
+    held_until = held_releases(trainings=[training.pk]).get(training.pk, {})
+    expires_at = kinds.MOVED.closes(training)
+    pushes = []
+    for player in players:
+        status, release_at, reason = quiet_status(
+            player, training, delivery.fire_at, expires_at, held_until=held_until.get(player.pk)
         )
-    return (
-        PushStatus.HELD,
-        release_at,
-        f"quiet hours until {release_at.astimezone(zone):%Y-%m-%d %H:%M} {zone.key}",
-    )
+        if status == PushStatus.SKIPPED:  # the window ends after the new start: this one goes through
+            status, release_at = PushStatus.PENDING, None
+            reason = f"sent in quiet hours: the training now starts before they end ({reason})"
+        pushes.append(
+            push_for(
+                delivery,
+                training=training,
+                player=player,
+                rendered=moved_render(training=training, player=player),
+                kind=kinds.MOVED.code,
+                expires_at=expires_at,
+                status=status,
+                release_at=release_at,
+                status_reason=reason,
+            )
+        )
+    return pushes
 
 
-QUIET_RELEASE_HANDLER = "trainings.quiet_release"
-
-
-# Not `training-<uuid>-...`: that prefix names a training's reminder jobs (one per rule).
-def quiet_release_key(*, training_id: object, rule: ReminderRule) -> str:
-    return f"trainings-quiet-release-{training_id}-{rule.slug}"
+def _instant(text: object) -> datetime | None:
+    try:
+        instant = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return instant if instant.tzinfo is not None else None
 
 
 def moved_notice_key(*, training_id: object) -> str:
     return f"trainings-moved-notice-{training_id}"
-
-
-def quiet_releases_schedule(held: Iterable[tuple[Training, ReminderRule, datetime]]) -> None:
-    """One engine job per (training, rule) with pushes held until these instants (not yet saved), firing
-    at each distinct release instant (the instants already pending stay; job_upsert
-    keeps what is still wanted).
-
-    Set-based for a due minute at night: one query for the pending instants, one for the keys that exist;
-    the new jobs are inserted together (`jobs_insert`), the existing ones replaced by `job_upsert`. A job
-    another worker creates meanwhile makes the insert fail and the whole chunk is retried, which then
-    finds it.
-    """
-    wanted: dict[str, tuple[Training, ReminderRule, set[datetime]]] = {}
-    for training, rule, release_at in held:
-        key = quiet_release_key(training_id=training.pk, rule=rule)
-        wanted.setdefault(key, (training, rule, set()))[2].add(release_at)
-    if not wanted:
-        return
-    pending = Occurrence.objects.filter(job__key__in=list(wanted), status=OccurrenceStatus.SCHEDULED)
-    for key, fire_at in pending.values_list("job__key", "fire_at"):
-        wanted[key][2].add(fire_at)
-    existing = set(Job.objects.filter(key__in=list(wanted)).values_list("key", flat=True))
-    specs = []
-    for key, (training, rule, instants) in wanted.items():
-        spec = JobSpec(
-            key=key,
-            schedules=sorted(instants),
-            callback=Callback(
-                type=CallbackType.HANDLER,
-                target=QUIET_RELEASE_HANDLER,
-                payload={"training": str(training.pk), "rule": rule.pk},
-            ),
-            priority=settings.TRAININGS_REMINDER_PRIORITY,
-            deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
-        )
-        if key in existing:
-            job_upsert(
-                key=key,
-                schedules=spec.schedules,
-                callback=spec.callback,
-                priority=spec.priority,
-                deadline_seconds=spec.deadline_seconds,
-            )
-        else:
-            specs.append(spec)
-    jobs_insert(specs=specs)
-    scan_kick_on_commit(min((min(spec.schedules) for spec in specs), default=None))
-
-
-def quiet_release(*, delivery: Delivery) -> int:
-    """Quiet hours are over: publish the held pushes now due, after asking again who is still pending
-    (a player who answered overnight gets nothing: withdrawn). Returns how many were published."""
-    ids = reminder_payload_ids(delivery.payload)
-    training = Training.objects.select_related("team").filter(pk=ids[0]).first() if ids else None
-    rule = ReminderRule.objects.filter(pk=ids[1]).first() if ids else None
-    if training is None or rule is None:
-        return 0
-    now = timezone.now()
-    with transaction.atomic():
-        held = Push.objects.select_for_update().filter(
-            training=training, rule=rule, status=PushStatus.HELD, release_at__lte=max(now, delivery.fire_at)
-        )
-        still = set(reminder_recipients(training=training, rule=rule).values_list("pk", flat=True))
-        gone = [p.pk for p in held if p.player_id not in still or training.cancelled]
-        pushes_withdraw(
-            Push.objects.filter(pk__in=gone), source=PushStatus.HELD, reason="answered while held"
-        )
-        due = Push.objects.filter(
-            training=training, rule=rule, status=PushStatus.HELD, release_at__lte=max(now, delivery.fire_at)
-        )
-        keys = list(due.values_list("occurrence_key", flat=True).distinct())
-        pushes_release(due)
-    errors = pushes_publish(
-        deliveries=[
-            Delivery(
-                delivery.occurrence_id, key, delivery.job_key, delivery.fire_at, delivery.attempt, "", None
-            )
-            for key in keys
-        ]
-    )
-    if errors:
-        raise next(iter(errors.values()))
-    return len(keys)

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.utils import formats, translation
 
 from reminders.transports import Delivery
+from trainings import kinds
 from trainings.models import PushStatus, ReminderRule, ReminderTemplate, Training, render_template
 from trainings.offsets import Offset, is_time_zone
 
@@ -100,6 +101,18 @@ def push_render(
     return Rendered(
         language=language, title=render_template(title, values), body=render_template(body, values)
     )
+
+
+def offset_at(*, training: Training, kind: str, now: datetime) -> Offset:
+    """The `{offset}` of a push sent at `now`: how far the rule's anchor (the start, or the end for POST)
+    is from it, rounded to minutes below two hours, hours below two days, else days."""
+    anchor = kinds.of(kind).anchor_of(training)
+    minutes = max(1, round(abs((anchor - now).total_seconds()) / 60))
+    if minutes < 120:
+        return Offset(minutes, "m")
+    if minutes < 2 * 1440:
+        return Offset(round(minutes / 60), "h")
+    return Offset(round(minutes / 1440), "d")
 
 
 _MOVED = {

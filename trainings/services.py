@@ -2,20 +2,25 @@
 
 Each concept has its own module: trainings.writes (trainings, responses, rules), trainings.scheduling
 (a training's reminder jobs), trainings.firing (a reminder fires; remind now), trainings.publishing (pushes
-to the queue), trainings.notices (quiet hours, moved notices) and trainings.access (the coaches' group).
+to the queue), trainings.held (quiet hours), trainings.notices (moved notices) and trainings.access (the
+coaches' group).
 Patch a name where it is used (its module), not here.
 """
 
 from __future__ import annotations
 
 from trainings.access import COACH_GROUP, coach_group_ensure
-from trainings.firing import RemindResult, push_expiry, reminder_fire, reminders_fire, training_remind_now
-from trainings.notices import (
-    MOVED_NOTICE_HANDLER,
+from trainings.firing import RemindResult, reminder_fire, reminders_fire, training_remind_now
+from trainings.held import (
     QUIET_RELEASE_HANDLER,
-    moved_notice_key,
+    held_pushes_overdue_check,
+    push_expiry,
     quiet_release,
     quiet_release_key,
+)
+from trainings.notices import (
+    MOVED_NOTICE_HANDLER,
+    moved_notice_key,
     training_moved_notice_schedule,
     training_moved_notify,
 )
@@ -43,6 +48,7 @@ __all__ = [
     "RemindResult",
     "answer_record",
     "coach_group_ensure",
+    "held_pushes_overdue_check",
     "invitation_respond",
     "moved_notice_key",
     "push_expiry",

@@ -10,6 +10,7 @@ import uuid
 
 from celery import shared_task
 
+from trainings.held import held_pushes_overdue_check
 from trainings.retention import trainings_purge_old
 from trainings.scheduling import rule_reschedule_batch
 
@@ -24,4 +25,7 @@ def rule_reschedule(rule_id: int, after: str | None = None) -> None:
 
 @shared_task(name="trainings.tasks.purge_old", ignore_result=True)
 def purge_old() -> dict[str, int]:
+    """The hourly bookkeeping: first the held pushes past their release (released or skipped, counted),
+    then the purge of what is past its retention."""
+    held_pushes_overdue_check()
     return trainings_purge_old()

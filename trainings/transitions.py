@@ -23,8 +23,9 @@ from trainings.models import Device, Push, PushStatus
 PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
     # Published (and marked sent with the broker's commit), or the player answered before it was.
     PushStatus.PENDING: frozenset({PushStatus.SENT, PushStatus.WITHDRAWN}),
-    # Quiet hours are over: released to be published, or the player answered meanwhile.
-    PushStatus.HELD: frozenset({PushStatus.PENDING, PushStatus.WITHDRAWN}),
+    # Quiet hours are over: released to be published, withdrawn (the player answered, the training moved
+    # far or was cancelled meanwhile), or skipped (of no use any more by its release).
+    PushStatus.HELD: frozenset({PushStatus.PENDING, PushStatus.WITHDRAWN, PushStatus.SKIPPED}),
     PushStatus.SENT: frozenset(),
     PushStatus.WITHDRAWN: frozenset(),
     PushStatus.SKIPPED: frozenset(),
@@ -54,6 +55,20 @@ def pushes_withdraw(rows: QuerySet[Push], *, source: str, reason: str = "") -> i
 def pushes_release(rows: QuerySet[Push]) -> int:
     """held -> pending: the player's quiet hours are over; the caller publishes them."""
     return _push_move(rows, source=PushStatus.HELD, to=PushStatus.PENDING)
+
+
+def held_push_decide(push: Push, *, status: str, reason: str) -> None:
+    """Decide one held push's move on the instance (the release decides push by push, under the rows'
+    locks); `held_pushes_save` writes the decisions."""
+    if status not in PUSH_TRANSITIONS[PushStatus.HELD]:
+        raise ValueError(f"a push cannot move from held to {status}")
+    push.status, push.status_reason = status, reason[:200]
+
+
+def held_pushes_save(pushes: Sequence[Push], *, fields: Sequence[str]) -> int:
+    """Write the moves `held_push_decide` made, with `fields` the release rewrote, to rows still held."""
+    held = Push.objects.filter(status=PushStatus.HELD)
+    return held.bulk_update(pushes, ["status", "status_reason", *fields], batch_size=500)
 
 
 class DeviceState(models.TextChoices):

@@ -40,16 +40,20 @@ LEASE_SECONDS = 5
 # --- database and broker addresses for the worker processes -------------------------------------------
 
 
-def worker_database_url(application_name: str) -> str:
-    """The URL of the test database pytest-django created, tagged so its backends can be found."""
+def worker_database_url(application_name: str, *, port: int | None = None) -> str:
+    """The URL of the test database pytest-django created, tagged so its backends can be found; with
+    `port`, through 127.0.0.1:port (a proxy)."""
     db = connection.settings_dict
     auth = quote(db["USER"] or "")
     if db["PASSWORD"]:
         auth += ":" + quote(db["PASSWORD"])
-    return (
-        f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-        f"?application_name={application_name}"
-    )
+    address = f"127.0.0.1:{port}" if port else f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+    return f"postgres://{auth}@{address}/{db['NAME']}?application_name={application_name}"
+
+
+def database_address() -> tuple[str, int]:
+    db = connection.settings_dict
+    return db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)
 
 
 def broker_url_via(port: int) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -65,3 +67,26 @@ def test_forwarded_for_counts_only_behind_the_configured_proxies(settings: pytes
     assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="198.51.100.3").status_code == 200
     assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4").status_code == 200
     assert proxy.get("/api/schema/", HTTP_X_FORWARDED_FOR="198.51.100.3").status_code == 429
+
+
+@pytest.mark.parametrize("path", ["/api/jobs/", "/api/schedules/", "/api/trainings/", "/api/occurrences/"])
+def test_a_flood_of_bad_or_missing_tokens_from_one_address_gets_429_past_the_address_rate(
+    settings: pytest.FixtureRequest, path: str
+) -> None:
+    """Authentication refuses these with 401, but only after the address has been counted: DRF's own
+    throttles run after authentication, so a token-guessing flood was never slowed down."""
+    settings.API_THROTTLE_RATES = {"token": "1000/s", "ip": "20/min"}  # type: ignore[attr-defined]
+    attacker = APIClient(REMOTE_ADDR="10.0.0.66")
+
+    answers = []
+    for i in range(30):
+        headers = {"HTTP_AUTHORIZATION": f"Token {secrets.token_hex(20)}"} if i % 3 else {}
+        answers.append(attacker.post(path, {}, format="json", **headers))
+
+    assert [a.status_code for a in answers[:20]] == [401] * 20
+    assert {a.status_code for a in answers[20:]} == {429}
+    assert all(0 < int(a["Retry-After"]) <= 60 for a in answers[20:])
+    assert "throttled" in answers[-1].json()["detail"].lower()
+    # The address is refused whatever it sends next, a valid token included; another address is not.
+    assert _client("10.0.0.66").get(path).status_code == 429
+    assert _client("10.0.0.67").get(path).status_code == 200

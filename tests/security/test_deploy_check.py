@@ -14,19 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.ops.env_template import template_variables
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-PRODUCTION_ENV = {
-    "DJANGO_DEBUG": "0",
-    "DJANGO_ALLOWED_HOSTS": "reminders.example.com",
-    "DJANGO_CSRF_TRUSTED_ORIGINS": "https://reminders.example.com",
-    "DJANGO_SECURE_SSL_REDIRECT": "1",
-    "DJANGO_SECURE_HSTS_SECONDS": "31536000",
-    "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
-    "DJANGO_SECURE_HSTS_PRELOAD": "1",
-    "DJANGO_SESSION_COOKIE_SECURE": "1",
-    "DJANGO_CSRF_COOKIE_SECURE": "1",
-}
+
+def production_env() -> dict[str, str]:
+    """The production values the environment file template documents (its uncommented lines), with the
+    placeholder secret key left out (each test generates one) and local paths moved under the test's."""
+    values = {name: value for name, value in template_variables().items() if value is not None}
+    del values["DJANGO_SECRET_KEY"]
+    return values
+
+
+PRODUCTION_ENV = production_env()
 
 
 def _check_deploy(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -34,7 +35,12 @@ def _check_deploy(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedPr
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=REPO_ROOT,
-        env={**base, "REMINDERS_VAR_DIR": str(tmp_path), **env},
+        env={
+            **base,
+            **env,
+            "REMINDERS_VAR_DIR": str(tmp_path / "var"),
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
+        },
         capture_output=True,
         text=True,
         timeout=120,

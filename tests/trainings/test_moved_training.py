@@ -7,16 +7,33 @@ from __future__ import annotations
 import datetime as dt
 import json
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
+from django.utils import timezone
 
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
 from trainings import kinds
-from trainings.models import Push, PushStatus, ReminderRule, ReminderRun, RunOutcome, Team, Training
+from trainings.models import (
+    InvitationStatus,
+    Push,
+    PushStatus,
+    ReminderRule,
+    ReminderRun,
+    RunOutcome,
+    Team,
+    Training,
+)
 from trainings.selectors import job_key
-from trainings.services import moved_notice_key, training_create, training_update
+from trainings.services import (
+    invitation_respond,
+    moved_notice_key,
+    quiet_release_key,
+    training_create,
+    training_update,
+)
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -121,3 +138,150 @@ def test_a_notice_superseded_by_a_newer_move_sends_nothing(
     fire(_notice(second))
     assert len(drain_queue(push_queue, expect=3)) == 3
     assert Push.objects.filter(kind=kinds.MOVED.code, status=PushStatus.SENT).count() == 3
+
+
+def test_a_decline_of_another_training_does_not_exclude_a_player_from_the_notice(
+    training: Training, rules: dict[str, ReminderRule], push_queue: str, team: Team
+) -> None:
+    other = training_create(team=team, title="Other", start=START + dt.timedelta(days=2),
+                            end=START + dt.timedelta(days=2, hours=1), time_zone="Europe/Paris")  # fmt: skip
+    alice = team.players.get(name="Alice")
+    invitation_respond(invitation=other.invitations.get(player=alice), status=InvitationStatus.DENIED)
+    fire(_pre(training, rules, 90))
+    drain_queue(push_queue, expect=3)
+
+    training = _move(training, 20)
+    fire(_notice(training))
+
+    notified = {m["player"] for m in map(json.loads, (m.body for m in drain_queue(push_queue, expect=3)))}
+    assert alice.pk in notified and len(notified) == 3
+
+
+def test_a_decline_of_this_training_excludes_the_player_from_the_notice(
+    training: Training, rules: dict[str, ReminderRule], push_queue: str, team: Team
+) -> None:
+    fire(_pre(training, rules, 90))
+    drain_queue(push_queue, expect=3)
+    alice = team.players.get(name="Alice")
+    invitation_respond(invitation=training.invitations.get(player=alice), status=InvitationStatus.DENIED)
+
+    training = _move(training, 20)
+    fire(_notice(training))
+
+    notified = {m["player"] for m in map(json.loads, (m.body for m in drain_queue(push_queue, expect=2)))}
+    assert alice.pk not in notified and len(notified) == 2
+
+
+def _quiet_now(team: Team, *, before: int, after: int) -> dt.datetime:
+    """Give the team quiet hours from `before` minutes before now to `after` minutes after (Paris time);
+    returns when they end."""
+    now = timezone.now().replace(second=0, microsecond=0)
+    paris = ZoneInfo("Europe/Paris")
+    team.quiet_start = (now - dt.timedelta(minutes=before)).astimezone(paris).time()
+    team.quiet_end = (now + dt.timedelta(minutes=after)).astimezone(paris).time()
+    team.save()
+    return now + dt.timedelta(minutes=after)
+
+
+def test_a_moved_notice_in_quiet_hours_is_held_until_they_end(
+    training: Training, rules: dict[str, ReminderRule], push_queue: str, team: Team
+) -> None:
+    fire(_pre(training, rules, 90))
+    drain_queue(push_queue, expect=3)
+    end = _quiet_now(team, before=60, after=120)
+
+    training = _move(training, 20)
+    fire(_notice(training))
+
+    assert drain_queue(push_queue) == []
+    moved = Push.objects.filter(kind=kinds.MOVED.code)
+    assert {(p.status, p.release_at) for p in moved} == {(PushStatus.HELD, end)}
+    release = Occurrence.objects.get(job__key=quiet_release_key(training_id=training.pk, rule=None))
+    assert release.fire_at == end
+    fire(release)
+    bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
+    assert {b["kind"] for b in bodies} == {kinds.MOVED.code}
+    assert {p.status for p in Push.objects.filter(kind=kinds.MOVED.code)} == {PushStatus.SENT}
+
+
+def test_a_move_to_before_the_quiet_hours_end_breaks_through_with_the_reason(
+    training: Training, rules: dict[str, ReminderRule], push_queue: str, team: Team
+) -> None:
+    fire(_pre(training, rules, 90))
+    drain_queue(push_queue, expect=3)
+    _quiet_now(team, before=60, after=180)
+    soon = timezone.now().replace(second=0, microsecond=0) + dt.timedelta(minutes=120)
+
+    training = training_update(training=training, start=soon, end=soon + dt.timedelta(hours=1))
+    fire(_notice(training))
+
+    assert len(drain_queue(push_queue, expect=3)) == 3
+    moved = list(Push.objects.filter(kind=kinds.MOVED.code))
+    assert {p.status for p in moved} == {PushStatus.SENT}
+    assert all(p.status_reason.startswith("sent in quiet hours: the training now starts") for p in moved)
+
+
+def test_a_held_reminder_is_released_with_the_new_start_time(
+    team: Team, rules: dict[str, ReminderRule], push_queue: str
+) -> None:
+    team.quiet_start, team.quiet_end = dt.time(22), dt.time(7)
+    team.save()
+    start = dt.datetime(2030, 6, 11, 5, 30, tzinfo=dt.UTC)  # 07:30 Paris; the 90 fires at 06:00, held
+    training = training_create(team=team, title="Dawn", start=start, end=start + dt.timedelta(hours=1),
+                               time_zone="Europe/Paris")  # fmt: skip
+    fire(_pre(training, rules, 90))
+    assert {p.status for p in Push.objects.all()} == {PushStatus.HELD}
+
+    training = _move(training, -20)  # 07:10: still after the window's end, 07:00
+    release = Occurrence.objects.get(
+        job__key=quiet_release_key(training_id=training.pk, rule=rules["pre-questionnaire"])
+    )
+    fire(release)
+
+    bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
+    assert {b["expires_at"] for b in bodies} == {training.start.isoformat()}
+    english = next(b for b in bodies if b["language"] == "en")
+    assert "7:10" in english["body"] and "7:30" not in english["body"], english["body"]
+
+
+def test_a_held_reminder_is_skipped_when_a_move_makes_it_arrive_after_the_start(
+    team: Team, rules: dict[str, ReminderRule], push_queue: str
+) -> None:
+    team.quiet_start, team.quiet_end = dt.time(22), dt.time(7)
+    team.save()
+    start = dt.datetime(2030, 6, 11, 5, 30, tzinfo=dt.UTC)  # 07:30 Paris
+    training = training_create(team=team, title="Dawn", start=start, end=start + dt.timedelta(hours=1),
+                               time_zone="Europe/Paris")  # fmt: skip
+    fire(_pre(training, rules, 90))
+
+    training = _move(training, -40)  # 06:50, before the window ends at 07:00
+    release = Occurrence.objects.get(
+        job__key=quiet_release_key(training_id=training.pk, rule=rules["pre-questionnaire"])
+    )
+    fire(release)
+
+    assert drain_queue(push_queue) == []
+    pushes = list(Push.objects.exclude(kind=kinds.MOVED.code))
+    assert {p.status for p in pushes} == {PushStatus.SKIPPED}
+    assert all("of no use after" in p.status_reason for p in pushes)
+
+
+def test_a_held_reminder_of_a_training_moved_a_long_way_is_withdrawn_and_reminded_again(
+    team: Team, rules: dict[str, ReminderRule], push_queue: str, settings: Any
+) -> None:
+    settings.TRAININGS_MOVE_REPEAT_MINUTES = 120
+    team.quiet_start, team.quiet_end = dt.time(22), dt.time(7)
+    team.save()
+    start = dt.datetime(2030, 6, 11, 5, 30, tzinfo=dt.UTC)  # 07:30 Paris; the 90 fires at 06:00, held
+    training = training_create(team=team, title="Dawn", start=start, end=start + dt.timedelta(hours=1),
+                               time_zone="Europe/Paris")  # fmt: skip
+    fire(_pre(training, rules, 90))
+
+    training = _move(training, 24 * 60)  # to the next day: its own 90-minute reminder will come
+    fire(Occurrence.objects.get(job__key=quiet_release_key(training_id=training.pk,
+                                                           rule=rules["pre-questionnaire"])))  # fmt: skip
+
+    assert drain_queue(push_queue) == []
+    assert {p.status for p in Push.objects.all()} == {PushStatus.WITHDRAWN}
+    fire(_pre(training, rules, 90))  # 06:00 the next day: held again for that night's window
+    assert Push.objects.filter(status=PushStatus.HELD).count() == 3

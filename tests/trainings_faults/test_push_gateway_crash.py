@@ -128,3 +128,49 @@ def test_a_gateway_killed_mid_batch_resends_nothing_accepted_and_loses_nothing(
         f"before the kill re-sent, the one in flight sent again; 12/12 device outcomes accepted, "
         f"4/4 pushes finished, queue empty ({elapsed:.1f} s)",
     )
+
+
+def test_a_gateway_stopped_mid_batch_finishes_records_and_acks_what_it_sent(
+    team: Team, push_queue: str, processes: Processes, fcm: tuple[FcmPeer, dict[str, str]]
+) -> None:
+    """SIGTERM (a deploy's `systemctl restart`) while a send is in flight: the gateway finishes the batch it
+    is sending, records and acks it, and exits by itself; the next gateway has nothing to send again."""
+    peer, env = fcm
+    for player in team.players.all():  # three devices each: twelve sends for four pushes
+        for n in (2, 3):
+            Device.objects.create(
+                player=player, provider="fcm", platform="android", token=f"{player.name}-{n}"
+            )
+    training = training_made(team, timezone.now() + dt.timedelta(days=10), minutes=60, time_zone="UTC")
+    first = Occurrence.objects.filter(
+        job__key=job_key(training_id=training.pk, rule=ReminderRule.objects.get(slug="invitation"))
+    ).earliest("fire_at")
+    Occurrence.objects.filter(pk=first.pk).update(next_attempt_at=timezone.now() - dt.timedelta(seconds=1))
+    assert occurrences_dispatch_batch().delivered == 1
+    wait_for(lambda: ready_count(push_queue) == 4, timeout=5, what="four pushes on the queue")
+
+    gateway: subprocess.Popen[bytes] | None = None
+
+    def stop_on_the_sixth(token: str) -> bool:
+        if len(peer.received) == 5 and gateway is not None:
+            gateway.send_signal(signal.SIGTERM)
+            time.sleep(0.3)  # the stop arrives while this send is still unanswered
+        return True
+
+    peer.on_request = stop_on_the_sixth
+    gateway = processes.gateway("gateway-1", "--idle-seconds", "60", **env)
+    try:
+        gateway.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the gateway did not stop on SIGTERM:\n" + processes.log("gateway-1"))
+    assert gateway.returncode == 0, processes.log("gateway-1")
+    assert len(peer.received) >= 6  # it was stopped with a send in flight
+    # The send in flight at the stop was answered, recorded and its message acked with the rest of its batch.
+    accepted = PushSend.objects.filter(status=SendStatus.ACCEPTED).count()
+    assert accepted == len(peer.received), processes.log("gateway-1")
+    restarted = processes.gateway("gateway-2", "--idle-seconds", "2", **env)
+    restarted.wait(timeout=60)
+    sent = [(r.body["data"]["push"], r.token) for r in peer.received]
+    assert len(sent) == len(set(sent)) == 12, "a send went out twice"
+    assert DeliveredPush.objects.count() == 4
+    wait_for(lambda: ready_count(push_queue) == 0, timeout=5, what="an empty queue")

@@ -291,6 +291,13 @@ def gateway_run(
                             continue
                     for held, result in zip(batch, results, strict=True):
                         settle(held, result)
+                # A graceful stop: the sends already in flight are finished, recorded and acked, so the
+                # next gateway does not send them again. Received but unsent messages go back unacked.
+                while rounds:
+                    batch, round_ = rounds.popleft()
+                    for held, result in zip(batch, sender.end(round_), strict=True):
+                        metrics.push_handled(held.body, result.outcome)
+                        settle(held, result)
     except AuthFailure as exc:
         logger.critical(
             "push provider refused our credentials (%s): the gateway stops; every unacked push stays queued "

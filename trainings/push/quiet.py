@@ -1,15 +1,24 @@
 """Quiet hours: a window of local wall-clock time (e.g. 22:00-07:00) in which a player is not pushed.
 
 The window is the player's own when set, else their team's, read in the player's zone (the training's when
-the player's is not a valid zone). It may cross midnight. Its end is a wall-clock time, so on a night whose
-clocks change the window is an hour shorter or longer in real time; an end that does not exist that night
-(inside a spring-forward gap) moves forward by the gap.
+the player's is not a valid zone). It may cross midnight.
+
+Each night's window is one continuous stretch of real time: from the first moment the clock shows the start
+(or a later time) to the last moment it shows a time before the end. On the nights clocks change that
+gives (docs/quiet-hours.md has the cases):
+
+- a start or an end in a repeated hour (fall back): the window starts at the first copy of the start and
+  ends at the second copy of the end, so it is an hour longer in real time and never cut in two;
+- a start or an end in a skipped hour (spring forward): it is the jump itself (02:30 on a night that goes
+  from 02:00 to 03:00 is 03:00), the first moment the clock shows a later time.
+
+A push fired inside a window is held until that window's end, which is always after the push fired.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 
@@ -19,28 +28,43 @@ class QuietHours:
     end: time
     zone: ZoneInfo
 
-    def release_at(self, instant: datetime) -> datetime | None:
-        """When the window holding `instant` ends, or None when `instant` is outside it."""
-        local = instant.astimezone(self.zone)
-        wall = local.time().replace(tzinfo=None)
+    def window(self, night: date) -> tuple[datetime, datetime] | None:
+        """The window beginning on the local date `night`, as UTC instants [start, end); None if empty."""
         if self.start == self.end:
-            return None  # an empty window
-        crosses_midnight = self.start > self.end
-        inside = (
-            (wall >= self.start or wall < self.end) if crosses_midnight else self.start <= wall < self.end
-        )
-        if not inside:
             return None
-        end_day = (
-            local.date() + timedelta(days=1) if crosses_midnight and wall >= self.start else local.date()
+        end_day = night + timedelta(days=1) if self.start > self.end else night
+        return (
+            _reached(datetime.combine(night, self.start), self.zone, first=True),
+            _reached(datetime.combine(end_day, self.end), self.zone, first=False),
         )
-        return _wall_to_utc(datetime.combine(end_day, self.end), self.zone)
+
+    def release_at(self, instant: datetime) -> datetime | None:
+        """When the window holding `instant` ends (always after it), or None when `instant` is outside."""
+        day = instant.astimezone(self.zone).date()
+        windows = (self.window(night) for night in (day - timedelta(days=1), day))
+        return max((w[1] for w in windows if w is not None and w[0] <= instant < w[1]), default=None)
 
 
-def _wall_to_utc(wall: datetime, zone: ZoneInfo) -> datetime:
-    """A local wall time as an aware UTC instant (fold 0: an ambiguous time is its first occurrence, a
-    time inside a gap moves forward by the gap, as offsets do in trainings/offsets.py)."""
-    return wall.replace(tzinfo=zone).astimezone(UTC)
+def _reached(wall: datetime, zone: ZoneInfo, *, first: bool) -> datetime:
+    """The UTC instant the clock in `zone` shows the naive `wall` time: of a repeated time, the first copy
+    (`first`) or the second; of a skipped time, the jump over it (the first moment showing a later time)."""
+    early = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    late = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    if early == late:
+        return early
+    if early.astimezone(zone).replace(tzinfo=None) == wall:  # shown twice
+        return min(early, late) if first else max(early, late)
+    # Skipped: fold 0 reads it with the offset before the jump (a UTC instant after it), fold 1 with the
+    # offset after (before it); the jump lies between, on a whole second.
+    before, after = int(min(early, late).timestamp()), int(max(early, late).timestamp())
+    offset_after = max(early, late).astimezone(zone).utcoffset()
+    while after - before > 1:
+        middle = (before + after) // 2
+        if datetime.fromtimestamp(middle, zone).utcoffset() == offset_after:
+            after = middle
+        else:
+            before = middle
+    return datetime.fromtimestamp(after, UTC)
 
 
 def quiet_hours_for(*, player: object, team: object, zone: ZoneInfo) -> QuietHours | None:

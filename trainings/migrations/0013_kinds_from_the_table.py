@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0011_device_channels_from_registry'),
+        ('trainings', '0012_push_held_idx'),
     ]
 
     operations = [

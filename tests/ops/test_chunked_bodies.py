@@ -1,0 +1,126 @@
+"""A chunked request body (Transfer-Encoding: chunked, no Content-Length) is read or refused, never
+taken for an empty one.
+
+Django reads CONTENT_LENGTH bytes of input and none without it, so such a job was answered 400 naming
+every field. Django's test client never chunks, so these go through real servers on loopback: gunicorn
+removes the chunk framing and says where the body ends (the body is read, up to the request limit); the
+standard library's wsgiref server (and runserver, built on it) does neither (411 Length Required).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import pytest
+from django.conf import settings
+from rest_framework.authtoken.models import Token
+
+from config.wsgi import application
+from reminders.models import Job
+from tests.factories import UserFactory
+from tests.ops.processes import ROOT, database_url
+
+JOB = {
+    "key": "chunked-1",
+    "schedules": ["2030-12-24T14:00:00Z"],
+    "callback": {"type": "rabbitmq", "data": {"queue": "chunked.jobs", "payload": {"id": "1"}}},
+}
+
+
+def _post_chunked(port: int, body: bytes, token: str = "") -> tuple[int, dict[str, str], bytes]:
+    """POST `body` in 1,000-byte chunks; http.client sends an iterable body chunked, with no length."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Content-Type": "application/json", "Host": "localhost"}
+    if token:
+        headers["Authorization"] = f"Token {token}"
+    chunks = iter([body[i : i + 1000] for i in range(0, len(body), 1000)])
+    connection.request("POST", "/api/jobs/", body=chunks, headers=headers, encode_chunked=True)
+    response = connection.getresponse()
+    answer = (response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+    connection.close()
+    return answer
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_wsgiref_which_cannot_read_a_chunked_body_answers_411_in_json() -> None:
+    server = make_server("127.0.0.1", 0, application, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status, headers, body = _post_chunked(server.server_port, json.dumps(JOB).encode())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 411
+    assert headers["content-type"] == "application/json"
+    assert "Content-Length" in json.loads(body)["detail"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def gunicorn(tmp_path: object) -> Iterator[int]:
+    """gunicorn on the test database, with a 64 KiB request limit."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "REMINDERS_MAX_REQUEST_BYTES": str(64 * 1024),
+        "DJANGO_ALLOWED_HOSTS": "localhost",
+        "API_THROTTLE_IP_RATE": "100000/s",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("gunicorn did not start") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_gunicorn_reads_a_chunked_job_and_refuses_one_over_the_limit_in_json(gunicorn: int) -> None:
+    token = Token.objects.create(user=UserFactory()).key
+    status, _, body = _post_chunked(gunicorn, json.dumps(JOB).encode(), token)
+    assert status == 201, body
+    assert Job.objects.get(key="chunked-1").occurrences.count() == 1
+
+    padded = {**JOB, "key": "chunked-2", "padding": "x" * 70_000}
+    status, headers, body = _post_chunked(gunicorn, json.dumps(padded).encode(), token)
+    assert status == 413
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body)["limit_bytes"] == 64 * 1024
+    assert not Job.objects.filter(key="chunked-2").exists()
