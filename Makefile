@@ -30,8 +30,12 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist), each with its own test database and RabbitMQ
+# vhost (or SQLite database and broker folder): `make test PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= 2
+
 test: lint docs-build
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The documentation site (docs/, mkdocs.yml): built with --strict, so a broken link or anchor fails `make test`.
 docs-build: install

@@ -28,9 +28,9 @@ def main() -> None:
     import django
 
     django.setup()  # the app's modules import its models, which need the apps loaded first
+    from reminders.jobs import Callback
     from reminders.models import CallbackType
-    from reminders.schedules import ScheduleSpec, schedule_upsert
-    from reminders.services import Callback
+    from reminders.schedules.lifecycle import ScheduleSpec, schedule_upsert
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

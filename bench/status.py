@@ -110,7 +110,7 @@ def main() -> int:
     from django.test import Client
     from django.utils import timezone
 
-    from reminders.status import engine_status, status_queries
+    from reminders.ops.figures import engine_status, status_queries
 
     if connection.vendor != "postgresql":
         print("needs DATABASE_URL=postgres://... (a scratch database)", file=sys.stderr)
@@ -148,7 +148,7 @@ def main() -> int:
     with connection.cursor() as cursor:
         queries = {
             **status_queries(now=timezone.now()),
-            # trainings/status.py: the gateway's last delivery, on the primary key.
+            # trainings/admin/status_page.py: the gateway's last delivery, on the primary key.
             "gateway_last": ("SELECT delivered_at FROM trainings_deliveredpush ORDER BY id DESC LIMIT 1", {}),
         }
         for name, (sql, params) in queries.items():

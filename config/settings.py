@@ -27,6 +27,9 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str(
     "DJANGO_SECRET_KEY", "django-insecure-development-key-set-DJANGO_SECRET_KEY-in-production"
 )
+# Earlier keys, still accepted when verifying signatures (answer links already sent) while a new
+# DJANGO_SECRET_KEY takes over; drop one once the longest link it signed has expired (90 days).
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -125,7 +128,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # DRF's parsers, with the JSON one turning over-deep nesting and lone surrogates into a 400.
     "DEFAULT_PARSER_CLASSES": [
-        "reminders.parsers.StrictJSONParser",
+        "reminders.http.parsers.StrictJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -134,7 +137,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # A JSON 400 where Django's parsing refuses a body (more than DATA_UPLOAD_MAX_NUMBER_FIELDS fields).
-    "EXCEPTION_HANDLER": "reminders.api_limits.api_exception_handler",
+    "EXCEPTION_HANDLER": "reminders.http.limits.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Reminders API",
@@ -180,7 +183,7 @@ REMINDERS_SCAN_SECONDS = env_float("REMINDERS_SCAN_SECONDS", 1.0, minimum=0.0)
 REMINDERS_POLL_SECONDS = env_float("REMINDERS_POLL_SECONDS", 0.05, minimum=0.001)
 # Precise firing (PostgreSQL): the scan claims rows due within this many seconds, holds them under its
 # lease and publishes each at its instant (at most a quarter of the lease is used); SQLite polls (0).
-# reminders/firing.py, docs/engine.md "Firing on time".
+# reminders/engine/lookahead.py, docs/engine.md "Firing on time".
 REMINDERS_LOOKAHEAD_SECONDS = env_float(
     "REMINDERS_LOOKAHEAD_SECONDS",
     2.0 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else 0.0,
@@ -193,11 +196,12 @@ REMINDERS_MAX_BULK_JOBS = env_int("REMINDERS_MAX_BULK_JOBS", 10000, minimum=1)
 REMINDERS_MAX_BULK_INSTANTS = env_int("REMINDERS_MAX_BULK_INSTANTS", 200000, minimum=1)
 REMINDERS_MAX_PAYLOAD_BYTES = env_int("REMINDERS_MAX_PAYLOAD_BYTES", 65536, minimum=1)
 REMINDERS_PAST_TOLERANCE_SECONDS = env_int("REMINDERS_PAST_TOLERANCE_SECONDS", 86400, minimum=0)
-# Schedules, batches, throttling, priority (reminders/schedules.py, throttling.py, claiming.py).
+# Schedules, batches, throttling, priority (reminders/schedules/lifecycle.py, throttling.py, claiming.py).
 REMINDERS_MAX_BATCH_SIZE = env_int("REMINDERS_MAX_BATCH_SIZE", 10000, minimum=1, maximum=100000)
 REMINDERS_PREVIEW_MAX = env_int("REMINDERS_PREVIEW_MAX", 100, minimum=1)
 # A schedule's point claimed late after later points came due is a misfire; under `skip`, the latest of
-# them is still sent if it came due less than this ago (it is on time, not stale). reminders/schedules.py.
+# them is still sent if it came due less than this ago (it is on time, not stale).
+# reminders/schedules/lifecycle.py.
 REMINDERS_MISFIRE_GRACE_SECONDS = env_float("REMINDERS_MISFIRE_GRACE_SECONDS", 5.0, minimum=0.0)
 REMINDERS_PRIORITY_AGING_SECONDS = env_float("REMINDERS_PRIORITY_AGING_SECONDS", 60.0, minimum=0.0)
 REMINDERS_PRIORITY_AGED_SHARE = env_float("REMINDERS_PRIORITY_AGED_SHARE", 0.1, minimum=0.0)
@@ -214,7 +218,7 @@ LOGGING: dict[str, Any] = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/push-gateway.md#logs).
+    # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/operations/monitoring.md).
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The scan runs every second: Celery's per-task "received"/"succeeded" lines would drown everything
     # else. The scan logs its own summary when it claimed something.
@@ -284,6 +288,17 @@ TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS",
 # that is more than 15 min late would land after the next one).
 TRAININGS_REMINDER_PRIORITY = env_int("TRAININGS_REMINDER_PRIORITY", 5, minimum=0, maximum=9)
 TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECONDS", 900, minimum=1)
+# Answer links (trainings/answers/links.py): the site's public address that every link in a push or an
+# email starts with, and how often one link may be followed ("<n>/<s|m|h|d>", per link, beside the
+# per-address API limit).
+TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", f"http://{env_str('ADDR', '127.0.0.1:8000')}")
+if not TRAININGS_PUBLIC_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("TRAININGS_PUBLIC_URL must be an http(s) URL")
+API_THROTTLE_ANSWER_LINK_RATE = env_str("API_THROTTLE_ANSWER_LINK_RATE", "20/m")
+if not re.fullmatch(r"\d+/(s|m|h|d)", API_THROTTLE_ANSWER_LINK_RATE):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_ANSWER_LINK_RATE={API_THROTTLE_ANSWER_LINK_RATE!r} is not '<n>/<s|m|h|d>'"
+    )
 # Trainings rescheduled per task run after a rule changes.
 TRAININGS_RESCHEDULE_BATCH = env_int("TRAININGS_RESCHEDULE_BATCH", 500, minimum=1, maximum=10000)
 # Distinct OpenAPI enum names: three choice sets (occurrence, invitation, response) share the name `status`.
@@ -294,8 +309,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
 }
 
-# --- Operations: metrics, health, abuse limits, log format (reminders/metrics.py, health.py, views_ops.py,
-# api_limits.py, logformat.py; docs/operations/monitoring.md) ------------------------------------------------
+# --- Operations: metrics, health, abuse limits, log format (reminders/ops/: metrics.py, health.py,
+# views.py, logformat.py; reminders/http/limits.py; docs/operations/monitoring.md) ------------------------
 # prometheus-client's multiprocess mode (scripts/run-all.sh sets it): every process writes its samples there.
 # Created here, before any metric exists, since a missing directory would fail every process at import.
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -322,7 +337,7 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0, minimum=0.0) or None
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "reminders.api_limits.client_ip"
+AXES_CLIENT_IP_CALLABLE = "reminders.http.limits.client_ip"
 
 # API throttling (DRF): per token (or session user) and per client address, each "<n>/<s|m|h|d>". The
 # counters live in the "throttle" cache: per process by default; API_THROTTLE_CACHE=database shares them
@@ -337,7 +352,7 @@ for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the
 # How many reverse proxies in front append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
 # The per-address limit is a middleware: it must count requests before authentication refuses them.
-REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.api_limits.TokenRateThrottle"]
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.http.limits.TokenRateThrottle"]
 _THROTTLE_CACHE = env_str("API_THROTTLE_CACHE", "memory")
 if _THROTTLE_CACHE not in ("memory", "database"):
     raise ImproperlyConfigured("API_THROTTLE_CACHE must be 'memory' or 'database'")
@@ -354,14 +369,14 @@ CACHES = {
 # documented bulk maximum (200,000 instants, about 5.6 MB in the canonical form, plus 10,000 jobs).
 REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
-MIDDLEWARE.insert(0, "reminders.api_limits.RequestBodyLimitMiddleware")
-MIDDLEWARE.insert(0, "reminders.api_limits.AddressThrottleMiddleware")
+MIDDLEWARE.insert(0, "reminders.http.limits.RequestBodyLimitMiddleware")
+MIDDLEWARE.insert(0, "reminders.http.limits.AddressThrottleMiddleware")
 
-# LOG_FORMAT=json: one JSON object per line (reminders/logformat.py); "text" (default) for people.
+# LOG_FORMAT=json: one JSON object per line (reminders/ops/logformat.py); "text" (default) for people.
 LOG_FORMAT = env_str("LOG_FORMAT", "text")
 if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured("LOG_FORMAT must be 'text' or 'json'")
-LOGGING["formatters"]["json"] = {"()": "reminders.logformat.JsonFormatter"}
+LOGGING["formatters"]["json"] = {"()": "reminders.ops.logformat.JsonFormatter"}
 LOGGING["handlers"]["console"]["formatter"] = "json" if LOG_FORMAT == "json" else "plain"
 
 # Retention of trainings bookkeeping (trainings/retention.py, hourly task "trainings: purge old pushes").
@@ -380,11 +395,11 @@ SPECTACULAR_SETTINGS.update(
 # Each signed-in person reads and types times in their chosen zone (reminders.UserPreference).
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
-    "reminders.middleware.user_time_zone",
+    "reminders.admin.middleware.user_time_zone",
 )
 # A coach opening an operator page is refused with a page, not a traceback in the log.
 LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
-    "()": "reminders.logfilters.ForbiddenWithoutTraceback"
+    "()": "reminders.ops.logfilters.ForbiddenWithoutTraceback"
 }
 LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")
 

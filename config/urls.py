@@ -5,9 +5,9 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from reminders import views_ops
-from reminders.preferences import time_zone_view
-from trainings.status import status_retry_view, status_view
+from reminders.admin.preferences import time_zone_view
+from reminders.ops import views as ops_views
+from trainings.admin.status_page import status_retry_view, status_view
 
 urlpatterns = [
     # --- Admin pages for coaches and operators (issue 15), before admin/ whose catch-all would take them.
@@ -19,13 +19,13 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/", include("reminders.urls")),
+    path("api/", include("reminders.http.urls")),
     path("api/", include("trainings.urls")),
 ]
 
-# --- Operations: Prometheus metrics and health probes (reminders/views_ops.py) --------------------------
+# --- Operations: Prometheus metrics and health probes (reminders/ops/views.py) --------------------------
 urlpatterns += [
-    path("metrics", views_ops.metrics, name="metrics"),
-    path("health/live", views_ops.live, name="health-live"),
-    path("health/ready", views_ops.ready, name="health-ready"),
+    path("metrics", ops_views.metrics, name="metrics"),
+    path("health/live", ops_views.live, name="health-live"),
+    path("health/ready", ops_views.ready, name="health-ready"),
 ]

@@ -35,11 +35,11 @@ class OccurrenceStatus(models.TextChoices):
     SKIPPED = "skipped"
 
 
-# Every move an occurrence may make; reminders/occurrences.py makes them all and refuses any other.
+# Every move an occurrence may make; reminders/engine/occurrences.py makes them all and refuses any other.
 # scheduled -> claimed (a claim), cancelled (cancel), skipped (its fire point was superseded), scheduled
 #   (retry now); claimed -> delivered, failed, skipped (deadline, misfire), scheduled (a retry after a
 #   backoff, a release, an expired lease); failed -> scheduled (retry now); cancelled -> scheduled (a
-#   schedule's fire point materialised again under the same id).
+#   schedule's fire point materialised again under the same id). Made in SQL: OCCURRENCE_SQL_MOVES.
 OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
     OccurrenceStatus.SCHEDULED: frozenset(
         {
@@ -62,7 +62,6 @@ OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
     OccurrenceStatus.DELIVERED: frozenset(),
     OccurrenceStatus.SKIPPED: frozenset(),
 }
-# The two moves made in SQL (reminders/queries.py), not by reminders/occurrences.py: name -> (from, to).
 OCCURRENCE_SQL_MOVES = dict(CLAIM_DUE=("scheduled", "claimed"), INSERT_IDEMPOTENT=("cancelled", "scheduled"))
 
 TERMINAL_STATUSES = (
@@ -89,7 +88,7 @@ class ThrottlePolicy(models.Model):
     `max_per_second` is a token bucket refilled at that rate and holding at most `burst` tokens (default:
     a tenth of a second's worth, at least 1), so a backlog drains at the rate instead of in one burst. The
     bucket lives in `tokens`/`refilled_at`, changed only under SELECT ... FOR UPDATE in the transaction that
-    claims (reminders/throttling.py). `window_seconds` spreads the n events of one trigger evenly over
+    claims (reminders/engine/throttling.py). `window_seconds` spreads the n events of one trigger evenly over
     that window (event i is due at fire time + i * window / n). Either or both may be set.
     """
 
@@ -217,7 +216,8 @@ class Occurrence(models.Model):
     class Meta:
         indexes = [
             # The due scan: status='scheduled' AND throttle IS NULL AND priority=p AND next_attempt_at <= now
-            # ORDER BY next_attempt_at, once per priority level (reminders/queries.py). Future rows of other
+            # ORDER BY next_attempt_at, once per priority level (reminders/engine/queries.py). Future rows
+            # of other
             # states are not in it, and the range condition stops at `now`, so cost does not grow with future
             # rows. Throttled rows are not in it either, so a throttled backlog never slows unthrottled jobs.
             models.Index(
@@ -225,7 +225,7 @@ class Occurrence(models.Model):
                 condition=Q(status="scheduled", throttle__isnull=True),
                 name="occurrence_due_idx",
             ),
-            # The same scan for one throttle policy (reminders/throttling.py).
+            # The same scan for one throttle policy (reminders/engine/throttling.py).
             models.Index(
                 fields=["throttle", "priority", "next_attempt_at"],
                 condition=Q(status="scheduled", throttle__isnull=False),
@@ -243,7 +243,8 @@ class Occurrence(models.Model):
             ),
             # A job's timeline (detail API, upsert, cancel).
             models.Index(fields=["job", "fire_at"], name="occurrence_job_fire_idx"),
-            # The status page's failures: status='failed' AND finished_at >= now - 24 h (reminders/status.py).
+            # The status page's failures: status='failed' AND finished_at >= now - 24 h
+            # (reminders/ops/figures.py).
             # Holds failed rows only, which retention never purges but operators retry or delete.
             models.Index(fields=["finished_at"], condition=Q(status="failed"), name="occurrence_failed_idx"),
         ]
@@ -277,7 +278,8 @@ class Schedule(models.Model):
 
     Only the next fire point is materialised (`next_fire_at`, as `batch_size` occurrences). When one of
     them ends (delivered, skipped or failed), the fire after `next_fire_at` on the schedule's own timeline
-    is materialised in the same transaction (reminders/schedules.py). The schedule's version is its job's.
+    is materialised in the same transaction (reminders/schedules/lifecycle.py). The schedule's version is
+    its job's.
     """
 
     # 190 so that the backing job's key, "schedule:<key>", fits Job.key.
@@ -340,7 +342,7 @@ def validate_time_zone_name(value: str) -> None:
 class UserPreference(models.Model):
     """A person's admin settings: the zone their times are shown and typed in (default UTC).
 
-    The middleware (reminders/middleware.py) activates it for each request; a training's own page uses
+    The middleware (reminders/admin/middleware.py) activates it for each request; a training's own page uses
     the training's zone instead, since that is the zone its coach and players think in.
     """
 

@@ -12,15 +12,15 @@ from celery import shared_task, signals
 from django.conf import settings
 from django.utils import timezone
 
-from reminders import health
 from reminders.beat import PURGE_TASK, SCAN_TASK
-from reminders.connection_thread import marker
-from reminders.firing import CARRY_SECONDS, carrier, occurrences_fire_for
+from reminders.engine.connection_thread import marker
+from reminders.engine.kick import scan_kick
+from reminders.engine.lookahead import CARRY_SECONDS, carrier, occurrences_fire_for
+from reminders.engine.occurrences import occurrences_purge_old
+from reminders.engine.scan_result import ScanResult
 from reminders.history import history_purge_old
-from reminders.kick import scan_kick
-from reminders.occurrences import occurrences_purge_old
-from reminders.scan_result import ScanResult
-from reminders.status import scan_minutes_purge, scan_record
+from reminders.ops import health
+from reminders.ops.figures import scan_minutes_purge, scan_record
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def scan_due() -> dict[str, int]:
         seconds=settings.REMINDERS_SCAN_SECONDS, carry=CARRY_SECONDS, carried=carried
     )
     health.scan_finished(worker=scan_due.request.hostname)
-    # The status page's "last scan" and deliveries per minute (one upsert per run, reminders/status.py).
+    # The status page's "last scan" and deliveries per minute (one upsert per run, reminders/ops/figures.py).
     scan_record(result=totals, worker=worker)
     if backlog:
         # A full last batch means more is due: drain it now instead of waiting for the next beat tick.

@@ -3,9 +3,11 @@ they skip on a developer's machine and fail in CI (CI=true), so CI can never pas
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import amqp
 import pytest
@@ -14,14 +16,30 @@ from django.test import Client
 from kombu import Connection
 from rest_framework.test import APIClient
 
-from reminders.connection_thread import marker
-from reminders.firing import carrier
+from reminders.engine.connection_thread import marker
+from reminders.engine.lookahead import carrier
+from reminders.engine.wakeup import listener
 from reminders.transports import get_transport
-from reminders.wakeup import listener
+from tests import services
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`pytest -n 2`) each test process gets a RabbitMQ vhost of its own, as
+    pytest-django gives it a database of its own (`test_<name>_gw0`): Celery's kick queue, the push queue
+    and the engine's fixed queue names cannot then be consumed by another process's workers."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        services.use_broker_of_test_process(worker)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        services.drop_broker_of_test_process()
 
 
 def _missing(reason: str) -> None:
@@ -70,6 +88,7 @@ def _api_throttling_out_of_the_way(settings: pytest.FixtureRequest) -> None:
     """The fuzzers send hundreds of requests a second from one token and address; API throttling has its
     own tests (tests/ops/test_throttling.py), which set the rates they test."""
     settings.API_THROTTLE_RATES = {"token": "1000000/s", "ip": "1000000/s"}  # type: ignore[attr-defined]
+    settings.API_THROTTLE_ANSWER_LINK_RATE = "1000000/s"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +106,8 @@ def _fresh_transports() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _listener_closed() -> Iterator[None]:
-    """A scan that ran in this process left its LISTEN connection open (reminders/wakeup.py): closed, so
+    """A scan that ran in this process left its LISTEN connection open (reminders/engine/wakeup.py):
+    closed, so
     the test database can be dropped at the end."""
     yield
     listener().close()
@@ -95,7 +115,8 @@ def _listener_closed() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _engine_threads_stopped() -> Iterator[None]:
-    """A look-ahead scan's carrier and marker threads (reminders/firing.py, reminders/connection_thread.py)
+    """A look-ahead scan's carrier and marker threads (reminders/engine/lookahead.py,
+    reminders/engine/connection_thread.py)
     finish their work and close their connections after each test, as a worker's do when it stops."""
     yield
     assert carrier().stop(timeout=10.0), "the carrier did not finish what it was handed"
@@ -178,9 +199,21 @@ def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from tests import fault_table
 
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist test process: its rows go to the controller, which writes
+        workeroutput["fault_rows"] = [dataclasses.astuple(row) for row in fault_table.RESULTS]
+        return
     if fault_table.RESULTS:
         fault_table.RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
         fault_table.RESULTS_PATH.write_text(fault_table.results_table())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: the fault rows a test process recorded."""
+    from tests import fault_table
+
+    fault_table.RESULTS.extend(fault_table.Row(*row) for row in node.workeroutput.get("fault_rows", []))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -68,8 +68,8 @@ def schedule_create(
     **fields: Any,
 ) -> Schedule:
     """A schedule made through the service (schedules are never valid without their backing job)."""
-    from reminders.schedules import ScheduleSpec, schedule_upsert
-    from reminders.services import Callback
+    from reminders.jobs import Callback
+    from reminders.schedules.lifecycle import ScheduleSpec, schedule_upsert
 
     spec = ScheduleSpec(
         expression=expression,

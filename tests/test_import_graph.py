@@ -146,7 +146,7 @@ def test_it_reads_every_module_of_the_apps() -> None:
     """The checks look at the real modules and edges (a broken walk would pass them vacuously)."""
     assert {"reminders.models", "reminders.transports.base", "trainings.push.gateway"} <= set(MODULES)
     edges = {(i.module, i.target) for i in _imports() if not i.local}
-    assert ("reminders.claiming", "reminders.occurrences") in edges
+    assert ("reminders.engine.claiming", "reminders.engine.occurrences") in edges
     assert ("trainings.tasks", "trainings.scheduling") in edges
     # Celery finds tasks modules by autodiscovery; a service that enqueues one imports it at the top
     # (trainings.writes) and the task imports only what it calls, never that service.

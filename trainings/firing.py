@@ -52,7 +52,8 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
        just inserted as they were built, any left pending by an earlier attempt as stored. An occurrence
        with a push the broker did not take gets a TransportError: the engine retries it and the retry
        publishes only what is not sent, with the same idempotency keys.
-    Returns the errors keyed by occurrence id (the batch handler contract, reminders/handlers.py).
+    Returns the errors keyed by occurrence id (the batch handler contract,
+    reminders/engine/handler_registry.py).
     """
     errors: dict[int, TransportError] = {}
     targets = _fire_targets(deliveries)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders.handlers import keys_reserve, register, register_batch
+from reminders.engine.handler_registry import keys_reserve, register, register_batch
 from reminders.transports.base import Delivery, TransportError
 from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import (

@@ -24,10 +24,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from reminders import metrics
-from reminders.kick import scan_kick_on_commit
+from reminders.engine.kick import scan_kick_on_commit
+from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
+from reminders.ops import metrics
 from reminders.transports import Delivery
 from trainings import kinds
 from trainings.models import (

@@ -12,9 +12,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reminders import metrics
 from reminders.lookups import AnyOf
 from reminders.models import CallbackType
+from reminders.ops import metrics
 from reminders.transports import Delivery, TransportError, get_transport
 from reminders.transports.base import json_compact
 from trainings.models import Push, PushStatus

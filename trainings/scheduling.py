@@ -21,9 +21,9 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from reminders.kick import scan_kick_on_commit
+from reminders.engine.kick import scan_kick_on_commit
+from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert
 from reminders.models import CallbackType, Job
-from reminders.services import Callback, JobSpec, job_upsert, jobs_insert
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET
 from trainings.selectors import job_key

@@ -30,6 +30,7 @@ from django.db.models.functions import Coalesce
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings import kinds
 from trainings.models import (
+    AnswerSource,
     Invitation,
     InvitationStatus,
     Membership,
@@ -43,6 +44,7 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
+from trainings.offsets import Offset
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -247,44 +249,85 @@ class PlayerRow:
     reminders_received: int
     last_push: str
     last_push_at: datetime | None
+    # How each answer came: "from the notification, 3 min after the 60-min reminder" ("" when none).
+    invitation_how: str = ""
+    pre_how: str = ""
+    post_how: str = ""
 
 
 def training_player_grid(*, training: Training) -> list[PlayerRow]:
-    """One row per invited player, by name: RSVP, answers, pushes received and the last one's outcome.
+    """One row per invited player, by name: RSVP, answers (and how each came), pushes received and the last
+    one's outcome.
 
     Three queries: invitations with players, answers, pushes (all on the training's indexes).
     """
     invitations = list(training.invitations.select_related("player").order_by("player__name"))
     answered = {
-        (player_id, phase): at
-        for player_id, phase, at in training.answers.values_list("player_id", "phase", "answered_at")
+        (player_id, phase): (at, source)
+        for player_id, phase, at, source in training.answers.values_list(
+            "player_id", "phase", "answered_at", "source"
+        )
     }
     received: dict[int, int] = {}
     last: dict[int, tuple[str, datetime | None]] = {}
-    for player_id, status, created, sent in training.pushes.order_by("created_at", "pk").values_list(
-        "player_id", "status", "created_at", "sent_at"
-    ):
+    sent_of: dict[tuple[int, str], list[tuple[datetime, str]]] = {}
+    for player_id, status, created, sent, kind, offset in training.pushes.order_by(
+        "created_at", "pk"
+    ).values_list("player_id", "status", "created_at", "sent_at", "kind", "offset"):
         if status == PushStatus.SENT:
             received[player_id] = received.get(player_id, 0) + 1
+            if sent is not None:
+                sent_of.setdefault((player_id, kind), []).append((sent, offset))
         last[player_id] = (PushStatus(status).label, sent or created)
     rows = []
     for invitation in invitations:
         pid = invitation.player_id
         outcome, outcome_at = last.get(pid, ("", None))
+        pre_at, pre_source = answered.get((pid, kinds.PRE.code), (None, ""))
+        post_at, post_source = answered.get((pid, kinds.POST.code), (None, ""))
         rows.append(
             PlayerRow(
                 player=invitation.player.name,
                 invitation=invitation.get_status_display(),
                 responded_at=invitation.responded_at,
-                pre_answered_at=answered.get((pid, kinds.PRE.code)),
-                post_answered_at=answered.get((pid, kinds.POST.code)),
+                pre_answered_at=pre_at,
+                post_answered_at=post_at,
                 declined=invitation.status == InvitationStatus.DENIED,
                 reminders_received=received.get(pid, 0),
                 last_push=outcome,
                 last_push_at=outcome_at,
+                invitation_how=answer_how(
+                    invitation.response_source,
+                    invitation.responded_at,
+                    sent_of.get((pid, kinds.INVITATION.code)),
+                ),
+                pre_how=answer_how(pre_source, pre_at, sent_of.get((pid, kinds.PRE.code))),
+                post_how=answer_how(post_source, post_at, sent_of.get((pid, kinds.POST.code))),
             )
         )
     return rows
+
+
+def answer_how(source: str, at: datetime | None, sent: list[tuple[datetime, str]] | None) -> str:
+    """How an answer came, for a coach: its source, and how long after which reminder (the last one of its
+    kind published before it), e.g. "from the notification, 3 min after the 60-min reminder"."""
+    if at is None or not source:
+        return ""
+    text = AnswerSource(source).label
+    before = [(when, offset) for when, offset in sent or () if when <= at]
+    if not before:
+        return text
+    when, offset = max(before)
+    minutes = int((at - when).total_seconds() // 60)
+    after = (
+        f"{minutes} min"
+        if minutes < 120
+        else f"{minutes // 60} h"
+        if minutes < 2880
+        else f"{minutes // 1440} d"
+    )
+    reminder = f"the {Offset.parse(offset).human().replace(' ', '-')} reminder" if offset else "a reminder"
+    return f"{text}, {after} after {reminder}"
 
 
 def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]:

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reminders.serializers import AwareDateTimeField
+from reminders.http.serializers import AwareDateTimeField
 from trainings import kinds
 from trainings.models import (
     Device,
@@ -20,7 +20,7 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.models_devices import PLATFORM_CHOICES, PROVIDER_CHOICES
+from trainings.models.devices import PLATFORM_CHOICES, PROVIDER_CHOICES
 from trainings.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.push.channels import BY_NAME, PLATFORMS
 from trainings.push.devices import token_preview

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from trainings.answers.views import AnswerLinkView
 from trainings.views import PlayerDeviceViewSet, ReminderRuleViewSet, TrainingViewSet
 
 # SimpleRouter: the reminders router already serves the API root at /api/.
@@ -12,6 +13,8 @@ router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
 
 urlpatterns = [
     *router.urls,
+    # A signed answer link, followed without a session (trainings/answers/links.py).
+    path("answer-links/<str:token>/", AnswerLinkView.as_view(), name="answer-link"),
     # A player's push devices (trainings/push/devices.py).
     path(
         "players/<int:player_pk>/devices/",

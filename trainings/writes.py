@@ -16,10 +16,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reminders.history import audited_history
+from reminders.jobs import occurrences_cancel
 from reminders.models import Occurrence
 from reminders.rows_insert import insert_values, mark_saved
-from reminders.services import occurrences_cancel
 from trainings.models import (
+    AnswerSource,
     Invitation,
     InvitationStatus,
     Player,
@@ -225,27 +226,40 @@ def training_delete(*, training: Training) -> int:
 
 
 def answer_record(
-    *, training: Training, player: Player, phase: str, answers: Any, answered_at: datetime | None = None
+    *,
+    training: Training,
+    player: Player,
+    phase: str,
+    answers: Any,
+    answered_at: datetime | None = None,
+    source: AnswerSource = AnswerSource.ADMIN,
 ) -> QuestionnaireAnswer:
-    """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them."""
+    """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them.
+
+    `source`: how it came in (a coach through the API or the admin, unless said otherwise)."""
     answer, _ = QuestionnaireAnswer.objects.update_or_create(
         training=training,
         player=player,
         phase=phase,
-        defaults={"answers": answers, "answered_at": answered_at or timezone.now()},
+        defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source},
     )
     return answer
 
 
 def invitation_respond(
-    *, invitation: Invitation, status: InvitationStatus, responded_at: datetime | None = None
+    *,
+    invitation: Invitation,
+    status: InvitationStatus,
+    responded_at: datetime | None = None,
+    source: AnswerSource = AnswerSource.ADMIN,
 ) -> Invitation:
     """ACCEPTED or DENIED: later invitation reminders skip the player."""
     if status == InvitationStatus.PENDING:
         raise ValueError("a response is ACCEPTED or DENIED")
     invitation.status = status
     invitation.responded_at = responded_at or timezone.now()
-    invitation.save(update_fields=["status", "responded_at"])
+    invitation.response_source = source
+    invitation.save(update_fields=["status", "responded_at", "response_source"])
     return invitation
 
 

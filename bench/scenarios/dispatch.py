@@ -29,7 +29,7 @@ _WARM_UP = 1000
 
 
 def run(h: Harness) -> Section:
-    from reminders.dispatch import occurrences_dispatch_for
+    from reminders.engine.dispatch import occurrences_dispatch_for
     from reminders.models import Occurrence, OccurrenceStatus
     from reminders.transports import get_transport
 
@@ -183,9 +183,9 @@ def run(h: Harness) -> Section:
 def _drain_without_metrics(
     h: Harness, jobs: list[int], count: int, label: str, queue: str, *, metrics_on: bool = False
 ) -> tuple[float, float]:
-    """(seconds, CPU seconds) to dispatch `count` due occurrences with reminders.metrics switched off."""
-    from reminders import metrics
-    from reminders.dispatch import occurrences_dispatch_for
+    """(seconds, CPU seconds) to dispatch `count` due occurrences with reminders.ops.metrics switched off."""
+    from reminders.engine.dispatch import occurrences_dispatch_for
+    from reminders.ops import metrics
 
     now = datetime.now(UTC)
     h.insert_occurrences(label, jobs, count, first=now - timedelta(seconds=120), step_seconds=60 / count)

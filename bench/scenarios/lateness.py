@@ -3,7 +3,7 @@
 This project: occurrences due evenly at `lateness_rate`/s for `lateness_seconds` (and again at
 `lateness_fast_rate`/s), pre-scheduled in the table, delivered by real `celery -A config worker -c 1` and
 `celery -A config beat` processes (beat starts the scan task every second; on PostgreSQL the scan claims
-REMINDERS_LOOKAHEAD_SECONDS ahead and publishes each row at its instant, reminders/firing.py).
+REMINDERS_LOOKAHEAD_SECONDS ahead and publishes each row at its instant, reminders/engine/lookahead.py).
 
 django-celery-beat: one ClockedSchedule + one-off PeriodicTask per reminder, a real beat process. Beat sends
 each task message straight to the reminder's queue (PeriodicTask.queue), so no worker hop is counted

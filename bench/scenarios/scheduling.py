@@ -25,8 +25,8 @@ BULK_INSTANTS_PER_JOB = 100
 
 
 def run(h: Harness) -> Section:
+    from reminders.jobs import Callback, JobSpec, job_upsert, jobs_bulk_upsert
     from reminders.models import CallbackType, Occurrence
-    from reminders.services import Callback, JobSpec, job_upsert, jobs_bulk_upsert
 
     s = h.sizes
     section = Section("scheduling")

@@ -57,7 +57,7 @@ def _claim_cost(h: Harness, size: int, reps: int) -> dict[str, Any]:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from reminders.occurrences import claim_statement_postgres, occurrences_claim_due
+    from reminders.engine.occurrences import claim_statement_postgres, occurrences_claim_due
 
     due_jobs = h.insert_jobs(f"due-{size}", 50, queue=h.queue_name("due"))
     timings: list[float] = []

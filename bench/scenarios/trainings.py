@@ -29,7 +29,7 @@ def run(h: Harness) -> Section:
     from django.db import connection
     from django.utils import timezone
 
-    from reminders.dispatch import occurrences_dispatch_batch
+    from reminders.engine.dispatch import occurrences_dispatch_batch
     from reminders.models import Occurrence, OccurrenceStatus
     from trainings import kinds
     from trainings import models as tm

@@ -40,7 +40,7 @@ class TransportRow:
     """What the rest of the code needs to know about one callback type."""
 
     transport: type[Transport]
-    # How many deliveries go out between two lease checks and marks (reminders/dispatch.py).
+    # How many deliveries go out between two lease checks and marks (reminders/engine/dispatch.py).
     chunk_size: int
     # What the API accepts as the callback's `data`, and which of its fields is the job's target.
     data_serializer: type[CallbackDataSerializer]

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 from django.conf import settings
 from rest_framework import serializers
 
-from reminders.parsers import json_strings
+from reminders.http.parsers import json_strings
 
 
 class Delivery(NamedTuple):
@@ -21,7 +21,7 @@ class Delivery(NamedTuple):
     A named tuple, immutable like the frozen dataclass it was and built in a sixth of its time: there is
     one per claimed row (bench/, 2b, py-spy).
 
-    `body`, when set, is the payload's JSON exactly as stored (reminders/deliveries.py), which a
+    `body`, when set, is the payload's JSON exactly as stored (reminders/engine/deliveries.py), which a
     transport that can (RabbitMQ) sends as is; `payload` is then left undecoded (None).
     """
 
@@ -91,7 +91,8 @@ class Transport(Protocol):
         """Send every item and return before the destination has acknowledged them, where it can.
 
         `deliver(d)` is `start(d).wait()`. The dispatcher does its database work between the two
-        (reminders/dispatch.py, `_Pipeline`). The caller waits for one `InFlight` before it starts the next
+        (reminders/engine/dispatch.py, `_Pipeline`). The caller waits for one `InFlight` before it starts
+        the next
         on the same transport. Must not raise.
         """
         ...

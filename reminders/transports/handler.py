@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from rest_framework import serializers
 
-from reminders import handlers
+from reminders.engine import handler_registry
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
@@ -21,10 +21,10 @@ class HandlerDataSerializer(CallbackDataSerializer):
     def validate_name(self, value: str) -> str:
         # An internal handler (not registered with api=True) runs with the project's rights, e.g.
         # `trainings.reminder` pushes to any training's players: it is refused like an unknown name.
-        if handlers.api_allowed(value):
+        if handler_registry.api_allowed(value):
             return value
-        known = ", ".join(handlers.api_names()) or "none"
-        if handlers.exists(value):
+        known = ", ".join(handler_registry.api_names()) or "none"
+        if handler_registry.exists(value):
             raise serializers.ValidationError(
                 f"handler {value!r} is internal: API callers cannot schedule it (allowed: {known})."
             )
@@ -41,7 +41,7 @@ class HandlerTransport:
         for delivery in deliveries:
             by_target.setdefault(delivery.target, []).append(delivery)
         for target, group in by_target.items():
-            batch = handlers.get_batch(target)
+            batch = handler_registry.get_batch(target)
             if batch is not None:
                 errors.update(_run_batch(target, batch, group))
             else:
@@ -53,7 +53,7 @@ class HandlerTransport:
 
 
 def _run_one(delivery: Delivery) -> TransportError | None:
-    fn = handlers.get(delivery.target)
+    fn = handler_registry.get(delivery.target)
     if fn is None:
         return TransportError(f"no handler registered as {delivery.target!r}", permanent=True)
     try:
@@ -67,7 +67,7 @@ def _run_one(delivery: Delivery) -> TransportError | None:
 
 
 def _run_batch(
-    target: str, fn: handlers.BatchHandlerFn, group: Sequence[Delivery]
+    target: str, fn: handler_registry.BatchHandlerFn, group: Sequence[Delivery]
 ) -> dict[int, TransportError]:
     """A batch handler answers for the whole group; if it raises, every occurrence of it is retried."""
     ids = {d.occurrence_id for d in group}

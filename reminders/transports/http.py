@@ -4,7 +4,8 @@ Every request carries the Standard Webhooks headers (`webhook-id`, `webhook-time
 `webhook-signature`; reminders/signing.py) and, for one more release, `X-Reminders-Signature:
 sha256=<hex HMAC-SHA256 of the body>`. The key is the job's `secret`, else REMINDERS_HTTP_SIGNING_SECRET,
 else one derived from SECRET_KEY (so a request is never unsigned, though only the first two can be
-verified outside). The host is resolved and vetted by `reminders.netguard` here, at send time, and the
+verified outside). The host is resolved and vetted by `reminders.transports.netguard` here, at send time,
+and the
 connection pinned to the vetted address (DNS rebinding); redirects are never followed.
 """
 
@@ -24,8 +25,8 @@ from django.utils.crypto import salted_hmac
 from rest_framework import serializers
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
-from reminders import netguard
 from reminders.signing import standard_webhook_headers
+from reminders.transports import netguard
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import ScanResult
+from reminders.engine.dispatch import ScanResult
 from reminders.models import OccurrenceStatus
-from reminders.status import scan_record
+from reminders.ops.figures import scan_record
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import MembershipFactory, OccurrenceFactory, PlayerFactory, TeamFactory, UserFactory
 from trainings.defaults import rules_seed

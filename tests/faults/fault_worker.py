@@ -48,7 +48,7 @@ def install_probes() -> None:
     from amqp import spec
     from celery.signals import worker_ready
 
-    from reminders import dispatch, firing
+    from reminders.engine import dispatch, lookahead
 
     claim_due = dispatch.occurrences_claim_due
     mark_delivered = dispatch.occurrences_mark_delivered
@@ -76,7 +76,7 @@ def install_probes() -> None:
         return marked
 
     dispatch.occurrences_claim_due = probed_claim  # type: ignore[assignment]
-    firing.occurrences_claim_due = probed_claim  # type: ignore[assignment]  # the look-ahead scan's claim
+    lookahead.occurrences_claim_due = probed_claim  # type: ignore[assignment]  # the look-ahead scan's claim
     dispatch.occurrences_mark_delivered = probed_mark  # type: ignore[assignment]
     amqp.Channel.send_method = probed_send  # type: ignore[method-assign]
     worker_ready.connect(lambda **_: report_phase("ready"), weak=False)

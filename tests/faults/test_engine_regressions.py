@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.conftest import drain_queue
 from tests.factories import JobFactory, OccurrenceFactory

@@ -23,7 +23,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import UserFactory
 from tests.faults import harness

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import connection
 
 from bench.processes import Arrivals, Consumer
-from reminders.claiming import occurrences_claim_due
+from reminders.engine.claiming import occurrences_claim_due
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus, ThrottlePolicy
 from tests.faults import harness
 

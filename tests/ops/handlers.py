@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from reminders import handlers
+from reminders.engine import handler_registry
 from reminders.transports.base import Delivery, TransportError
 
 
-@handlers.register("tests.ops.fail")
+@handler_registry.register("tests.ops.fail")
 def fail(delivery: Delivery) -> None:
     raise TransportError("refused by the test handler", permanent=bool(delivery.payload.get("permanent")))

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from reminders import metrics
-from reminders.metrics_db import DatabaseCollector
+from reminders.ops import metrics
+from reminders.ops.db_gauges import DatabaseCollector
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from reminders import health
 from reminders.models import WorkerHeartbeat
+from reminders.ops import health
 from tests.ops.processes import ROOT, database_url
 
 pytestmark = [pytest.mark.django_db]

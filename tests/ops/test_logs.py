@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.conf import settings
 
-from reminders import metrics
-from reminders.logformat import JsonFormatter
+from reminders.ops import metrics
+from reminders.ops.logformat import JsonFormatter
 from reminders.transports.base import Delivery, TransportError
 from tests.ops.processes import ROOT
 
@@ -24,7 +24,7 @@ def json_lines() -> Iterator[io.StringIO]:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("reminders.occurrences")
+    logger = logging.getLogger("reminders.engine.occurrences")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.DEBUG)

@@ -9,9 +9,9 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch, occurrences_dispatch_for
+from reminders.engine.dispatch import occurrences_dispatch_batch, occurrences_dispatch_for
+from reminders.jobs import job_cancel
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
-from reminders.services import job_cancel
 from tests.conftest import drain_queue
 from tests.factories import JobFactory, OccurrenceFactory
 from tests.ops import handlers as _handlers  # noqa: F401 - registers tests.ops.fail

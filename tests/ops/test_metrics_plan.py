@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from reminders.metrics_db import BACKLOG_SQL_POSTGRES, due_backlog
 from reminders.models import Occurrence
+from reminders.ops.db_gauges import BACKLOG_SQL_POSTGRES, due_backlog
 from tests.factories import JobFactory, ThrottlePolicyFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

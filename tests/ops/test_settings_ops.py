@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reminders.api_limits import parse_rate
+from reminders.http.limits import parse_rate
 from tests.ops.processes import ROOT
 
 
@@ -47,7 +47,7 @@ def test_a_missing_multiprocess_directory_is_created_before_any_metric(tmp_path:
     env = {"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin"}
     env |= {"PROMETHEUS_MULTIPROC_DIR": str(directory), "REMINDERS_VAR_DIR": str(tmp_path / "var")}
     code = (
-        "import django; django.setup(); from reminders import metrics; "
+        "import django; django.setup(); from reminders.ops import metrics; "
         "metrics.OCCURRENCES.labels('a', 'b').inc()"
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)

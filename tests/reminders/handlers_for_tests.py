@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders import handlers
+from reminders.engine import handler_registry
 from reminders.transports.base import Delivery, TransportError
 
 calls: list[Delivery] = []
 fail_next: list[TransportError | Exception] = []
 
 
-@handlers.register("tests.record", api=True)
+@handler_registry.register("tests.record", api=True)
 def record(delivery: Delivery) -> None:
     if fail_next:
         raise fail_next.pop(0)
@@ -23,7 +23,7 @@ batch_fail: dict[int, TransportError] = {}  # by position in the call: what to a
 batch_raise: list[Exception] = []
 
 
-@handlers.register_batch("tests.batch", api=True)
+@handler_registry.register_batch("tests.batch", api=True)
 def record_batch(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
     if batch_raise:
         raise batch_raise.pop(0)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from reminders import handlers
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine import handler_registry
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
 from reminders.transports import TransportError
 from tests.factories import JobFactory, OccurrenceFactory
@@ -67,10 +67,10 @@ def test_one_name_is_one_handler_single_or_batch() -> None:
         return {}
 
     with pytest.raises(ValueError, match="already registered"):
-        handlers.register_batch("tests.record")(other)
+        handler_registry.register_batch("tests.record")(other)
     with pytest.raises(ValueError, match="already registered"):
-        handlers.register("tests.batch")(lambda delivery: None)
-    assert {"tests.batch", "tests.record"} <= set(handlers.names())
+        handler_registry.register("tests.batch")(lambda delivery: None)
+    assert {"tests.batch", "tests.record"} <= set(handler_registry.names())
 
 
 def test_the_api_accepts_a_batch_handler_as_a_target(api: Any) -> None:

@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from reminders.engine.occurrences import claim_statement_postgres
 from reminders.models import Job, Occurrence
-from reminders.occurrences import claim_statement_postgres
 from tests.factories import JobFactory, ThrottlePolicyFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

@@ -7,13 +7,13 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from reminders.claiming import (
+from reminders.engine.claiming import (
     occurrences_claim_due,
     occurrences_mark_delivered,
     occurrences_reap_expired,
 )
+from reminders.engine.retry import RetryPolicy
 from reminders.models import Occurrence, OccurrenceStatus
-from reminders.retry import RetryPolicy
 from tests.concurrency import run_together
 from tests.factories import JobFactory, OccurrenceFactory
 

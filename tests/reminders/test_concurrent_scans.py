@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus, new_idempotency_key
 from tests.concurrency import run_together
 from tests.conftest import drain_queue

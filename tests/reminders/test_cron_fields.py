@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reminders.cron import ExpressionError, timeline_for, upcoming
+from reminders.schedules.cron import ExpressionError, timeline_for, upcoming
 
 UTC = dt.UTC
 MONTH_NAMES = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]

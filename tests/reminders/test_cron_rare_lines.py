@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from reminders.cron import ExpressionError, timeline_for, upcoming
+from reminders.schedules.cron import ExpressionError, timeline_for, upcoming
 from tests.reminders.test_cron_fields import debian_fires
 
 pytestmark = pytest.mark.django_db

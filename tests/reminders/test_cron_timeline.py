@@ -18,7 +18,7 @@ from cronsim import CronSim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reminders.cron import (
+from reminders.schedules.cron import (
     MIN_EVERY_SECONDS,
     CronTimeline,
     ExpressionError,

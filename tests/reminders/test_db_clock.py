@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from reminders.dbclock import DbClock
-from reminders.dispatch import occurrences_dispatch_batch, occurrences_dispatch_for
+from reminders.engine.clock import DbClock
+from reminders.engine.dispatch import occurrences_dispatch_batch, occurrences_dispatch_for
 from reminders.models import Occurrence, OccurrenceStatus, ThrottlePolicy
 from tests.factories import JobFactory, OccurrenceFactory, ThrottlePolicyFactory
 

@@ -11,8 +11,8 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from reminders import dispatch
-from reminders.dispatch import occurrences_dispatch_for
+from reminders.engine import dispatch
+from reminders.engine.dispatch import occurrences_dispatch_for
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
 from reminders.transports import Delivery, InFlight, Settled, TransportError, get_transport
 from tests.conftest import drain_queue

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from reminders import netguard
+from reminders.transports import netguard
 from reminders.transports.base import Delivery, TransportError
 from reminders.transports.http import HTTPTransport
 from tests.http_receiver import QuietHandler, serving

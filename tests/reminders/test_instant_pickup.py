@@ -14,10 +14,10 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from reminders.firing import occurrences_fire_for
+from reminders.engine.lookahead import occurrences_fire_for
+from reminders.engine.wakeup import CHANNEL
+from reminders.jobs import Callback, JobSpec, job_upsert, jobs_bulk_upsert
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
-from reminders.services import Callback, JobSpec, job_upsert, jobs_bulk_upsert
-from reminders.wakeup import CHANNEL
 from tests.conftest import drain_queue
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]

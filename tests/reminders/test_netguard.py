@@ -8,7 +8,12 @@ import socket
 
 import pytest
 
-from reminders.netguard import UnsafeURL, embedded_ipv4, resolve_public_addresses, validate_callback_url
+from reminders.transports.netguard import (
+    UnsafeURL,
+    embedded_ipv4,
+    resolve_public_addresses,
+    validate_callback_url,
+)
 from tests.fake_dns import addrinfo
 
 PUBLIC_V4 = "93.184.216.34"

@@ -1,10 +1,10 @@
-"""An occurrence moves only along OCCURRENCE_TRANSITIONS, and reminders/occurrences.py enforces it."""
+"""An occurrence moves only along OCCURRENCE_TRANSITIONS, and reminders/engine/occurrences.py enforces it."""
 
 from __future__ import annotations
 
 import pytest
 
-from reminders import occurrences
+from reminders.engine import occurrences
 from reminders.models import OCCURRENCE_TRANSITIONS, TERMINAL_STATUSES, Occurrence, OccurrenceStatus
 from tests.factories import OccurrenceFactory
 

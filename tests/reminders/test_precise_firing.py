@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from django.db import OperationalError
 
-from reminders import dispatch, timer
-from reminders.dbclock import DbClock
-from reminders.firing import STALE_REASON, carrier, occurrences_fire_for
+from reminders.engine import dispatch, timer
+from reminders.engine.clock import DbClock
+from reminders.engine.lookahead import STALE_REASON, carrier, occurrences_fire_for
+from reminders.engine.scan_result import ScanResult
+from reminders.jobs import Callback, job_cancel, job_upsert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.scan_result import ScanResult
-from reminders.services import Callback, job_cancel, job_upsert
 from reminders.transports import Delivery, InFlight, get_transport
 from tests.conftest import drain_queue
 from tests.factories import JobFactory, OccurrenceFactory

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from reminders.claiming import occurrences_claim_due
+from reminders.engine.claiming import occurrences_claim_due
 from reminders.models import Occurrence
 from tests.factories import JobFactory, OccurrenceFactory
 

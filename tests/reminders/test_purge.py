@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from reminders.engine.occurrences import occurrences_purge_old
 from reminders.models import Occurrence, OccurrenceStatus
-from reminders.occurrences import occurrences_purge_old
 from tests.factories import OccurrenceFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.utils import timezone
 from kombu import Connection
 
-from reminders.claiming import occurrences_claim_due
-from reminders.dispatch import occurrences_dispatch_batch, occurrences_dispatch_for
+from reminders.engine.claiming import occurrences_claim_due
+from reminders.engine.dispatch import occurrences_dispatch_batch, occurrences_dispatch_for
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import get_transport
 from reminders.transports.base import Delivery

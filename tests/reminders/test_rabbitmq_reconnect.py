@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import get_transport
 from reminders.transports.base import Delivery

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
+from reminders.engine.retry import RetryPolicy
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
-from reminders.retry import RetryPolicy
 from reminders.transports.base import TransportError
 from tests.factories import JobFactory, OccurrenceFactory
 from tests.reminders import handlers_for_tests

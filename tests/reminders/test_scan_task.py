@@ -53,7 +53,7 @@ def test_a_re_kick_the_broker_refuses_does_not_fail_a_scan_that_delivered(
 def test_the_scan_keeps_polling_for_its_budget(settings: Any) -> None:
     settings.REMINDERS_SCAN_SECONDS = 0.3
     settings.REMINDERS_POLL_SECONDS = 0.05
-    from reminders.dispatch import occurrences_dispatch_for
+    from reminders.engine.dispatch import occurrences_dispatch_for
 
     totals, backlog = occurrences_dispatch_for(seconds=0.3)
     assert totals.claimed == 0

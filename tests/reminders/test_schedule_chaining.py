@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from reminders.claiming import occurrences_claim_due, occurrences_mark_delivered
+from reminders.engine.claiming import occurrences_claim_due, occurrences_mark_delivered
 from reminders.models import MisfirePolicy, Occurrence, OccurrenceStatus, Schedule
-from reminders.schedules import schedules_advance
+from reminders.schedules.lifecycle import schedules_advance
 from tests.factories import schedule_create
 
 pytestmark = pytest.mark.django_db

@@ -13,10 +13,10 @@ import json
 import pytest
 from django.utils import timezone
 
-from reminders.claiming import occurrences_claim_due, occurrences_mark_delivered
-from reminders.dispatch import occurrences_dispatch_for
+from reminders.engine.claiming import occurrences_claim_due, occurrences_mark_delivered
+from reminders.engine.dispatch import occurrences_dispatch_for
 from reminders.models import MisfirePolicy, Occurrence, OccurrenceStatus, Schedule
-from reminders.schedules import schedules_misfire
+from reminders.schedules.lifecycle import schedules_misfire
 from tests.conftest import drain_queue
 from tests.factories import schedule_create
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection
 
-from reminders.claiming import occurrences_claim_due, occurrences_mark_delivered
+from reminders.engine.claiming import occurrences_claim_due, occurrences_mark_delivered
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import schedule_create
 

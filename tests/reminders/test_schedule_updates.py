@@ -8,9 +8,9 @@ import json
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import MisfirePolicy, Occurrence, OccurrenceStatus, Schedule
-from reminders.schedules import schedule_delete, schedule_pause, schedule_resume, schedule_update
+from reminders.schedules.lifecycle import schedule_delete, schedule_pause, schedule_resume, schedule_update
 from tests.conftest import drain_queue
 from tests.factories import schedule_create
 

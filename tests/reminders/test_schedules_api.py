@@ -9,11 +9,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from reminders.cron import MIN_EVERY_SECONDS
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
+from reminders.jobs import Callback
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus, Schedule
-from reminders.schedules import ScheduleSpec, schedule_upsert
-from reminders.services import Callback
+from reminders.schedules.cron import MIN_EVERY_SECONDS
+from reminders.schedules.lifecycle import ScheduleSpec, schedule_upsert
 from tests.factories import ThrottlePolicyFactory
 
 pytestmark = pytest.mark.django_db

@@ -12,9 +12,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from reminders.dispatch import ScanResult
+from reminders.engine.dispatch import ScanResult
 from reminders.models import Occurrence, OccurrenceStatus, ScanMinute
-from reminders.status import engine_status, scan_record
+from reminders.ops.figures import engine_status, scan_record
 from reminders.tasks import scan_due
 from tests.factories import OccurrenceFactory, UserFactory
 from trainings.services import coach_group_ensure

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
+from reminders.jobs import Callback, CallbackType
 from reminders.models import Occurrence, OccurrenceStatus
-from reminders.schedules import ScheduleSpec, schedule_upsert
-from reminders.services import Callback, CallbackType
+from reminders.schedules.lifecycle import ScheduleSpec, schedule_upsert
 from tests.conftest import drain_queue
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.postgres, pytest.mark.django_db]

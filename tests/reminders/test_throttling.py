@@ -15,12 +15,12 @@ from django.db import connection
 from django.utils import timezone
 from kombu import Connection
 
-from reminders import handlers
-from reminders.claiming import occurrences_claim_due
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine import handler_registry
+from reminders.engine.claiming import occurrences_claim_due
+from reminders.engine.dispatch import occurrences_dispatch_batch
+from reminders.engine.throttling import bucket_refill, occurrences_claim_throttled
+from reminders.jobs import Callback, job_upsert
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus, ThrottlePolicy
-from reminders.services import Callback, job_upsert
-from reminders.throttling import bucket_refill, occurrences_claim_throttled
 from reminders.transports.base import Delivery
 from tests.factories import ThrottlePolicyFactory
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 _seen: list[str] = []
 
 
-@handlers.register("test.throttling.record")
+@handler_registry.register("test.throttling.record")
 def _record(delivery: Delivery) -> None:
     _seen.append(delivery.job_key)
 
@@ -100,7 +100,7 @@ def test_a_throttled_backlog_does_not_slow_unthrottled_jobs(seen: list[str]) -> 
 _order: list[int] = []
 
 
-@handlers.register("test.throttling.order")
+@handler_registry.register("test.throttling.order")
 def _record_order(delivery: Delivery) -> None:
     _order.append(delivery.occurrence_id)
 

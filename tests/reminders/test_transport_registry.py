@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import CallbackType
 from reminders.transports import TRANSPORTS, get_transport, transport_row
 from tests.factories import JobFactory, OccurrenceFactory

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from reminders.jobs import Callback, OwnershipError, job_upsert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.services import Callback, OwnershipError, job_upsert
 from tests.factories import UserFactory
 
 

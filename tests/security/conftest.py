@@ -42,7 +42,7 @@ def fake_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[tu
 
 @pytest.fixture(autouse=True)
 def _offline_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from reminders import netguard
+    from reminders.transports import netguard
 
     monkeypatch.setattr(netguard.socket, "getaddrinfo", fake_getaddrinfo)
     yield

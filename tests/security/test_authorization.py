@@ -14,8 +14,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from reminders.jobs import Callback, job_upsert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.services import Callback, job_upsert
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -252,22 +252,24 @@ def test_it_refuses_switching_a_schedule_to_an_internal_handler(world: dict[str,
 
 
 def test_a_handler_registered_for_the_api_stays_usable(world: dict[str, Any]) -> None:
-    from reminders import handlers
+    from reminders.engine import handler_registry
     from tests.reminders import handlers_for_tests  # noqa: F401 - registers tests.record with api=True
 
-    assert handlers.api_allowed("tests.record") and not handlers.api_allowed(INTERNAL_HANDLER)
+    assert handler_registry.api_allowed("tests.record") and not handler_registry.api_allowed(INTERNAL_HANDLER)
     body = {**_job_body("alice-handler"), "callback": _handler_callback("tests.record")}
     assert _client(world["alice"]).post("/api/jobs/", body, format="json").status_code == 201
 
 
 def test_a_handler_is_internal_unless_registered_for_the_api() -> None:
-    from reminders import handlers
+    from reminders.engine import handler_registry
 
-    handlers.register("tests.authz.internal")(lambda delivery: None)
-    handlers.register_batch("tests.authz.public", api=True)(lambda deliveries: {})
-    assert handlers.exists("tests.authz.internal") and not handlers.api_allowed("tests.authz.internal")
-    assert handlers.api_allowed("tests.authz.public")
-    assert "tests.authz.internal" not in handlers.api_names()
+    handler_registry.register("tests.authz.internal")(lambda delivery: None)
+    handler_registry.register_batch("tests.authz.public", api=True)(lambda deliveries: {})
+    assert handler_registry.exists("tests.authz.internal") and not handler_registry.api_allowed(
+        "tests.authz.internal"
+    )
+    assert handler_registry.api_allowed("tests.authz.public")
+    assert "tests.authz.internal" not in handler_registry.api_names()
 
 
 RESERVED_KEY_REQUESTS = {

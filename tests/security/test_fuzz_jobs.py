@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from reminders.http.serializers import JobInputSerializer
 from reminders.models import Job, Occurrence
-from reminders.serializers import JobInputSerializer
 from tests.security.strategies import callbacks, instants, json_values, keys, url_text
 
 pytestmark = pytest.mark.django_db

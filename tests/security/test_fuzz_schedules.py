@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from reminders.http.schedule_serializers import ScheduleInputSerializer
 from reminders.models import Job, Occurrence, Schedule
-from reminders.serializers_schedules import ScheduleInputSerializer
 from tests.security.strategies import callbacks, instants, json_values, nasty_text
 
 pytestmark = pytest.mark.django_db

@@ -158,7 +158,7 @@ def network(transport: Any, monkeypatch: pytest.MonkeyPatch, settings: Any) -> I
 
 
 def _dispatch_one() -> Occurrence:
-    from reminders.dispatch import occurrences_dispatch_batch
+    from reminders.engine.dispatch import occurrences_dispatch_batch
 
     occurrences_dispatch_batch()
     return Occurrence.objects.get()

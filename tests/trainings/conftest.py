@@ -6,12 +6,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import ScanResult, occurrences_dispatch_batch
+from reminders.engine.dispatch import ScanResult, occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 
 # The loopback APNs and FCM peers and the sender for the push tests (test_push_*.py).
-from tests.trainings.push_fixtures import apns, fcm, sender  # noqa: F401
+from tests.trainings.push_fixtures import apns, fcm, file_broker, sender  # noqa: F401
 from tests.trainings.seeded import rules  # noqa: F401 - autouse: Seed 000's rules in every test
 from trainings.models import Team
 

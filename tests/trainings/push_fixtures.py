@@ -4,6 +4,7 @@ point the providers at them, and messages as the reminder pipeline publishes the
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from trainings.push.gateway import PushSender
+from reminders.transports import Delivery
+from reminders.transports.rabbitmq import RabbitMQTransport
+from trainings.push.gateway import PushSender, broker_connection
 from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
 from trainings.push.providers import providers_from_settings
 
@@ -71,3 +74,52 @@ def message(
         "expires_at": (now + dt.timedelta(seconds=expires_in)).isoformat(),
         **extra,
     }
+
+
+@pytest.fixture
+def file_broker(tmp_path: Path, settings: Any) -> str:
+    """A file broker of this test's own, as config/settings.py sets one up for `make run`."""
+    folders = {name: tmp_path / name for name in ("queue", "processed", "control")}
+    for folder in folders.values():
+        folder.mkdir()
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(folders["queue"]),
+        "data_folder_out": str(folders["queue"]),
+        "processed_folder": str(folders["processed"]),
+        "control_folder": str(folders["control"]),
+        "store_processed": False,
+    }
+    settings.REMINDERS_CALLBACK_BROKER_URL = "filesystem://"
+    settings.TRAININGS_PUSH_QUEUE = f"push-{uuid.uuid4().hex[:8]}"
+    settings.TRAININGS_PUSH_PROVIDER = "logging"
+    return "filesystem://"
+
+
+def publish_to(url: str, queue: str, *bodies: dict[str, Any]) -> None:
+    transport = RabbitMQTransport(url)
+    try:
+        refused = transport.deliver(
+            [
+                Delivery(i, b["idempotency_key"], "job", timezone.now(), 1, queue, b)
+                for i, b in enumerate(bodies)
+            ]
+        )
+    finally:
+        transport.close()
+    assert not refused
+
+
+def left_on(url: str, queue: str) -> list[dict[str, Any]]:
+    """What is still on a queue of the file broker (read and acked)."""
+    bodies = []
+    with broker_connection(url) as broker:
+        simple = broker.SimpleQueue(queue)
+        while True:
+            try:
+                message = simple.get(block=False)
+            except simple.Empty:
+                break
+            bodies.append(message.payload)
+            message.ack()
+        simple.close()
+    return bodies

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue

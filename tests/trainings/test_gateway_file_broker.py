@@ -4,42 +4,19 @@ service needed: this runs in the bare `make test`."""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.factories import PlayerFactory
+from tests.trainings.push_fixtures import left_on, publish_to
 from trainings.models import DeliveredPush, PushSend, SendStatus
-from trainings.push.gateway import broker_connection, dead_letter_queue_name, gateway_run
+from trainings.push.gateway import dead_letter_queue_name, gateway_run
 from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def file_broker(tmp_path: Path, settings: Any) -> str:
-    """A file broker of this test's own, as config/settings.py sets one up for `make run`."""
-    folders = {name: tmp_path / name for name in ("queue", "processed", "control")}
-    for folder in folders.values():
-        folder.mkdir()
-    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(folders["queue"]),
-        "data_folder_out": str(folders["queue"]),
-        "processed_folder": str(folders["processed"]),
-        "control_folder": str(folders["control"]),
-        "store_processed": False,
-    }
-    settings.REMINDERS_CALLBACK_BROKER_URL = "filesystem://"
-    settings.TRAININGS_PUSH_QUEUE = f"push-{uuid.uuid4().hex[:8]}"
-    settings.TRAININGS_PUSH_PROVIDER = "logging"
-    settings.PUSH_APNS_KEY_FILE = settings.PUSH_FCM_CREDENTIALS_FILE = ""
-    return "filesystem://"
 
 
 def _message(key: str, player: int) -> dict[str, Any]:
@@ -47,36 +24,6 @@ def _message(key: str, player: int) -> dict[str, Any]:
             "body": "Speed session on Tuesday at 6 p.m.", "language": "en", "kind": "INVITATION",
             "training": "7d0c0a4e-0000-4000-8000-000000000000",
             "fire_at": timezone.now().isoformat()}  # fmt: skip
-
-
-def _publish(url: str, queue: str, *bodies: dict[str, Any]) -> None:
-    transport = RabbitMQTransport(url)
-    try:
-        refused = transport.deliver(
-            [
-                Delivery(i, b["idempotency_key"], "job", timezone.now(), 1, queue, b)
-                for i, b in enumerate(bodies)
-            ]
-        )
-    finally:
-        transport.close()
-    assert not refused
-
-
-def _left_on(url: str, queue: str) -> list[dict[str, Any]]:
-    """What is still on a queue of the file broker (read and acked)."""
-    bodies = []
-    with broker_connection(url) as broker:
-        simple = broker.SimpleQueue(queue)
-        while True:
-            try:
-                message = simple.get(block=False)
-            except simple.Empty:
-                break
-            bodies.append(message.payload)
-            message.ack()
-        simple.close()
-    return bodies
 
 
 class Refusing:
@@ -95,9 +42,10 @@ class Refusing:
 
 
 def test_it_runs_the_gateway_with_the_logging_provider(file_broker: str, settings: Any, caplog: Any) -> None:
+    settings.PUSH_APNS_KEY_FILE = settings.PUSH_FCM_CREDENTIALS_FILE = ""  # the logging provider serves all
     alice, bruno = PlayerFactory(name="Alice"), PlayerFactory(name="Bruno")
     queue = settings.TRAININGS_PUSH_QUEUE
-    _publish(
+    publish_to(
         file_broker, queue, _message("a.1", alice.pk), _message("b.2", bruno.pk), _message("a.1", alice.pk)
     )
     with caplog.at_level("INFO", logger="trainings.push"):
@@ -105,7 +53,7 @@ def test_it_runs_the_gateway_with_the_logging_provider(file_broker: str, setting
     assert "key=a.1" in caplog.text and "key=b.2" in caplog.text
     assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == ["a.1", "b.2"]
     assert set(PushSend.objects.values_list("provider", "status")) == {("logging", SendStatus.ACCEPTED)}
-    assert _left_on(file_broker, queue) == []  # every message acked, the duplicate too
+    assert left_on(file_broker, queue) == []  # every message acked, the duplicate too
 
 
 def test_it_dead_letters_and_replays_on_the_file_broker(file_broker: str, settings: Any, capsys: Any) -> None:
@@ -113,7 +61,7 @@ def test_it_dead_letters_and_replays_on_the_file_broker(file_broker: str, settin
     settings.TRAININGS_GATEWAY_RETRY_SECONDS = 0
     alice = PlayerFactory(name="Alice")
     queue = settings.TRAININGS_PUSH_QUEUE
-    _publish(file_broker, queue, _message("c.3", alice.pk))
+    publish_to(file_broker, queue, _message("c.3", alice.pk))
     stats = gateway_run(
         url=file_broker, providers=Providers(standin=Refusing()), max_messages=1, idle_seconds=3
     )
@@ -128,5 +76,5 @@ def test_it_dead_letters_and_replays_on_the_file_broker(file_broker: str, settin
     call_command("push_gateway", "--max-messages", "1", "--idle-seconds", "3")
     assert DeliveredPush.objects.get(key="c.3").provider != "dead-letter"
     assert PushSend.objects.get(push_key="c.3", status=SendStatus.ACCEPTED).provider == "logging"
-    assert _left_on(file_broker, queue) == []
-    assert _left_on(file_broker, dead_letter_queue_name()) == []
+    assert left_on(file_broker, queue) == []
+    assert left_on(file_broker, dead_letter_queue_name()) == []

@@ -16,8 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from reminders.jobs import Callback, job_upsert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.services import Callback, job_upsert
 from tests.factories import UserFactory
 from trainings.models import ReminderRule, Team, Training, TrainingJob
 from trainings.selectors import job_key, training_timeline

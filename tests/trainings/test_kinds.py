@@ -18,7 +18,7 @@ from tests.factories import UserFactory, training_made
 from tests.trainings.conftest import fire
 from tests.trainings.lineup_kind import LINEUP, RULE
 from trainings import kinds
-from trainings.admin_operators import ReminderRuleAdmin
+from trainings.admin.operators import ReminderRuleAdmin
 from trainings.defaults import rules_seed
 from trainings.models import (
     InvitationStatus,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.concurrency import run_together
 from tests.conftest import drain_queue

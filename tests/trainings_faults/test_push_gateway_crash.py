@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from reminders.dispatch import occurrences_dispatch_batch
+from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import training_made
 from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for

@@ -48,7 +48,7 @@ pytestmark = [
 ]
 
 # The shortest lease that still delivers: the dispatcher stops starting chunks when less than 5 s of the
-# lease is left (reminders/dispatch.py _LEASE_MARGIN), so a 5 s lease would release every claim unsent.
+# lease is left (reminders/engine/dispatch.py _LEASE_MARGIN), so a 5 s lease would release every claim unsent.
 LEASE_SECONDS = "8"
 
 

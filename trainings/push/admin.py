@@ -1,7 +1,7 @@
 """The Device admin: each device with its state (enabled, last success, when and why it was disabled) and
 its latest sends. Read-only (the app registers devices); coaches see their teams' players' devices.
 
-Registered from trainings/admin.py (one import line), kept here so the push code stays in one place.
+Registered from trainings/admin/trainings.py (one import line), kept here so the push code stays in one place.
 """
 
 from __future__ import annotations

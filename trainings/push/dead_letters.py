@@ -14,16 +14,16 @@ from trainings.push.providers import PushMessage
 DEAD_LETTER_SCHEMA = "trainings.push-dead/1"
 
 
-def push_dead_lettered(*, push: PushMessage, error: str, attempts: int) -> None:
-    """After the dead-letter queue has the push: its devices without an outcome are `failed`, the push is
-    finished (a redelivery of the original is a duplicate)."""
+def push_dead_lettered(*, push: PushMessage, error: str, sends: dict[int, int]) -> None:
+    """After the dead-letter queue has the push: its devices without an outcome are `failed` (with the
+    requests each was sent, `sends`), the push is finished (a redelivery of the original is a duplicate)."""
     now = timezone.now()
     recorded = set(PushSend.objects.filter(push_key=push.idempotency_key).values_list("device_id", flat=True))
     left = Device.objects.enabled().filter(player_id=push.player).exclude(pk__in=[r for r in recorded if r])
     rows = [
         PushSend(push_key=push.idempotency_key, device=device, player_id=push.player,
                  provider=device.provider, status=SendStatus.FAILED, error=f"dead-lettered: {error}"[:500],
-                 attempts=attempts, recorded_at=now)
+                 attempts=sends.get(device.pk, 0), recorded_at=now)
         for device in left
     ]  # fmt: skip
     with transaction.atomic():

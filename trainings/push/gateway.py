@@ -14,17 +14,19 @@ Per round (up to TRAININGS_GATEWAY_BATCH messages, plus the retries now due):
    reason and never tried again), `failed` (the payload was refused); a push whose devices all have an
    outcome gets its `DeliveredPush` row. Then ack.
 5. A push with a device to retry (429, 5xx, network) stays unacked in this gateway and comes back after
-   a backoff that honours `Retry-After`; a throttled provider is paused for every push meanwhile. Past
-   TRAININGS_GATEWAY_MAX_ATTEMPTS attempts or TRAININGS_GATEWAY_MAX_AGE_SECONDS it goes to the
-   dead-letter queue (`manage.py push_dead_letters` lists and replays it), its remaining devices are
-   recorded `failed`, and it is acked.
+   a backoff that honours `Retry-After`; a throttled channel (or, when the service throttles per address,
+   that address) is paused meanwhile. Once one of its devices has been sent it
+   TRAININGS_GATEWAY_MAX_ATTEMPTS times (requests that went out, not rounds it waited through), or past
+   TRAININGS_GATEWAY_MAX_AGE_SECONDS, it goes to the dead-letter queue (`manage.py push_dead_letters`
+   lists and replays it), its remaining devices are recorded `failed`, and it is acked.
 6. Credentials refused (401/403, a bad service account): `AuthFailure` is raised, nothing more is acked,
    the connection closes and RabbitMQ keeps every unacked message queued for a gateway with fixed
    credentials.
 
-A crash between a provider's acceptance and step 4 sends those (push, device) pairs again on redelivery,
-with the same `apns-id` / `Idempotency-Key` and the same collapse id, so the phone shows one
-notification: at-least-once, like the rest of the pipeline.
+A graceful stop (SIGTERM) begins no new round, lets the open rounds' sends finish, records and acks
+them, and closes the connections: nothing is sent twice. A crash (kill -9) sends again the (push, device)
+pairs whose outcome was not committed yet, at most TRAININGS_GATEWAY_IN_FLIGHT of them (sender.py), with
+the same `apns-id` / `Idempotency-Key` and the same collapse id, so the phone shows one notification.
 
 Works on RabbitMQ and on kombu's filesystem broker alike (plain kombu Consumer).
 """
@@ -45,19 +47,13 @@ from django.utils import timezone
 from kombu import Connection, Consumer, Queue
 from kombu.message import Message
 
-from reminders import metrics
+from reminders.ops import metrics
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
-from trainings.push.sender import (
-    _ACKED,
-    AuthFailure,
-    Handled,
-    Outcome,
-    PushSender,
-    Round,
-)
+from trainings.push.records import _ACKED, Handled, Outcome, Round
+from trainings.push.sender import AuthFailure, PushSender
 from trainings.transitions import devices_disable
 
 __all__ = [
@@ -124,9 +120,15 @@ def retry_delay(attempt: int, *, retry_after: float = 0.0) -> float:
 class _Held:
     body: Any
     message: Message
-    attempts: int = 0
+    passes: int = 0  # rounds it was in (the backoff grows with them)
+    sends: dict[int, int] = field(default_factory=dict)  # requests that went out, per device
     first_seen: float = field(default_factory=time.monotonic)
     due: float = 0.0
+
+    @property
+    def attempts(self) -> int:
+        """Sends of its most tried device: what TRAININGS_GATEWAY_MAX_ATTEMPTS bounds."""
+        return max(self.sends.values(), default=0)
 
 
 def _tag(held: _Held) -> int:
@@ -183,13 +185,14 @@ def gateway_run(
         if result.outcome == Outcome.REJECTED:
             held.message.reject(requeue=False)
         elif result.outcome == Outcome.RETRY:
+            held.sends = dict(result.sends)
             age = time.monotonic() - held.first_seen
             if held.attempts >= settings.TRAININGS_GATEWAY_MAX_ATTEMPTS or (
                 age >= settings.TRAININGS_GATEWAY_MAX_AGE_SECONDS
             ):
                 _dead_letter(held, result)
                 return
-            held.due = time.monotonic() + retry_delay(held.attempts, retry_after=result.retry_after)
+            held.due = time.monotonic() + retry_delay(held.passes, retry_after=result.retry_after)
             waiting.append(held)
         else:
             held.message.ack()
@@ -209,7 +212,7 @@ def gateway_run(
             waiting.append(held)
             stats.add(Outcome.RETRY)
             return
-        push_dead_lettered(push=result.push, error=result.error, attempts=held.attempts)
+        push_dead_lettered(push=result.push, error=result.error, sends=held.sends)
         logger.error("push %s dead-lettered after %d attempts: %s", result.push.idempotency_key,
                      held.attempts, result.error)  # fmt: skip
         held.message.ack()
@@ -230,22 +233,34 @@ def gateway_run(
                 idle_since = time.monotonic()
                 rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
                 taken = 0  # messages put into a round (a round is not begun past max_messages)
-                while not should_stop():
+                stopping = False
+                while True:
                     metrics.gateway_alive()
+                    if not stopping and should_stop():
+                        # Graceful: no new round; the open ones finish, are recorded and acked. What was
+                        # received and not begun (or waits for a retry) goes back to the queue, unacked.
+                        stopping = True
+                        logger.info("push gateway stopping: finishing %d open round(s)", len(rounds))
+                    if stopping and not rounds:
+                        break
                     if max_messages is not None and stats.handled >= max_messages and not rounds:
                         break
                     now = time.monotonic()
                     next_due = min((h.due for h in waiting), default=now + 0.5)
                     timeout = 0.5 if not (inbox or rounds) else 0.005
                     timeout = max(0.0, min(timeout, next_due - now))
-                    while len(inbox) < batch_size:
+                    while not stopping and len(inbox) < batch_size:
                         try:
                             broker.drain_events(timeout=max(timeout, 0.001))
                         except TimeoutError:
                             break
                         timeout = 0.002  # keep filling the batch while messages arrive back to back
                     now = time.monotonic()
-                    if len(rounds) < OPEN_ROUNDS and (max_messages is None or taken < max_messages):
+                    if (
+                        not stopping
+                        and len(rounds) < OPEN_ROUNDS
+                        and (max_messages is None or taken < max_messages)
+                    ):
                         due = [h for h in waiting if h.due <= now]
                         waiting[:] = [h for h in waiting if h.due > now]
                         room = batch_size if max_messages is None else min(batch_size, max_messages - taken)
@@ -255,26 +270,25 @@ def gateway_run(
                             if not rounds and not connection.in_atomic_block:  # (a test's transaction)
                                 close_old_connections()  # a long-lived consumer must not keep a dead one
                             for held in batch:
-                                held.attempts += 1
+                                held.passes += 1
                             taken += len(batch)
-                            rounds.append(
-                                (
-                                    batch,
-                                    sender.begin(
-                                        [h.body for h in batch], attempts=[h.attempts for h in batch]
-                                    ),
-                                )
-                            )
+                            rounds.append((batch, sender.begin([h.body for h in batch],
+                                                               sends=[h.sends for h in batch])))  # fmt: skip
                     if not rounds:
                         if not waiting and idle_seconds is not None and now - idle_since >= idle_seconds:
                             break
                         continue
-                    if len(rounds) < OPEN_ROUNDS and not rounds[0][1].finished.is_set() and not inbox:
+                    if (
+                        not stopping
+                        and len(rounds) < OPEN_ROUNDS
+                        and not rounds[0][1].finished.is_set()
+                        and not inbox
+                    ):
                         sender.record_open()
                         continue  # keep receiving: the next round begins while this one sends
                     batch, round_ = rounds[0]
                     # The oldest round ends once its sends are answered (the next one sends meanwhile).
-                    results = sender.end(round_, meanwhile=receive)
+                    results = sender.end(round_, meanwhile=None if stopping else receive)
                     rounds.popleft()
                     for held, result in zip(batch, results, strict=True):
                         metrics.push_handled(held.body, result.outcome)
@@ -290,13 +304,6 @@ def gateway_run(
                                 stats.add(result.outcome)
                             continue
                     for held, result in zip(batch, results, strict=True):
-                        settle(held, result)
-                # A graceful stop: the sends already in flight are finished, recorded and acked, so the
-                # next gateway does not send them again. Received but unsent messages go back unacked.
-                while rounds:
-                    batch, round_ = rounds.popleft()
-                    for held, result in zip(batch, sender.end(round_), strict=True):
-                        metrics.push_handled(held.body, result.outcome)
                         settle(held, result)
     except AuthFailure as exc:
         logger.critical(

@@ -311,3 +311,8 @@ class H2Client:
             connection.reading.cancel()
             with contextlib.suppress(BaseException):
                 await connection.reading
+        if connection is not None:
+            # The TLS close is asynchronous: awaited here, so the transport is not left to the garbage
+            # collector of a closed loop ("Event loop is closed").
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(connection.writer.wait_closed(), 2)

@@ -10,10 +10,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Protocol
 
 from django.conf import settings
 
+from trainings.answers.links import answer_push_fields
 from trainings.push.h2client import H2Client
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
@@ -67,6 +69,15 @@ class PushMessage:
             values["rule"] = self.rule
         return values
 
+    @cached_property
+    def answer_fields(self) -> dict[str, Any]:
+        """The answer link for this push's player, training and kind (`category`, `answer_url`, an
+        invitation's `actions`), signed once per push whatever its number of devices."""
+        try:
+            return answer_push_fields(player_id=self.player, training_id=self.training, kind=self.kind)
+        except ValueError:  # not a training's id (a hand-made message): no link rather than no push
+            return {}
+
     def ttl_seconds(self, now: float) -> int:
         return max(0, int(self.expires_at.timestamp() - now)) if self.expires_at else 86400
 
@@ -112,6 +123,7 @@ class SendResult:
     message_id: str = ""
     error: str = ""
     retry_after: float | None = None
+    per_address: bool = False  # RETRY: the Retry-After pauses this address only, not the whole channel
 
 
 class AuthFailure(Exception):

@@ -1,6 +1,12 @@
 """Sending one round of pushes: every enabled device of each push's player, concurrently, each outcome
 recorded (`PushSend`) before the gateway may ack, and a dead device disabled. The consumer loop is in
-`trainings/push/gateway.py`; dead-lettering in `trainings/push/dead_letters.py`."""
+`trainings/push/gateway.py`; dead-lettering in `trainings/push/dead_letters.py`.
+
+What a crash can send twice: a (push, device) whose send went out but whose outcome was not committed. A
+recorder thread commits the outcomes as they are answered (one transaction for all that arrived since its
+last commit), and no send starts while `in_flight` sends are unanswered or answered but not committed, so
+a kill -9 re-sends at most TRAININGS_GATEWAY_IN_FLIGHT (push, device) pairs.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +17,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection
 from django.utils import timezone
 
-from reminders import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.providers import (
     AuthFailure,
@@ -29,60 +32,28 @@ from trainings.push.providers import (
     Target,
     Verdict,
 )
+from trainings.push.records import (
+    Answer,
+    Handled,
+    Outcome,
+    Recorder,
+    Round,
+    pushes_finish,
+    sends_record,
+)
 from trainings.transitions import devices_disable
 
+__all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
+
 logger = logging.getLogger("trainings.push.gateway")
-
-
-class Outcome(StrEnum):
-    DELIVERED = "delivered"  # every enabled device has its outcome recorded
-    NO_DEVICE = "no_device"
-    STALE = "stale"
-    DUPLICATE = "duplicate"
-    RETRY = "retry"
-    DEAD_LETTERED = "dead_lettered"
-    REJECTED = "rejected"
-
-
-_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.DUPLICATE}
-
-
-@dataclass(frozen=True)
-class Handled:
-    outcome: Outcome
-    retry_after: float = 0.0  # RETRY: the provider's Retry-After (the floor of the backoff)
-    error: str = ""
-    push: PushMessage | None = None
-
-
-_FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
-          Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
-
-
-@dataclass(eq=False)
-class Round:
-    """One round's pushes from `PushSender.begin` to `PushSender.end`: what the database said before the
-    sends, the sends' outcomes as they arrive (appended by the loop's thread), and when the last arrived."""
-
-    seq: int
-    now: Any
-    handled: list[Handled | None]
-    pushes: dict[int, PushMessage]
-    closing: list[tuple[int, PushMessage, SendStatus]]
-    attempt_of: dict[int, int]
-    remaining: int  # sends without an answer yet (counted down on the loop's thread)
-    arrived: collections.deque[_Result] = field(default_factory=collections.deque)
-    results: list[_Result] = field(default_factory=list)
-    finished: threading.Event = field(default_factory=threading.Event)
 
 
 class PushSender:
     """Steps 1-4 for a list of message bodies, without the broker.
 
-    The HTTP clients live on an event loop in a thread of their own; this (the caller's) thread does the
-    database work, recording outcomes while later sends are still in flight (every FLUSH_SECONDS, one
-    transaction for all that arrived), so a gateway killed in the middle of a batch re-sends at most the
-    last moments'.
+    The HTTP clients live on an event loop in a thread of their own; the device outcomes are committed as
+    they arrive by the recorder thread (or, in a test's transaction, by the caller's thread every
+    FLUSH_SECONDS); the caller's thread does the rest of the database work.
 
     A round is begun (`begin`: parse, ask the database what is done and which devices are enabled, hand
     the sends to the loop) and ended (`end`: record, write the push-level outcomes) separately, so the
@@ -92,17 +63,24 @@ class PushSender:
     devices before its disabling was committed.
     """
 
-    FLUSH_SECONDS = 0.05
+    FLUSH_SECONDS = 0.05  # recording on the caller's thread: at most this often
+    RECORD_SECONDS = 0.005  # the recorder thread: at most one commit this often (more arrive per commit)
 
-    def __init__(self, providers: Providers, *, in_flight: int | None = None) -> None:
+    def __init__(
+        self, providers: Providers, *, in_flight: int | None = None, record_in_thread: bool | None = None
+    ) -> None:
         self.providers = providers
         self.in_flight = in_flight or settings.TRAININGS_GATEWAY_IN_FLIGHT
-        self.paused_until: dict[str, float] = {}  # written by the loop's thread (and by prepare failures)
+        # Written by the loop's thread (and by prepare failures): a channel's pause, or one address's
+        # ("<channel>/<device id>") when the service throttles per address.
+        self.paused_until: dict[str, float] = {}
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="push-sends", daemon=True)
         self._thread.start()
         self._queue: collections.deque[tuple[Round, int, PushMessage, Target]] = collections.deque()
         self._workers = 0  # the loop's thread only
+        self._unrecorded = 0  # sends started and not yet committed (the loop's thread only)
+        self._room: asyncio.Event | None = None  # set when `_unrecorded` drops under `in_flight`
         self._seq = 0  # rounds begun
         self._open: dict[int, Round] = {}  # rounds begun and not ended, by seq
         self._keys: set[str] = set()  # the idempotency keys of the open rounds
@@ -111,28 +89,61 @@ class PushSender:
         self._dead: dict[int, int | None] = {}
         self._dead_lock = threading.Lock()
         self._recorded_at = 0.0
+        # A test's transaction is its thread's alone: another thread could not see its rows.
+        if record_in_thread is None:
+            record_in_thread = not connection.in_atomic_block
+        self._recorder_error: BaseException | None = None
+        self._recorder: Recorder | None = None
+        if record_in_thread:
+            self._recorder = Recorder(
+                record=self._record_sends,
+                committed=lambda count: self.loop.call_soon_threadsafe(self._committed, count),
+                failed=self._recorder_failed,
+                every=self.RECORD_SECONDS,
+            )
 
     def close(self) -> None:
-        for provider in self.providers.all():
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(provider.aclose(), self.loop).result(timeout=5)
+        """Close the providers' connections and the loop's last tasks (cancelled and awaited, so nothing is
+        destroyed pending), the recorder, then the loop. Call it once every round has ended."""
+
+        async def shutdown() -> None:
+            for provider in self.providers.all():
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(provider.aclose(), 5)
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.loop.shutdown_asyncgens()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=10)
+        if self._recorder is not None:  # before the loop stops: its last commit tells the loop
+            self._recorder.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
-        self.loop.close()
+        if not self._thread.is_alive():
+            self.loop.close()
 
     def handle(
         self,
         bodies: Sequence[Any],
         *,
-        attempts: Sequence[int] | None = None,
+        sends: Sequence[dict[int, int]] | None = None,
         meanwhile: Callable[[float], bool] | None = None,
     ) -> list[Handled]:
         """Steps 1-4 for `bodies`. `meanwhile(timeout)` is called while the sends are in flight (the
         gateway receives the next messages then); it returns False when it has nothing more to do."""
-        return self.end(self.begin(bodies, attempts=attempts), meanwhile=meanwhile)
+        return self.end(self.begin(bodies, sends=sends), meanwhile=meanwhile)
 
-    def begin(self, bodies: Sequence[Any], *, attempts: Sequence[int] | None = None) -> Round:
-        """Steps 1-2, and step 3 handed to the loop's thread: returns at once, the sends in flight."""
+    def begin(self, bodies: Sequence[Any], *, sends: Sequence[dict[int, int]] | None = None) -> Round:
+        """Steps 1-2, and step 3 handed to the loop's thread: returns at once, the sends in flight.
+
+        `sends[i]`: the requests already sent per device for `bodies[i]` (the gateway's earlier rounds)."""
+        # Numbered before the devices are read: a disabling committed from now on names this round or a
+        # later one, so this round skips a device it read as enabled (`_send_one`).
+        self._seq += 1
+        seq = self._seq
         now = timezone.now()
         handled: list[Handled | None] = [None] * len(bodies)
         pushes: dict[int, PushMessage] = {}
@@ -182,46 +193,54 @@ class PushSender:
                 self.paused_until[provider.name] = time.monotonic() + settings.TRAININGS_GATEWAY_RETRY_SECONDS
                 logger.warning("provider %s not ready: %s", provider.name, exc)
 
-        self._seq += 1
-        attempt_of = {i: (attempts[i] if attempts else 1) for i in pushes}
-        round_ = Round(self._seq, now, handled, pushes, closing, attempt_of, remaining=len(work))
+        prior = {i: dict(sends[i]) for i in pushes if sends and sends[i]}
+        round_ = Round(seq, now, handled, pushes, closing, prior, remaining=len(work), work=len(work))
         self._open[round_.seq] = round_
         self._keys |= {p.idempotency_key for i, p in pushes.items() if handled[i] is None}
         if work:
             self.loop.call_soon_threadsafe(self._enqueue, [(round_, i, p, d) for i, p, d in work])
         else:
             round_.finished.set()
+            round_.recorded.set()
         return round_
 
     def record_open(self) -> None:
-        """Record what arrived for every open round, at most once per FLUSH_SECONDS."""
-        if time.monotonic() - self._recorded_at >= self.FLUSH_SECONDS:
+        """Record what arrived for every open round, at most once per FLUSH_SECONDS (without the recorder
+        thread)."""
+        if self._recorder is None and time.monotonic() - self._recorded_at >= self.FLUSH_SECONDS:
             for round_ in list(self._open.values()):
                 self.record(round_)
 
     def record(self, round_: Round) -> None:
         """Record the outcomes of `round_` that arrived since the last call (one transaction)."""
+        if self._recorder is not None:
+            return  # the recorder thread's
         self._recorded_at = time.monotonic()
         fresh = [round_.arrived.popleft() for _ in range(len(round_.arrived))]
         if fresh:
-            self._record_sends(fresh, round_.attempt_of, round_.now)
+            self._record_sends([(round_, fresh)])
             round_.results.extend(fresh)
+        if round_.finished.is_set() and not round_.arrived:
+            round_.recorded.set()
 
     def end(self, round_: Round, *, meanwhile: Callable[[float], bool] | None = None) -> list[Handled]:
         """Wait for the round's last answer, recording every FLUSH_SECONDS what arrived meanwhile (the
         other open rounds' too), then step 4: the push-level outcomes and a DeliveredPush per finished
         push. Raises AuthFailure once what did arrive is recorded."""
+        # The recorder thread says when the round is recorded; without it, this thread records once the
+        # round is answered.
+        event = round_.recorded if self._recorder is not None else round_.finished
         try:
-            done = round_.finished.is_set()
-            while not done:
+            while not round_.recorded.is_set():
                 deadline = time.monotonic() + self.FLUSH_SECONDS
-                while meanwhile is not None and not round_.finished.is_set() and time.monotonic() < deadline:
+                while meanwhile is not None and not event.is_set() and time.monotonic() < deadline:
                     if not meanwhile(0.005):
                         break
-                done = round_.finished.wait(max(0.0, deadline - time.monotonic()))
+                event.wait(max(0.0, deadline - time.monotonic()))
                 for other in list(self._open.values()):
                     self.record(other)
-            self.record(round_)
+            if self._recorder_error is not None:
+                raise self._recorder_error
             return self._conclude(round_)
         finally:
             self._open.pop(round_.seq, None)
@@ -247,20 +266,24 @@ class PushSender:
             for i, push in pushes.items()
             if handled[i] is None and i not in retry and i not in closing_at
         ]
-        self._finish(results, closing, complete, round_.attempt_of, round_.now)
+        pushes_finish(results, closing, complete, round_.now)
         if auth_error is not None:
             raise AuthFailure(auth_error)
+
+        sends: dict[int, dict[int, int]] = {i: dict(prior) for i, prior in round_.prior.items()}
+        for i, device_id in round_.sent:
+            sends.setdefault(i, {})[device_id] = round_.sends_of(i, device_id)
 
         for i, push, status in closing:
             outcome = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE}.get(
                 status, Outcome.DELIVERED
             )
-            handled[i] = Handled(outcome, push=push)
+            handled[i] = Handled(outcome, push=push, sends=sends.get(i, {}))
         for i, push in complete:
-            handled[i] = Handled(Outcome.DELIVERED, push=push)
+            handled[i] = Handled(Outcome.DELIVERED, push=push, sends=sends.get(i, {}))
         for i, result in retry.items():
             handled[i] = Handled(Outcome.RETRY, retry_after=result.retry_after or 0.0, error=result.error,
-                                 push=pushes[i])  # fmt: skip
+                                 push=pushes[i], sends=sends.get(i, {}))  # fmt: skip
         return [h if h is not None else Handled(Outcome.RETRY) for h in handled]
 
     def _enqueue(self, items: list[tuple[Round, int, PushMessage, Target]]) -> None:
@@ -274,8 +297,16 @@ class PushSender:
     async def _worker(self) -> None:
         try:
             while self._queue:
+                if self._recorder is not None and self._unrecorded >= self.in_flight:
+                    # As many sends as a crash may repeat are out without a committed outcome.
+                    if self._room is None:
+                        self._room = asyncio.Event()
+                    self._room.clear()
+                    await self._room.wait()
+                    continue
                 round_, i, push, device = self._queue.popleft()
-                result = await self._send_one(round_, push, device)
+                self._unrecorded += 1
+                result = await self._send_one(round_, i, push, device)
                 if result.verdict == Verdict.TOKEN_DEAD:
                     with self._dead_lock:
                         self._dead.setdefault(device.device_id, None)
@@ -283,110 +314,62 @@ class PushSender:
                 round_.remaining -= 1
                 if round_.remaining == 0:
                     round_.finished.set()
+                if self._recorder is None:
+                    self._unrecorded -= 1
+                else:
+                    self._recorder.arrived(round_)
         finally:
             self._workers -= 1
 
-    async def _send_one(self, round_: Round, push: PushMessage, device: Target) -> SendResult:
+    def _committed(self, count: int) -> None:
+        """On the loop's thread: `count` outcomes are committed; waiting workers may send again."""
+        self._unrecorded -= count
+        if self._room is not None and self._unrecorded < self.in_flight:
+            self._room.set()
+        if self._queue and self._workers < min(self.in_flight, len(self._queue)):
+            self._enqueue([])
+
+    async def _send_one(self, round_: Round, i: int, push: PushMessage, device: Target) -> SendResult:
         with self._dead_lock:
             before = self._dead.get(device.device_id, -1)
         if before is None or round_.seq <= before:  # dead since this round read it enabled: not sent
             return SendResult(Verdict.TOKEN_DEAD, error="the device was disabled while this push waited")
         provider = self.providers.for_device(device)
-        wait = self.paused_until.get(provider.name, 0.0) - time.monotonic()
-        if wait > 0:  # throttled: this push waits its turn rather than adding to the provider's load
-            return SendResult(Verdict.RETRY, error="provider paused (Retry-After)", retry_after=wait)
+        address = f"{provider.name}/{device.device_id}"
+        now = time.monotonic()
+        wait = max(self.paused_until.get(provider.name, 0.0), self.paused_until.get(address, 0.0)) - now
+        if wait > 0:  # throttled: this push waits its turn rather than adding to the service's load
+            return SendResult(Verdict.RETRY, error="paused by the service's Retry-After", retry_after=wait)
+        round_.sent.add((i, device.device_id))
         try:
             result = await provider.send(push, device)
         except Exception as exc:  # a provider bug must not lose the batch's other outcomes
             logger.exception("provider %s failed on %s", provider.name, device.send_key(push))
             result = SendResult(Verdict.RETRY, error=f"{type(exc).__name__}")
         if result.verdict == Verdict.RETRY and result.retry_after:
-            until = time.monotonic() + result.retry_after
-            self.paused_until[provider.name] = max(self.paused_until.get(provider.name, 0.0), until)
+            key = address if result.per_address else provider.name
+            self.paused_until[key] = max(
+                self.paused_until.get(key, 0.0), time.monotonic() + result.retry_after
+            )
+            if len(self.paused_until) > 10_000:  # forget the addresses whose pause is over
+                for name, until in list(self.paused_until.items()):
+                    if until < now:
+                        del self.paused_until[name]
         return result
 
-    def _record_sends(self, results: list[_Result], attempt_of: dict[int, int], now: Any) -> None:
-        """The final device outcomes among `results`, and the devices' state, in one transaction."""
-        rows: list[PushSend] = []
-        accepted: list[int] = []
-        dead: dict[int, str] = {}
-        for i, push, device, result in results:
-            status = _FINAL.get(result.verdict)
-            if status is None:
-                continue
-            rows.append(
-                PushSend(
-                    push_key=push.idempotency_key, device_id=device.device_id, player_id=push.player,
-                    provider=self.providers.for_device(device).name, status=status,
-                    provider_message_id=result.message_id[:300], error=result.error[:500],
-                    attempts=attempt_of[i], recorded_at=now,
-                )
-            )  # fmt: skip
-            if result.verdict == Verdict.ACCEPTED:
-                accepted.append(device.device_id)
-            elif result.verdict == Verdict.TOKEN_DEAD:
-                dead[device.device_id] = result.error or "token refused by the provider"
-        metrics.push_device_outcomes(
-            (self.providers.for_device(device).name, str(result.verdict)) for _, _, device, result in results
-        )
-        if not rows:
-            return
-        with transaction.atomic():
-            # Sorted, so two gateways recording overlapping rows take their locks in one order.
-            PushSend.objects.bulk_create(sorted(rows, key=lambda r: (r.push_key, r.device_id or 0)),
-                                         ignore_conflicts=True)  # fmt: skip
-            if accepted:
-                Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
-            by_reason: dict[str, list[int]] = {}
-            for device_id, reason in sorted(dead.items()):
-                by_reason.setdefault(reason, []).append(device_id)
-            for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
-                devices_disable(device_ids=device_ids, reason=reason)
+    def _record_sends(self, batch: list[tuple[Round, list[Answer]]]) -> None:
+        """Commit the rounds' answers; a device found dead is then skipped by the rounds that read it."""
+        dead = sends_record(
+            [(answer, round_.sends_of(answer[0], answer[2].device_id), round_.now)
+             for round_, answers in batch for answer in answers],
+            channel_of=lambda device: self.providers.for_device(device).name,
+        )  # fmt: skip
         if dead:  # committed: rounds begun from now on read these devices as disabled
             with self._dead_lock:
                 self._dead.update(dict.fromkeys(dead, self._seq))
 
-    def _finish(
-        self,
-        results: list[_Result],
-        closing: list[tuple[int, PushMessage, SendStatus]],
-        complete: list[tuple[int, PushMessage]],
-        attempt_of: dict[int, int],
-        now: Any,
-    ) -> None:
-        """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
-        rows = [
-            PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
-                     status=status, attempts=attempt_of[i], recorded_at=now)
-            for i, push, status in closing
-            if status in (SendStatus.STALE, SendStatus.NO_DEVICE)
-        ]  # fmt: skip
-        finished = [p for _, p, _ in closing] + [p for _, p in complete]
-        if not finished:
-            return
-        with transaction.atomic():
-            PushSend.objects.bulk_create(sorted(rows, key=lambda r: r.push_key), ignore_conflicts=True)
-            summary = _summaries(results, closing)
-            DeliveredPush.objects.bulk_create(
-                sorted(
-                    (DeliveredPush(key=p.idempotency_key, provider=summary.get(p.idempotency_key) or "none")
-                     for p in finished),
-                    key=lambda d: d.key,
-                ),
-                ignore_conflicts=True,
-            )  # fmt: skip
-
-
-_Result = tuple[int, PushMessage, Target, SendResult]
-
-
-def _summaries(results: list[_Result], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
-    """Per finished push key, how it finished: `stale`, `no_device`, or the providers of its devices."""
-    providers: dict[str, set[str]] = {}
-    for _, push, device, _ in results:
-        providers.setdefault(push.idempotency_key, set()).add(device.provider)
-    summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
-    for _, push, status in closing:
-        if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
-            summary[push.idempotency_key] = str(status)
-    return summary
+    def _recorder_failed(self, exc: BaseException) -> None:
+        """The recorder thread could not commit (the database is gone): the gateway must stop, not ack."""
+        self._recorder_error = exc
+        for round_ in list(self._open.values()):
+            round_.recorded.set()

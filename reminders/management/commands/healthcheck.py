@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reminders.health import readiness
+from reminders.ops.health import readiness
 
 
 class Command(BaseCommand):

@@ -80,8 +80,15 @@ class ApnsProvider:
         return self._jwt
 
     async def send(self, push: PushMessage, device: Target) -> SendResult:
-        payload = {"aps": {"alert": {"title": push.title, "body": push.body}, "sound": "default",
-                           "thread-id": push.training}, **push.data}  # fmt: skip
+        answer = dict(push.answer_fields)
+        aps = {
+            "alert": {"title": push.title, "body": push.body},
+            "sound": "default",
+            "thread-id": push.training,
+        }
+        if "category" in answer:  # the app registers TRAINING_INVITATION's actions (docs/app-contract.md)
+            aps["category"] = answer.pop("category")
+        payload = {"aps": aps, **push.data, **answer}
         expires = int(push.expires_at.timestamp()) if push.expires_at else int(time.time()) + 86400
         token = self.provider_token()
         headers = {
@@ -112,6 +119,8 @@ class ApnsProvider:
         if reason == "ExpiredProviderToken":  # sign a new one, once for all the streams that carried it
             self.provider_token(renew=token == self._jwt)
             return SendResult(Verdict.RETRY, error=text, retry_after=0.0)
+        if response.status == 429:  # TooManyRequests: too many to this device token, not to APNs
+            return SendResult(Verdict.RETRY, error=text, retry_after=retry_after, per_address=True)
         return status_verdict(response.status, text, retry_after, auth=reason in _APNS_AUTH)
 
     async def aclose(self) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from trainings.answers.links import as_strings
 from trainings.push.h2client import H2BadRequest, H2Error, H2Response
 from trainings.push.messages import (
     AuthFailure,
@@ -36,7 +37,9 @@ class FcmProvider:
     connection, as Google recommends for sending many messages.
 
     The OAuth 2 access token comes from the service account through google-auth, which signs the JWT grant
-    and posts it to the account's own `token_uri`; it is reused until google-auth says it expired.
+    and posts it to the account's own `token_uri`; it is reused until google-auth says it expired. FCM may
+    refuse a cached token before then (revoked, rotated keys): a 401 on it has the token refreshed once, by
+    the next `prepare()`, and the sends retried; a 401 on the token that refresh got stops the gateway.
     """
 
     name = "fcm"
@@ -68,12 +71,15 @@ class FcmProvider:
         self._token_request = google.auth.transport.urllib3.Request(pool)
         self._path = f"/v1/projects/{self.project_id}/messages:send"
         self._http = h2_connect(base_url)
+        self._refused: str | None = None  # a token FCM answered 401 to: `prepare()` gets another
+        self._after_refusal: str | None = None  # the token got in its place: a 401 on it is final
 
     def prepare(self) -> None:
         """Fetch or refresh the access token when google-auth says it is missing or about to expire."""
         from google.auth.exceptions import RefreshError, TransportError
 
-        if self.credentials.valid:
+        refused = self._refused is not None and self._refused == self.credentials.token
+        if self.credentials.valid and not refused:
             return
         try:
             self.credentials.refresh(self._token_request)
@@ -85,13 +91,15 @@ class FcmProvider:
             ) from None
         except TransportError:
             raise ConnectionError("FCM token endpoint unreachable") from None
+        if refused:
+            self._refused, self._after_refusal = None, self.credentials.token
 
     async def send(self, push: PushMessage, device: Target) -> SendResult:
         ttl = push.ttl_seconds(time.time())
         message: dict[str, Any] = {
             "token": device.token,
             "notification": {"title": push.title, "body": push.body},
-            "data": push.data,
+            "data": {**push.data, **as_strings(push.answer_fields)},
         }
         if device.platform == "web":
             message["webpush"] = {"headers": {"TTL": str(ttl), "Urgency": "high"},
@@ -99,7 +107,8 @@ class FcmProvider:
         else:
             message["android"] = {"collapse_key": push.collapse_id, "priority": "HIGH", "ttl": f"{ttl}s",
                                   "notification": {"tag": push.collapse_id}}  # fmt: skip
-        headers = {"authorization": f"Bearer {self.credentials.token}", "content-type": "application/json"}
+        token = self.credentials.token
+        headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
         try:
             response = await self._http.post(
                 self._path, headers=headers, body=json_dumps({"message": message})
@@ -110,6 +119,11 @@ class FcmProvider:
             return SendResult(Verdict.RETRY, error=f"FCM unreachable: {exc}")
         if response.status == 200:
             return SendResult(Verdict.ACCEPTED, message_id=str(json_object(response.body).get("name", "")))
+        if response.status == 401 and token != self._after_refusal:
+            self._refused = token  # the next round's prepare() refreshes it, once
+            return SendResult(
+                Verdict.RETRY, error="FCM 401 on a cached access token: refreshing it", retry_after=0.0
+            )
         return self._refusal(response)
 
     def _refusal(self, response: H2Response) -> SendResult:

@@ -37,8 +37,9 @@ class WebhookProvider:
         pass
 
     async def send(self, push: PushMessage, device: Target) -> SendResult:
-        document = {**push.raw, "device": {"id": device.device_id, "provider": device.provider,
-                                          "platform": device.platform, "token": device.token}}  # fmt: skip
+        document = {**push.raw, **push.answer_fields,
+                    "device": {"id": device.device_id, "provider": device.provider,
+                               "platform": device.platform, "token": device.token}}  # fmt: skip
         body = json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
         headers = {"Content-Type": "application/json", "Idempotency-Key": device.send_key(push)}
         if self.secret:

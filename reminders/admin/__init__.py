@@ -1,0 +1,4 @@
+"""The engine's admin: jobs, occurrences, schedules, throttle policies, their History pages and the
+person's time-zone setting. Importing the package registers the admins."""
+
+from reminders.admin import jobs as _jobs  # noqa: F401  (registers the admins)

@@ -1,0 +1,1 @@
+"""The HTTP API for jobs, schedules and throttle policies: views, serializers, parsers and abuse limits."""

@@ -1,0 +1,1 @@
+"""Operations: the status figures, Prometheus metrics, health checks and log format."""

@@ -1,0 +1,325 @@
+"""The operator's status figures (is the scheduler on time, how much is due, what failed, are workers alive),
+and the per-minute scan record they partly come from.
+
+Every query is bounded, so the page costs the same with 5 M or 30 M rows in the occurrence table; the
+comment above each names the index that serves it (EXPLAIN output: bench/status_explain.txt, timing:
+`python -m bench.status`). On SQLite (the embedded default) the same figures come from plain ORM queries.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from reminders.engine.dispatch import ScanResult
+from reminders.engine.occurrences import occurrences_retry_now
+from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Occurrence, OccurrenceStatus, ScanMinute
+
+_OCC = Occurrence._meta.db_table
+_SCAN = ScanMinute._meta.db_table
+
+# Counts stop here: past it the page says "at least" (a backlog that large is the news, not its digits).
+COUNT_CAP = 10_000
+# Lateness percentiles over at most this many of the window's latest deliveries (the sample size is shown).
+LATENESS_SAMPLE = 5_000
+# Failures grouped over at most this many of the last 24 h's latest failed rows, and this many groups.
+FAILURE_SAMPLE = 5_000
+FAILURE_GROUPS = 20
+ERROR_PREFIX = 200
+
+
+def occurrence_state(status: str, attempts: int) -> str:
+    """What a person reads: a scheduled row that already failed an attempt is "retrying", not "scheduled"."""
+    if status == OccurrenceStatus.SCHEDULED and attempts > 0:
+        return f"retrying (after {attempts} attempt{'s' if attempts > 1 else ''})"
+    return str(status)
+
+
+# --- The scan record (written by every scan run) ------------------------------------------------------
+
+_RECORD_SQL = f"""
+INSERT INTO {_SCAN} (minute, scans, claimed, delivered, retried, failed, last_scan_at, last_worker)
+VALUES (%s, 1, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (minute) DO UPDATE SET
+    scans = {_SCAN}.scans + 1,
+    claimed = {_SCAN}.claimed + excluded.claimed,
+    delivered = {_SCAN}.delivered + excluded.delivered,
+    retried = {_SCAN}.retried + excluded.retried,
+    failed = {_SCAN}.failed + excluded.failed,
+    last_scan_at = excluded.last_scan_at,
+    last_worker = excluded.last_worker
+"""  # noqa: S608 - the table name is a constant
+
+
+def scan_record(*, result: ScanResult, worker: str, at: datetime | None = None) -> None:
+    """Add one scan run's totals to its minute's row (one upsert; concurrent workers add, never overwrite)."""
+    at = at or timezone.now()
+    minute = at.replace(second=0, microsecond=0)
+    as_db = connection.ops.adapt_datetimefield_value  # on SQLite: the text the ORM compares with
+    params: list[Any] = [
+        as_db(minute),
+        result.claimed,
+        result.delivered,
+        result.retried,
+        result.failed,
+        as_db(at),
+        worker[:200],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_RECORD_SQL, params)
+
+
+def scan_minutes_purge(*, before: datetime) -> int:
+    """Retention for the scan record (called with the occurrence purge)."""
+    deleted, _ = ScanMinute.objects.filter(minute__lt=before).delete()
+    return deleted
+
+
+# --- The figures ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lateness:
+    window: str
+    sample: int
+    p50: float | None  # seconds
+    p99: float | None
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    error: str
+    count: int
+    last_at: datetime
+
+
+@dataclass(frozen=True)
+class MinutePoint:
+    minute: datetime
+    delivered: int
+    failed: int
+
+
+@dataclass
+class EngineStatus:
+    now: datetime
+    due: int
+    due_capped: bool
+    in_flight: int
+    oldest_due_at: datetime | None
+    lateness: list[Lateness] = field(default_factory=list)
+    per_minute: list[MinutePoint] = field(default_factory=list)
+    failures: list[FailureGroup] = field(default_factory=list)
+    failures_sampled: bool = False
+    last_scan_at: datetime | None = None
+    last_worker: str = ""
+
+    @property
+    def oldest_due_age(self) -> timedelta | None:
+        return None if self.oldest_due_at is None else self.now - self.oldest_due_at
+
+
+def engine_status(*, now: datetime | None = None) -> EngineStatus:
+    now = now or timezone.now()
+    due, capped = due_count(now=now)
+    status = EngineStatus(
+        now=now,
+        due=due,
+        due_capped=capped,
+        in_flight=in_flight_count(),
+        oldest_due_at=oldest_due_at(now=now),
+    )
+    status.lateness = [
+        lateness(since=now - timedelta(minutes=5), window="last 5 min"),
+        lateness(since=now - timedelta(hours=1), window="last hour"),
+    ]
+    status.per_minute = deliveries_per_minute(now=now)
+    status.failures, status.failures_sampled = failures_by_error(since=now - timedelta(hours=24))
+    last = ScanMinute.objects.order_by("-minute").first()  # primary key, backwards: one row
+    if last is not None:
+        status.last_scan_at, status.last_worker = last.last_scan_at, last.last_worker
+    return status
+
+
+def _postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _levels(select: str, *, limit: str) -> str:
+    """One LATERAL index range per (throttle scope, priority level), as the claim walks them: both due
+    indexes lead with columns the page does not filter on, so a plain range on next_attempt_at would walk
+    every scheduled row, future ones included."""
+    unthrottled = f"""
+        SELECT d.* FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
+        CROSS JOIN LATERAL (
+            SELECT {select} FROM {_OCC}
+             WHERE status = 'scheduled' AND throttle_id IS NULL AND priority = p.level
+               AND next_attempt_at <= %(now)s
+             ORDER BY next_attempt_at LIMIT {limit}) AS d"""  # noqa: S608 - constants; values are bound
+    throttled = f"""
+        SELECT d.* FROM reminders_throttlepolicy AS t
+        CROSS JOIN generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
+        CROSS JOIN LATERAL (
+            SELECT {select} FROM {_OCC}
+             WHERE status = 'scheduled' AND throttle_id = t.id AND priority = p.level
+               AND next_attempt_at <= %(now)s
+             ORDER BY next_attempt_at LIMIT {limit}) AS d"""  # noqa: S608
+    return f"({unthrottled}) UNION ALL ({throttled})"
+
+
+# Due and not delivered: occurrence_due_idx and occurrence_throttled_due_idx, one bounded range per level.
+DUE_COUNT_SQL = f"SELECT count(*) FROM ({_levels('1 AS one', limit='%(cap)s')} LIMIT %(cap)s) AS due"  # noqa: S608
+# The oldest of them: the first entry of each range (same indexes), the least of those.
+OLDEST_DUE_SQL = f"SELECT min(next_attempt_at) FROM ({_levels('next_attempt_at', limit='1')}) AS firsts"  # noqa: S608
+# In flight: occurrence_lease_idx holds exactly the claimed rows (an index-only count, capped).
+IN_FLIGHT_SQL = f"SELECT count(*) FROM (SELECT 1 FROM {_OCC} WHERE status = 'claimed' LIMIT %(cap)s) AS c"  # noqa: S608
+# Lateness: occurrence_purge_idx (finished_at, rows delivered/cancelled/skipped), walked backwards from now;
+# a delivered row's finished_at is its delivered_at.
+LATENESS_SQL = f"""
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY late), percentile_cont(0.99) WITHIN GROUP (ORDER BY late),
+       count(*)
+  FROM (SELECT EXTRACT(EPOCH FROM (delivered_at - fire_at)) AS late FROM {_OCC}
+         WHERE status IN ('delivered', 'cancelled', 'skipped') AND status = 'delivered'
+           AND finished_at >= %(since)s
+         ORDER BY finished_at DESC LIMIT %(sample)s) AS s
+"""  # noqa: S608
+# Failures: occurrence_failed_idx (finished_at, failed rows only), the latest FAILURE_SAMPLE of them.
+FAILURES_SQL = f"""
+SELECT substr(last_error, 1, {ERROR_PREFIX}) AS error, count(*) AS n, max(finished_at) AS last_at
+  FROM (SELECT last_error, finished_at FROM {_OCC}
+         WHERE status = 'failed' AND finished_at >= %(since)s
+         ORDER BY finished_at DESC LIMIT %(sample)s) AS f
+ GROUP BY 1 ORDER BY n DESC, last_at DESC LIMIT %(groups)s
+"""  # noqa: S608
+
+
+def status_queries(*, now: datetime) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every PostgreSQL statement of the page with its parameters (the bench EXPLAINs exactly these)."""
+    return {
+        "due_count": (DUE_COUNT_SQL, {"now": now, "cap": COUNT_CAP}),
+        "oldest_due": (OLDEST_DUE_SQL, {"now": now}),
+        "in_flight": (IN_FLIGHT_SQL, {"cap": COUNT_CAP}),
+        "lateness_1h": (LATENESS_SQL, {"since": now - timedelta(hours=1), "sample": LATENESS_SAMPLE}),
+        "failures_24h": (
+            FAILURES_SQL,
+            {"since": now - timedelta(hours=24), "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS},
+        ),
+        # The ORM reads of the scan record, written out: both on the primary key (minute).
+        "per_minute": (
+            f"SELECT * FROM {_SCAN} WHERE minute >= %(start)s AND minute <= %(end)s",  # noqa: S608
+            {"start": now - timedelta(minutes=59), "end": now},
+        ),
+        "last_scan": (f"SELECT * FROM {_SCAN} ORDER BY minute DESC LIMIT 1", {}),  # noqa: S608
+    }
+
+
+def _one(sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def due_count(*, now: datetime) -> tuple[int, bool]:
+    if _postgres():
+        (count,) = _one(DUE_COUNT_SQL, {"now": now, "cap": COUNT_CAP})
+    else:
+        count = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now).count()
+        count = min(count, COUNT_CAP)
+    return int(count), count >= COUNT_CAP
+
+
+def oldest_due_at(*, now: datetime) -> datetime | None:
+    if _postgres():
+        (oldest,) = _one(OLDEST_DUE_SQL, {"now": now})
+        return oldest
+    first = (
+        Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now)
+        .order_by("next_attempt_at")
+        .values_list("next_attempt_at", flat=True)
+        .first()
+    )
+    return first
+
+
+def in_flight_count() -> int:
+    if _postgres():
+        return int(_one(IN_FLIGHT_SQL, {"cap": COUNT_CAP})[0])
+    return Occurrence.objects.filter(status=OccurrenceStatus.CLAIMED)[:COUNT_CAP].count()
+
+
+def _percentile(sorted_values: list[float], fraction: float) -> float:
+    """Linear interpolation, as PostgreSQL's percentile_cont."""
+    position = (len(sorted_values) - 1) * fraction
+    low, high = math.floor(position), math.ceil(position)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def lateness(*, since: datetime, window: str) -> Lateness:
+    """Delivered time minus fire time, over the window's latest LATENESS_SAMPLE deliveries."""
+    if _postgres():
+        p50, p99, count = _one(LATENESS_SQL, {"since": since, "sample": LATENESS_SAMPLE})
+        return Lateness(window, int(count), _float(p50), _float(p99))
+    rows = (
+        Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED, finished_at__gte=since)
+        .order_by("-finished_at")
+        .values_list("delivered_at", "fire_at")[:LATENESS_SAMPLE]
+    )
+    values = sorted((delivered - fire).total_seconds() for delivered, fire in rows if delivered)
+    if not values:
+        return Lateness(window, 0, None, None)
+    return Lateness(window, len(values), _percentile(values, 0.5), _percentile(values, 0.99))
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def deliveries_per_minute(*, now: datetime, minutes: int = 60) -> list[MinutePoint]:
+    """The last `minutes` minutes from the scan record (primary key range), zeros where no scan ran."""
+    end = now.replace(second=0, microsecond=0)
+    start = end - timedelta(minutes=minutes - 1)
+    rows = {row.minute: row for row in ScanMinute.objects.filter(minute__gte=start, minute__lte=end)}
+    points = []
+    for i in range(minutes):
+        minute = start + timedelta(minutes=i)
+        row = rows.get(minute)
+        points.append(MinutePoint(minute, row.delivered if row else 0, row.failed if row else 0))
+    return points
+
+
+def failures_by_error(*, since: datetime) -> tuple[list[FailureGroup], bool]:
+    """Failed occurrences since `since`, grouped by the start of their error; True if the sample was full."""
+    params: dict[str, Any] = {"since": since, "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS}
+    with connection.cursor() as cursor:
+        cursor.execute(FAILURES_SQL, params)
+        rows = cursor.fetchall()
+    groups = [FailureGroup(error or "", int(n), _aware(last_at)) for error, n, last_at in rows]
+    return groups, sum(g.count for g in groups) >= FAILURE_SAMPLE
+
+
+def _aware(value: Any) -> datetime:
+    if isinstance(value, str):  # SQLite returns an aggregate of a datetime column as text
+        value = datetime.fromisoformat(value)
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value
+
+
+def failures_retry(*, error: str, since: datetime) -> int:
+    """The status page's "retry": failed occurrences since `since` whose error starts with `error`."""
+    return occurrences_retry_now(failed_matching(error=error, since=since))
+
+
+def failed_matching(*, error: str, since: datetime) -> QuerySet[Occurrence]:
+    # occurrence_failed_idx range on finished_at, then the prefix filter on those rows.
+    return Occurrence.objects.filter(
+        status=OccurrenceStatus.FAILED, finished_at__gte=since, last_error__startswith=error
+    )

@@ -1,0 +1,48 @@
+"""The import graph's figures of reminders/ and trainings/: modules, import levels, and how the domain
+reaches into the engine. Run from the repository root: `python scripts/import_figures.py`.
+
+It reads the graph the way tests/test_import_graph.py does (module-level imports, parents included,
+`TYPE_CHECKING` blocks left out), so the figures and the tests agree on what an import is.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.test_import_graph import MODULES, _imports
+
+
+def main() -> None:
+    imports = [i for i in _imports() if not i.local]
+    edges: dict[str, set[str]] = {module: set() for module in MODULES}
+    for each in imports:
+        edges[each.module].add(each.target)
+
+    @cache
+    def level(module: str) -> int:
+        """0 for a module importing nothing of the apps, else one more than its deepest import."""
+        return 1 + max((level(t) for t in edges[module]), default=-1)
+
+    for app in ("reminders", "trainings"):
+        mine = [m for m in MODULES if m == app or m.startswith(app + ".")]
+        levels = 1 + max(level(m) for m in mine)
+        print(f"{app}: {len(mine)} modules on {levels} import levels")
+    arrows = {(m, t) for m, targets in edges.items() for t in targets}
+    across = sorted(
+        (m, t)
+        for m, t in arrows
+        if m.startswith("trainings") and (t == "reminders" or t.startswith("reminders."))
+    )
+    distinct = sorted({t for _, t in across if t != "reminders"})
+    print(f"trainings -> reminders: {len(across)} arrows to {len(distinct)} distinct modules")
+    for target in distinct:
+        users = sorted(m for m, t in across if t == target)
+        print(f"  {target}: {len(users)} ({', '.join(users)})")
+
+
+if __name__ == "__main__":
+    main()

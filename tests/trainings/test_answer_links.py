@@ -1,0 +1,280 @@
+"""Answer links: a signed token lets one player answer one kind of one training without a session; the
+answer is recorded with its source, idempotently, and the next reminder skips the player. Forged,
+expired, other-player and cancelled-training links are refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from django.core import signing
+from django.test import Client
+from django.utils import timezone
+
+from reminders.models import Occurrence
+from tests.factories import training_made
+from tests.trainings.conftest import fire
+from trainings.answers.links import SALT, answer_token, answer_url
+from trainings.models import (
+    AnswerSource,
+    Invitation,
+    InvitationStatus,
+    Player,
+    Push,
+    PushStatus,
+    QuestionnaireAnswer,
+    ReminderRule,
+    Team,
+    Training,
+)
+from trainings.selectors import job_key, training_player_grid
+from trainings.services import training_cancel
+
+START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
+
+
+@pytest.fixture(autouse=True)
+def _pushes_to_a_test_queue(push_queue: str) -> None:
+    pass
+
+
+@pytest.fixture
+def training(team: Team) -> Training:
+    return training_made(team, START, location="Stadium")
+
+
+def _player(name: str) -> Player:
+    return Player.objects.get(name=name)
+
+
+def _path(player: Player, training: Training, kind: str) -> str:
+    token = answer_token(player_id=player.pk, training_id=training.pk, kind=kind)
+    return f"/api/answer-links/{token}/"
+
+
+def _post(client: Client, path: str, body: dict[str, Any]) -> Any:
+    return client.post(path, data=json.dumps(body), content_type="application/json")
+
+
+def _occurrence(training: Training, rule: ReminderRule, fire_at: dt.datetime) -> Occurrence:
+    return Occurrence.objects.get(job__key=job_key(training_id=training.pk, rule=rule), fire_at=fire_at)
+
+
+def _pushed(occurrence: Occurrence) -> list[str]:
+    return sorted(
+        Push.objects.filter(occurrence_key=occurrence.idempotency_key, status=PushStatus.SENT).values_list(
+            "player__name", flat=True
+        )
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_records_an_answer_followed_over_http_and_the_next_reminder_skips_the_player(
+    live_server: Any, settings: Any, team: Team, rules: dict[str, ReminderRule]
+) -> None:
+    settings.TRAININGS_PUBLIC_URL = live_server.url
+    from trainings.answers.links import _url_parts
+
+    _url_parts.cache_clear()
+    training = training_made(team, START)
+    invitation = rules["invitation"]
+    first = _occurrence(training, invitation, START - dt.timedelta(days=3))
+    assert fire(first).delivered == 1
+    assert _pushed(first) == ["Alice", "Bruno", "Chloe"]
+
+    bruno = _player("Bruno")
+    url = answer_url(answer_token(player_id=bruno.pk, training_id=training.pk, kind="INVITATION"))
+    assert url.startswith(live_server.url)
+    request = urllib.request.Request(  # noqa: S310 (the test's own server)
+        url, data=b'{"response": "denied"}', headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (the test's own server)
+        body = json.loads(response.read())
+    assert (body["changed"], body["answer"]["response"], body["answer"]["source"]) == (
+        True, "denied", "push_action",
+    )  # fmt: skip
+
+    row = Invitation.objects.get(training=training, player=bruno)
+    assert (row.status, row.response_source) == (InvitationStatus.DENIED, AnswerSource.PUSH_ACTION)
+    second = _occurrence(training, invitation, START - dt.timedelta(days=2))
+    assert fire(second).delivered == 1
+    assert _pushed(second) == ["Alice", "Chloe"]  # the fire-time re-check skips Bruno
+    _url_parts.cache_clear()
+
+
+def test_get_says_what_the_link_is_for_in_the_players_language_and_zone(
+    client: Client, training: Training
+) -> None:
+    response = client.get(_path(_player("Bruno"), training, "INVITATION"))
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["kind"] == "INVITATION"
+    assert body["expects"] == "response"
+    assert body["responses"] == ["accepted", "denied"]
+    assert body["language"] == "fr"
+    assert body["question"].startswith("Viendras-tu à Speed session")
+    assert body["training"]["title"] == "Speed session"
+    assert body["training"]["start_local"] == "2030-06-11T18:00:00+02:00"
+    assert body["training"]["time_zone"] == "Europe/Paris"
+    assert body["player"]["name"] == "Bruno"
+    assert body["answer"] is None
+    assert body["closes_at"] == "2030-06-11T16:00:00Z"
+
+
+def test_a_questionnaire_link_records_the_answers_idempotently(client: Client, training: Training) -> None:
+    path = _path(_player("Alice"), training, "PRE")
+    first = _post(client, path, {"answers": {"sleep": 7, "soreness": 2}})
+    assert first.status_code == 200, first.content
+    assert first.json()["changed"] is True
+    answer = QuestionnaireAnswer.objects.get(training=training, player__name="Alice", phase="PRE")
+    assert (answer.answers, answer.source) == ({"sleep": 7, "soreness": 2}, AnswerSource.PUSH_ACTION)
+
+    again = _post(client, path, {"answers": {"sleep": 7, "soreness": 2}})
+    assert again.json()["changed"] is False
+    assert QuestionnaireAnswer.objects.get(pk=answer.pk).answered_at == answer.answered_at  # untouched
+
+    changed = _post(client, path, {"answers": {"sleep": 8}, "source": "app"})
+    assert changed.json()["changed"] is True
+    answer.refresh_from_db()
+    assert (answer.answers, answer.source) == ({"sleep": 8}, AnswerSource.APP)
+    assert client.get(path).json()["answer"]["answers"] == {"sleep": 8}
+
+
+def test_an_invitation_answer_is_idempotent_and_may_change_while_open(
+    client: Client, training: Training
+) -> None:
+    path = _path(_player("Alice"), training, "INVITATION")
+    assert _post(client, path, {"response": "accepted"}).json()["changed"] is True
+    at = Invitation.objects.get(training=training, player__name="Alice").responded_at
+    assert _post(client, path, {"response": "accepted"}).json()["changed"] is False
+    assert Invitation.objects.get(training=training, player__name="Alice").responded_at == at
+    assert _post(client, path, {"response": "denied"}).json()["answer"]["response"] == "denied"
+    assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "field"),
+    [
+        ("INVITATION", {}, "response"),
+        ("INVITATION", {"response": "maybe"}, "response"),
+        ("INVITATION", {"answers": {}}, "answers"),
+        ("PRE", {"response": "accepted"}, "response"),
+        ("PRE", {"answers": [1, 2]}, "answers"),
+        ("POST", {}, "answers"),
+        ("PRE", {"answers": {}, "source": "admin"}, "source"),
+    ],
+)
+def test_a_bad_body_is_a_400_naming_the_field(
+    client: Client, training: Training, kind: str, body: dict[str, Any], field: str
+) -> None:
+    response = _post(client, _path(_player("Alice"), training, kind), body)
+    assert response.status_code == 400
+    assert field in response.json()
+    assert not QuestionnaireAnswer.objects.exists()
+    assert not Invitation.objects.exclude(status=InvitationStatus.PENDING).exists()
+
+
+def test_a_tampered_or_foreign_token_is_a_400_that_says_nothing_more(
+    client: Client, training: Training
+) -> None:
+    alice, bruno = _player("Alice"), _player("Bruno")
+    token = answer_token(player_id=alice.pk, training_id=training.pk, kind="INVITATION")
+    _payload, rest = token.split(":", 1)
+    # The same signature over another player: the signature no longer matches.
+    other = signing.dumps([bruno.pk, training.pk.hex, "INVITATION", "p"], salt=SALT, compress=False)
+    forged = f"{other.split(':', 1)[0]}:{rest}"
+    candidates = [
+        forged,
+        token[:-2] + ("AA" if not token.endswith("AA") else "BB"),
+        signing.dumps([alice.pk, training.pk.hex, "INVITATION", "p"], salt="another.purpose"),
+        signing.dumps([alice.pk, training.pk.hex, "INVITATION", "p"], key="not-our-key", salt=SALT),
+        "garbage",
+    ]
+    for bad in candidates:
+        for response in (client.get(f"/api/answer-links/{bad}/"),
+                         _post(client, f"/api/answer-links/{bad}/", {"response": "accepted"})):  # fmt: skip
+            assert response.status_code == 400, bad
+            assert response.json() == {"detail": "This is not a valid answer link."}
+    assert not Invitation.objects.exclude(status=InvitationStatus.PENDING).exists()
+
+
+def test_a_link_answers_for_its_own_player_training_and_kind_only(
+    client: Client, training: Training, team: Team
+) -> None:
+    other_training = training_made(team, START + dt.timedelta(days=1))
+    path = _path(_player("Alice"), training, "INVITATION")
+    assert _post(client, path, {"response": "accepted"}).status_code == 200
+    # Only Alice's invitation to this training changed: not her other training, not Bruno, not PRE.
+    changed = Invitation.objects.exclude(status=InvitationStatus.PENDING)
+    assert list(changed.values_list("training_id", "player__name")) == [(training.pk, "Alice")]
+    assert Invitation.objects.get(training=other_training, player__name="Alice").status == "PENDING"
+    assert not QuestionnaireAnswer.objects.exists()
+
+
+def test_a_player_no_longer_on_the_list_gets_a_410(client: Client, training: Training) -> None:
+    chloe = _player("Chloe")
+    Invitation.objects.filter(training=training, player=chloe).delete()
+    response = _post(client, _path(chloe, training, "INVITATION"), {"response": "accepted"})
+    assert (response.status_code, response.json()["code"]) == (410, "not_invited")
+
+
+def test_a_cancelled_training_refuses_its_links_with_a_410(client: Client, training: Training) -> None:
+    path = _path(_player("Alice"), training, "PRE")
+    training_cancel(training=training)
+    for response in (client.get(path), _post(client, path, {"answers": {"sleep": 7}})):
+        assert (response.status_code, response.json()["code"]) == (410, "cancelled")
+    assert not QuestionnaireAnswer.objects.exists()
+
+
+def test_a_link_expires_when_its_kinds_window_closes(client: Client, team: Team, settings: Any) -> None:
+    now = timezone.now()
+    training = training_made(team, now + dt.timedelta(minutes=30), minutes=60)
+    alice = _player("Alice")
+    pre, post = _path(alice, training, "PRE"), _path(alice, training, "POST")
+    assert client.get(pre).status_code == 200
+    Training.objects.filter(pk=training.pk).update(
+        start=now - dt.timedelta(minutes=1), end=now + dt.timedelta(minutes=59)
+    )
+    assert (client.get(pre).status_code, client.get(pre).json()["code"]) == (410, "closed")
+    assert client.get(post).status_code == 200  # the post-training questionnaire is still open
+    settings.TRAININGS_POST_QUESTIONNAIRE_HOURS = 1
+    Training.objects.filter(pk=training.pk).update(
+        start=now - dt.timedelta(hours=3), end=now - dt.timedelta(hours=2)
+    )
+    assert _post(client, post, {"answers": {}}).status_code == 410
+    deleted = _path(alice, training, "INVITATION")
+    Training.objects.filter(pk=training.pk).delete()
+    assert (client.get(deleted).status_code, client.get(deleted).json()["code"]) == (410, "gone")
+
+
+def test_a_link_signed_with_a_previous_key_works_while_that_key_is_a_fallback(
+    client: Client, training: Training, settings: Any
+) -> None:
+    path = _path(_player("Alice"), training, "INVITATION")
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "the-new-key-" * 4, [settings.SECRET_KEY]
+    assert client.get(path).status_code == 200
+    settings.SECRET_KEY_FALLBACKS = []
+    assert client.get(path).status_code == 400
+
+
+def test_following_one_link_too_often_is_throttled(client: Client, training: Training, settings: Any) -> None:
+    settings.API_THROTTLE_ANSWER_LINK_RATE = "3/m"
+    path = _path(_player("Alice"), training, "INVITATION")
+    assert [client.get(path).status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert client.get(_path(_player("Bruno"), training, "INVITATION")).status_code == 200  # another link
+
+
+def test_the_coachs_grid_says_how_and_when_each_answer_came(client: Client, training: Training) -> None:
+    alice = _player("Alice")
+    sent = timezone.now() - dt.timedelta(minutes=3)
+    Push.objects.create(
+        key="k.1", occurrence_key="k", training=training, player=alice, kind="INVITATION", offset="60m",
+        language="en", title="t", body="b", fire_at=sent, status=PushStatus.SENT, sent_at=sent,
+    )  # fmt: skip
+    assert _post(client, _path(alice, training, "INVITATION"), {"response": "accepted"}).status_code == 200
+    row = next(r for r in training_player_grid(training=training) if r.player == "Alice")
+    assert row.invitation_how == "from the notification, 3 min after the 60-min reminder"

@@ -1,0 +1,4 @@
+"""The trainings admin for coaches and operators, and the operator's status page. Importing the package
+registers the admins."""
+
+from trainings.admin import trainings as _trainings  # noqa: F401  (registers the admins)

@@ -1,0 +1,351 @@
+"""Admin for coaches and operators.
+
+Coaches are staff users in the "Coaches" group (`coach_group_ensure`); every queryset and every related
+choice is scoped with the same selectors as the API, so a coach sees and picks only their own teams'
+trainings and players, and another team's object is "does not exist". Operators (superusers or
+`trainings.manage_all_teams`) see everything and edit the rules. Saves go through the services so the
+reminders are rescheduled in the admin's own transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from reminders.admin.history import AuditedAdmin
+from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
+from trainings.admin.html import local_html, local_time, player_grid_html, reminder_timeline_html
+from trainings.admin.people import ScopedChoices
+from trainings.models import (
+    AnswerSource,
+    Invitation,
+    InvitationStatus,
+    QuestionnaireAnswer,
+    ReminderRule,
+    Training,
+)
+from trainings.offsets import is_time_zone
+from trainings.selectors import (
+    reminder_recipients,
+    teams_visible_to,
+    trainings_next_reminder,
+    trainings_visible_to,
+    trainings_with_counts,
+)
+from trainings.services import (
+    training_cancel,
+    training_copy,
+    training_delete,
+    training_remind_now,
+    training_reminders_schedule,
+)
+
+
+class InvitationForm(ModelForm):
+    """An RSVP set by hand is stamped like one the player sent: `responded_at` is when it was given."""
+
+    class Meta:
+        model = Invitation
+        fields = ["player", "status", "responded_at"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        status = data.get("status")
+        if status == InvitationStatus.PENDING:
+            data["responded_at"] = None  # no answer, so no time of answer
+            self.instance.response_source = ""
+        elif status and "status" in self.changed_data:
+            self.instance.response_source = AnswerSource.ADMIN  # the coach's page says a coach set it
+            if "responded_at" not in self.changed_data:
+                data["responded_at"] = timezone.now()
+        return data
+
+
+class InvitationInline(ScopedChoices, admin.TabularInline):
+    model = Invitation
+    form = InvitationForm
+    extra = 0
+    fields = ["player", "status", "responded_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Invitation]:
+        return super().get_queryset(request).select_related("player")
+
+
+class AnswerInline(ScopedChoices, admin.TabularInline):
+    model = QuestionnaireAnswer
+    extra = 0
+    fields = ["player", "phase", "answered_at", "answers"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[QuestionnaireAnswer]:
+        return super().get_queryset(request).select_related("player")
+
+
+class TrainingForm(ModelForm):
+    """Start and end are typed and shown in the training's own zone (the `time_zone` field), whatever the
+    zone of the person typing: a coach in Paris types 17:25 for a 17:25 Paris training."""
+
+    class Meta:
+        model = Training
+        fields = ["team", "title", "start", "end", "time_zone", "location", "cancelled"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        name = data.get("time_zone")
+        if name and is_time_zone(name):
+            zone = ZoneInfo(name)
+            current = timezone.get_current_timezone()
+            for field in ("start", "end"):
+                value = data.get(field)
+                if value is not None:  # parsed in the active zone: read the same wall time in the training's
+                    data[field] = timezone.make_aware(timezone.make_naive(value, current), zone)
+            if data.get("start") and data.get("end") and data["end"] <= data["start"]:
+                self.add_error("end", "The training must end after it starts.")
+        return data
+
+
+@admin.register(Training)
+class TrainingAdmin(ScopedChoices, AuditedAdmin):
+    form = TrainingForm
+    list_display = [
+        "title",
+        "team",
+        "local_start",
+        "next_reminder",
+        "invitations",
+        "pre_questionnaire",
+        "post_questionnaire",
+        "cancelled",
+    ]
+    list_filter = ["cancelled", "start"]
+    search_fields = ["title", "team__name"]
+    date_hierarchy = "start"
+    list_select_related = ["team"]
+    readonly_fields = ["player_grid", "reminder_timeline"]
+    inlines = [InvitationInline, AnswerInline]
+    actions = ["cancel_trainings", "copy_to_next_week"]
+    change_form_template = "admin/trainings/training/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Training]:
+        queryset = trainings_visible_to(request.user)
+        if request.resolver_match and request.resolver_match.url_name == "trainings_training_changelist":
+            queryset = trainings_with_counts(queryset)
+        return queryset
+
+    def history_visible_when_deleted(self, request: HttpRequest, last_state: Training) -> bool:  # type: ignore[override]
+        """A deleted training's history is its team's coaches' (and operators'), as it was when it lived."""
+        return teams_visible_to(request.user).filter(pk=last_state.team_id).exists()
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        page = list(changelist.result_list)
+        upcoming = trainings_next_reminder(page)
+        for training in page:
+            training.next_reminder_at = upcoming.get(training.pk)
+        return changelist
+
+    def get_fieldsets(self, request: HttpRequest, obj: Training | None = None) -> Any:
+        main = ["team", "title", "start", "end", "time_zone", "location", "cancelled"]
+        if obj is None:
+            return [(None, {"fields": main})]
+        return [
+            (None, {"fields": main}),
+            ("Players", {"fields": ["player_grid"]}),
+            ("Reminders", {"fields": ["reminder_timeline"]}),
+        ]
+
+    def get_form(
+        self, request: HttpRequest, obj: Training | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        where = (
+            f"{obj.time_zone}, {timezone.localtime(obj.start, obj.zone).tzname()}"
+            if obj
+            else "the zone below"
+        )
+        for name in ("start", "end"):
+            form.base_fields[name].help_text = f"Local time in the training's zone ({where})."
+        return form
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: Any = None,
+    ) -> Any:
+        # The form shows and parses times in the training's zone (the add form: in the person's own zone,
+        # then re-read in the chosen zone by TrainingForm.clean).
+        training = self.get_object(request, object_id) if object_id else None
+        if training is None:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with timezone.override(training.zone):
+            extra = {
+                **(extra_context or {}),
+                "remind_rules": self._remind_choices(training),
+                "click": uuid.uuid4().hex,
+            }
+            response = super().changeform_view(request, object_id, form_url, extra)
+            if hasattr(response, "render"):
+                response.render()  # render while the training's zone is active
+        return response
+
+    def _remind_choices(self, training: Training) -> list[tuple[int, str, int]]:
+        rules = ReminderRule.objects.filter(active=True).order_by("kind", "slug")
+        return [
+            (
+                rule.pk,
+                f"{rule.slug} ({rule.get_kind_display().split(' (')[0].lower()})",
+                reminder_recipients(training=training, rule=rule).count(),
+            )
+            for rule in rules
+        ]
+
+    def get_urls(self) -> list[Any]:
+        extra = [
+            path(
+                "<path:object_id>/remind/",
+                self.admin_site.admin_view(self.remind_view),
+                name="trainings_training_remind",
+            ),
+            path(
+                "<path:object_id>/copy/",
+                self.admin_site.admin_view(self.copy_view),
+                name="trainings_training_copy",
+            ),
+            path(
+                "<path:object_id>/cancel/",
+                self.admin_site.admin_view(self.cancel_view),
+                name="trainings_training_cancel",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def _training_for_action(self, request: HttpRequest, object_id: str) -> Training | None:
+        """The coach's own training for a POST; None (answered like the admin: "does not exist") else."""
+        if request.method != "POST":
+            raise PermissionDenied("POST only")
+        training = self.get_object(request, object_id)
+        if training is not None and not self.has_change_permission(request, training):
+            raise PermissionDenied("you may not change this training")
+        return training
+
+    def _missing(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+
+    def remind_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        training = self._training_for_action(request, object_id)
+        if training is None:
+            return self._missing(request, object_id)
+        click = request.POST.get("click", "")
+        rule = ReminderRule.objects.filter(pk=request.POST.get("rule") or 0, active=True).first()
+        if rule is None or not click.isalnum() or len(click) > 64:
+            self.message_user(request, "Choose a reminder rule to send.", messages.ERROR)
+        else:
+            result = training_remind_now(training=training, rule=rule, click=click)
+            if result.error:
+                self.message_user(request, f"Pushes not all published: {result.error}", messages.ERROR)
+            else:
+                self.message_user(
+                    request,
+                    f"{result.published} push(es) sent to the {result.recipients} pending player(s).",
+                    messages.SUCCESS,
+                )
+        return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
+
+    def copy_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        training = self._training_for_action(request, object_id)
+        if training is None:
+            return self._missing(request, object_id)
+        copy = training_copy(training=training)
+        self.message_user(request, f"Copied to {local_time(copy.start, copy.zone)}.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[copy.pk]))
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        found = self._training_for_action(request, object_id)
+        if found is None:
+            return self._missing(request, object_id)
+        training = training_cancel(training=found)
+        self.message_user(
+            request, "Training cancelled; its pending reminders are cancelled.", messages.SUCCESS
+        )
+        return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
+
+    def save_model(self, request: HttpRequest, obj: Training, form: ModelForm, change: bool) -> None:
+        if change:
+            # Lock first: a concurrent rule rescan must not schedule from the old times after us.
+            Training.objects.select_for_update().filter(pk=obj.pk).first()
+        obj.save()
+
+    def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:
+        # Inlines (the player list) are saved by now; the admin view's transaction is still open.
+        super().save_related(request, form, formsets, change)
+        training_reminders_schedule(training=form.instance)
+
+    def delete_model(self, request: HttpRequest, obj: Training) -> None:
+        training_delete(training=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Training]) -> None:
+        for training in queryset:
+            training_delete(training=training)
+
+    @admin.action(description="Cancel selected trainings (and their pending reminders)")
+    def cancel_trainings(self, request: HttpRequest, queryset: QuerySet[Training]) -> None:
+        for training in queryset:
+            training_cancel(training=training)
+        self.message_user(request, f"{queryset.count()} training(s) cancelled.", messages.SUCCESS)
+
+    @admin.action(description="Copy selected trainings to next week (same local time)")
+    def copy_to_next_week(self, request: HttpRequest, queryset: QuerySet[Training]) -> None:
+        copies = [training_copy(training=training) for training in queryset]
+        self.message_user(request, f"{len(copies)} training(s) copied to next week.", messages.SUCCESS)
+
+    @admin.display(description="start (local)", ordering="start")
+    def local_start(self, training: Training) -> SafeString:
+        return format_html(
+            '{} <span class="zone">{}</span>', local_html(training.start, training.zone), training.time_zone
+        )
+
+    @admin.display(description="next reminder (local)")
+    def next_reminder(self, training: Training) -> SafeString:
+        return local_html(getattr(training, "next_reminder_at", None), training.zone)
+
+    @admin.display(description="invitations ✓ / ✗ / ?")
+    def invitations(self, training: Training) -> SafeString:
+        return format_html(
+            '<span title="accepted">{} ✓</span> / <span title="declined">{} ✗</span> / '
+            '<span title="pending" class="pending">{} pending</span>',
+            getattr(training, "n_accepted", 0),
+            getattr(training, "n_declined", 0),
+            getattr(training, "n_pending", 0),
+        )
+
+    @admin.display(description="pre answered / owed")
+    def pre_questionnaire(self, training: Training) -> str:
+        return f"{getattr(training, 'n_pre_answered', 0)} / {getattr(training, 'n_pre_owed', 0)}"
+
+    @admin.display(description="post answered / owed")
+    def post_questionnaire(self, training: Training) -> str:
+        return f"{getattr(training, 'n_post_answered', 0)} / {getattr(training, 'n_post_owed', 0)}"
+
+    @admin.display(description="Player grid")
+    def player_grid(self, training: Training) -> SafeString:
+        return player_grid_html(training)
+
+    @admin.display(description="Reminder timeline")
+    def reminder_timeline(self, training: Training) -> SafeString:
+        return reminder_timeline_html(training)
+
+
+# Devices: their admin lives with the push code (trainings/push/admin.py).
+from trainings.push import admin as _push_admin  # noqa: E402, F401

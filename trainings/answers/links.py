@@ -1,0 +1,120 @@
+"""Answer links: a signed token that lets one player answer one reminder kind of one training, without a
+session, from a push action or an email.
+
+The token is Django's signing (HMAC-SHA256 over the SECRET_KEY, verified against SECRET_KEY_FALLBACKS
+too, so keys rotate without breaking the links already sent) with a salt of its own, so no other signed
+value of the site is ever accepted as a link. It names the player, the training, the kind and the channel
+it was sent through; it carries no expiry of its own: it works until that kind's window closes for the
+training as it is when the link is followed (a training moved later keeps its links working), and never
+on a cancelled one (trainings/answers/recording.py checks both).
+
+What the app receives with each push (documented in docs/app-contract.md): `answer_url`, and for an
+invitation the APNs category TRAINING_INVITATION with the actions `accept` and `decline`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.core import signing
+from django.urls import reverse
+
+SALT = "trainings.answer-link"
+# A link older than this is refused whatever its window says (a window is at most 30 days of offsets plus
+# the questionnaire's hours): a leaked token does not live forever.
+MAX_AGE_SECONDS = 90 * 86400
+
+INVITATION = "INVITATION"
+QUESTIONNAIRES = ("PRE", "POST")
+
+# The channel a link was sent through, as it is written in the token, and the answer source it records.
+CHANNELS = {"push": "p", "email": "e"}
+_SOURCE_OF = {"p": "push_action", "e": "email_link"}
+
+# The invitation's actions: (action id the app registers, response the link records).
+INVITATION_ACTIONS = (("accept", "accepted"), ("decline", "denied"))
+CATEGORIES = {
+    INVITATION: "TRAINING_INVITATION",
+    "PRE": "TRAINING_QUESTIONNAIRE",
+    "POST": "TRAINING_QUESTIONNAIRE",
+}
+
+
+class LinkInvalid(ValueError):
+    """Not a token this site signed for an answer (tampered, truncated, another salt): nothing more said."""
+
+
+@dataclass(frozen=True)
+class AnswerLink:
+    player_id: int
+    training_id: UUID
+    kind: str
+    channel: str  # "p" (push) or "e" (email)
+
+    @property
+    def source(self) -> str:
+        """The answer source a link of this channel records (AnswerSource values)."""
+        return _SOURCE_OF[self.channel]
+
+
+def answerable(kind: str) -> bool:
+    """Whether reminders of this kind wait for an answer a link can give."""
+    return kind == INVITATION or kind in QUESTIONNAIRES
+
+
+def answer_token(*, player_id: int, training_id: UUID | str, kind: str, channel: str = "push") -> str:
+    """The signed token of one player's answer to one kind of one training, sent through `channel`."""
+    if not answerable(kind):
+        raise ValueError(f"reminders of kind {kind!r} wait for no answer")
+    hex_id = training_id.hex if isinstance(training_id, UUID) else UUID(str(training_id)).hex
+    return signing.dumps([player_id, hex_id, kind, CHANNELS[channel]], salt=SALT, compress=False)
+
+
+def answer_link_read(token: str) -> AnswerLink:
+    """The link a token names; LinkInvalid for anything this site did not sign as one."""
+    try:
+        value = signing.loads(token, salt=SALT, max_age=MAX_AGE_SECONDS)
+        player_id, hex_id, kind, channel = value
+        if not (isinstance(player_id, int) and answerable(kind) and channel in _SOURCE_OF):
+            raise ValueError
+        return AnswerLink(player_id, UUID(hex=hex_id), kind, channel)
+    except (signing.BadSignature, ValueError, TypeError, AttributeError):
+        raise LinkInvalid("not a valid answer link") from None
+
+
+@cache
+def _url_parts() -> tuple[str, str]:
+    marker = "TOKEN"
+    path = reverse("answer-link", kwargs={"token": marker})
+    head, tail = path.split(marker)
+    return settings.TRAININGS_PUBLIC_URL.rstrip("/") + head, tail
+
+
+def answer_url(token: str) -> str:
+    """The absolute URL of a link (TRAININGS_PUBLIC_URL + the API path)."""
+    head, tail = _url_parts()
+    return f"{head}{token}{tail}"
+
+
+def answer_push_fields(*, player_id: int, training_id: str, kind: str) -> dict[str, Any]:
+    """What a push of this kind carries for answering in one tap: `category`, `answer_url`, and for an
+    invitation the `actions` (id, the response it records, the URL to POST it to). Empty for a kind that
+    waits for no answer (a "training moved" notice)."""
+    if not answerable(kind):
+        return {}
+    url = answer_url(answer_token(player_id=player_id, training_id=training_id, kind=kind))
+    fields: dict[str, Any] = {"category": CATEGORIES[kind], "answer_url": url}
+    if kind == INVITATION:
+        fields["actions"] = [{"id": action, "response": response, "url": url}
+                             for action, response in INVITATION_ACTIONS]  # fmt: skip
+    return fields
+
+
+def as_strings(fields: dict[str, Any]) -> dict[str, str]:
+    """The same fields as FCM data wants them: every value a string (the actions as JSON)."""
+    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in fields.items()}

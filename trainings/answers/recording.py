@@ -1,0 +1,195 @@
+"""Following an answer link: what it is for, and recording the answer it carries.
+
+A link is refused (LinkGone, HTTP 410) when its training was deleted or cancelled, when the kind's window
+has closed (the training's start for an invitation or the pre-training questionnaire, the questionnaire's
+close after the end for the post-training one), or when the player is no longer on the training's list.
+Recording is idempotent: the same answer twice changes nothing (not even its time); a different one
+replaces it while the window is open. The next reminder's fire-time re-check then skips the player.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.db import transaction
+from django.utils import formats, timezone, translation
+
+from trainings.answers.links import INVITATION, AnswerLink, answer_link_read
+from trainings.firing import push_expiry
+from trainings.models import (
+    AnswerSource,
+    Invitation,
+    InvitationStatus,
+    QuestionnaireAnswer,
+    Training,
+    render_template,
+)
+from trainings.offsets import is_time_zone
+
+RESPONSES = {"accepted": InvitationStatus.ACCEPTED, "denied": InvitationStatus.DENIED}
+MAX_ANSWER_KEYS = 100
+MAX_ANSWER_CHARS = 20_000
+
+
+class LinkGone(Exception):
+    """The link was valid and no longer is (HTTP 410); `code` says why, for the app."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class LinkTarget:
+    """What a followed link is about: its training (with the team), the player's invitation, the close."""
+
+    link: AnswerLink
+    training: Training
+    invitation: Invitation
+    closes_at: datetime
+
+
+def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
+    """The link's target if it may still be answered: LinkInvalid (400) or LinkGone (410) otherwise.
+
+    One query when it may: the player's invitation with its training, team and player."""
+    link = answer_link_read(token)
+    invitation = (
+        Invitation.objects.select_related("training__team", "player")
+        .filter(training_id=link.training_id, player_id=link.player_id)
+        .first()
+    )
+    training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
+    if training is None:
+        raise LinkGone("gone", "This training no longer exists.")
+    if training.cancelled:
+        raise LinkGone("cancelled", "This training was cancelled.")
+    closes_at = push_expiry(training=training, kind=link.kind)
+    if (now or timezone.now()) >= closes_at:
+        raise LinkGone("closed", "The time to answer this has passed.")
+    if invitation is None:
+        raise LinkGone("not_invited", "You are no longer on this training's list.")
+    return LinkTarget(link, training, invitation, closes_at)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    changed: bool
+    answer: dict[str, Any]
+
+
+def answer_link_record(
+    *,
+    target: LinkTarget,
+    response: str | None = None,
+    answers: dict[str, Any] | None = None,
+    source: str | None = None,
+    now: datetime | None = None,
+) -> Recorded:
+    """Record the link's answer: `response` ("accepted"/"denied") for an invitation, `answers` for a
+    questionnaire; `source` defaults to the link's channel. Returns whether anything changed, and the
+    answer as it now stands."""
+    now = now or timezone.now()
+    source = source or target.link.source
+    if target.link.kind == INVITATION:
+        if response not in RESPONSES:
+            raise ValueError("response")
+        status = RESPONSES[response]
+        changed = (
+            Invitation.objects.filter(pk=target.invitation.pk)
+            .exclude(status=status)
+            .update(status=status, responded_at=now, response_source=source)
+        )
+        if changed:
+            return Recorded(True, {"response": response, "at": now, "source": source})
+        current = Invitation.objects.get(pk=target.invitation.pk)
+        return Recorded(False, _invitation_answer(current))
+    if not isinstance(answers, dict):
+        raise ValueError("answers")
+    with transaction.atomic():
+        answer, created = QuestionnaireAnswer.objects.select_for_update().get_or_create(
+            training_id=target.training.pk,
+            player_id=target.link.player_id,
+            phase=target.link.kind,
+            defaults={"answers": answers, "answered_at": now, "source": source},
+        )
+        changed = created or answer.answers != answers
+        if changed and not created:
+            answer.answers, answer.answered_at, answer.source = answers, now, source
+            answer.save(update_fields=["answers", "answered_at", "source"])
+    return Recorded(changed, _questionnaire_answer(answer))
+
+
+def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
+    """The answer already given for the link's kind, or None."""
+    if target.link.kind == INVITATION:
+        invitation = target.invitation
+        return None if invitation.status == InvitationStatus.PENDING else _invitation_answer(invitation)
+    answer = QuestionnaireAnswer.objects.filter(
+        training_id=target.training.pk, player_id=target.link.player_id, phase=target.link.kind
+    ).first()
+    return _questionnaire_answer(answer) if answer else None
+
+
+def _invitation_answer(invitation: Invitation) -> dict[str, Any]:
+    if invitation.status == InvitationStatus.PENDING:
+        return {"response": None, "at": None, "source": None}
+    response = "accepted" if invitation.status == InvitationStatus.ACCEPTED else "denied"
+    return {"response": response, "at": invitation.responded_at, "source": invitation.response_source or None}
+
+
+def _questionnaire_answer(answer: QuestionnaireAnswer) -> dict[str, Any]:
+    return {"answers": answer.answers, "at": answer.answered_at, "source": answer.source}
+
+
+def answers_check(value: Any) -> dict[str, Any]:
+    """A questionnaire's answers as a link accepts them: a JSON object of bounded size (ValueError)."""
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object of the questionnaire's answers.")
+    if len(value) > MAX_ANSWER_KEYS:
+        raise ValueError(f"at most {MAX_ANSWER_KEYS} answers.")
+    if len(json.dumps(value)) > MAX_ANSWER_CHARS:
+        raise ValueError(f"at most {MAX_ANSWER_CHARS} characters of JSON.")
+    return value
+
+
+# --- What the link is for, in the player's language ----------------------------------------------------
+
+_QUESTIONS = {
+    "en": {
+        INVITATION: "Will you come to {title} on {start_date} at {start_time} ({time_zone})?",
+        "PRE": "Your pre-training questionnaire for {title} on {start_date} at {start_time} ({time_zone}).",
+        "POST": "Your post-training questionnaire for {title} of {start_date} ({time_zone}).",
+    },
+    "fr": {
+        INVITATION: "Viendras-tu à {title} le {start_date} à {start_time} ({time_zone}) ?",
+        "PRE": "Ton questionnaire avant {title}, le {start_date} à {start_time} ({time_zone}).",
+        "POST": "Ton questionnaire après {title} du {start_date} ({time_zone}).",
+    },
+}
+
+
+def answer_question(target: LinkTarget) -> tuple[str, str]:
+    """(language, the question) in the player's language (English otherwise) and zone."""
+    player = target.invitation.player
+    language = player.language.lower().split("-")[0]
+    language = language if language in _QUESTIONS else "en"
+    training = target.training
+    zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
+    local_start = training.start.astimezone(ZoneInfo(zone_name))
+    with translation.override(language):
+        values = {
+            "title": training.title,
+            "start_time": formats.time_format(local_start, "TIME_FORMAT"),
+            "start_date": formats.date_format(local_start, "DATE_FORMAT"),
+            "time_zone": zone_name,
+        }
+    return language, render_template(_QUESTIONS[language][target.link.kind], values)
+
+
+SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

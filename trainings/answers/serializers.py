@@ -1,0 +1,78 @@
+"""API shapes of the answer links (trainings/answers/views.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+
+class AnswerLinkInputSerializer(serializers.Serializer):
+    """`response` for an invitation's link, `answers` for a questionnaire's; never both."""
+
+    response = serializers.ChoiceField(
+        choices=["accepted", "denied"], required=False, help_text="An invitation link's answer."
+    )
+    answers = serializers.JSONField(required=False, help_text="A questionnaire link's answers (an object).")
+    # The body's key is `source`; DRF's metaclass takes the field out of the class attributes.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=["app"],
+        required=False,
+        help_text="`app` when the player answered on the app's own screen; otherwise the link's channel "
+        "(`push_action` or `email_link`) is recorded.",
+    )
+
+    def validate_answers(self, value: Any) -> dict[str, Any]:
+        from trainings.answers.recording import answers_check
+
+        try:
+            return answers_check(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        invitation = self.context["kind"] == "INVITATION"
+        wanted, other = ("response", "answers") if invitation else ("answers", "response")
+        if other in attrs:
+            raise serializers.ValidationError({other: f"this link takes `{wanted}`, not `{other}`."})
+        if wanted not in attrs:
+            what = '"accepted" or "denied"' if invitation else "a JSON object of the answers"
+            raise serializers.ValidationError({wanted: f"this field is required: {what}."})
+        return attrs
+
+
+class _LinkTrainingSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    team = serializers.CharField()
+    location = serializers.CharField(allow_blank=True)
+    start = serializers.DateTimeField()
+    start_local = serializers.CharField(help_text="The start in `time_zone`, ISO 8601 with its offset.")
+    time_zone = serializers.CharField(help_text="The training's IANA zone.")
+
+
+class _LinkPlayerSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class _LinkAnswerSerializer(serializers.Serializer):
+    response = serializers.CharField(required=False, allow_null=True)
+    answers = serializers.JSONField(required=False)
+    at = serializers.DateTimeField(allow_null=True)
+    source = serializers.CharField(allow_null=True)  # type: ignore[assignment]
+
+
+class AnswerLinkSerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="INVITATION, PRE or POST.")
+    expects = serializers.ChoiceField(choices=["response", "answers"], help_text="What a POST carries.")
+    responses = serializers.ListField(child=serializers.CharField(), required=False)
+    question = serializers.CharField(help_text="What is asked, in the player's language and zone.")
+    language = serializers.CharField()
+    training = _LinkTrainingSerializer()
+    player = _LinkPlayerSerializer()
+    closes_at = serializers.DateTimeField(help_text="After this the link answers 410.")
+    answer = _LinkAnswerSerializer(allow_null=True, help_text="The answer already given, if any.")
+    changed = serializers.BooleanField(
+        required=False, help_text="POST: whether this answer changed anything."
+    )

@@ -1,0 +1,135 @@
+"""The answer-link API: `GET` says what a link is for, `POST` records its answer. No session: the signed
+token in the path is the credential for one player, training and kind (trainings/answers/links.py)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import caches
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
+
+from trainings.answers.links import LinkInvalid
+from trainings.answers.recording import (
+    LinkGone,
+    LinkTarget,
+    answer_link_current,
+    answer_link_open,
+    answer_link_record,
+    answer_question,
+)
+from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer
+
+
+class AnswerLinkRateThrottle(SimpleRateThrottle):
+    """Per link (a digest of its token), at API_THROTTLE_ANSWER_LINK_RATE; the per-address API limit
+    applies beside it. A forged token is refused by its signature whatever the rate."""
+
+    scope = "answer_link"
+    cache = caches["throttle"]
+
+    def get_rate(self) -> str:
+        return str(settings.API_THROTTLE_ANSWER_LINK_RATE)
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.rate = self.get_rate()  # read per request: a settings change takes effect
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        token = str(view.kwargs.get("token", ""))
+        return self.cache_format % {"scope": self.scope, "ident": hashlib.sha256(token.encode()).hexdigest()}
+
+
+_LINK_ERRORS = {
+    400: OpenApiResponse(description="Not a valid answer link (nothing more is said), or a field error."),
+    410: OpenApiResponse(
+        description="The link no longer works: `code` is `gone` (training deleted), `cancelled`, `closed` "
+        "(the window to answer has passed) or `not_invited` (no longer on the list)."
+    ),
+    429: OpenApiResponse(description="Followed too often; Retry-After says when to try again."),
+}
+
+
+class AnswerLinkView(APIView):
+    """An answer link: no session, the signed token is the credential for one player, training and kind."""
+
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[Any] = [*api_settings.DEFAULT_THROTTLE_CLASSES, AnswerLinkRateThrottle]
+
+    def _open(self, token: str) -> LinkTarget | Response:
+        try:
+            return answer_link_open(token)
+        except LinkInvalid:
+            return Response(
+                {"detail": "This is not a valid answer link."}, status=status.HTTP_400_BAD_REQUEST
+            )
+        except LinkGone as exc:
+            return Response({"detail": exc.detail, "code": exc.code}, status=status.HTTP_410_GONE)
+
+    @extend_schema(
+        responses={200: AnswerLinkSerializer, **_LINK_ERRORS},
+        description="What the link is for: the training (title, local start with its zone), the question "
+        "in the player's language, what a POST carries, and the answer already given.",
+    )
+    def get(self, request: Request, token: str) -> Response:
+        target = self._open(token)
+        if isinstance(target, Response):
+            return target
+        return Response(AnswerLinkSerializer(_link_body(target, answer_link_current(target))).data)
+
+    @extend_schema(
+        request=AnswerLinkInputSerializer,
+        responses={200: AnswerLinkSerializer, **_LINK_ERRORS},
+        description='Record the answer: `{"response": "accepted" | "denied"}` for an invitation, '
+        '`{"answers": {...}}` for a questionnaire. Idempotent: the same answer again changes nothing '
+        "(`changed: false`); a different one replaces it until the window closes. The remaining "
+        "reminders of that kind skip the player.",
+    )
+    def post(self, request: Request, token: str) -> Response:
+        target = self._open(token)
+        if isinstance(target, Response):
+            return target
+        data = AnswerLinkInputSerializer(data=request.data, context={"kind": target.link.kind})
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        recorded = answer_link_record(
+            target=target, response=values.get("response"), answers=values.get("answers"),
+            source=values.get("source"),
+        )  # fmt: skip
+        body = _link_body(target, recorded.answer)
+        body["changed"] = recorded.changed
+        return Response(AnswerLinkSerializer(body).data)
+
+
+def _link_body(target: LinkTarget, answer: dict[str, Any] | None) -> dict[str, Any]:
+    training, player = target.training, target.invitation.player
+    language, question = answer_question(target)
+    invitation = target.link.kind == "INVITATION"
+    body: dict[str, Any] = {
+        "kind": target.link.kind,
+        "expects": "response" if invitation else "answers",
+        "question": question,
+        "language": language,
+        "training": {
+            "id": training.pk, "title": training.title, "team": training.team.name,
+            "location": training.location, "start": training.start,
+            "start_local": training.start.astimezone(training.zone).isoformat(),
+            "time_zone": training.time_zone,
+        },
+        "player": {"id": player.pk, "name": player.name},
+        "closes_at": target.closes_at,
+        "answer": answer,
+    }  # fmt: skip
+    if invitation:
+        body["responses"] = ["accepted", "denied"]
+    return body

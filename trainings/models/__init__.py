@@ -1,0 +1,347 @@
+"""Teams, players, trainings and what players owe for each training (answers, invitation responses).
+
+Reminder scheduling lives in the engine (`reminders.Job` per training and rule, see services.py); this
+app keeps the rules as data, and one `Push` row per (occurrence, player) so a redelivered occurrence
+never pushes twice.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F, Q
+
+from reminders.history import AuditedHistory
+from trainings import kinds
+from trainings.models.answers import AnswerSource as AnswerSource
+from trainings.models.answers import Invitation as Invitation
+from trainings.models.answers import InvitationStatus as InvitationStatus
+from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
+from trainings.models.devices import Device as Device
+from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
+from trainings.models.devices import PushSend as PushSend
+from trainings.models.devices import SendStatus as SendStatus
+from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, parse_stored_offsets, shift
+
+PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+def validate_time_zone(value: str) -> None:
+    if not is_time_zone(value):
+        raise ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")
+
+
+def validate_offsets(value: object) -> None:
+    if not isinstance(value, list) or not value:
+        raise ValidationError("a non-empty list of offsets such as ['90m', '6h', '3d'].")
+    try:
+        parse_offsets(value)
+    except OffsetError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def validate_template(value: str) -> None:
+    unknown = sorted(set(_PLACEHOLDER.findall(value)) - set(PLACEHOLDERS))
+    if unknown:
+        raise ValidationError(f"unknown placeholder(s) {unknown}; available: {list(PLACEHOLDERS)}.")
+
+
+def render_template(text: str, values: dict[str, str]) -> str:
+    """Replace `{name}` placeholders. Not str.format: a template must not reach attributes of values."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+_QUIET_END_HELP = "...until (local time); held pushes go then; only a move to before then is told at once."
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=200)
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Quiet hours, wall-clock time in each player's zone (e.g. 22:00-07:00): trainings/push/quiet.py.
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="Players get no push from (local time)..."
+    )
+    quiet_end = models.TimeField(null=True, blank=True, help_text=_QUIET_END_HELP)
+
+    class Meta:
+        permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
+                name="team_quiet_hours_both_or_none",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Player(models.Model):
+    name = models.CharField(max_length=200)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="player"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
+    device_tokens = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Legacy, no longer read: push tokens now live in Device rows (migration 'devices_from_"
+        "player_tokens' moved the fcm:/apns: entries across).",
+    )
+    teams = models.ManyToManyField(Team, through="Membership", related_name="players")
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
+    )
+    quiet_end = models.TimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
+                name="player_quiet_hours_both_or_none",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="memberships")
+    active = models.BooleanField(default=True)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "player"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.player} in {self.team}"
+
+
+class Training(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="trainings")
+    title = models.CharField(max_length=200)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    time_zone = models.CharField(max_length=64, validators=[validate_time_zone], help_text="IANA zone name.")
+    location = models.CharField(max_length=200, blank=True)
+    cancelled = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    history = AuditedHistory()
+
+    class Meta:
+        ordering = ["start"]
+        indexes = [
+            # The rule-change rescan: trainings whose end is recent or ahead, walked by id in batches.
+            models.Index(fields=["end"], name="training_end_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="training_ends_after_start")
+        ]
+
+    def __str__(self) -> str:
+        local = self.start.astimezone(self.zone) if is_time_zone(self.time_zone) else self.start
+        return f"{self.title} ({local:%Y-%m-%d %H:%M} {local.tzname()})"
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.time_zone)
+
+
+class ReminderRule(models.Model):
+    """When to remind whom: its kind (trainings/kinds.py) says from which training time and whom."""
+
+    slug = models.SlugField(max_length=50, unique=True, help_text="Part of every job key; do not rename.")
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
+    offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
+    active = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    history = AuditedHistory()
+
+    class Meta:
+        ordering = ["kind", "slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def parsed_offsets(self) -> list[Offset]:
+        return parse_stored_offsets(self.offsets)
+
+    def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
+        """Every instant this rule wants for `training`, earliest first, with the offset that gave it."""
+        kind = kinds.of(self.kind)
+        anchor, zone = kind.anchor_of(training), training.zone
+        pairs = [
+            (shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.parsed_offsets()
+        ]
+        return sorted(pairs)
+
+
+class ReminderTemplate(models.Model):
+    rule = models.ForeignKey(ReminderRule, on_delete=models.CASCADE, related_name="templates")
+    language = models.CharField(max_length=10)
+    title = models.CharField(max_length=200, validators=[validate_template])
+    body = models.TextField(validators=[validate_template])
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "language"], name="template_unique_language")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} [{self.language}]"
+
+
+class TrainingJob(models.Model):
+    """The engine job that holds one rule's reminders for one training.
+
+    A training finds its jobs through this row, never by the job's key: a key says nothing about who made
+    the row, and the trainings app must never take over a job an API caller created.
+    """
+
+    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="reminder_jobs")
+    rule = models.ForeignKey(ReminderRule, on_delete=models.CASCADE, related_name="training_jobs")
+    job = models.OneToOneField("reminders.Job", on_delete=models.CASCADE, related_name="training_job")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["training", "rule"], name="training_job_unique_rule")]
+
+    def __str__(self) -> str:
+        return f"{self.training_id} {self.rule_id} -> {self.job_id}"
+
+
+class RunOutcome(models.TextChoices):
+    SENT = "sent", "Pushes published"
+    NOBODY_LEFT = "nobody_left", "Everybody had answered"
+    CANCELLED = "cancelled", "Training cancelled"
+    GONE = "gone", "Training or rule deleted"
+    STALE = "stale", "Instant no longer wanted (training moved)"
+    INACTIVE = "inactive", "Rule deactivated"
+
+
+class ReminderRun(models.Model):
+    """What happened when one occurrence fired (the last attempt wins). Survives occurrence purges."""
+
+    occurrence_key = models.CharField(max_length=255, unique=True)
+    occurrence_id = models.BigIntegerField(null=True, blank=True)
+    training = models.ForeignKey(
+        Training, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    rule = models.ForeignKey(ReminderRule, null=True, blank=True, on_delete=models.SET_NULL)
+    fire_at = models.DateTimeField()
+    outcome = models.CharField(max_length=12, choices=RunOutcome.choices)
+    recipients = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=1)
+    ran_at = models.DateTimeField()
+
+    class Meta:
+        # Retention: ran_at < cutoff (trainings/retention.py).
+        indexes = [models.Index(fields=["ran_at"], name="reminderrun_ran_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.occurrence_key}: {self.outcome}"
+
+
+class PushStatus(models.TextChoices):
+    PENDING = "pending", "Waiting to be published"
+    SENT = "sent", "Published to the push queue"
+    WITHDRAWN = "withdrawn", "Player answered before a retry published it"
+    HELD = "held", "Held for the player's quiet hours"
+    SKIPPED = "skipped", "Not sent: quiet hours end after it is of any use"
+
+
+class Push(models.Model):
+    """One push for one player from one occurrence. The unique pair is what makes redelivery harmless."""
+
+    key = models.CharField(max_length=300, unique=True, help_text="Idempotency key sent to the gateway.")
+    occurrence_key = models.CharField(max_length=255)
+    occurrence_id = models.BigIntegerField(null=True, blank=True)
+    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes")
+    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
+    rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL)
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices)
+    offset = models.CharField(
+        max_length=10, blank=True, help_text="The rule's offset it reminded at, e.g. 90m."
+    )
+    language = models.CharField(max_length=10)
+    title = models.CharField(max_length=300)
+    body = models.TextField()
+    device_tokens = models.JSONField(
+        default=list, help_text="Legacy: the tokens of pushes made before Device rows."
+    )
+    fire_at = models.DateTimeField()
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="After this the push is stale (training started, questionnaire closed).",
+    )
+    status = models.CharField(max_length=10, choices=PushStatus.choices, default=PushStatus.PENDING)
+    release_at = models.DateTimeField(null=True, blank=True, help_text="Held: when the quiet hours end.")
+    status_reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "pushes"
+        constraints = [
+            models.UniqueConstraint(fields=["occurrence_key", "player"], name="push_unique_per_occurrence"),
+            models.CheckConstraint(condition=Q(status__in=PushStatus.values), name="push_status_valid"),
+        ]
+        indexes = [
+            # The timeline's "players reached": training = t AND occurrence_key IN (...), grouped by key.
+            # (The fire path's occurrence_key = k uses the unique (occurrence_key, player) index.)
+            models.Index(fields=["training", "occurrence_key"], name="push_training_occ_idx"),
+            # Retention: fire_at < cutoff (trainings/retention.py).
+            models.Index(fields=["fire_at"], name="push_fire_at_idx"),
+            # Held pushes only: "held behind" at fire time (training = t), the hourly check (release_at <).
+            models.Index(fields=["training", "release_at"], name="push_held_idx", condition=Q(status="held")),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    def message(self) -> dict[str, object]:
+        """The JSON published to the push queue (schema `trainings.push/2`, documented in handlers.py)."""
+        return {
+            "schema": "trainings.push/2",
+            "idempotency_key": self.key,
+            "player": self.player_id,
+            "title": self.title,
+            "body": self.body,
+            "language": self.language,
+            "training": str(self.training_id),
+            "kind": self.kind,
+            "rule": self.rule.slug if self.rule else None,
+            "fire_at": self.fire_at.isoformat(),
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+        }
+
+
+class DeliveredPush(models.Model):
+    """The gateway's record of a push it finished (every device has its `PushSend` outcome, or the push was
+    stale, had no device, or was dead-lettered); written before the AMQP ack. `provider` summarises how."""
+
+    key = models.CharField(max_length=300, unique=True)
+    provider = models.CharField(max_length=50)
+    delivered_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        # Retention: delivered_at < cutoff (trainings/retention.py).
+        indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
+        verbose_name_plural = "delivered pushes"
+
+    def __str__(self) -> str:
+        return self.key

@@ -1,0 +1,74 @@
+"""What players owe for a training and what they gave: questionnaire answers and invitation responses, each
+with how it came in (models of the trainings app, re-exported by trainings.models)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from trainings import kinds
+
+
+class AnswerSource(models.TextChoices):
+    """How an answer or an invitation response came in (the coach's page says so)."""
+
+    PUSH_ACTION = "push_action", "from the notification"
+    EMAIL_LINK = "email_link", "from the email"
+    APP = "app", "in the app"
+    ADMIN = "admin", "recorded by a coach"
+
+
+class QuestionnaireAnswer(models.Model):
+    training = models.ForeignKey("trainings.Training", on_delete=models.CASCADE, related_name="answers")
+    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="answers")
+    phase = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.questionnaire_choices)
+    answered_at = models.DateTimeField()
+    answers = models.JSONField(default=dict, blank=True)
+    source = models.CharField(
+        max_length=12, choices=AnswerSource.choices, default=AnswerSource.ADMIN, db_default=AnswerSource.ADMIN
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
+            models.CheckConstraint(condition=Q(source__in=AnswerSource.values), name="answer_source_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.player}: {self.get_phase_display()}"  # names, never the training's UUID
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "PENDING"
+    ACCEPTED = "ACCEPTED"
+    DENIED = "DENIED"
+
+
+class Invitation(models.Model):
+    """A player on a training's list. The list is the invitations; their status is the RSVP."""
+
+    training = models.ForeignKey("trainings.Training", on_delete=models.CASCADE, related_name="invitations")
+    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="invitations")
+    status = models.CharField(
+        max_length=8, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
+    )
+    responded_at = models.DateTimeField(null=True, blank=True)
+    # db_default: the members' invitations are inserted by plain SQL (trainings/writes.py).
+    response_source = models.CharField(
+        max_length=12, choices=AnswerSource.choices, blank=True, default="", db_default=""
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["training", "player"], name="invitation_unique"),
+            models.CheckConstraint(
+                condition=Q(status__in=InvitationStatus.values), name="invitation_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(response_source="") | Q(response_source__in=AnswerSource.values),
+                name="invitation_response_source_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.player}: {self.get_status_display()}"  # names, never the training's UUID

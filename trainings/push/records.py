@@ -1,0 +1,226 @@
+"""What the gateway writes about its sends: each device outcome (`PushSend`, and the device's state) as it
+is answered, and per finished push its push-level outcome and `DeliveredPush` row. A `Round` is what the
+sender (trainings/push/sender.py) and the `Recorder`, the thread that commits device outcomes while later
+sends are in flight, share about one round of pushes."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from reminders.ops import metrics
+from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push.messages import PushMessage, SendResult, Target, Verdict
+from trainings.transitions import devices_disable
+
+logger = logging.getLogger("trainings.push.gateway")
+
+# One send's answer: (the push's index in its round, the push, the device, the result).
+Answer = tuple[int, PushMessage, Target, SendResult]
+
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"  # every enabled device has its outcome recorded
+    NO_DEVICE = "no_device"
+    STALE = "stale"
+    DUPLICATE = "duplicate"
+    RETRY = "retry"
+    DEAD_LETTERED = "dead_lettered"
+    REJECTED = "rejected"
+
+
+_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.DUPLICATE}
+
+
+@dataclass(frozen=True)
+class Handled:
+    outcome: Outcome
+    retry_after: float = 0.0  # RETRY: the provider's Retry-After (the floor of the backoff)
+    error: str = ""
+    push: PushMessage | None = None
+    sends: dict[int, int] = field(default_factory=dict)  # requests sent per device so far (this one's too)
+
+
+@dataclass(eq=False)
+class Round:
+    """One round's pushes from `PushSender.begin` to `PushSender.end`: what the database said before the
+    sends, the sends' outcomes as they arrive (appended by the loop's thread), and when the last arrived."""
+
+    seq: int
+    now: Any
+    handled: list[Handled | None]
+    pushes: dict[int, PushMessage]
+    closing: list[tuple[int, PushMessage, SendStatus]]
+    prior: dict[int, dict[int, int]]  # per push: requests sent per device in earlier rounds
+    remaining: int  # sends without an answer yet (counted down on the loop's thread)
+    work: int = 0  # sends handed to the loop
+    arrived: collections.deque[Answer] = field(default_factory=collections.deque)
+    results: list[Answer] = field(default_factory=list)  # recorded
+    sent: set[tuple[int, int]] = field(default_factory=set)  # (push, device) that did go out this round
+    finished: threading.Event = field(default_factory=threading.Event)  # every send answered
+    recorded: threading.Event = field(default_factory=threading.Event)  # ... and every outcome recorded
+
+    def sends_of(self, i: int, device_id: int) -> int:
+        """Requests sent to the device for push `i`, this round's included."""
+        return self.prior.get(i, {}).get(device_id, 0) + ((i, device_id) in self.sent)
+
+
+_FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
+          Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
+
+
+def sends_record(
+    answers: Sequence[tuple[Answer, int, Any]], *, channel_of: Callable[[Target], str]
+) -> dict[int, str]:
+    """The final device outcomes among `answers` ((answer, requests sent to the device, recorded at)) and
+    the devices' state, in one transaction. Returns the devices disabled as dead, with the reason."""
+    rows: list[PushSend] = []
+    accepted: list[int] = []
+    dead: dict[int, str] = {}
+    for (_, push, device, result), attempts, recorded_at in answers:
+        status = _FINAL.get(result.verdict)
+        if status is None:
+            continue
+        rows.append(
+            PushSend(
+                push_key=push.idempotency_key, device_id=device.device_id, player_id=push.player,
+                provider=channel_of(device), status=status, provider_message_id=result.message_id[:300],
+                error=result.error[:500], attempts=attempts, recorded_at=recorded_at,
+            )
+        )  # fmt: skip
+        if result.verdict == Verdict.ACCEPTED:
+            accepted.append(device.device_id)
+        elif result.verdict == Verdict.TOKEN_DEAD:
+            dead[device.device_id] = result.error or "token refused by the provider"
+    metrics.push_device_outcomes((channel_of(answer[2]), str(answer[3].verdict)) for answer, _, _ in answers)
+    if not rows:
+        return {}
+    with transaction.atomic():
+        # Sorted, so two gateways recording overlapping rows take their locks in one order.
+        PushSend.objects.bulk_create(sorted(rows, key=lambda r: (r.push_key, r.device_id or 0)),
+                                     ignore_conflicts=True)  # fmt: skip
+        if accepted:
+            Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
+        by_reason: dict[str, list[int]] = {}
+        for device_id, reason in sorted(dead.items()):
+            by_reason.setdefault(reason, []).append(device_id)
+        for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
+            devices_disable(device_ids=device_ids, reason=reason)
+    return dead
+
+
+def pushes_finish(
+    answers: list[Answer],
+    closing: list[tuple[int, PushMessage, SendStatus]],
+    complete: list[tuple[int, PushMessage]],
+    now: Any,
+) -> None:
+    """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
+    rows = [
+        PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
+                 status=status, attempts=0, recorded_at=now)
+        for _, push, status in closing
+        if status in (SendStatus.STALE, SendStatus.NO_DEVICE)
+    ]  # fmt: skip
+    finished = [p for _, p, _ in closing] + [p for _, p in complete]
+    if not finished:
+        return
+    with transaction.atomic():
+        PushSend.objects.bulk_create(sorted(rows, key=lambda r: r.push_key), ignore_conflicts=True)
+        summary = _summaries(answers, closing)
+        DeliveredPush.objects.bulk_create(
+            sorted(
+                (DeliveredPush(key=p.idempotency_key, provider=summary.get(p.idempotency_key) or "none")
+                 for p in finished),
+                key=lambda d: d.key,
+            ),
+            ignore_conflicts=True,
+        )  # fmt: skip
+
+
+def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
+    """Per finished push key, how it finished: `stale`, `no_device`, or the providers of its devices."""
+    providers: dict[str, set[str]] = {}
+    for _, push, device, _ in answers:
+        providers.setdefault(push.idempotency_key, set()).add(device.provider)
+    summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
+    for _, push, status in closing:
+        if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
+            summary[push.idempotency_key] = str(status)
+    return summary
+
+
+class Recorder:
+    """A thread that commits the answers of every open round as they arrive: one transaction for all that
+    arrived since its last commit, at most once per `every` seconds, until `close()`.
+
+    `record(batch)` commits; `committed(n)` is told how many answers it committed; `failed(exc)` is told
+    when it could not (the database is gone) and stops."""
+
+    def __init__(
+        self,
+        *,
+        record: Callable[[list[tuple[Round, list[Answer]]]], None],
+        committed: Callable[[int], object],
+        failed: Callable[[BaseException], None],
+        every: float,
+    ) -> None:
+        self._record, self._committed, self._failed, self.every = record, committed, failed, every
+        self._arrivals: collections.deque[Round] = collections.deque()  # rounds with something arrived
+        self._wake = threading.Condition()
+        self._closing = False
+        self._recorded_at = 0.0
+        self._thread = threading.Thread(target=self._run, name="push-records", daemon=True)
+        self._thread.start()
+
+    def arrived(self, round_: Round) -> None:
+        """An answer of `round_` is in its `arrived` queue (any thread)."""
+        with self._wake:
+            self._arrivals.append(round_)
+            self._wake.notify()
+
+    def close(self) -> None:
+        """Commit what has arrived, then stop."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._wake:
+                    while not self._arrivals and not self._closing:
+                        self._wake.wait()
+                    if not self._arrivals:
+                        return  # closing, nothing left
+                wait = self._recorded_at + self.every - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)  # let a few more arrive: one commit for them all
+                with self._wake:
+                    rounds = list(dict.fromkeys(self._arrivals))  # each once, oldest first
+                    self._arrivals.clear()
+                self._recorded_at = time.monotonic()
+                batch = [(r, [r.arrived.popleft() for _ in range(len(r.arrived))]) for r in rounds]
+                self._record([(r, answers) for r, answers in batch if answers])
+                for round_, answers in batch:
+                    round_.results.extend(answers)
+                    if len(round_.results) == round_.work:  # every send answered and recorded
+                        round_.recorded.set()
+                count = sum(len(answers) for _, answers in batch)
+                if count:
+                    self._committed(count)
+        except BaseException as exc:
+            logger.exception("recording push outcomes failed")
+            self._failed(exc)
+        finally:
+            connection.close()  # this thread's own
