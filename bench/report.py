@@ -37,6 +37,26 @@ class Section:
     skipped: str = ""
 
 
+@dataclass(frozen=True)
+class RoundRatios:
+    """Ratios measured round by round, summarised by their median: one slow round on a shared machine moves
+    a median far less than it moves a ratio of sums, and the spread says how far the rounds agreed."""
+
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        ordered = sorted(self.values)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+    def describe(self) -> str:
+        rounds = ", ".join(f"{x:.2f}" for x in self.values)
+        low, high = min(self.values), max(self.values)
+        count = len(self.values)
+        return f"median of {count} rounds {self.median:.2f} (spread {low:.2f} to {high:.2f}: {rounds})"
+
+
 def _fmt(value: float | None, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"

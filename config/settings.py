@@ -34,6 +34,7 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    "anymail",  # email providers behind Django's email framework, and their webhooks (trainings/push/email/)
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_celery_beat",
+    "common",
     "reminders",
     "trainings",
 ]
@@ -145,6 +147,11 @@ SPECTACULAR_SETTINGS = {
     "in-process handlers, and the trainings reminders built on it.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every error answer each operation can give (reminders/http/openapi.py), after the default enum hook.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "reminders.http.openapi.error_responses",
+    ],
 }
 
 # --- Celery ------------------------------------------------------------------------------------------
@@ -294,6 +301,36 @@ TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECON
 TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", f"http://{env_str('ADDR', '127.0.0.1:8000')}")
 if not TRAININGS_PUBLIC_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("TRAININGS_PUBLIC_URL must be an http(s) URL")
+# --- Email, the second channel (trainings/push/email/) -------------------------------------------------
+# How mail leaves: SMTP by default (EMAIL_HOST, EMAIL_PORT, ...), the console under `make run` (DEBUG), or a
+# provider through django-anymail, e.g. DJANGO_EMAIL_BACKEND=anymail.backends.mailgun.EmailBackend with
+# MAILGUN_API_KEY and MAILGUN_SENDER_DOMAIN (docs/email.md).
+EMAIL_BACKEND = env_str(
+    "DJANGO_EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS (port 587)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # implicit TLS (port 465)
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Reminders <reminders@localhost>")
+# The domain of each email's Message-ID (<uuid of the push and address>@domain).
+TRAININGS_EMAIL_DOMAIN = env_str("TRAININGS_EMAIL_DOMAIN", "reminders.localhost")
+# Emails in flight at once: each on its own thread with one open connection to the server.
+TRAININGS_EMAIL_CONNECTIONS = env_int("TRAININGS_EMAIL_CONNECTIONS", 8, minimum=1, maximum=100)
+# django-anymail: the provider's credentials and the key its tracking webhook is signed with
+# (POST /email/anymail/mailgun/tracking/: bounces and complaints disable the address).
+ANYMAIL = {
+    "MAILGUN_API_KEY": env_str("MAILGUN_API_KEY", ""),
+    "MAILGUN_SENDER_DOMAIN": env_str("MAILGUN_SENDER_DOMAIN", ""),
+    "MAILGUN_API_URL": env_str("MAILGUN_API_URL", "https://api.mailgun.net/v3"),
+    "MAILGUN_WEBHOOK_SIGNING_KEY": env_str("MAILGUN_WEBHOOK_SIGNING_KEY", ""),
+}
 API_THROTTLE_ANSWER_LINK_RATE = env_str("API_THROTTLE_ANSWER_LINK_RATE", "20/m")
 if not re.fullmatch(r"\d+/(s|m|h|d)", API_THROTTLE_ANSWER_LINK_RATE):
     raise ImproperlyConfigured(
@@ -403,7 +440,7 @@ LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
 }
 LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")
 
-# --- Audit history (issue 16.7, reminders/history.py) ---------------------------------------------------
+# --- Audit history (issue 16.7, common/history.py) ---------------------------------------------------
 # Who changed a job, schedule, throttle policy, rule, template or training: django-simple-history rows,
 # attributed to the request's user (admin session or API token), shown on each object's History page.
 INSTALLED_APPS += ["simple_history"]

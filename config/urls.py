@@ -21,6 +21,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("reminders.http.urls")),
     path("api/", include("trainings.urls")),
+    # Email links: the answer page, one-click unsubscribe, the provider's tracking webhook.
+    path("", include("trainings.push.email.urls")),
 ]
 
 # --- Operations: Prometheus metrics and health probes (reminders/ops/views.py) --------------------------
@@ -29,3 +31,6 @@ urlpatterns += [
     path("health/live", ops_views.live, name="health-live"),
     path("health/ready", ops_views.ready, name="health-ready"),
 ]
+
+# A path no URL matches answers JSON under /api/ (reminders/http/limits.py).
+handler404 = "reminders.http.limits.page_not_found"

@@ -18,10 +18,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from common.history import without_history
+from common.rows_insert import rows_insert, rows_insert_linked
 from reminders.engine.inserts import occurrences_insert
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.engine.occurrences import occurrences_cancel
-from reminders.history import without_history
 from reminders.models import (
     PRIORITY_DEFAULT,
     CallbackType,
@@ -30,7 +31,6 @@ from reminders.models import (
     OccurrenceStatus,
     ThrottlePolicy,
 )
-from reminders.rows_insert import rows_insert, rows_insert_linked
 
 logger = logging.getLogger(__name__)
 

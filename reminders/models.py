@@ -16,8 +16,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
-from reminders.history import AuditedHistory
-from reminders.lookups import AnyOf
+from common.history import AuditedHistory
+from common.lookups import AnyOf
 
 
 class CallbackType(models.TextChoices):
@@ -375,7 +375,7 @@ class ScanMinute(models.Model):
         return f"{self.minute:%Y-%m-%d %H:%M}: {self.delivered} delivered"
 
 
-# Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (reminders/lookups.py).
+# Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (common/lookups.py).
 Occurrence._meta.get_field("id").register_lookup(AnyOf)
 Job._meta.get_field("id").register_lookup(AnyOf)
 

@@ -12,13 +12,13 @@ from celery import shared_task, signals
 from django.conf import settings
 from django.utils import timezone
 
+from common.history import history_purge_old
 from reminders.beat import PURGE_TASK, SCAN_TASK
 from reminders.engine.connection_thread import marker
 from reminders.engine.kick import scan_kick
 from reminders.engine.lookahead import CARRY_SECONDS, carrier, occurrences_fire_for
 from reminders.engine.occurrences import occurrences_purge_old
 from reminders.engine.scan_result import ScanResult
-from reminders.history import history_purge_old
 from reminders.ops import health
 from reminders.ops.figures import scan_minutes_purge, scan_record
 

@@ -22,15 +22,21 @@ def main() -> None:
     for each in imports:
         edges[each.module].add(each.target)
 
-    @cache
-    def level(module: str) -> int:
-        """0 for a module importing nothing of the apps, else one more than its deepest import."""
-        return 1 + max((level(t) for t in edges[module]), default=-1)
+    def app(module: str) -> str:
+        return module.split(".", 1)[0]
 
-    for app in ("reminders", "trainings"):
-        mine = [m for m in MODULES if m == app or m.startswith(app + ".")]
-        levels = 1 + max(level(m) for m in mine)
-        print(f"{app}: {len(mine)} modules on {levels} import levels")
+    @cache
+    def level(module: str, inside: bool) -> int:
+        """0 for a module importing nothing (of its own app, when `inside`), else one more than its
+        deepest import."""
+        targets = [t for t in edges[module] if not inside or app(t) == app(module)]
+        return 1 + max((level(t, inside) for t in targets), default=-1)
+
+    for name in sorted({app(m) for m in MODULES}):
+        mine = [m for m in MODULES if app(m) == name]
+        own = 1 + max(level(m, True) for m in mine)
+        every = 1 + max(level(m, False) for m in mine)
+        print(f"{name}: {len(mine)} modules on {own} import levels ({every} counting other apps' modules)")
     arrows = {(m, t) for m, targets in edges.items() for t in targets}
     across = sorted(
         (m, t)

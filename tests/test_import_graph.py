@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("reminders", "trainings")
+APPS = ("common", "reminders", "trainings")
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,42 @@ def test_it_reads_every_module_of_the_apps() -> None:
     # (trainings.writes) and the task imports only what it calls, never that service.
     assert not [m for m, target in edges if target == "reminders.tasks"]
     assert {m for m, target in edges if target == "trainings.tasks"} == {"trainings.writes"}
+
+
+# What another app may import of the engine: its front door and its models (reminders/api.py says why).
+ENGINE_DOOR = frozenset({"reminders", "reminders.api", "reminders.models"})
+
+
+def _app(module: str) -> str:
+    return module.split(".", 1)[0]
+
+
+def test_the_domain_uses_the_engine_only_through_its_front_door() -> None:
+    """trainings/ imports `reminders.api` and `reminders.models`, nothing else of the engine, at module
+    level or inside a function: the engine's insides can move without touching the domain."""
+    through_the_wall = sorted(
+        f"{i.module}:{i.line} imports {i.target}"
+        for i in _imports()
+        if _app(i.module) == "trainings" and _app(i.target) == "reminders" and i.target not in ENGINE_DOOR
+    )
+    assert through_the_wall == []
+
+
+def test_the_engine_knows_no_trainings_and_common_knows_neither_app() -> None:
+    wrong = sorted(
+        f"{i.module}:{i.line} imports {i.target}"
+        for i in _imports()
+        if (_app(i.module), _app(i.target)) in {("reminders", "trainings"), ("common", "reminders"),
+                                                ("common", "trainings")}
+    )  # fmt: skip
+    assert wrong == []
+
+
+def test_it_sees_an_import_through_the_wall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check itself: a domain module naming an engine module other than the door is found."""
+    node = _parse("from reminders.engine.kick import scan_kick_on_commit")
+    assert "reminders.engine.kick" in set(_targets(node, "trainings.scheduling", False))
+    assert "reminders.engine.kick" not in ENGINE_DOOR
 
 
 def test_module_level_imports_form_no_cycle() -> None:

@@ -1,8 +1,14 @@
-"""Who may do what in the admin: the coaches' group and its permissions."""
+"""Who may do what in the admin: the coaches' group and its permissions, and the accounts a player's
+login may be linked to."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import Q, QuerySet
+
+if TYPE_CHECKING:
+    from trainings.models import Player
 
 COACH_GROUP = "Coaches"
 _COACH_PERMISSIONS = {
@@ -31,3 +37,27 @@ def coach_group_ensure() -> Any:
         Permission.objects.filter(content_type__app_label="trainings", codename__in=codenames)
     )
     return group
+
+
+def users_linkable_to_player(player: Player | None) -> QuerySet[Any]:
+    """The accounts a player's `user` may be set to: active, not staff or superuser (coaches and operators
+    are staff), coaching no team, and linked to no other player. Linking gives the player's app login
+    the player's data, so a coach must never bind a staff account or take another player's."""
+    from django.contrib.auth import get_user_model
+
+    accounts = get_user_model().objects.filter(is_active=True, is_staff=False, is_superuser=False)
+    accounts = accounts.filter(coached_teams__isnull=True)
+    free = Q(player__isnull=True)
+    if player is not None and player.pk is not None:
+        free |= Q(player=player)
+    return accounts.filter(free).distinct()
+
+
+def users_linkable_search(term: str, *, limit: int = 10) -> QuerySet[Any]:
+    """Free accounts (see `users_linkable_to_player`) whose username or email is exactly `term`, case
+    apart. An exact match only: the field must not let a coach list or guess through the accounts."""
+    term = term.strip()
+    if len(term) < 3:
+        return users_linkable_to_player(None).none()
+    matches = Q(username__iexact=term) | Q(email__iexact=term)
+    return users_linkable_to_player(None).filter(matches).order_by("username")[:limit]

@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class TrainingsConfig(AppConfig):
     name = "trainings"
     verbose_name = "Trainings"
+
+    def ready(self) -> None:
+        # Bounces and complaints from the email provider's tracking webhook (trainings/push/email/bounces.py).
+        from anymail.signals import tracking
+
+        from trainings.push.email.bounces import tracking_received
+
+        tracking.connect(tracking_received, dispatch_uid="trainings-email-bounces")

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders.engine.handler_registry import keys_reserve, register, register_batch
-from reminders.transports.base import Delivery, TransportError
+from reminders.api import Delivery, TransportError, keys_reserve, register, register_batch
 from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import (
     MOVED_NOTICE_HANDLER,

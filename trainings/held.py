@@ -24,11 +24,8 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from reminders.engine.kick import scan_kick_on_commit
-from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert
+from reminders.api import Callback, Delivery, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from reminders.ops import metrics
-from reminders.transports import Delivery
 from trainings import kinds
 from trainings.models import (
     Invitation,
@@ -41,6 +38,7 @@ from trainings.models import (
 )
 from trainings.offsets import is_time_zone
 from trainings.publishing import pushes_publish
+from trainings.push import metrics
 from trainings.push.quiet import quiet_hours_for
 from trainings.rendering import Addressee, moved_render, offset_at, push_render
 from trainings.selectors import reminder_recipients

@@ -13,9 +13,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from reminders.jobs import Callback, job_upsert
+from reminders.api import Callback, Delivery, job_upsert
 from reminders.models import CallbackType
-from reminders.transports import Delivery
 from trainings import kinds
 from trainings.held import held_releases, quiet_releases_schedule, quiet_status
 from trainings.models import (

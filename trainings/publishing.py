@@ -12,12 +12,11 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reminders.lookups import AnyOf
-from reminders.models import CallbackType
-from reminders.ops import metrics
-from reminders.transports import Delivery, TransportError, get_transport
-from reminders.transports.base import json_compact
+from common.compact_json import json_compact
+from common.lookups import AnyOf
+from reminders.api import Delivery, TransportError, queue_publisher
 from trainings.models import Push, PushStatus
+from trainings.push import metrics
 from trainings.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
@@ -122,7 +121,7 @@ def _publish_and_mark(messages: Sequence[Delivery]) -> Mapping[int, TransportErr
     publishes it; a crash before the mark commits leaves them all pending (published again: at least
     once, the gateway drops the second by its idempotency key), as a crash before the mark always did.
     """
-    flight = get_transport(CallbackType.RABBITMQ).start(messages)
+    flight = queue_publisher().start(messages)
     try:
         with transaction.atomic():
             pushes_mark_sent(Push.objects.filter(pk__any=[m.occurrence_id for m in messages]))

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.utils import formats, translation
 
-from reminders.transports import Delivery
+from reminders.api import Delivery
 from trainings import kinds
 from trainings.models import PushStatus, ReminderRule, ReminderTemplate, Training, render_template
 from trainings.offsets import Offset, is_time_zone

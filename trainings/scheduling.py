@@ -21,8 +21,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from reminders.engine.kick import scan_kick_on_commit
-from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert
+from reminders.api import Callback, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET

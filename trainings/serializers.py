@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reminders.http.serializers import AwareDateTimeField
+from common.fields import AwareDateTimeField
 from trainings import kinds
 from trainings.models import (
     Device,

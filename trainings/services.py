@@ -24,6 +24,7 @@ from trainings.notices import (
     training_moved_notice_schedule,
     training_moved_notify,
 )
+from trainings.preferences import preference_set
 from trainings.publishing import pushes_publish
 from trainings.scheduling import HANDLER_NAME, JobKeyTaken, rule_reschedule_batch, training_reminders_schedule
 from trainings.writes import (
@@ -51,6 +52,7 @@ __all__ = [
     "held_pushes_overdue_check",
     "invitation_respond",
     "moved_notice_key",
+    "preference_set",
     "push_expiry",
     "pushes_publish",
     "quiet_release",

@@ -15,14 +15,15 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from reminders.history import audited_history
-from reminders.jobs import occurrences_cancel
+from common.history import audited_history
+from common.rows_insert import insert_values, mark_saved
+from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
-from reminders.rows_insert import insert_values, mark_saved
 from trainings.models import (
     AnswerSource,
     Invitation,
     InvitationStatus,
+    Membership,
     Player,
     QuestionnaireAnswer,
     ReminderRule,
@@ -84,8 +85,8 @@ def training_create(
 
 
 _MEMBERS_INVITE = (
-    "INSERT INTO trainings_invitation (training_id, player_id, status, responded_at) "
-    "SELECT %s, player_id, %s, NULL FROM trainings_membership "
+    f"INSERT INTO {Invitation._meta.db_table} (training_id, player_id, status, responded_at) "  # noqa: S608
+    f"SELECT %s, player_id, %s, NULL FROM {Membership._meta.db_table} "
     "WHERE team_id = %s AND active ORDER BY player_id"
 )
 # The rules are read back by the statement that writes the training, with its history row's id.

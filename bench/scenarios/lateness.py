@@ -300,12 +300,12 @@ def _rows(
             _ratio(eta["p99"], fast["p99"]), "ETA/ours", "≤ 100 ms", fast["p99"] <= 0.100,
             note=f"p50 {fast['p50'] * 1000:.1f} ms, max {fast['max'] * 1000:.0f} ms; "
             f"received {fast['received']:,}/{fast['expected']:,}"),
-        Row(f"3e lateness p99 vs beat {load}", ours["p99"], beat["p99"], vs_beat, "s",
-            _ratio(beat["p99"], ours["p99"]), "beat/ours", "≥ 20x vs beat",
-            (_ratio(beat["p99"], ours["p99"]) or 0) >= 20,
-            note=f"beat p50 {beat['p50']:.2f} s; start to 'Starting' {beat['beat_start_seconds']:.1f} s; "
-            f"first fire {beat['lead']:.0f} s after the tasks were written",
-        ),
+        # No ratio against beat: beat only keeps up at a fraction of this load, and a p99 measured at
+        # another rate compares nothing. Its figures at the rate it survives are information.
+        Row(f"3e django-celery-beat alone {vs_beat}", beat["p99"], None, "", "s", None, "", "", None,
+            note=f"p99 at the rate beat survives, not a comparison; beat p50 {beat['p50']:.3f} s; start to "
+            f"'Starting' {beat['beat_start_seconds']:.1f} s; first fire {beat['lead']:.0f} s after the tasks "
+            "were written"),
         Row("3f posted due now → on queue p50", posted["p50"], None, "", "s", None, "", "≤ 20 ms",
             posted["p50"] <= 0.020, note=f"after the API's 201; {posted['received']}/{posted['expected']} "
             f"POSTs one at a time, {SPACING_MS} ms apart"),

@@ -13,7 +13,8 @@ from django.db.models.expressions import Combinable
 from django.http import HttpRequest, HttpResponseRedirect
 from django.utils import timezone
 
-from reminders.admin.history import AuditedAdmin
+from common.history_admin import AuditedAdmin
+from common.templatetags.admin_time import seconds
 from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
 from reminders.ops.figures import occurrence_state
@@ -25,7 +26,6 @@ from reminders.schedules.lifecycle import (
     schedule_update,
     schedules_advance,
 )
-from reminders.templatetags.admin_time import seconds
 
 # The lists (occurrences, trainings) need the page's width to fit 1,400 px without scrolling sideways;
 # the app list stays one click away on the index.

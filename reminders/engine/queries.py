@@ -1,18 +1,37 @@
 """The engine's raw SQL: one named statement per purpose, each completed by one builder.
 
 The claim is assembled by `claim_statement_postgres` (reminders/engine/occurrences.py; the statement the
-plan test
-EXPLAINs), the inserts by `occurrences_insert` and `occurrences_insert_idempotent`
+plan test EXPLAINs), the inserts by `occurrences_insert` and `occurrences_insert_idempotent`
 (reminders/engine/inserts.py). Table names and bounds are constants; every value is a bound parameter.
 """
 
 from __future__ import annotations
 
-from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Job, Occurrence, Schedule
+from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Job, Occurrence, Schedule, ThrottlePolicy
 
 OCCURRENCE_TABLE = Occurrence._meta.db_table
 SCHEDULE_TABLE = Schedule._meta.db_table
 JOB_TABLE = Job._meta.db_table
+THROTTLE_TABLE = ThrottlePolicy._meta.db_table
+
+
+def due_ranges(
+    select: str, *, scope: str, until: str, limit: str, alias: str = "d", lock: bool = False
+) -> str:
+    """The per-priority walk every reader of due rows shares: one index range per priority level, highest
+    first, each stopping at `until` and at `limit` rows, as `generate_series(...) AS p(level) CROSS JOIN
+    LATERAL (...) AS <alias>`. `scope` is the throttle condition (it picks occurrence_due_idx or
+    occurrence_throttled_due_idx); `lock` adds SKIP LOCKED inside each level (the claim). A plain range on
+    next_attempt_at would walk every scheduled row, future ones included."""
+    skip_locked = "\n                FOR UPDATE SKIP LOCKED" if lock else ""
+    return f"""generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
+          CROSS JOIN LATERAL (
+             SELECT {select} FROM {OCCURRENCE_TABLE}
+              WHERE status = 'scheduled' AND {scope} AND priority = p.level AND next_attempt_at <= {until}
+              ORDER BY next_attempt_at
+              LIMIT {limit}{skip_locked}
+          ) AS {alias}"""  # noqa: S608 - constants and placeholders; every value is a bound parameter
+
 
 # Lease up to %(limit)s due rows (scheduled -> claimed, new token, attempts + 1) and return them.
 # One index range scan per priority level, highest first; each level stops at `now`, so the claim never
@@ -24,32 +43,22 @@ JOB_TABLE = Job._meta.db_table
 # estimates (`IN (subquery)` was planned as a hash join over a full table scan). `{scope}` is one of the
 # CLAIM_SCOPE_* below. fire_at and next_attempt_at (the instant a look-ahead claim holds the row until) come
 # back as exact epoch microseconds (cheaper to parse than timestamptz).
+_CLAIMED = "id, priority, next_attempt_at"
+_AGED_RANGES = due_ranges(
+    _CLAIMED, scope="{scope}", until="%(aged)s", limit="%(aged_limit)s", alias="a", lock=True
+)
 CLAIM_DUE = f"""
 UPDATE {OCCURRENCE_TABLE} AS o
    SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
  WHERE o.id = ANY(ARRAY(
     SELECT c.id FROM (
         (SELECT a.id, 0 AS part, a.priority AS level, a.next_attempt_at AS due
-           FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
-          CROSS JOIN LATERAL (
-             SELECT id, priority, next_attempt_at FROM {OCCURRENCE_TABLE}
-              WHERE status = 'scheduled' AND {{scope}} AND priority = p.level AND next_attempt_at <= %(aged)s
-              ORDER BY next_attempt_at
-              LIMIT %(aged_limit)s
-                FOR UPDATE SKIP LOCKED
-          ) AS a
+           FROM {_AGED_RANGES}
           ORDER BY a.next_attempt_at
           LIMIT %(aged_limit)s)
         UNION ALL
         (SELECT d.id, 1, d.priority, d.next_attempt_at
-           FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
-          CROSS JOIN LATERAL (
-             SELECT id, priority, next_attempt_at FROM {OCCURRENCE_TABLE}
-              WHERE status = 'scheduled' AND {{scope}} AND priority = p.level AND next_attempt_at <= %(due)s
-              ORDER BY next_attempt_at
-              LIMIT %(limit)s
-                FOR UPDATE SKIP LOCKED
-          ) AS d
+           FROM {due_ranges(_CLAIMED, scope="{scope}", until="%(due)s", limit="%(limit)s", lock=True)}
           LIMIT %(limit)s)
     ) AS c
      GROUP BY c.id

@@ -29,6 +29,7 @@ from django.core.exceptions import (
     TooManyFilesSent,
 )
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
@@ -205,3 +206,11 @@ def _too_large(length: int | None) -> JsonResponse:
     return JsonResponse(
         {"detail": f"{size} is over the limit of {limit:,} bytes", "limit_bytes": limit}, status=413
     )
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 for a path no URL matches (a key the router's pattern refuses, a player id that is
+    not a number): JSON on the API, as every other API answer, and Django's page elsewhere."""
+    if _is_api(request):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)

@@ -118,7 +118,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
     priority = serializers.IntegerField(source="job.priority")
     batch_size = serializers.IntegerField(source="job.batch_size")
     throttle: serializers.SlugRelatedField = serializers.SlugRelatedField(
-        source="job.throttle", slug_field="name", read_only=True
+        source="job.throttle", slug_field="name", read_only=True, allow_null=True
     )
     deadline_seconds = serializers.IntegerField(source="job.deadline_seconds", allow_null=True)
     version = serializers.IntegerField(source="job.version")

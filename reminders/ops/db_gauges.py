@@ -18,32 +18,20 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Occurrence, OccurrenceStatus, WorkerHeartbeat
+from reminders.engine.queries import THROTTLE_TABLE, due_ranges
+from reminders.models import Occurrence, OccurrenceStatus, WorkerHeartbeat
 
 _TABLE = Occurrence._meta.db_table
-_LEVELS = f"generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)"
 # Unthrottled rows through occurrence_due_idx, throttled ones through occurrence_throttled_due_idx (one
 # range per policy and level); the first row of each range is its oldest, so min() is exact.
 BACKLOG_SQL_POSTGRES = f"""
 WITH due AS (
     SELECT false AS throttled, d.next_attempt_at
-      FROM {_LEVELS}
-     CROSS JOIN LATERAL (
-        SELECT next_attempt_at FROM {_TABLE}
-         WHERE status = 'scheduled' AND throttle_id IS NULL AND priority = p.level
-           AND next_attempt_at <= now()
-         ORDER BY next_attempt_at LIMIT %(cap)s
-     ) AS d
+      FROM {due_ranges("next_attempt_at", scope="throttle_id IS NULL", until="now()", limit="%(cap)s")}
     UNION ALL
     SELECT true, d.next_attempt_at
-      FROM reminders_throttlepolicy AS t
-     CROSS JOIN {_LEVELS}
-     CROSS JOIN LATERAL (
-        SELECT next_attempt_at FROM {_TABLE}
-         WHERE status = 'scheduled' AND throttle_id = t.id AND priority = p.level
-           AND next_attempt_at <= now()
-         ORDER BY next_attempt_at LIMIT %(cap)s
-     ) AS d
+      FROM {THROTTLE_TABLE} AS t
+     CROSS JOIN {due_ranges("next_attempt_at", scope="throttle_id = t.id", until="now()", limit="%(cap)s")}
 )
 SELECT throttled, count(*), EXTRACT(EPOCH FROM now() - min(next_attempt_at)) FROM due GROUP BY throttled
 """  # noqa: S608 - table name and bounds are constants, the cap is a bound parameter

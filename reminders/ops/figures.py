@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from reminders.engine.dispatch import ScanResult
 from reminders.engine.occurrences import occurrences_retry_now
-from reminders.models import PRIORITY_MAX, PRIORITY_MIN, Occurrence, OccurrenceStatus, ScanMinute
+from reminders.engine.queries import THROTTLE_TABLE, due_ranges
+from reminders.models import Occurrence, OccurrenceStatus, ScanMinute
 
 _OCC = Occurrence._meta.db_table
 _SCAN = ScanMinute._meta.db_table
@@ -152,25 +153,12 @@ def _postgres() -> bool:
 
 
 def _levels(select: str, *, limit: str) -> str:
-    """One LATERAL index range per (throttle scope, priority level), as the claim walks them: both due
-    indexes lead with columns the page does not filter on, so a plain range on next_attempt_at would walk
-    every scheduled row, future ones included."""
-    unthrottled = f"""
-        SELECT d.* FROM generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
-        CROSS JOIN LATERAL (
-            SELECT {select} FROM {_OCC}
-             WHERE status = 'scheduled' AND throttle_id IS NULL AND priority = p.level
-               AND next_attempt_at <= %(now)s
-             ORDER BY next_attempt_at LIMIT {limit}) AS d"""  # noqa: S608 - constants; values are bound
-    throttled = f"""
-        SELECT d.* FROM reminders_throttlepolicy AS t
-        CROSS JOIN generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
-        CROSS JOIN LATERAL (
-            SELECT {select} FROM {_OCC}
-             WHERE status = 'scheduled' AND throttle_id = t.id AND priority = p.level
-               AND next_attempt_at <= %(now)s
-             ORDER BY next_attempt_at LIMIT {limit}) AS d"""  # noqa: S608
-    return f"({unthrottled}) UNION ALL ({throttled})"
+    """The due rows of every throttle scope, walked as the claim walks them (`due_ranges`): unthrottled
+    ones, then each throttle policy's."""
+    unthrottled = due_ranges(select, scope="throttle_id IS NULL", until="%(now)s", limit=limit)
+    throttled = due_ranges(select, scope="throttle_id = t.id", until="%(now)s", limit=limit)
+    policies = f"{THROTTLE_TABLE} AS t CROSS JOIN {throttled}"
+    return f"(SELECT d.* FROM {unthrottled}) UNION ALL (SELECT d.* FROM {policies})"  # noqa: S608 - constants
 
 
 # Due and not delivered: occurrence_due_idx and occurrence_throttled_due_idx, one bounded range per level.

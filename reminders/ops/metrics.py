@@ -1,6 +1,6 @@
-"""Prometheus metrics of the engine and the push pipeline, and the per-occurrence log lines that go with them.
+"""Prometheus metrics of the engine, and the per-occurrence log lines that go with them.
 
-The engine calls one function of this module per event (a chunk marked, a claim timed, a push handled), so
+The engine calls one function of this module per event (a chunk marked, a claim timed), so
 the instrumentation is a line at each place and everything about labels, buckets and log fields lives here.
 
 Processes: with `PROMETHEUS_MULTIPROC_DIR` set before the process starts (scripts/run-all.sh does it), every
@@ -13,16 +13,15 @@ process: `reminders.ops.db_gauges` computes them at scrape time.
 from __future__ import annotations
 
 import bisect
-import collections
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 from django.db.models import Count, QuerySet
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Histogram
 
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports.base import Delivery, InFlight, Settled, TransportError
@@ -61,30 +60,6 @@ PUBLISH_SECONDS = Histogram(
     ["callback"],
     buckets=DURATION_BUCKETS,
 )
-PUSHES = Counter(
-    "trainings_pushes",
-    "Pushes by kind (PRE, POST, INVITATION): queued by the reminder handler, then the gateway's outcome.",
-    ["kind", "outcome"],
-)
-PUSH_DEVICES = Counter(
-    "trainings_push_provider_sends",
-    "Device sends by provider and outcome (accepted, token_dead, retry, failed).",
-    ["provider", "outcome"],
-)
-HELD_OVERDUE = Counter(
-    "trainings_held_pushes_overdue",
-    "Pushes found still held past their release plus the grace by the hourly check, by what it did "
-    "(released, skipped, withdrawn). Any is a bug: a held push always has a release in its future.",
-    ["action"],
-)
-GATEWAY_HEARTBEAT = Gauge(
-    "trainings_gateway_heartbeat_timestamp_seconds",
-    "Last time a push gateway polled its queue (Unix time); the newest of all gateways on this host.",
-    multiprocess_mode="max",
-)
-
-# A malformed message's "kind" is whatever the sender wrote: it must not become a label value.
-_PUSH_KINDS = frozenset({"PRE", "POST", "INVITATION"})
 _enabled = True
 
 
@@ -210,41 +185,6 @@ class _TimedFlight:
             return self._flight.wait()
         finally:
             PUBLISH_SECONDS.labels(self._callback).observe(time.perf_counter() - self._began)
-
-
-def pushes_queued(kinds: Iterable[str]) -> None:
-    """The reminder handler published these pushes (one kind each) to the push queue."""
-    if _enabled:
-        for kind, count in collections.Counter(kinds).items():
-            PUSHES.labels(kind, "queued").inc(count)
-
-
-def push_handled(body: Any, outcome: str) -> None:
-    """The gateway's outcome for one push message (delivered, no_device, stale, duplicate, retry, ...)."""
-    if not _enabled:
-        return
-    kind = body.get("kind") if isinstance(body, dict) else None
-    PUSHES.labels(str(kind) if kind in _PUSH_KINDS else "unknown", str(outcome)).inc()
-
-
-def push_device_outcomes(outcomes: Iterable[tuple[str, str]]) -> None:
-    """One (provider, verdict) per device send: accepted, token_dead, retry, failed."""
-    if _enabled:
-        for (provider, verdict), count in collections.Counter(outcomes).items():
-            PUSH_DEVICES.labels(provider, verdict).inc(count)
-
-
-def held_pushes_overdue(actions: Mapping[str, int]) -> None:
-    """The hourly check found pushes held past their release and released, skipped or withdrew them."""
-    if _enabled:
-        for action, count in actions.items():
-            HELD_OVERDUE.labels(action).inc(count)
-
-
-def gateway_alive() -> None:
-    """The gateway polled its queue (called on every poll, idle or not)."""
-    if _enabled:
-        GATEWAY_HEARTBEAT.set(time.time())
 
 
 def _fields(delivery: Delivery, outcome: str, lateness: float) -> dict[str, Any]:

@@ -3,7 +3,6 @@ delivers."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,6 +11,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 from django.conf import settings
 from rest_framework import serializers
 
+from common.compact_json import json_compact as json_compact
 from reminders.http.parsers import json_strings
 
 
@@ -106,12 +106,6 @@ class CallbackDataSerializer(serializers.Serializer):
 
     def validate_payload(self, payload: Any) -> Any:
         return payload_size_ok(payload)
-
-
-def json_compact(value: Any) -> bytes:
-    """A payload as every transport sends it: JSON without spaces, UTF-8 (a producer building message
-    bodies itself, trainings/publishing.py, encodes with this so its bytes are the transports')."""
-    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def payload_size_ok(payload: Any) -> Any:

@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 
 class HandlerDataSerializer(CallbackDataSerializer):
     target_field = "name"
-    name = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=200, trim_whitespace=False)  # refused, never trimmed
     payload = serializers.JSONField(required=False, default=dict)
 
     def validate_name(self, value: str) -> str:

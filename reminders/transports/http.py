@@ -1,7 +1,7 @@
 """POST a job's payload as JSON to its callback URL, signed with the Standard Webhooks scheme.
 
 Every request carries the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
-`webhook-signature`; reminders/signing.py) and, for one more release, `X-Reminders-Signature:
+`webhook-signature`; common/signing.py) and, for one more release, `X-Reminders-Signature:
 sha256=<hex HMAC-SHA256 of the body>`. The key is the job's `secret`, else REMINDERS_HTTP_SIGNING_SECRET,
 else one derived from SECRET_KEY (so a request is never unsigned, though only the first two can be
 verified outside). The host is resolved and vetted by `reminders.transports.netguard` here, at send time,
@@ -25,7 +25,7 @@ from django.utils.crypto import salted_hmac
 from rest_framework import serializers
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
-from reminders.signing import standard_webhook_headers
+from common.signing import standard_webhook_headers
 from reminders.transports import netguard
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
@@ -71,7 +71,7 @@ class _Options:
 
 class HTTPDataSerializer(CallbackDataSerializer):
     target_field = "url"
-    url = serializers.CharField(max_length=2000)
+    url = serializers.CharField(max_length=2000, trim_whitespace=False)  # refused, never trimmed
     payload = serializers.JSONField()
     secret = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
 

@@ -50,8 +50,19 @@ class CallbackTarget(NamedTuple):
         return host if self.port == DEFAULT_PORTS[self.scheme] else f"{host}:{self.port}"
 
 
+_UNSAFE_CHARACTER = re.compile(r"[\x00-\x20\x7f]")
+
+
 def parse_callback_url(url: str) -> CallbackTarget:
-    """Split a callback URL, refusing what no callback needs: other schemes, no host, user:pass@."""
+    """Split a callback URL, refusing what no callback needs: other schemes, no host, user:pass@, and
+    spaces or control characters (urlsplit drops CR, LF and tab silently, so the URL stored would not be
+    the one used; a raw CR or LF in a request line is header injection)."""
+    unsafe = _UNSAFE_CHARACTER.search(url)
+    if unsafe is not None:
+        raise UnsafeURL(
+            f"the URL has a space or control character ({unsafe.group()!r} at position {unsafe.start()});"
+            " percent-encode it"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port

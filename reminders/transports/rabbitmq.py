@@ -35,11 +35,12 @@ _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 
 class RabbitMQDataSerializer(CallbackDataSerializer):
     target_field = "queue"
-    queue = serializers.CharField(max_length=255)
+    # Refused, never trimmed: " q" and "q" are two queues to RabbitMQ.
+    queue = serializers.CharField(max_length=255, trim_whitespace=False)
     payload = serializers.JSONField()
 
     def validate_queue(self, value: str) -> str:
-        if not _QUEUE_PATTERN.match(value):
+        if not _QUEUE_PATTERN.fullmatch(value):  # `$` alone would let a final "\n" through
             raise serializers.ValidationError("use letters, digits, '.', '_', ':' or '-' (at most 255).")
         if value.startswith("amq."):
             raise serializers.ValidationError("queue names starting with 'amq.' are reserved by RabbitMQ.")

@@ -3,8 +3,10 @@ always its own, on the server the caller named."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.harness import database_url_named, quantile
-from bench.report import Row, Section, render_table
+from bench.report import RoundRatios, Row, Section, render_table
 
 
 def test_it_marks_each_target_pass_or_short() -> None:
@@ -38,3 +40,10 @@ def test_it_takes_quantiles_from_sorted_values() -> None:
     assert quantile(values, 0.5) == 50.0
     assert quantile(values, 0.99) == 99.0
     assert quantile(values, 1.0) == 100.0
+
+
+def test_a_ratio_over_rounds_is_their_median_so_one_slow_round_does_not_decide_it() -> None:
+    ratios = RoundRatios((0.85, 0.87, 0.56, 1.00))  # 2b's rounds on a busy machine: one slow round
+    assert ratios.median == pytest.approx(0.86)
+    assert "spread 0.56 to 1.00" in ratios.describe()
+    assert RoundRatios((1.03, 1.05, 0.6)).median == 1.03

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from reminders.signing import standard_webhook_headers
+from common.signing import standard_webhook_headers
 from reminders.transports.base import Delivery
 from reminders.transports.http import HTTPTransport
 from tests.http_receiver import QuietHandler, serving

@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from reminders.history import history_purge_old
+from common.history import history_purge_old
 from reminders.models import Job, Schedule, ThrottlePolicy
 from reminders.tasks import purge_old
 from tests.factories import ThrottlePolicyFactory, UserFactory, schedule_create

@@ -205,7 +205,7 @@ def test_nothing_but_the_audit_history_listens_to_a_trainings_save() -> None:
     does itself) would be missed. A new pre_save/post_save receiver on Training must make it call save()."""
     from django.db.models.signals import post_save, pre_save
 
-    from reminders.history import AuditedHistory
+    from common.history import AuditedHistory
 
     def receivers(signal: Any) -> list[Any]:
         sync, async_ = signal._live_receivers(Training)

@@ -41,6 +41,7 @@ class Refusing:
         pass
 
 
+@pytest.mark.django_db(transaction=True)  # committed rows: the gateway records from a thread of its own
 def test_it_runs_the_gateway_with_the_logging_provider(file_broker: str, settings: Any, caplog: Any) -> None:
     settings.PUSH_APNS_KEY_FILE = settings.PUSH_FCM_CREDENTIALS_FILE = ""  # the logging provider serves all
     alice, bruno = PlayerFactory(name="Alice"), PlayerFactory(name="Bruno")

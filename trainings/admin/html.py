@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from reminders.ops.figures import occurrence_state
+from reminders.api import occurrence_state
 from trainings.models import RunOutcome, Training
 from trainings.selectors import timeline_reached, training_player_grid, training_timeline
 

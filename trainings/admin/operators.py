@@ -9,8 +9,8 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from reminders.admin.history import AuditedAdmin
-from reminders.templatetags.admin_time import seconds
+from common.history_admin import AuditedAdmin
+from common.templatetags.admin_time import seconds
 from trainings import kinds
 from trainings.admin.html import local_time
 from trainings.models import (

@@ -6,10 +6,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.widgets import AutocompleteSelect
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms import ModelForm
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
+from django.urls import URLPattern, path, reverse
 
+from trainings.access import users_linkable_search, users_linkable_to_player
 from trainings.models import Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
 
@@ -58,11 +62,24 @@ class PlayerAddForm(ModelForm):
         fields = ["name", "user", "time_zone", "language"]
 
 
+class PlayerUserSelect(AutocompleteSelect):
+    """The admin's autocomplete box for a player's account, asking `PlayerAdmin.user_search_view`
+    (linkable accounts only) instead of the site's autocomplete, which would search every user."""
+
+    def get_url(self) -> str:
+        return reverse(f"{self.admin_site.name}:trainings_player_user_search")
+
+
+USER_HELP = (
+    "The player's own login (for the app). Type the account's exact username or email: only accounts "
+    "free to link are found (not staff, not a coach, not linked to another player)."
+)
+
+
 @admin.register(Player)
 class PlayerAdmin(admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
     search_fields = ["name"]
-    raw_id_fields = ["user"]
     # Legacy and never read (push tokens are Device rows, registered by the app): a field here would
     # let a coach type tokens that nothing sends to.
     exclude = ["device_tokens"]
@@ -70,22 +87,52 @@ class PlayerAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
         return players_visible_to(request.user)
 
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "user":
+            kwargs["queryset"] = users_linkable_to_player(None)
+            kwargs["widget"] = PlayerUserSelect(db_field, self.admin_site)
+            kwargs["help_text"] = USER_HELP
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
     def get_form(
         self, request: HttpRequest, obj: Player | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
         if obj is not None:
-            return super().get_form(request, obj, change=change, **kwargs)
-        base = super().get_form(request, obj, change=change, form=PlayerAddForm, **kwargs)
+            base = super().get_form(request, obj, change=change, **kwargs)
+        else:
+            base = super().get_form(request, obj, change=change, form=PlayerAddForm, **kwargs)
         teams = teams_visible_to(request.user)
         required = not user_sees_all_teams(request.user)  # operators may add a player to no team yet
+        # The player's own account stays a valid choice; a crafted id of any other account outside the
+        # linkable ones (a superuser's, another player's) is "not one of the available choices".
+        accounts = users_linkable_to_player(obj)
 
-        class ScopedPlayerAddForm(base):  # type: ignore[misc, valid-type]
+        class ScopedPlayerForm(base):  # type: ignore[misc, valid-type]
             def __init__(self, *args: Any, **form_kwargs: Any) -> None:
                 super().__init__(*args, **form_kwargs)
-                self.fields["team"].queryset = teams
-                self.fields["team"].required = required
+                if "user" in self.fields:
+                    self.fields["user"].queryset = accounts
+                if "team" in self.fields:
+                    self.fields["team"].queryset = teams
+                    self.fields["team"].required = required
 
-        return ScopedPlayerAddForm
+        return ScopedPlayerForm
+
+    def get_urls(self) -> list[URLPattern]:
+        search = path(
+            "user-search/",
+            self.admin_site.admin_view(self.user_search_view),
+            name="trainings_player_user_search",
+        )
+        return [search, *super().get_urls()]
+
+    def user_search_view(self, request: HttpRequest) -> JsonResponse:
+        """Select2's answer for the user box: the free accounts whose username or email is the term."""
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        found = users_linkable_search(request.GET.get("term", ""))
+        results = [{"id": str(user.pk), "text": user.get_username()} for user in found]
+        return JsonResponse({"results": results, "pagination": {"more": False}})
 
     def save_model(self, request: HttpRequest, obj: Player, form: ModelForm, change: bool) -> None:
         super().save_model(request, obj, form, change)

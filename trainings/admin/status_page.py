@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 from kombu import Connection
 
-from reminders.ops.figures import (
+from reminders.api import (
     ERROR_PREFIX,
     FAILURE_SAMPLE,
     EngineStatus,

@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from reminders.admin.history import AuditedAdmin
+from common.history_admin import AuditedAdmin
 from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.html import local_html, local_time, player_grid_html, reminder_timeline_html
 from trainings.admin.people import ScopedChoices

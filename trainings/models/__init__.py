@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
-from reminders.history import AuditedHistory
+from common.history import AuditedHistory
 from trainings import kinds
 from trainings.models.answers import AnswerSource as AnswerSource
 from trainings.models.answers import Invitation as Invitation
@@ -345,3 +345,32 @@ class DeliveredPush(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class ChannelChoice(models.TextChoices):
+    DEFAULT = "default", "Push; email when no device is reached"
+    PUSH = "push", "Push only, never email"
+    EMAIL = "email", "Email instead of push"
+    BOTH = "both", "Push and email"
+
+
+class ReminderPreference(models.Model):
+    """A player's own choice for one reminder kind: the channels it comes through, or muted. No row is
+    the default (push, and email when no device is reached, never muted)."""
+
+    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="preferences")
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
+    channels = models.CharField(max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT)
+    muted = models.BooleanField(default=False, help_text="No reminder of this kind (unless it is critical).")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["player", "kind"], name="preference_unique_per_kind"),
+            models.CheckConstraint(
+                condition=Q(channels__in=ChannelChoice.values), name="preference_channels_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.player}: {self.kind} via {self.channels}{' (muted)' if self.muted else ''}"

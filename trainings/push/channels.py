@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from trainings.push.messages import PushProvider
 
 # Where a device's address lives, with its label (the device's `platform`).
-PLATFORMS: dict[str, str] = {"ios": "iOS", "android": "Android", "web": "Web"}
+PLATFORMS: dict[str, str] = {"ios": "iOS", "android": "Android", "web": "Web", "email": "Email"}
 
 
 class ChannelModule(Protocol):
@@ -49,6 +49,9 @@ class Channel:
     platforms: tuple[str, ...] = ()  # where its addresses live; () for a stand-in, which has none
     address: str = ""  # what an address of this channel is, for people (API help, errors, docs)
     standin: bool = False  # serves the addresses of channels without credentials (TRAININGS_PUSH_PROVIDER)
+    # Sent only when no other channel's address reached the person (none enabled, or every send failed or
+    # was dead), or when they prefer it for that kind (trainings/push/sender.py).
+    fallback: bool = False
 
     def module(self) -> ChannelModule:
         return cast("ChannelModule", importlib.import_module(self.package))
@@ -59,6 +62,8 @@ CHANNELS: tuple[Channel, ...] = (
             address="an APNs device token (hexadecimal)"),
     Channel("fcm", "Firebase Cloud Messaging", "trainings.push.fcm", platforms=("android", "ios", "web"),
             address="an FCM registration token"),
+    Channel("email", "Email", "trainings.push.email", platforms=("email",), address="an email address",
+            fallback=True),
     Channel("logging", "Logging stand-in (development)", "trainings.push.logging", standin=True),
     Channel("webhook", "Webhook stand-in (TRAININGS_PUSH_WEBHOOK_URL)", "trainings.push.webhook",
             standin=True),
@@ -70,6 +75,10 @@ BY_NAME: dict[str, Channel] = {c.name: c for c in CHANNELS}
 def address_channels() -> tuple[Channel, ...]:
     """The channels an app registers addresses (devices) for."""
     return tuple(c for c in CHANNELS if not c.standin)
+
+
+def fallback_channel_names() -> frozenset[str]:
+    return frozenset(c.name for c in CHANNELS if c.fallback)
 
 
 def standin_channels() -> tuple[Channel, ...]:

@@ -47,9 +47,8 @@ from django.utils import timezone
 from kombu import Connection, Consumer, Queue
 from kombu.message import Message
 
-from reminders.ops import metrics
-from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
+from reminders.api import Delivery, QueuePublisher
+from trainings.push import metrics
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
 from trainings.push.records import _ACKED, Handled, Outcome, Round
@@ -161,7 +160,7 @@ def gateway_run(
     providers = providers or providers_from_settings()
     url = url or settings.REMINDERS_CALLBACK_BROKER_URL
     sender = PushSender(providers)
-    dead_letters = RabbitMQTransport(url)
+    dead_letters = QueuePublisher(url)
     stats = GatewayStats()
     inbox: list[_Held] = []
     waiting: list[_Held] = []

@@ -96,7 +96,7 @@ class Target:
     """One device as the providers see it (a `trainings.Device` row, detached from the ORM)."""
 
     device_id: int
-    provider: str  # apns | fcm
+    provider: str  # its channel (trainings/push/channels.py): apns, fcm
     platform: str
     token: str
     app_id: str = ""

@@ -17,8 +17,8 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reminders.ops import metrics
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.push import metrics
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 from trainings.transitions import devices_disable
 
@@ -63,6 +63,7 @@ class Round:
     prior: dict[int, dict[int, int]]  # per push: requests sent per device in earlier rounds
     remaining: int  # sends without an answer yet (counted down on the loop's thread)
     work: int = 0  # sends handed to the loop
+    fallback_waits: set[int] = field(default_factory=set)  # pushes a fallback waits for (push/routing.py)
     arrived: collections.deque[Answer] = field(default_factory=collections.deque)
     results: list[Answer] = field(default_factory=list)  # recorded
     sent: set[tuple[int, int]] = field(default_factory=set)  # (push, device) that did go out this round

@@ -24,6 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.preferences import preferences_of
 from trainings.push.providers import (
     AuthFailure,
     Providers,
@@ -41,6 +42,7 @@ from trainings.push.records import (
     pushes_finish,
     sends_record,
 )
+from trainings.push.routing import route
 from trainings.transitions import devices_disable
 
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
@@ -155,11 +157,11 @@ class PushSender:
                 handled[i] = Handled(Outcome.REJECTED, error=str(exc))
         keys = {p.idempotency_key for p in pushes.values()}
         done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
-        sent: dict[str, set[int | None]] = {}
-        for key, device_id in PushSend.objects.filter(push_key__in=keys - done).values_list(
-            "push_key", "device_id"
+        sent: dict[str, dict[int | None, str]] = {}
+        for key, device_id, status in PushSend.objects.filter(push_key__in=keys - done).values_list(
+            "push_key", "device_id", "status"
         ):
-            sent.setdefault(key, set()).add(device_id)
+            sent.setdefault(key, {})[device_id] = status
         devices: dict[int, list[Target]] = {}
         players = {p.player for p in pushes.values() if p.idempotency_key not in done}
         enabled = Device.objects.enabled().filter(player_id__in=players).order_by("pk")
@@ -168,6 +170,8 @@ class PushSender:
         ):  # tuples, not model instances: a round reads hundreds
             devices.setdefault(player_id, []).append(Target(pk, service, platform, token, app_id))
 
+        preferences = preferences_of({(p.player, p.kind) for p in pushes.values()})
+        fallback_waits: set[int] = set()  # pushes with a fallback address if this round's sends all fail
         work: list[tuple[int, PushMessage, Target]] = []
         closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
         seen: set[str] = set(self._keys)  # an open round's push is that round's to finish
@@ -180,7 +184,10 @@ class PushSender:
             if push.expires_at is not None and push.expires_at <= now:
                 closing.append((i, push, SendStatus.STALE))
                 continue
-            todo = [d for d in devices.get(push.player, []) if d.device_id not in sent.get(key, set())]
+            channels = preferences.get((push.player, push.kind), ("default", False))[0]
+            todo, spare = route(devices.get(push.player, []), done=sent.get(key, {}), channels=channels)
+            if spare:
+                fallback_waits.add(i)
             if not todo:
                 closing.append((i, push, SendStatus.NO_DEVICE if not sent.get(key) else SendStatus.ACCEPTED))
                 continue
@@ -194,7 +201,8 @@ class PushSender:
                 logger.warning("provider %s not ready: %s", provider.name, exc)
 
         prior = {i: dict(sends[i]) for i in pushes if sends and sends[i]}
-        round_ = Round(seq, now, handled, pushes, closing, prior, remaining=len(work), work=len(work))
+        round_ = Round(seq, now, handled, pushes, closing, prior, remaining=len(work), work=len(work),
+                       fallback_waits=fallback_waits)  # fmt: skip
         self._open[round_.seq] = round_
         self._keys |= {p.idempotency_key for i, p in pushes.items() if handled[i] is None}
         if work:
@@ -260,6 +268,10 @@ class PushSender:
                 earlier = retry.get(i)
                 if earlier is None or (result.retry_after or 0) > (earlier.retry_after or 0):
                     retry[i] = result
+        accepted = {i for i, _, _, r in results if r.verdict == Verdict.ACCEPTED}
+        for i in round_.fallback_waits - accepted - set(retry):  # every send failed: the fallback next
+            retry[i] = SendResult(Verdict.RETRY, error="no device accepted it: the fallback channel next",
+                                  retry_after=0.0)  # fmt: skip
         closing_at = {c[0] for c in closing}
         complete = [
             (i, push)

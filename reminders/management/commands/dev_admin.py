@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
-from reminders.management.address import site_url
+from common.address import site_url
 
 
 class Command(BaseCommand):

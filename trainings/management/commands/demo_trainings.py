@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from reminders.management.address import site_url
+from common.address import site_url
 from trainings import kinds
 from trainings.models import Device, InvitationStatus, Membership, Player, Team, Training
 from trainings.selectors import training_timeline

@@ -16,8 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
+from reminders.api import Delivery, QueuePublisher
 from trainings.push.gateway import (
     DEAD_LETTER_SCHEMA,
     broker_connection,
@@ -38,7 +37,7 @@ class Command(BaseCommand):
             raise CommandError("--limit must be at least 1")
         name = dead_letter_queue_name()
         url = settings.REMINDERS_CALLBACK_BROKER_URL
-        publisher = RabbitMQTransport(url)
+        publisher = QueuePublisher(url)
         seen = replayed = 0
         try:
             with broker_connection(url) as broker:

@@ -9,7 +9,7 @@ import json
 import httpx
 from django.core.exceptions import ImproperlyConfigured
 
-from reminders.signing import standard_webhook_headers
+from common.signing import standard_webhook_headers
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict, retry_after_seconds
 
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0013_answer_sources'),
+        ('trainings', '0014_email_channel_and_preferences'),
     ]
 
     operations = [
@@ -35,6 +35,11 @@ class Migration(migrations.Migration):
             model_name='questionnaireanswer',
             name='phase',
             field=models.CharField(choices=trainings.kinds.questionnaire_choices, max_length=10),
+        ),
+        migrations.AlterField(
+            model_name='reminderpreference',
+            name='kind',
+            field=models.CharField(choices=trainings.kinds.rule_choices, max_length=10),
         ),
         migrations.AlterField(
             model_name='reminderrule',

@@ -1,0 +1,64 @@
+"""The engine's front door: everything another app of this project may use of `reminders`, besides its models.
+
+An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their instants
+(`occurrences_cancel`), registers the handlers its jobs call and reserves their key pattern (`register`,
+`register_batch`, `keys_reserve`), receives a `Delivery` per due occurrence and answers with a
+`TransportError`, and asks a worker to scan after its transaction commits (`scan_kick_on_commit`). The
+operator's status page reads the engine's figures here too. Nothing else of the engine's modules is
+imported from outside it (tests/test_import_graph.py fails when one is), so the engine can be reshaped
+behind this module.
+
+Generic helpers both apps use (history, row inserts, signing, the `__any` lookup, aware datetime fields,
+template tags) are not engine code: they live in `common/`.
+"""
+
+from __future__ import annotations
+
+from reminders.engine.handler_registry import keys_reserve, register, register_batch
+from reminders.engine.kick import scan_kick_on_commit
+from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
+from reminders.models import CallbackType
+from reminders.ops.figures import (
+    ERROR_PREFIX,
+    FAILURE_SAMPLE,
+    EngineStatus,
+    MinutePoint,
+    engine_status,
+    failures_retry,
+    occurrence_state,
+)
+from reminders.transports import get_transport
+from reminders.transports.base import Delivery, InFlight, Transport, TransportError
+from reminders.transports.rabbitmq import RabbitMQTransport as QueuePublisher
+
+__all__ = [
+    "ERROR_PREFIX",
+    "FAILURE_SAMPLE",
+    "Callback",
+    "Delivery",
+    "EngineStatus",
+    "InFlight",
+    "JobSpec",
+    "MinutePoint",
+    "QueuePublisher",
+    "TransportError",
+    "engine_status",
+    "failures_retry",
+    "job_upsert",
+    "jobs_insert",
+    "keys_reserve",
+    "occurrence_state",
+    "occurrences_cancel",
+    "queue_publisher",
+    "register",
+    "register_batch",
+    "scan_kick_on_commit",
+]
+
+
+def queue_publisher() -> Transport:
+    """The process's RabbitMQ publisher (the one the engine's `rabbitmq` callbacks use): durable queues,
+    one AMQP transaction per batch, refused messages returned as errors keyed by `Delivery.occurrence_id`.
+    A process that needs a connection of its own (the push gateway's dead letters) builds a
+    `QueuePublisher(url)`."""
+    return get_transport(CallbackType.RABBITMQ)

@@ -1,0 +1,68 @@
+"""The OpenAPI schema's error answers: every status code the API can give, documented on each operation.
+
+drf-spectacular documents what a view returns when it succeeds; the API also answers 401 (no or a bad
+token), 403, 404 (a path naming a row), 400 (bad input), 411/413/415 (a body it cannot read) and 429
+(throttled, with Retry-After) on every operation where they can occur. A client generated from the schema
+should know them, and `tests/security/test_schema_conformance.py` holds every response to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_DETAIL = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+}
+# 400: field name -> its errors (or nested objects for nested fields), `detail` for an unreadable body, or
+# a list of messages for an error about the whole request.
+_FIELD_ERRORS = {
+    "anyOf": [
+        {"type": "object", "additionalProperties": True},
+        {"type": "array", "items": {"type": "string"}},
+    ]
+}
+_TOO_LARGE = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}, "limit_bytes": {"type": "integer"}},
+    "required": ["detail"],
+}
+_ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
+    400: ("Field errors, by field name, or `detail` when the body cannot be read.", _FIELD_ERRORS),
+    401: ("No token, or one that does not exist.", _DETAIL),
+    403: ("The user may not do this.", _DETAIL),
+    404: ("No such row (or not one of yours), page or cursor.", _DETAIL),
+    405: ("Method not allowed.", _DETAIL),
+    411: ("A chunked body that this server cannot read: send Content-Length.", _DETAIL),
+    413: ("The body is over REMINDERS_MAX_REQUEST_BYTES.", _TOO_LARGE),
+    415: ("A Content-Type the API does not parse.", _DETAIL),
+    429: ("Throttled per token or per address; retry after Retry-After seconds.", _DETAIL),
+}
+_BODY_ERRORS = (400, 411, 413, 415)
+_METHODS = ("get", "put", "post", "patch", "delete")
+
+
+def error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: add the error answers each operation can give."""
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in _METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            # 404 everywhere: a path parameter naming no row, a page or cursor past the end, or a path the
+            # URL patterns refuse.
+            codes = [401, 403, 404, 405, 429]
+            if operation.get("parameters") or method in ("put", "post", "patch"):
+                codes.append(400)
+            if method in ("put", "post", "patch"):
+                codes.extend(_BODY_ERRORS)
+            for code in sorted(set(codes)):
+                description, body = _ERRORS[code]
+                entry = responses.setdefault(str(code), {"description": description})
+                entry.setdefault("content", {"application/json": {"schema": body}})
+                if code == 429:
+                    entry.setdefault(
+                        "headers", {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds."}}
+                    )
+    return result

@@ -1,0 +1,90 @@
+"""A reminder as an email: the push's title and text in the recipient's language, an HTML and a plain-text
+body with the answer links, and RFC 8058 one-click unsubscribe headers for that reminder kind.
+
+Email links open a page (trainings/push/email/views.py) whose button records the answer: a GET never
+records anything, since mail scanners follow every link of a message they receive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import signing
+from django.core.mail import EmailMultiAlternatives
+from django.template.loader import render_to_string
+from django.urls import reverse
+
+from trainings.answers.links import INVITATION, answer_token, answerable
+from trainings.push.messages import PushMessage, Target
+
+UNSUBSCRIBE_SALT = "trainings.email-unsubscribe"
+
+# The few words of an email around the push's own text, per language (English otherwise).
+WORDS: dict[str, dict[str, str]] = {
+    "en": {"accept": "I'll come", "decline": "I can't come", "answer": "Answer the questionnaire",
+           "unsubscribe": "Stop these emails for this kind of reminder", "why": "You receive this email "
+           "because your coach's team sends reminders and no app notification reached you."},
+    "fr": {"accept": "Je viens", "decline": "Je ne peux pas venir", "answer": "Répondre au questionnaire",
+           "unsubscribe": "Ne plus recevoir ces e-mails pour ce type de rappel", "why": "Vous recevez cet "
+           "e-mail car l'équipe de votre entraîneur envoie des rappels et aucune notification de l'appli "
+           "ne vous est parvenue."},
+}  # fmt: skip
+
+
+def words(language: str) -> dict[str, str]:
+    return WORDS.get(language.lower().split("-")[0], WORDS["en"])
+
+
+def unsubscribe_token(*, player_id: int, kind: str) -> str:
+    return signing.dumps([player_id, kind], salt=UNSUBSCRIBE_SALT, compress=False)
+
+
+def unsubscribe_read(token: str) -> tuple[int, str]:
+    """(player id, kind) of a one-click unsubscribe token; signing.BadSignature or ValueError otherwise."""
+    player_id, kind = signing.loads(token, salt=UNSUBSCRIBE_SALT)
+    if not isinstance(player_id, int) or not isinstance(kind, str):
+        raise ValueError("not an unsubscribe token")
+    return player_id, kind
+
+
+def _public(path: str) -> str:
+    return settings.TRAININGS_PUBLIC_URL.rstrip("/") + path
+
+
+def email_links(push: PushMessage) -> dict[str, str]:
+    """The links of one reminder email: answer page(s) and the one-click unsubscribe."""
+    links = {"unsubscribe": _public(reverse("email-unsubscribe", kwargs={"token": unsubscribe_token(
+        player_id=push.player, kind=push.kind)}))}  # fmt: skip
+    if answerable(push.kind):
+        token = answer_token(
+            player_id=push.player, training_id=push.training, kind=push.kind, channel="email"
+        )
+        page = _public(reverse("answer-page", kwargs={"token": token}))
+        if push.kind == INVITATION:
+            links["accept"], links["decline"] = f"{page}?response=accepted", f"{page}?response=denied"
+        else:
+            links["answer"] = page
+    return links
+
+
+def email_for(push: PushMessage, device: Target) -> EmailMultiAlternatives:
+    """The email of `push` to the address `device.token` (a Message-ID stable per push and address)."""
+    language = str(push.raw.get("language") or "en")
+    links = email_links(push)
+    context: dict[str, Any] = {"push": push, "links": links, "words": words(language), "language": language}
+    message = EmailMultiAlternatives(
+        subject=push.title,
+        body=render_to_string("trainings/email/reminder.txt", context),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[device.token],
+        headers={
+            "Message-ID": f"<{device.send_uuid(push)}@{settings.TRAININGS_EMAIL_DOMAIN}>",
+            "List-Unsubscribe": f"<{links['unsubscribe']}>",
+            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+            "Auto-Submitted": "auto-generated",
+            "Content-Language": language,
+        },
+    )
+    message.attach_alternative(render_to_string("trainings/email/reminder.html", context), "text/html")
+    return message

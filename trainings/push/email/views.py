@@ -1,0 +1,71 @@
+"""The pages an email's links open: the answer page (its button records the answer) and the RFC 8058
+one-click unsubscribe. No session: the signed token in the path is the credential, so these forms need no
+CSRF cookie (a forged request would need the token, which is all the power there is)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import signing
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from trainings.answers.links import INVITATION, LinkInvalid
+from trainings.answers.recording import (
+    LinkGone,
+    answer_link_current,
+    answer_link_open,
+    answer_link_record,
+    answer_question,
+    answers_check,
+)
+from trainings.push.email.message import unsubscribe_read, words
+from trainings.services import preference_set
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def answer_page(request: HttpRequest, token: str) -> HttpResponse:
+    """GET shows the question and the buttons (records nothing: mail scanners follow links); POST records."""
+    try:
+        target = answer_link_open(token)
+    except LinkInvalid:
+        return _page(request, "This is not a valid answer link.", status=400)
+    except LinkGone as exc:
+        return _page(request, exc.detail, status=410)
+    language, question = answer_question(target)
+    invitation = target.link.kind == INVITATION
+    context: dict[str, Any] = {"question": question, "language": language, "words": words(language),
+                               "invitation": invitation, "training": target.training}  # fmt: skip
+    if request.method == "POST":
+        response = request.POST.get("response")
+        notes = request.POST.get("notes", "")
+        if target.link.kind == INVITATION and response not in ("accepted", "denied"):
+            return _page(request, 'response: "accepted" or "denied".', status=400)
+        answers = None if target.link.kind == INVITATION else answers_check({"notes": notes[:2000]})
+        answer_link_record(target=target, response=response, answers=answers)
+        context["done"] = True
+    context["answer"] = answer_link_current(target)
+    context["chosen"] = request.GET.get("response", "")
+    return render(request, "trainings/email/answer_page.html", context)
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
+    """RFC 8058: a POST (`List-Unsubscribe=One-Click`) unsubscribes at once; a GET asks with a button."""
+    try:
+        player_id, kind = unsubscribe_read(token)
+    except (signing.BadSignature, ValueError, TypeError):
+        return _page(request, "This is not a valid unsubscribe link.", status=400)
+    if request.method == "POST":
+        if not preference_set(player_id=player_id, kind=kind, channels="push"):
+            return _page(request, "This player no longer exists.", status=410)
+        return _page(request, "You will no longer receive these reminders by email.")
+    return render(request, "trainings/email/unsubscribe.html", {"kind": kind})
+
+
+def _page(request: HttpRequest, message: str, *, status: int = 200) -> HttpResponse:
+    return render(request, "trainings/email/message.html", {"message": message}, status=status)

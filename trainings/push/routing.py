@@ -1,0 +1,42 @@
+"""Which of a person's addresses a push goes to now, and which wait as a fallback.
+
+A fallback channel (email, trainings/push/channels.py) is for when no other address reached the person: by
+default a push goes to their enabled devices of the other channels, and to the fallback addresses when
+they have none, or when every one of them has answered and none accepted it (failed, dead). The person's
+preference for the push's kind may say otherwise: `push` (never the fallback), `email` (the fallback
+only), `both`. The gateway stays channel-independent: it asks this module, and a push whose devices all
+failed while a fallback waits is retried at once, its next round sending the fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from trainings.push.channels import fallback_channel_names
+from trainings.push.messages import Target
+
+_FALLBACK = fallback_channel_names()
+ACCEPTED = "accepted"
+
+
+def route(
+    devices: Sequence[Target], *, done: Mapping[int | None, str], channels: str = "default"
+) -> tuple[list[Target], list[Target]]:
+    """(addresses to send to in this round, fallback addresses if every one of them fails).
+
+    `devices`: the person's enabled addresses; `done`: the push's recorded sends (device id -> status)."""
+    primary = [d for d in devices if d.provider not in _FALLBACK]
+    fallback = [d for d in devices if d.provider in _FALLBACK]
+    reached = ACCEPTED in done.values()
+    spare: list[Target] = []
+    if channels == "email":
+        chosen = fallback
+    elif channels == "push":
+        chosen = primary
+    elif channels == "both":
+        chosen = primary + fallback
+    elif reached or any(d.device_id not in done for d in primary):
+        chosen, spare = primary, ([] if reached else fallback)
+    else:  # no other address, or every one answered without accepting: the fallback now
+        chosen = primary + fallback
+    return [d for d in chosen if d.device_id not in done], [d for d in spare if d.device_id not in done]
