@@ -105,6 +105,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en"
+# Dates as people read them in the admin: one format, with the zone (config/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -359,6 +361,14 @@ REMINDERS_METRICS_BACKLOG_CAP = env_int("REMINDERS_METRICS_BACKLOG_CAP", 100000,
 # /health/ready and `manage.py healthcheck`: some worker must have finished a scan this recently.
 REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS = env_float("REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS", 30.0, minimum=1.0)
 REMINDERS_HEALTH_TIMEOUT_SECONDS = env_float("REMINDERS_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
+# The push gateway in /health/ready: "auto" (checked once a gateway has written a heartbeat), "on", "off".
+TRAININGS_HEALTH_GATEWAY = env_str("TRAININGS_HEALTH_GATEWAY", "auto")
+if TRAININGS_HEALTH_GATEWAY not in ("auto", "on", "off"):
+    raise ImproperlyConfigured("TRAININGS_HEALTH_GATEWAY must be 'auto', 'on' or 'off'")
+# Its heartbeat (every 5 s while it runs) turns amber on the status page past the first age, red (and
+# /health/ready fails) past the second.
+TRAININGS_GATEWAY_AMBER_SECONDS = env_float("TRAININGS_GATEWAY_AMBER_SECONDS", 15.0, minimum=1.0)
+TRAININGS_GATEWAY_RED_SECONDS = env_float("TRAININGS_GATEWAY_RED_SECONDS", 60.0, minimum=1.0)
 # Probes and scrapers speak plain HTTP inside the network even when the site redirects to HTTPS.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^health/"]
 

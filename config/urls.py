@@ -7,13 +7,21 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from reminders.admin.preferences import time_zone_view
 from reminders.ops import views as ops_views
-from trainings.admin.status_page import status_retry_view, status_view
+from trainings.admin.dead_letters import dead_letters_replay_view, dead_letters_view
+from trainings.admin.status_page import status_retry_view, status_retrying_view, status_view
 
 urlpatterns = [
     # --- Admin pages for coaches and operators (issue 15), before admin/ whose catch-all would take them.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/status/", admin.site.admin_view(status_view), name="admin-status"),
     path("admin/status/retry/", admin.site.admin_view(status_retry_view), name="admin-status-retry"),
+    path("admin/status/retrying/", admin.site.admin_view(status_retrying_view), name="admin-status-retrying"),
+    path("admin/push-dead-letters/", admin.site.admin_view(dead_letters_view), name="admin-dead-letters"),
+    path(
+        "admin/push-dead-letters/replay/",
+        admin.site.admin_view(dead_letters_replay_view),
+        name="admin-dead-letters-replay",
+    ),
     path("admin/time-zone/", admin.site.admin_view(time_zone_view), name="admin-time-zone"),
     # ---
     path("admin/", admin.site.urls),

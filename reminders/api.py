@@ -4,9 +4,10 @@ An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their in
 (`occurrences_cancel`), registers the handlers its jobs call and reserves their key pattern (`register`,
 `register_batch`, `keys_reserve`), receives a `Delivery` per due occurrence and answers with a
 `TransportError`, and asks a worker to scan after its transaction commits (`scan_kick_on_commit`). The
-operator's status page reads the engine's figures here too. Nothing else of the engine's modules is
-imported from outside it (tests/test_import_graph.py fails when one is), so the engine can be reshaped
-behind this module.
+operator's status page reads the engine's figures (and acts on retrying work) here too; the admin's
+hooks let an app name its jobs in words, give a person a default zone, and add a readiness check.
+Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
+one is), so the engine can be reshaped behind this module.
 
 Generic helpers both apps use (history, row inserts, signing, the `__any` lookup, aware datetime fields,
 template tags) are not engine code: they live in `common/`.
@@ -14,6 +15,8 @@ template tags) are not engine code: they live in `common/`.
 
 from __future__ import annotations
 
+from reminders.admin.labels import job_describer_register
+from reminders.admin.middleware import default_zone_register
 from reminders.engine.handler_registry import keys_reserve, register, register_batch
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
@@ -26,7 +29,10 @@ from reminders.ops.figures import (
     engine_status,
     failures_retry,
     occurrence_state,
+    retrying_cancel,
+    retrying_retry_now,
 )
+from reminders.ops.health import Check, readiness_check_register
 from reminders.transports import get_transport
 from reminders.transports.base import Delivery, InFlight, Transport, TransportError
 from reminders.transports.rabbitmq import RabbitMQTransport as QueuePublisher
@@ -35,6 +41,7 @@ __all__ = [
     "ERROR_PREFIX",
     "FAILURE_SAMPLE",
     "Callback",
+    "Check",
     "Delivery",
     "EngineStatus",
     "InFlight",
@@ -42,16 +49,21 @@ __all__ = [
     "MinutePoint",
     "QueuePublisher",
     "TransportError",
+    "default_zone_register",
     "engine_status",
     "failures_retry",
+    "job_describer_register",
     "job_upsert",
     "jobs_insert",
     "keys_reserve",
     "occurrence_state",
     "occurrences_cancel",
     "queue_publisher",
+    "readiness_check_register",
     "register",
     "register_batch",
+    "retrying_cancel",
+    "retrying_retry_now",
     "scan_kick_on_commit",
 ]
 

@@ -76,6 +76,7 @@ PURGEABLE_STATUSES = (OccurrenceStatus.DELIVERED, OccurrenceStatus.CANCELLED, Oc
 PRIORITY_MIN = 0
 PRIORITY_MAX = 9
 PRIORITY_DEFAULT = 5
+RETRYING = Q(status="scheduled", attempts__gt=0)  # scheduled again after a failed attempt or expired lease
 
 
 def new_idempotency_key() -> str:
@@ -243,10 +244,10 @@ class Occurrence(models.Model):
             ),
             # A job's timeline (detail API, upsert, cancel).
             models.Index(fields=["job", "fire_at"], name="occurrence_job_fire_idx"),
-            # The status page's failures: status='failed' AND finished_at >= now - 24 h
-            # (reminders/ops/figures.py).
-            # Holds failed rows only, which retention never purges but operators retry or delete.
+            # The status page (reminders/ops/figures.py): failures, status='failed' AND finished_at >= 24 h
+            # ago (failed rows only: retention never purges them, operators retry or delete them); retrying.
             models.Index(fields=["finished_at"], condition=Q(status="failed"), name="occurrence_failed_idx"),
+            models.Index(fields=["next_attempt_at"], condition=RETRYING, name="occurrence_retrying_idx"),
         ]
         constraints = [
             models.CheckConstraint(

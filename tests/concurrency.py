@@ -33,4 +33,4 @@ def run_together(fn: Callable[[int], T], count: int = 2) -> list[T]:
         thread.join()
     if errors:
         raise errors[0]
-    return results  # type: ignore[return-value]
+    return results

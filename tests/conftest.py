@@ -72,23 +72,23 @@ def _require_services(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(autouse=True)
 def _fast_engine(settings: pytest.FixtureRequest) -> None:
     """Scans in tests run one batch at a time and never sleep."""
-    settings.REMINDERS_SCAN_SECONDS = 0  # type: ignore[attr-defined]
-    settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL  # type: ignore[attr-defined]
+    settings.REMINDERS_SCAN_SECONDS = 0
+    settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL
 
 
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings: pytest.FixtureRequest) -> None:
     """The factories give every user a password: Django's PBKDF2 (1,000,000 iterations) would cost a
     quarter of a second per user. Tests log in with force_login, so no hash strength is under test."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # type: ignore[attr-defined]
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)
 def _api_throttling_out_of_the_way(settings: pytest.FixtureRequest) -> None:
     """The fuzzers send hundreds of requests a second from one token and address; API throttling has its
     own tests (tests/ops/test_throttling.py), which set the rates they test."""
-    settings.API_THROTTLE_RATES = {"token": "1000000/s", "ip": "1000000/s"}  # type: ignore[attr-defined]
-    settings.API_THROTTLE_ANSWER_LINK_RATE = "1000000/s"  # type: ignore[attr-defined]
+    settings.API_THROTTLE_RATES = {"token": "1000000/s", "ip": "1000000/s"}
+    settings.API_THROTTLE_ANSWER_LINK_RATE = "1000000/s"
 
 
 @pytest.fixture(autouse=True)
@@ -124,17 +124,17 @@ def _engine_threads_stopped() -> Iterator[None]:
 
 
 @pytest.fixture
-def user(db: None):  # type: ignore[no-untyped-def]
+def user(db: None):
     return UserFactory()
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     return api_as(user)
 
 
 @pytest.fixture
-def coach(db: None):  # type: ignore[no-untyped-def]
+def coach(db: None):
     """The coach of the trainings tests' `team` (each package's conftest builds its own team)."""
     return UserFactory(username="coach-a")
 

@@ -119,7 +119,7 @@ class TeamFactory(factory.django.DjangoModelFactory):
     time_zone = "Europe/Paris"
 
     @factory.post_generation
-    def coaches(self, create: bool, extracted: list | None, **kwargs: object) -> None:  # type: ignore[type-arg]
+    def coaches(self, create: bool, extracted: list | None, **kwargs: object) -> None:
         if create and extracted:
             self.coaches.set(extracted)
 
@@ -134,7 +134,7 @@ class PlayerFactory(factory.django.DjangoModelFactory):
     language = "en"
 
     @factory.post_generation
-    def devices(self, create: bool, extracted: list | None, **kwargs: object) -> None:  # type: ignore[type-arg]
+    def devices(self, create: bool, extracted: list | None, **kwargs: object) -> None:
         """One Android (FCM) device named after the player unless `devices=[...]` says otherwise."""
         if not create:
             return

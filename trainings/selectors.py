@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings import kinds
+from trainings.delivery import push_outcomes
 from trainings.models import (
     AnswerSource,
     Invitation,
@@ -36,10 +37,12 @@ from trainings.models import (
     Membership,
     Player,
     Push,
+    PushSend,
     PushStatus,
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
+    SendStatus,
     Team,
     Training,
     TrainingJob,
@@ -166,7 +169,8 @@ class TimelineEntry:
     attempts: int
     outcome: str | None
     recipients: int | None
-    players_reached: int
+    players_reached: int  # a device accepted their push
+    pushes_published: int  # put on the push queue (not yet "reached")
 
 
 def training_timeline(*, training: Training) -> list[TimelineEntry]:
@@ -179,12 +183,14 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
     )
     keys = [o.idempotency_key for o in occurrences]
     runs = {run.occurrence_key: run for run in ReminderRun.objects.filter(occurrence_key__in=keys)}
-    reached = dict(
-        Push.objects.filter(training=training, occurrence_key__in=keys)
+    accepted = Exists(PushSend.objects.filter(push_key=OuterRef("key"), status=SendStatus.ACCEPTED))
+    counts = {
+        key: (reached, published)
+        for key, reached, published in Push.objects.filter(training=training, occurrence_key__in=keys)
         .values("occurrence_key")
-        .annotate(n=Count("id", filter=Q(status=PushStatus.SENT)))
-        .values_list("occurrence_key", "n")
-    )
+        .annotate(reached=Count("id", filter=Q(accepted)), published=Count("id", filter=Q(status="sent")))
+        .values_list("occurrence_key", "reached", "published")
+    }
     entries = []
     for occurrence in occurrences:
         rule = rules[occurrence.job_id]
@@ -200,7 +206,8 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
                 attempts=occurrence.attempts,
                 outcome=run.outcome if run else None,
                 recipients=run.recipients if run else None,
-                players_reached=reached.get(occurrence.idempotency_key, 0),
+                players_reached=counts.get(occurrence.idempotency_key, (0, 0))[0],
+                pushes_published=counts.get(occurrence.idempotency_key, (0, 0))[1],
             )
         )
     return entries
@@ -256,10 +263,10 @@ class PlayerRow:
 
 
 def training_player_grid(*, training: Training) -> list[PlayerRow]:
-    """One row per invited player, by name: RSVP, answers (and how each came), pushes received and the last
-    one's outcome.
+    """One row per invited player, by name: RSVP, answers (and how each came), reminders that reached a
+    device and the last push's outcome on the phone side.
 
-    Three queries: invitations with players, answers, pushes (all on the training's indexes).
+    Four queries: invitations with players, answers, pushes (the training's indexes), their send rows.
     """
     invitations = list(training.invitations.select_related("player").order_by("player__name"))
     answered = {
@@ -268,21 +275,34 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
             "player_id", "phase", "answered_at", "source"
         )
     }
+    pushes = list(
+        training.pushes.order_by("created_at", "pk").only(
+            "key",
+            "player_id",
+            "status",
+            "status_reason",
+            "release_at",
+            "created_at",
+            "sent_at",
+            "kind",
+            "offset",
+        )
+    )
+    outcomes = push_outcomes(pushes, zone=training.zone)  # what reached a phone, not what was published
     received: dict[int, int] = {}
     last: dict[int, tuple[str, datetime | None]] = {}
     sent_of: dict[tuple[int, str], list[tuple[datetime, str]]] = {}
-    for player_id, status, created, sent, kind, offset in training.pushes.order_by(
-        "created_at", "pk"
-    ).values_list("player_id", "status", "created_at", "sent_at", "kind", "offset"):
-        if status == PushStatus.SENT:
-            received[player_id] = received.get(player_id, 0) + 1
-            if sent is not None:
-                sent_of.setdefault((player_id, kind), []).append((sent, offset))
-        last[player_id] = (PushStatus(status).label, sent or created)
+    for push in pushes:
+        outcome = outcomes[push.key]
+        if outcome.reached:
+            received[push.player_id] = received.get(push.player_id, 0) + 1
+        if push.status == PushStatus.SENT and push.sent_at is not None:
+            sent_of.setdefault((push.player_id, push.kind), []).append((push.sent_at, push.offset))
+        last[push.player_id] = (outcome.text, outcome.at)
     rows = []
     for invitation in invitations:
         pid = invitation.player_id
-        outcome, outcome_at = last.get(pid, ("", None))
+        last_text, outcome_at = last.get(pid, ("", None))
         pre_at, pre_source = answered.get((pid, kinds.PRE.code), (None, ""))
         post_at, post_source = answered.get((pid, kinds.POST.code), (None, ""))
         rows.append(
@@ -294,7 +314,7 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
                 post_answered_at=post_at,
                 declined=invitation.status == InvitationStatus.DENIED,
                 reminders_received=received.get(pid, 0),
-                last_push=outcome,
+                last_push=last_text,
                 last_push_at=outcome_at,
                 invitation_how=answer_how(
                     invitation.response_source,
@@ -350,15 +370,3 @@ def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]
         if pk not in earliest or first < earliest[pk]:
             earliest[pk] = first
     return earliest
-
-
-def timeline_reached(*, training: Training, occurrence_keys: list[str]) -> dict[str, list[str]]:
-    """Names of the players each occurrence's pushes reached (published), on push_training_occ_idx."""
-    reached: dict[str, list[str]] = {}
-    for key, name in (
-        Push.objects.filter(training=training, occurrence_key__in=occurrence_keys, status=PushStatus.SENT)
-        .order_by("player__name")
-        .values_list("occurrence_key", "player__name")
-    ):
-        reached.setdefault(key, []).append(name)
-    return reached

@@ -185,7 +185,10 @@ class TimelineEntrySerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
     outcome = serializers.CharField(allow_null=True, help_text="What the handler found when it fired.")
     recipients = serializers.IntegerField(allow_null=True, help_text="Players still pending when it fired.")
-    players_reached = serializers.IntegerField(help_text="Pushes published to the push queue.")
+    players_reached = serializers.IntegerField(
+        help_text="Players whose push a device accepted (the gateway's records), not merely published."
+    )
+    pushes_published = serializers.IntegerField(help_text="Pushes published to the push queue.")
 
     @extend_schema_field(OpenApiTypes.DATETIME)
     def get_fire_at_local(self, entry: Any) -> str:

@@ -37,6 +37,7 @@ from trainings.writes import (
     training_copy,
     training_create,
     training_delete,
+    training_members_invite,
     training_update,
 )
 
@@ -67,6 +68,7 @@ __all__ = [
     "training_copy",
     "training_create",
     "training_delete",
+    "training_members_invite",
     "training_moved_notice_schedule",
     "training_moved_notify",
     "training_remind_now",

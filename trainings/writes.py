@@ -93,6 +93,13 @@ _MEMBERS_INVITE = (
 _HISTORY_ID = "(SELECT history_id FROM history)"
 
 
+def training_members_invite(*, training: Training) -> None:
+    """Invite the team's active members to a training that has no invitation yet (the admin's add form
+    with an empty player list does what the API does without `players`)."""
+    if not Invitation.objects.filter(training=training).exists():
+        _members_invite(training)
+
+
 def _members_invite(training: Training) -> None:
     """Invite the team's active members in one statement (INSERT ... SELECT): no round trip to read them
     first. The same rows `bulk_create` would write (status PENDING, no response), in player order."""

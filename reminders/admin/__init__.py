@@ -2,3 +2,4 @@
 person's time-zone setting. Importing the package registers the admins."""
 
 from reminders.admin import jobs as _jobs  # noqa: F401  (registers the admins)
+from reminders.admin import schedules as _schedules  # noqa: F401  (create, pause, resume, run now, preview)

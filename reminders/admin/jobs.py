@@ -5,25 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import Combinable
 from django.http import HttpRequest, HttpResponseRedirect
 from django.utils import timezone
+from django.utils.safestring import SafeString
 
+from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
 from common.templatetags.admin_time import seconds
+from reminders.admin.labels import job_labels
 from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
-from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule, ThrottlePolicy
+from reminders.models import Job, Occurrence, OccurrenceStatus, ThrottlePolicy
 from reminders.ops.figures import occurrence_state
-from reminders.schedules.cron import ExpressionError, timeline_for
 from reminders.schedules.lifecycle import (
-    schedule_delete,
-    schedule_pause,
-    schedule_resume,
-    schedule_update,
     schedules_advance,
 )
 
@@ -46,15 +43,69 @@ class OccurrenceInline(admin.TabularInline):
         return super().get_queryset(request).order_by("fire_at")
 
 
+class LabelledPage:
+    """Puts each listed row's job label on the row, for the whole page at once (one query per describer)."""
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)  # type: ignore[misc]
+        page = list(changelist.result_list)
+        labels = job_labels(self._job_id(row) for row in page)
+        for row in page:
+            row.label = labels.get(self._job_id(row), "")
+        return changelist
+
+    def _job_id(self, row: Any) -> int:
+        return int(row.pk if isinstance(row, Job) else row.job_id)
+
+
+def _read_only(model_admin: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:
+    """The engine's records are written by the engine (the API and the actions go through its services):
+    no Add, no Save, and a POST to a change page is refused (403) rather than quietly applied."""
+
+    def no(self: Any, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    model_admin.has_add_permission = no  # type: ignore[method-assign]
+    model_admin.has_change_permission = no  # type: ignore[method-assign]
+    return model_admin
+
+
 @admin.register(Job)
-class JobAdmin(AuditedAdmin):
-    list_display = ["key", "callback_type", "target", "priority", "version", "owner", "updated_at"]
+@_read_only
+class JobAdmin(LabelledPage, AuditedAdmin):
+    list_display = ["what", "callback_type", "target", "priority", "version", "owner", "updated_at"]
+    list_display_links = ["what"]
     list_filter = ["callback_type", "priority"]
     search_fields = ["key"]
-    readonly_fields = ["version", "created_at", "updated_at"]
-    exclude = ["http_secret"]
-    raw_id_fields = ["owner"]
+    fieldsets = [
+        (None, {"fields": ["what", "key", "callback_type", "target", "priority", "deadline_seconds",
+                           "batch_size", "throttle", "version", "owner", "created_at", "updated_at"]}),
+        ("Payload (as sent)", {"fields": ["payload_json"], "classes": ["collapse"]}),
+    ]  # fmt: skip
+    readonly_fields = [
+        "what", "key", "callback_type", "target", "priority", "deadline_seconds", "batch_size", "throttle",
+        "version", "owner", "created_at", "updated_at", "payload_json",
+    ]  # fmt: skip
     inlines = [OccurrenceInline]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        job = self.get_object(request, object_id)
+        if job is not None:  # titled in words where the job belongs to something a person knows
+            extra_context = {**(extra_context or {}), "subtitle": self.what(job)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="job", ordering="key")
+    def what(self, job: Job) -> str:
+        label = getattr(job, "label", None)
+        if label is None:  # a detail page: no list to label
+            label = job_labels([job.pk]).get(job.pk, "")
+        return label or job.key
+
+    @admin.display(description="payload")
+    def payload_json(self, job: Job) -> SafeString:
+        return pretty_json(job.payload)
 
 
 def _local(instant: datetime | None) -> str:
@@ -119,10 +170,11 @@ class ErrorFilter(admin.SimpleListFilter):
 
 
 @admin.register(Occurrence)
-class OccurrenceAdmin(admin.ModelAdmin):
+@_read_only
+class OccurrenceAdmin(LabelledPage, admin.ModelAdmin):
     list_display = [
         "fire_at_local",
-        "job",
+        "what",
         "state",
         "attempts",
         "next_attempt_local",
@@ -138,6 +190,7 @@ class OccurrenceAdmin(admin.ModelAdmin):
     raw_id_fields = ["job"]
     actions = ["cancel", "retry_now"]
     readonly_fields = [
+        "what",
         "job",
         "fire_at",
         "next_attempt_at",
@@ -153,10 +206,20 @@ class OccurrenceAdmin(admin.ModelAdmin):
         "job_version",
         "created_at",
     ]
+    # The same, in reading order: what it is, when, what happened; the engine's bookkeeping last.
+    fields = ["what", "fire_at", "status", "attempts", "next_attempt_at", "delivered_at", "finished_at",
+              "last_error", "priority", "job", "idempotency_key", "job_version", "claimed_until",
+              "lease_token", "batch_index", "throttle", "created_at"]  # fmt: skip
     show_full_result_count = False
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        occurrence = self.get_object(request, object_id)
+        if occurrence is not None:  # titled in words: what it is for and when it fires
+            what = job_labels([occurrence.job_id]).get(occurrence.job_id) or occurrence.job.key
+            extra_context = {**(extra_context or {}), "subtitle": f"{what}, {_local(occurrence.fire_at)}"}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
         # No filter chosen: show what fires next (a 5 M-row history is not where an operator starts).
@@ -172,6 +235,13 @@ class OccurrenceAdmin(admin.ModelAdmin):
         if state == "failed" or status in ("failed", "delivered", "cancelled", "skipped"):
             return ["-finished_at", "-id"]  # the latest outcome first
         return ["-fire_at", "-id"]
+
+    @admin.display(description="reminder / job")
+    def what(self, occurrence: Occurrence) -> str:
+        label = getattr(occurrence, "label", None)
+        if label is None:
+            label = job_labels([occurrence.job_id]).get(occurrence.job_id, "")
+        return label or occurrence.job.key
 
     @admin.display(description="fire at", ordering="fire_at")
     def fire_at_local(self, occurrence: Occurrence) -> str:
@@ -215,75 +285,6 @@ class OccurrenceAdmin(admin.ModelAdmin):
     def retry_now(self, request: HttpRequest, queryset: QuerySet[Occurrence]) -> None:
         count = occurrences_retry_now(queryset)
         self.message_user(request, f"{count} occurrence(s) due now.", messages.SUCCESS)
-
-
-class ScheduleAdminForm(forms.ModelForm):
-    """Validates the expression and zone with the same parser the scheduler uses."""
-
-    class Meta:
-        model = Schedule
-        fields = ["expression", "timezone", "start_at", "end_at", "misfire_policy"]
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        try:
-            timeline_for(
-                cleaned.get("expression", ""),
-                zone=cleaned.get("timezone", "UTC"),
-                anchor=cleaned.get("start_at") or timezone.now(),
-                fires_after=timezone.now(),
-            )
-        except ExpressionError as exc:
-            field = "timezone" if "time zone" in str(exc) else "expression"
-            self.add_error(field, str(exc))
-        return cleaned
-
-
-@admin.register(Schedule)
-class ScheduleAdmin(AuditedAdmin):
-    """Schedules are created through the API (they need a callback); operators change, pause or resume them
-    here. Every change goes through reminders.schedules, so it bumps the version and replaces the pending
-    fire point like an API update."""
-
-    form = ScheduleAdminForm
-    list_display = ["key", "expression", "timezone", "paused", "next_fire_at", "version_display", "owner"]
-    list_filter = ["paused", "misfire_policy", "timezone"]
-    search_fields = ["key"]
-    list_select_related = ["job", "owner"]
-    readonly_fields = ["key", "job", "version_display", "next_fire_at", "paused", "created_at", "updated_at"]
-    actions = ["pause", "resume"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    @admin.display(description="version")
-    def version_display(self, schedule: Schedule) -> int:
-        return schedule.version
-
-    def save_model(self, request: HttpRequest, obj: Schedule, form: forms.ModelForm, change: bool) -> None:
-        current = Schedule.objects.select_related("job", "job__throttle").get(pk=obj.pk)
-        schedule_update(
-            schedule=current, changes={name: form.cleaned_data[name] for name in form.changed_data}
-        )
-
-    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
-        schedule_delete(schedule=obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_delete(schedule=schedule)
-
-    @admin.action(description="Pause selected (cancel their pending fire)")
-    def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_pause(schedule=schedule)
-        self.message_user(request, f"{queryset.count()} schedule(s) paused.", messages.SUCCESS)
-
-    @admin.action(description="Resume selected (from now)")
-    def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_resume(schedule=schedule)
-        self.message_user(request, f"{queryset.count()} schedule(s) resumed.", messages.SUCCESS)
 
 
 @admin.register(ThrottlePolicy)

@@ -9,7 +9,7 @@ returned are what the scan reports.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from django.db import transaction
@@ -42,16 +42,23 @@ __all__ = [
 
 
 def occurrences_mark_delivered(
-    *, token: uuid.UUID, ids: Iterable[int], now: datetime, advance: bool = True
+    *,
+    token: uuid.UUID,
+    ids: Iterable[int],
+    now: datetime,
+    advance: bool = True,
+    accepted_at: Sequence[tuple[Sequence[int], datetime]] = (),
 ) -> int:
     """Mark delivered the rows this lease still holds; returns how many it still held.
 
     Without `advance` (no row is a schedule's) it is one UPDATE: no transaction, no schedule lookup.
+    `accepted_at` gives rows their own acceptance instants (see `occurrences_set_delivered`).
     """
     if not advance:
-        return occurrences_set_delivered(token=token, ids=ids, now=now).count
+        return occurrences_set_delivered(token=token, ids=ids, now=now, accepted_at=accepted_at).count
     with transaction.atomic():
-        return _advance(occurrences_set_delivered(token=token, ids=ids, now=now), now)
+        ended = occurrences_set_delivered(token=token, ids=ids, now=now, accepted_at=accepted_at)
+        return _advance(ended, now)
 
 
 def occurrences_mark_skipped(*, token: uuid.UUID, ids: Iterable[int], now: datetime, reason: str) -> int:

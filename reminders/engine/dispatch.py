@@ -293,10 +293,17 @@ class Pipeline:
     def _mark(self, outcome: _Outcome) -> None:
         result, chunk, errors = self.result, outcome.chunk, outcome.errors
         token = chunk.claim.token
-        now = self._at(outcome.known)  # when the broker confirmed: delivered_at and lateness are that
+        now = self._at(outcome.known)  # when the broker confirmed (the latest of gathered chunks)
         if not outcome.delivered_marked:
             accepted = [d.occurrence_id for d in chunk.deliveries if d.occurrence_id not in errors]
-            marked = occurrences_mark_delivered(token=token, ids=accepted, now=now, advance=chunk.advance)
+            # Gathered chunks each keep the instant their broker accepted them (one UPDATE still).
+            accepted_at = [
+                ([d.occurrence_id for d in part.chunk.deliveries], self._at(part.known))
+                for part in outcome.parts
+            ]
+            marked = occurrences_mark_delivered(
+                token=token, ids=accepted, now=now, advance=chunk.advance, accepted_at=accepted_at
+            )
             outcome.delivered_marked = True  # a retry after an error below must not mark (and count) twice
             result.delivered += marked
             result.lost_lease += len(accepted) - marked

@@ -59,7 +59,7 @@ _GATHER = 0.002
 # Rows per claim while nothing due is waiting (see `_loop`).
 _AHEAD_LIMIT = 200
 # Chunks sent at their instants are small (a few rows): their marks are gathered this long into one UPDATE
-# (each row's delivered_at is still the time the broker confirmed its chunk's group, at most this apart).
+# (each row's delivered_at is still the time the broker confirmed its own chunk: a CASE in that UPDATE).
 _MARK_AFTER = 0.02
 # The scan task's carry (see the module's docstring): longer than the gap between two scans of one worker
 # (tens of milliseconds; more on a loaded machine), shorter than a scan, so one carry is done before the next.

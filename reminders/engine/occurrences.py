@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import Case, DateTimeField, F, QuerySet, Value, When
 from django.utils import timezone
 
 from reminders.engine import queries
@@ -195,15 +195,33 @@ def occurrences_claim_due(
 # --- end a claim ---------------------------------------------------------------------------------------
 
 
-def occurrences_set_delivered(*, token: uuid.UUID, ids: Iterable[int], now: datetime) -> Ended:
-    """Delivered: the rows this lease still holds."""
+def occurrences_set_delivered(
+    *,
+    token: uuid.UUID,
+    ids: Iterable[int],
+    now: datetime,
+    accepted_at: Sequence[tuple[Sequence[int], datetime]] = (),
+) -> Ended:
+    """Delivered: the rows this lease still holds.
+
+    `delivered_at` is when the broker or endpoint accepted the row: `now`, or, for rows of several chunks
+    marked by one UPDATE, each chunk's own acceptance (`accepted_at`: (ids, instant) pairs) as a CASE in
+    the same statement, so gathering marks does not make the earlier chunks read later than they were.
+    """
     ids = tuple(ids)
+    at: Any = now
+    if len({instant for _, instant in accepted_at}) > 1:
+        at = Case(
+            *(When(id__any=list(part), then=Value(instant)) for part, instant in accepted_at),
+            default=Value(now),
+            output_field=DateTimeField(),
+        )
     count = _move(
         Occurrence.objects.filter(id__any=list(ids), lease_token=token),
         source=OccurrenceStatus.CLAIMED,
         to=OccurrenceStatus.DELIVERED,
-        delivered_at=now,
-        finished_at=now,
+        delivered_at=at,
+        finished_at=at,
         claimed_until=None,
         last_error="",
     )

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from reminders.engine.dispatch import ScanResult
-from reminders.engine.occurrences import occurrences_retry_now
+from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.engine.queries import THROTTLE_TABLE, due_ranges
-from reminders.models import Occurrence, OccurrenceStatus, ScanMinute
+from reminders.models import RETRYING, Occurrence, OccurrenceStatus, ScanMinute
+from reminders.schedules.chain import schedules_advance
 
 _OCC = Occurrence._meta.db_table
 _SCAN = ScanMinute._meta.db_table
@@ -101,6 +102,14 @@ class FailureGroup:
 
 
 @dataclass(frozen=True)
+class RetryGroup:
+    error: str
+    count: int
+    oldest_fire_at: datetime
+    next_attempt_at: datetime
+
+
+@dataclass(frozen=True)
 class MinutePoint:
     minute: datetime
     delivered: int
@@ -118,6 +127,8 @@ class EngineStatus:
     per_minute: list[MinutePoint] = field(default_factory=list)
     failures: list[FailureGroup] = field(default_factory=list)
     failures_sampled: bool = False
+    retrying: list[RetryGroup] = field(default_factory=list)
+    retrying_sampled: bool = False
     last_scan_at: datetime | None = None
     last_worker: str = ""
 
@@ -142,6 +153,7 @@ def engine_status(*, now: datetime | None = None) -> EngineStatus:
     ]
     status.per_minute = deliveries_per_minute(now=now)
     status.failures, status.failures_sampled = failures_by_error(since=now - timedelta(hours=24))
+    status.retrying, status.retrying_sampled = retrying_by_error()
     last = ScanMinute.objects.order_by("-minute").first()  # primary key, backwards: one row
     if last is not None:
         status.last_scan_at, status.last_worker = last.last_scan_at, last.last_worker
@@ -185,6 +197,15 @@ SELECT substr(last_error, 1, {ERROR_PREFIX}) AS error, count(*) AS n, max(finish
          ORDER BY finished_at DESC LIMIT %(sample)s) AS f
  GROUP BY 1 ORDER BY n DESC, last_at DESC LIMIT %(groups)s
 """  # noqa: S608
+# Retrying now: occurrence_retrying_idx (next_attempt_at, rows scheduled again after a failed attempt or an
+# expired lease), the RETRY_SAMPLE next to be tried.
+RETRYING_SQL = f"""
+SELECT substr(last_error, 1, {ERROR_PREFIX}) AS error, count(*) AS n, min(fire_at), min(next_attempt_at)
+  FROM (SELECT last_error, fire_at, next_attempt_at FROM {_OCC}
+         WHERE status = 'scheduled' AND attempts > 0
+         ORDER BY next_attempt_at LIMIT %(sample)s) AS r
+ GROUP BY 1 ORDER BY n DESC, 3 LIMIT %(groups)s
+"""  # noqa: S608
 
 
 def status_queries(*, now: datetime) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -198,6 +219,7 @@ def status_queries(*, now: datetime) -> dict[str, tuple[str, dict[str, Any]]]:
             FAILURES_SQL,
             {"since": now - timedelta(hours=24), "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS},
         ),
+        "retrying": (RETRYING_SQL, {"sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS}),
         # The ORM reads of the scan record, written out: both on the primary key (minute).
         "per_minute": (
             f"SELECT * FROM {_SCAN} WHERE minute >= %(start)s AND minute <= %(end)s",  # noqa: S608
@@ -291,6 +313,35 @@ def failures_by_error(*, since: datetime) -> tuple[list[FailureGroup], bool]:
         rows = cursor.fetchall()
     groups = [FailureGroup(error or "", int(n), _aware(last_at)) for error, n, last_at in rows]
     return groups, sum(g.count for g in groups) >= FAILURE_SAMPLE
+
+
+def retrying_by_error() -> tuple[list[RetryGroup], bool]:
+    """Occurrences waiting for another attempt, grouped by the start of their last error."""
+    with connection.cursor() as cursor:
+        cursor.execute(RETRYING_SQL, {"sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS})
+        rows = cursor.fetchall()
+    groups = [RetryGroup(error or "", int(n), _aware(first), _aware(nxt)) for error, n, first, nxt in rows]
+    return groups, sum(g.count for g in groups) >= FAILURE_SAMPLE
+
+
+def retrying_matching(*, error: str) -> QuerySet[Occurrence]:
+    # occurrence_retrying_idx, then the prefix filter on those rows.
+    return Occurrence.objects.filter(RETRYING, last_error__startswith=error)
+
+
+def retrying_retry_now(*, error: str) -> int:
+    """The status page's "Retry now" on a retrying group: due at once, their attempts kept."""
+    return occurrences_retry_now(retrying_matching(error=error))
+
+
+def retrying_cancel(*, error: str, reason: str) -> int:
+    """The status page's "Cancel" on a retrying group (at most FAILURE_SAMPLE rows, as shown); a schedule's
+    cancelled fire moves the schedule on to its next."""
+    with transaction.atomic():
+        ids = list(retrying_matching(error=error).values_list("id", flat=True)[:FAILURE_SAMPLE])
+        count = occurrences_cancel(Occurrence.objects.filter(id__in=ids), reason=reason)
+        schedules_advance(occurrence_ids=ids, now=timezone.now())
+    return count
 
 
 def _aware(value: Any) -> datetime:

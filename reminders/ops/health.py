@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -97,8 +98,18 @@ def check_scan() -> Check:
     return Check("scan", True, f"last scan finished {age:.1f} s ago by {worker}")
 
 
+# Checks other apps add (trainings: the push gateway); each returns a Check, or None when it does not apply.
+_extra_checks: list[Callable[[], Check | None]] = []
+
+
+def readiness_check_register(check: Callable[[], Check | None]) -> None:
+    if check not in _extra_checks:
+        _extra_checks.append(check)
+
+
 def readiness() -> list[Check]:
-    return [check_database(), check_broker(), check_scan()]
+    extra = [check() for check in _extra_checks]
+    return [check_database(), check_broker(), check_scan(), *(c for c in extra if c is not None)]
 
 
 def _redacted(url: str) -> str:

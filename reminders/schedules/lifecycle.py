@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from reminders.engine.inserts import batch_offset, occurrences_insert_idempotent
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.engine.occurrences import occurrences_cancel
 from reminders.jobs import Callback, OwnershipError, job_fields
@@ -187,6 +188,25 @@ def schedule_pause(*, schedule: Schedule) -> Schedule:
 def schedule_resume(*, schedule: Schedule) -> Schedule:
     """Continue from now: runs missed while paused are not fired."""
     return _set_paused(schedule, False)
+
+
+def schedule_run_now(*, schedule: Schedule, now: datetime | None = None) -> int:
+    """Fire the schedule's payload once now, beside its timeline (the next run stays where it was).
+
+    The extra run's event ids are `<key>-run-<unix second>[-<batch index>]`: two clicks in one second
+    make one run. It is not the schedule's current point, so delivering it moves nothing on. Returns the
+    number of events (the batch size)."""
+    now = (now or timezone.now()).replace(microsecond=0)
+    job = schedule.job
+    rows = [
+        (job.id, now, now + batch_offset(job, index), job.priority, job.version, index, job.throttle_id,
+         event_id(f"{schedule.key}-run", now, index), now)
+        for index in range(job.batch_size)
+    ]  # fmt: skip
+    with transaction.atomic():
+        occurrences_insert_idempotent(rows)
+        scan_kick_on_commit(now)
+    return len(rows)
 
 
 def _set_paused(schedule: Schedule, paused: bool) -> Schedule:

@@ -75,10 +75,10 @@ def install_probes() -> None:
         report_phase("marked", marked)
         return marked
 
-    dispatch.occurrences_claim_due = probed_claim  # type: ignore[assignment]
-    lookahead.occurrences_claim_due = probed_claim  # type: ignore[assignment]  # the look-ahead scan's claim
-    dispatch.occurrences_mark_delivered = probed_mark  # type: ignore[assignment]
-    amqp.Channel.send_method = probed_send  # type: ignore[method-assign]
+    dispatch.occurrences_claim_due = probed_claim
+    lookahead.occurrences_claim_due = probed_claim  # the look-ahead scan's claim
+    dispatch.occurrences_mark_delivered = probed_mark
+    amqp.Channel.send_method = probed_send
     worker_ready.connect(lambda **_: report_phase("ready"), weak=False)
 
 

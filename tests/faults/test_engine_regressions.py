@@ -17,7 +17,7 @@ def test_it_delivers_with_the_shortest_allowed_lease(
 ) -> None:
     """REMINDERS_LEASE_SECONDS=5 is allowed; the scan used to release every claim untried because its
     fixed 5 s safety margin swallowed the whole lease, so nothing was ever delivered."""
-    settings.REMINDERS_LEASE_SECONDS = 5  # type: ignore[attr-defined]
+    settings.REMINDERS_LEASE_SECONDS = 5
     job = JobFactory(target=queue_name)
     OccurrenceFactory.create_batch(3, job=job)
 

@@ -18,7 +18,7 @@ def _login(client: Client, username: str, password: str) -> int:
 
 
 def test_the_sixth_attempt_is_refused_even_with_the_right_password(settings: pytest.FixtureRequest) -> None:
-    assert settings.AXES_FAILURE_LIMIT == 5  # type: ignore[attr-defined]
+    assert settings.AXES_FAILURE_LIMIT == 5
     admin = UserFactory(username="operator", is_staff=True, is_superuser=True)
     attacker = Client(REMOTE_ADDR="198.51.100.20")
 
@@ -35,7 +35,7 @@ def test_the_sixth_attempt_is_refused_even_with_the_right_password(settings: pyt
 
 
 def test_the_limit_is_a_setting(settings: pytest.FixtureRequest) -> None:
-    settings.AXES_FAILURE_LIMIT = 2  # type: ignore[attr-defined]
+    settings.AXES_FAILURE_LIMIT = 2
     admin = UserFactory(username="operator2", is_staff=True)
     client = Client(REMOTE_ADDR="198.51.100.21")
 

@@ -42,7 +42,7 @@ def _padded(size: int) -> bytes:
         "callback": {"type": "rabbitmq", "data": {"queue": "test.reminders.padded", "payload": {"pad": ""}}},
     }
     bare = len(json.dumps(body).encode())
-    body["callback"]["data"]["payload"]["pad"] = "x" * (size - bare)  # type: ignore[index]
+    body["callback"]["data"]["payload"]["pad"] = "x" * (size - bare)
     encoded = json.dumps(body).encode()
     assert len(encoded) == size
     return encoded
@@ -51,8 +51,8 @@ def _padded(size: int) -> bytes:
 def test_a_body_at_the_limit_is_read_and_one_byte_more_gets_a_json_413(
     api: APIClient, settings: pytest.FixtureRequest
 ) -> None:
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 20_000  # type: ignore[attr-defined]
-    settings.REMINDERS_MAX_PAYLOAD_BYTES = 65536  # type: ignore[attr-defined]
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 20_000
+    settings.REMINDERS_MAX_PAYLOAD_BYTES = 65536
 
     at_limit = api.post("/api/jobs/", _padded(20_000), content_type="application/json")
     over = api.post("/api/jobs/", _padded(20_001), content_type="application/json")

@@ -15,6 +15,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from reminders.ops import metrics
 from reminders.ops.db_gauges import DatabaseCollector
+from trainings.push import metrics as push_metrics
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"
@@ -26,7 +27,8 @@ SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "
 def exported(db: None) -> set[str]:
     """Every sample name /metrics can serve: the process metrics and the database gauges."""
     names: set[str] = set()
-    collectors = [value for value in vars(metrics).values() if isinstance(value, MetricWrapperBase)]
+    modules = (metrics, push_metrics)  # the engine's and the pushes' (trainings_*)
+    collectors = [v for m in modules for v in vars(m).values() if isinstance(v, MetricWrapperBase)]
     for collector in collectors:
         for family in collector.describe():
             names.update(family.name + suffix for suffix in SUFFIXES[family.type])

@@ -55,8 +55,8 @@ def test_ready_is_200_after_a_scan_and_names_the_scan_when_none_happened() -> No
 def test_ready_names_the_broker_when_it_refuses_connections(settings: pytest.FixtureRequest) -> None:
     health.scan_finished(worker="worker@test")
     port = _closed_port()
-    settings.CELERY_BROKER_URL = f"amqp://guest:secret@127.0.0.1:{port}//"  # type: ignore[attr-defined]
-    settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL  # type: ignore[attr-defined]
+    settings.CELERY_BROKER_URL = f"amqp://guest:secret@127.0.0.1:{port}//"
+    settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL
 
     response = Client().get("/health/ready")
 

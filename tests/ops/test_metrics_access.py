@@ -26,7 +26,7 @@ def test_it_refuses_a_request_a_proxy_forwarded_without_a_token() -> None:
 
 
 def test_with_a_token_set_only_the_token_opens_it(settings: pytest.FixtureRequest) -> None:
-    settings.METRICS_BEARER_TOKEN = "s3cret-scrape-token"  # type: ignore[attr-defined]
+    settings.METRICS_BEARER_TOKEN = "s3cret-scrape-token"
     local, remote = Client(REMOTE_ADDR="127.0.0.1"), Client(REMOTE_ADDR="203.0.113.7")
 
     assert local.get("/metrics").status_code == 401

@@ -93,7 +93,7 @@ def test_it_counts_skipped_and_reaped_failures_by_callback(
     OccurrenceFactory(
         job=crashed,
         status=OccurrenceStatus.CLAIMED,
-        attempts=settings.REMINDERS_MAX_ATTEMPTS,  # type: ignore[attr-defined]
+        attempts=settings.REMINDERS_MAX_ATTEMPTS,
         lease_token=uuid.uuid4(),
         claimed_until=now - dt.timedelta(seconds=1),
     )

@@ -57,7 +57,7 @@ def test_it_reads_due_rows_through_the_partial_indexes_and_never_the_future_ones
 
 
 def test_the_backlog_is_capped_per_priority_level(settings: pytest.FixtureRequest) -> None:
-    settings.REMINDERS_METRICS_BACKLOG_CAP = 2  # type: ignore[attr-defined]
+    settings.REMINDERS_METRICS_BACKLOG_CAP = 2
     _rows(50, start=timezone.now() - dt.timedelta(seconds=100), throttle_id=None)  # 5 per level
 
     count, _age = due_backlog()[False]

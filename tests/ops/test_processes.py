@@ -76,7 +76,7 @@ def test_the_webs_metrics_sum_what_the_workers_prefork_children_delivered(
 def test_ready_turns_503_when_the_worker_stops_scanning_and_200_when_it_resumes(
     tmp_path: Path, settings: pytest.FixtureRequest
 ) -> None:
-    settings.REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS = 3  # type: ignore[attr-defined]
+    settings.REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS = 3
     client = Client()
 
     def status() -> tuple[int, dict[str, object]]:
@@ -92,8 +92,8 @@ def test_ready_turns_503_when_the_worker_stops_scanning_and_200_when_it_resumes(
         took = _wait(lambda: status()[0] == 503, timeout=30, what="503 once the worker is frozen")
         _code, body = status()
         assert body["failing"] == ["scan"]
-        assert body["checks"]["database"]["ok"] and body["checks"]["broker"]["ok"]  # type: ignore[index]
-        assert "limit 3" in body["checks"]["scan"]["detail"]  # type: ignore[index]
+        assert body["checks"]["database"]["ok"] and body["checks"]["broker"]["ok"]
+        assert "limit 3" in body["checks"]["scan"]["detail"]
 
         os.killpg(worker.pid, signal.SIGCONT)
         _wait(lambda: status()[0] == 200, timeout=30, what="200 once the worker resumes")

@@ -25,7 +25,7 @@ SECRET = "receiver-shared-secret"
 
 @pytest.fixture
 def received(settings: pytest.FixtureRequest) -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
-    settings.REMINDERS_HTTP_ALLOW_PRIVATE = True  # type: ignore[attr-defined]
+    settings.REMINDERS_HTTP_ALLOW_PRIVATE = True
     requests: list[tuple[dict[str, str], bytes]] = []
 
     class Handler(QuietHandler):

@@ -102,7 +102,7 @@ def _keys(occurrences: list[Occurrence]) -> list[str]:
     return sorted(o.idempotency_key for o in occurrences)
 
 
-def test_the_next_claim_and_the_previous_mark_run_while_the_broker_commits(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_the_next_claim_and_the_previous_mark_run_while_the_broker_commits(monkeypatch, queue_name) -> None:
     occurrences = _due(queue_name, 6)
     recorder = _Recorder(monkeypatch)
 
@@ -122,7 +122,7 @@ def test_the_next_claim_and_the_previous_mark_run_while_the_broker_commits(monke
     assert [m.properties["message_id"] for m in received] == [o.idempotency_key for o in occurrences]
 
 
-def test_a_database_error_while_marking_marks_both_chunks_once_the_database_answers(  # type: ignore[no-untyped-def]
+def test_a_database_error_while_marking_marks_both_chunks_once_the_database_answers(
     monkeypatch, queue_name
 ) -> None:
     """Issue 19, defect 4: a published chunk is marked after the error, not re-sent after its lease."""
@@ -138,9 +138,7 @@ def test_a_database_error_while_marking_marks_both_chunks_once_the_database_answ
     assert _message_ids(drain_queue(queue_name, expect=4)) == _keys(occurrences)
 
 
-def test_an_error_that_is_not_the_database_leaves_both_chunks_to_the_reaper(  # type: ignore[no-untyped-def]
-    monkeypatch, queue_name
-) -> None:
+def test_an_error_that_is_not_the_database_leaves_both_chunks_to_the_reaper(monkeypatch, queue_name) -> None:
     bug = RuntimeError("a bug in the mark")
     occurrences, recorder, recorded_mark = _four_due_with_a_failing_mark(monkeypatch, queue_name, bug)
 
@@ -161,7 +159,7 @@ def test_an_error_that_is_not_the_database_leaves_both_chunks_to_the_reaper(  # 
     assert _message_ids(drain_queue(queue_name, expect=4)) == _keys(occurrences)
 
 
-def test_a_database_error_after_a_claim_hands_the_unsent_rows_back_at_once(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_database_error_after_a_claim_hands_the_unsent_rows_back_at_once(monkeypatch, queue_name) -> None:
     """Issue 19, defect 4: the claim is committed, the throttled claims that follow fail: the claimed rows
     go back to `scheduled` (the attempt refunded) instead of waiting out the lease."""
     _due(queue_name, 3)
@@ -182,7 +180,7 @@ def test_a_database_error_after_a_claim_hands_the_unsent_rows_back_at_once(monke
 
 
 @pytest.mark.django_db
-def test_a_chunk_delivered_synchronously_is_marked_before_the_next_one_starts(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_chunk_delivered_synchronously_is_marked_before_the_next_one_starts(monkeypatch) -> None:
     """HTTP and handler deliveries are done when start() returns: holding their mark back would only let
     the lease run down while the next chunk's slow calls go on."""
     handlers_for_tests.calls.clear()

@@ -55,7 +55,7 @@ def _callback(queue: str) -> Callback:
     return Callback(type=CallbackType.RABBITMQ, target=queue, payload={"n": 1})
 
 
-def test_a_bulk_write_of_10000_due_rows_sends_a_handful_of_notifications(listening, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_bulk_write_of_10000_due_rows_sends_a_handful_of_notifications(listening, queue_name) -> None:
     now = timezone.now()
     # 5,000 new jobs (one COPY) and, in the same request, 20 existing keys replaced one by one.
     for i in range(20):
@@ -71,7 +71,7 @@ def test_a_bulk_write_of_10000_due_rows_sends_a_handful_of_notifications(listeni
     assert _received(listening) <= 3
 
 
-def test_nothing_is_sent_for_a_write_rolled_back_or_due_beyond_the_look_ahead(listening, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_nothing_is_sent_for_a_write_rolled_back_or_due_beyond_the_look_ahead(listening, queue_name) -> None:
     with pytest.raises(RuntimeError), transaction.atomic():
         job_upsert(key="rolled-back", schedules=[timezone.now()], callback=_callback(queue_name))
         raise RuntimeError
@@ -81,7 +81,7 @@ def test_nothing_is_sent_for_a_write_rolled_back_or_due_beyond_the_look_ahead(li
     assert _received(listening) == 0
 
 
-def test_a_job_posted_due_now_is_picked_up_by_a_waiting_scan_without_a_poll(queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_posted_due_now_is_picked_up_by_a_waiting_scan_without_a_poll(queue_name) -> None:
     results: list[Any] = []
 
     def scan() -> None:

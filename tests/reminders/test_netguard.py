@@ -28,7 +28,7 @@ def dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     """
     records: dict[str, list[str]] = {}
 
-    def getaddrinfo(host: str, port: int, *args: object, **kwargs: object) -> list[tuple]:  # type: ignore[type-arg]
+    def getaddrinfo(host: str, port: int, *args: object, **kwargs: object) -> list[tuple]:
         if host not in records:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return addrinfo(records[host], port)

@@ -66,7 +66,7 @@ def _when_held(monkeypatch: pytest.MonkeyPatch, action: Callable[[], Any]) -> No
     monkeypatch.setattr(timer.TimerQueue, "hold", hold_then_act)
 
 
-def test_a_held_row_is_published_at_its_instant_not_before(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_held_row_is_published_at_its_instant_not_before(monkeypatch, queue_name) -> None:
     rows = [_held(queue_name, 0.4), _held(queue_name, 0.8)]
     published = _record_publishes(monkeypatch)
 
@@ -82,7 +82,7 @@ def test_a_held_row_is_published_at_its_instant_not_before(monkeypatch, queue_na
     assert len(drain_queue(queue_name, expect=2)) == 2
 
 
-def test_a_job_cancelled_while_its_row_is_held_is_not_delivered(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_cancelled_while_its_row_is_held_is_not_delivered(monkeypatch, queue_name) -> None:
     row = _held(queue_name, 0.3)
     _when_held(monkeypatch, lambda: job_cancel(job=row.job))
 
@@ -102,7 +102,7 @@ def _replace(job: Job, instants: list[dt.datetime], payload: dict[str, Any]) -> 
     )
 
 
-def test_a_job_updated_while_its_row_is_held_goes_out_with_the_new_payload(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_updated_while_its_row_is_held_goes_out_with_the_new_payload(monkeypatch, queue_name) -> None:
     row = _held(queue_name, 0.3, payload={"v": "old"})
     _when_held(monkeypatch, lambda: _replace(row.job, [row.fire_at], {"v": "new"}))
 
@@ -113,7 +113,7 @@ def test_a_job_updated_while_its_row_is_held_goes_out_with_the_new_payload(monke
     assert json.loads(message.body) == {"v": "new"}
 
 
-def test_a_job_replaced_without_the_held_instant_does_not_deliver_it(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_replaced_without_the_held_instant_does_not_deliver_it(monkeypatch, queue_name) -> None:
     row = _held(queue_name, 0.3, payload={"v": "old"})
     later = row.fire_at + dt.timedelta(hours=1)
     _when_held(monkeypatch, lambda: _replace(row.job, [later], {"v": "new"}))
@@ -125,7 +125,7 @@ def test_a_job_replaced_without_the_held_instant_does_not_deliver_it(monkeypatch
     assert Occurrence.objects.get(job=row.job, fire_at=later).status == OccurrenceStatus.SCHEDULED
 
 
-def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held(queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held(queue_name) -> None:
     soon, after_the_scan = _held(queue_name, 0.2), _held(queue_name, 1.0)
 
     totals, _ = occurrences_fire_for(seconds=0.5)
@@ -140,7 +140,7 @@ def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held
 @pytest.mark.django_db(transaction=True)  # the carrier thread reads on its own connection
 def test_with_a_carry_the_rows_due_just_after_the_end_are_published_at_their_instants_by_the_carrier(
     monkeypatch, queue_name
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     in_scan, carried, beyond = _held(queue_name, 0.2), _held(queue_name, 0.7), _held(queue_name, 1.4)
     published = _record_publishes(monkeypatch)
     recorded: list[ScanResult] = []
@@ -166,7 +166,7 @@ def test_with_a_carry_the_rows_due_just_after_the_end_are_published_at_their_ins
 @pytest.mark.django_db(transaction=True)  # the marker thread marks on its own connection
 def test_a_mark_that_fails_on_the_marker_thread_is_raised_in_the_scan_and_marked_again_by_its_recover(
     monkeypatch, queue_name
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     row = _held(queue_name, 0.2)
     failures: list[str] = []
     mark = dispatch.occurrences_mark_delivered

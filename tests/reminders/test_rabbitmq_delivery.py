@@ -28,7 +28,7 @@ def _iso(instant: dt.datetime) -> str:
     return instant.isoformat().replace("+00:00", "Z")
 
 
-def test_a_job_posted_through_the_api_arrives_on_its_queue_when_due(api, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_posted_through_the_api_arrives_on_its_queue_when_due(api, queue_name) -> None:
     now = timezone.now()
     response = api.post(
         "/api/jobs/",
@@ -62,7 +62,7 @@ def test_a_job_posted_through_the_api_arrives_on_its_queue_when_due(api, queue_n
     assert Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).count() == 1
 
 
-def test_a_queue_that_does_not_exist_is_declared_durable_before_the_publish(queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_queue_that_does_not_exist_is_declared_durable_before_the_publish(queue_name) -> None:
     OccurrenceFactory(job=JobFactory(target=queue_name))
     assert occurrences_dispatch_batch().delivered == 1
 
@@ -74,7 +74,7 @@ def test_a_queue_that_does_not_exist_is_declared_durable_before_the_publish(queu
             conn.channel().queue_declare(queue_name, durable=False)
 
 
-def test_a_queue_the_broker_refuses_leaves_the_occurrence_retrying_never_delivered(queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_queue_the_broker_refuses_leaves_the_occurrence_retrying_never_delivered(queue_name) -> None:
     with Connection(settings.CELERY_BROKER_URL) as conn:
         conn.default_channel.queue_declare(queue_name, durable=False, auto_delete=False)
     occurrence = OccurrenceFactory(job=JobFactory(target=queue_name))
@@ -90,7 +90,7 @@ def test_a_queue_the_broker_refuses_leaves_the_occurrence_retrying_never_deliver
     assert drain_queue(queue_name, timeout=0.2) == []
 
 
-def test_an_unreachable_broker_leaves_the_occurrence_retrying(settings, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreachable_broker_leaves_the_occurrence_retrying(settings, queue_name) -> None:
     settings.REMINDERS_CALLBACK_BROKER_URL = "amqp://guest:guest@127.0.0.1:1//"
     occurrence = OccurrenceFactory(job=JobFactory(target=queue_name))
 
@@ -130,7 +130,7 @@ def _dispatch_losing_the_connection_at_commit(
     return occurrences
 
 
-def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monkeypatch, queue_name) -> None:
     # The socket dies after the publishes were written, as tx.commit goes out.
     _dispatch_losing_the_connection_at_commit(monkeypatch, queue_name, commit_sent=False)
     assert drain_queue(queue_name, timeout=0.3) == []  # the uncommitted transaction was rolled back
@@ -141,7 +141,7 @@ def test_a_connection_lost_before_the_commit_is_confirmed_is_not_delivered(monke
     assert len(drain_queue(queue_name, expect=3)) == 3
 
 
-def test_a_connection_lost_while_waiting_for_commit_ok_retries_every_message(monkeypatch, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_connection_lost_while_waiting_for_commit_ok_retries_every_message(monkeypatch, queue_name) -> None:
     """The commit went out; whether the broker took it is unknown, so every message is retried."""
     occurrences = _dispatch_losing_the_connection_at_commit(monkeypatch, queue_name, commit_sent=True)
     Occurrence.objects.update(next_attempt_at=timezone.now())
@@ -152,7 +152,7 @@ def test_a_connection_lost_while_waiting_for_commit_ok_retries_every_message(mon
 
 
 @pytest.mark.postgres
-def test_a_crash_between_publish_and_mark_redelivers_with_the_same_message_id(queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_crash_between_publish_and_mark_redelivers_with_the_same_message_id(queue_name) -> None:
     occurrence = OccurrenceFactory(
         job=JobFactory(target=queue_name, payload={"n": 1}), fire_at=timezone.now() - dt.timedelta(minutes=10)
     )

@@ -45,7 +45,7 @@ def test_the_handler_gets_the_delivery_with_payload_and_idempotency_key() -> Non
     assert delivery.attempt == 1
 
 
-def test_a_failure_retries_with_growing_delays_then_fails_with_the_last_error(settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_failure_retries_with_growing_delays_then_fails_with_the_last_error(settings) -> None:
     settings.REMINDERS_MAX_ATTEMPTS = 4
     settings.REMINDERS_RETRY_BASE_SECONDS = 10
     occurrence = _handler_occurrence()

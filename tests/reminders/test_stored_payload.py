@@ -28,7 +28,7 @@ PAYLOAD: dict[str, Any] = {
 }
 
 
-def test_a_unicode_and_nested_payload_arrives_as_the_api_received_it(api, queue_name) -> None:  # type: ignore[no-untyped-def]
+def test_a_unicode_and_nested_payload_arrives_as_the_api_received_it(api, queue_name) -> None:
     response = api.post(
         "/api/jobs/",
         {

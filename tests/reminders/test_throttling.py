@@ -158,7 +158,7 @@ class _Consumer(threading.Thread):
             channel = conn.default_channel
             channel.basic_qos(0, 2000, False)
 
-            def on_message(message):  # type: ignore[no-untyped-def]
+            def on_message(message):
                 body = json.loads(message.body)
                 self.arrivals.append((time.monotonic(), message.properties["message_id"], body["job"]))
 

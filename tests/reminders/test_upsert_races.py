@@ -81,7 +81,7 @@ def two_owners() -> list[Any]:
     return [UserFactory(), UserFactory()]
 
 
-def test_the_second_first_request_for_a_key_updates_the_job_the_first_one_created(two_owners) -> None:  # type: ignore[no-untyped-def]
+def test_the_second_first_request_for_a_key_updates_the_job_the_first_one_created(two_owners) -> None:
     results, errors, later = _race(two_owners[0], two_owners[0])
 
     assert errors == []
@@ -94,7 +94,7 @@ def test_the_second_first_request_for_a_key_updates_the_job_the_first_one_create
     assert list(pending.values_list("fire_at", flat=True)) == [later]
 
 
-def test_a_concurrent_first_request_by_another_owner_is_refused_not_a_server_error(two_owners) -> None:  # type: ignore[no-untyped-def]
+def test_a_concurrent_first_request_by_another_owner_is_refused_not_a_server_error(two_owners) -> None:
     results, errors, _ = _race(two_owners[0], two_owners[1])
 
     assert results == []

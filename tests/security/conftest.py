@@ -31,7 +31,7 @@ def fake_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[tu
         host = host.decode()
     try:
         # Literal addresses resolve to themselves, as with a real resolver, without asking anyone.
-        return _real_getaddrinfo(host, port, *args, flags=socket.AI_NUMERICHOST, **kwargs)  # type: ignore[misc]
+        return _real_getaddrinfo(host, port, *args, flags=socket.AI_NUMERICHOST, **kwargs)
     except socket.gaierror:
         pass
     addresses = FAKE_DNS.get(str(host).lower().rstrip("."))

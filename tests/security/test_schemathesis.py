@@ -104,7 +104,7 @@ def test_it_documents_real_responses_with_data_in_every_state(token: str) -> Non
             lease_token=uuid.uuid4() if status == OccurrenceStatus.CLAIMED else None,
             claimed_until=now + timedelta(seconds=60) if status == OccurrenceStatus.CLAIMED else None,
         )
-    occurrence_id = job.occurrences.first().pk  # type: ignore[union-attr]
+    occurrence_id = job.occurrences.first().pk
     headers = {"Authorization": f"Token {token}"}
     calls = [
         ("/api/jobs/", "GET", {}),

@@ -62,5 +62,10 @@ def windows(
 def release(
     instant: dt.datetime, found: dict[dt.date, tuple[dt.datetime, dt.datetime]]
 ) -> dt.datetime | None:
-    """The end of the oracle's window holding `instant`, or None."""
-    return max((end for first, end in found.values() if first <= instant < end), default=None)
+    """The first moment at or after `instant` outside every window of the oracle's, or None when
+    `instant` is outside them all."""
+    ends = [end for first, end in found.values() if first <= instant < end]
+    if not ends:
+        return None
+    later = max(ends)
+    return release(later, found) or later

@@ -54,7 +54,7 @@ def _pending(training: Training) -> list[dt.datetime]:
     )
 
 
-def test_a_coach_lists_only_their_teams_trainings(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_a_coach_lists_only_their_teams_trainings(admin_a, team, team_b) -> None:
     _training(team, "A session")
     _training(team_b, "B session")
     page = admin_a.get("/admin/trainings/training/")
@@ -62,7 +62,7 @@ def test_a_coach_lists_only_their_teams_trainings(admin_a, team, team_b) -> None
     assert b"A session" in page.content and b"B session" not in page.content
 
 
-def test_a_coach_cannot_open_or_change_another_teams_training(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_a_coach_cannot_open_or_change_another_teams_training(admin_a, team, team_b) -> None:
     theirs = _training(team_b, "B session")
     url = f"/admin/trainings/training/{theirs.pk}/change/"
     response = admin_a.get(url)
@@ -74,7 +74,7 @@ def test_a_coach_cannot_open_or_change_another_teams_training(admin_a, team, tea
     assert theirs.title == "B session" and len(_pending(theirs)) == 6
 
 
-def test_a_coach_is_offered_only_their_teams_and_players(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_a_coach_is_offered_only_their_teams_and_players(admin_a, team, team_b) -> None:
     page = admin_a.get("/admin/trainings/training/add/").content.decode()
     assert "U15" in page and "Seniors B" not in page and 'name="device_tokens"' not in page
     assert "Alice" in page and "Zoe" not in page
@@ -91,7 +91,7 @@ def _player_form(name: str, **extra: Any) -> dict[str, Any]:
     } | extra
 
 
-def test_a_player_a_coach_adds_joins_their_team_and_stays_in_their_reach(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_a_player_a_coach_adds_joins_their_team_and_stays_in_their_reach(admin_a, team, team_b) -> None:
     response = admin_a.post("/admin/trainings/player/add/", _player_form("Dora", team=team.pk))
     assert response.status_code == 302, response.content.decode()[:3000]
     dora = Player.objects.get(name="Dora")
@@ -125,7 +125,7 @@ def _inline_management(prefix: str, total: int) -> dict[str, Any]:
     }
 
 
-def test_a_coach_schedules_a_training_from_the_admin_and_sees_its_timeline(admin_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_a_coach_schedules_a_training_from_the_admin_and_sees_its_timeline(admin_a, team) -> None:
     alice = Player.objects.get(name="Alice")
     form = {
         "team": team.pk,
@@ -147,11 +147,11 @@ def test_a_coach_schedules_a_training_from_the_admin_and_sees_its_timeline(admin
     assert list(training.invitations.values_list("player__name", flat=True)) == ["Alice"]
     assert _pending(training)[0] == START - dt.timedelta(minutes=90)
     page = admin_a.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
-    assert "Reminder timeline" in page and "pre-questionnaire" in page
+    assert "Reminder timeline" in page and "<h3>Pre-training questionnaire</h3>" in page
     assert "Tue 2030-06-11 16:30:00 CEST" in page  # 14:30 UTC, shown in the training's zone
 
 
-def test_an_rsvp_set_in_the_admin_is_stamped_and_a_reset_one_is_cleared(admin_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_an_rsvp_set_in_the_admin_is_stamped_and_a_reset_one_is_cleared(admin_a, team) -> None:
     training = _training(team, "RSVP by hand")
     invitation = training.invitations.select_related("player").order_by("player__name").first()
     assert invitation is not None and invitation.responded_at is None
@@ -195,7 +195,7 @@ def test_an_rsvp_set_in_the_admin_is_stamped_and_a_reset_one_is_cleared(admin_a,
     assert invitation.responded_at == dt.datetime(2030, 6, 1, 7, 30, tzinfo=dt.UTC)
 
 
-def test_a_coach_cannot_schedule_for_another_team_from_the_admin(admin_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_a_coach_cannot_schedule_for_another_team_from_the_admin(admin_a, team, team_b) -> None:
     form = {
         "team": team_b.pk,
         "title": "Sneaky",
@@ -213,11 +213,11 @@ def test_a_coach_cannot_schedule_for_another_team_from_the_admin(admin_a, team, 
     assert not Occurrence.objects.exists()
 
 
-def test_a_coach_cannot_edit_rules(admin_a) -> None:  # type: ignore[no-untyped-def]
+def test_a_coach_cannot_edit_rules(admin_a) -> None:
     assert admin_a.get("/admin/trainings/reminderrule/").status_code == 403
 
 
-def test_an_operator_with_manage_all_teams_edits_rules_in_the_admin_as_in_the_api(rules) -> None:  # type: ignore[no-untyped-def]
+def test_an_operator_with_manage_all_teams_edits_rules_in_the_admin_as_in_the_api(rules) -> None:
     from django.contrib.auth.models import Permission
 
     operator = UserFactory(username="operator", is_staff=True)
@@ -232,14 +232,14 @@ def test_an_operator_with_manage_all_teams_edits_rules_in_the_admin_as_in_the_ap
     assert b"templates-TOTAL_FORMS" in page.content
 
 
-def test_an_operator_sees_every_team(admin_client, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_an_operator_sees_every_team(admin_client, team, team_b) -> None:
     _training(team_b, "B session")
     assert b"B session" in admin_client.get("/admin/trainings/training/").content
 
 
 def test_editing_a_rule_in_the_admin_reschedules_after_commit(
     admin_client, team, rules, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from config.celery import app
 
     training = _training(team, "A session")
@@ -273,7 +273,7 @@ def test_editing_a_rule_in_the_admin_reschedules_after_commit(
     assert _pending(training) == [START - dt.timedelta(minutes=20)]
 
 
-def test_a_rule_with_a_bad_offset_or_placeholder_is_refused(admin_client, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_rule_with_a_bad_offset_or_placeholder_is_refused(admin_client, rules) -> None:
     response = admin_client.post(
         "/admin/trainings/reminderrule/add/",
         {

@@ -16,7 +16,17 @@ from django.utils import timezone
 from reminders.models import Occurrence, OccurrenceStatus, UserPreference
 from tests.factories import UserFactory, training_made
 from trainings import kinds
-from trainings.models import InvitationStatus, Player, Push, PushStatus, Team, Training
+from trainings.models import (
+    Device,
+    InvitationStatus,
+    Player,
+    Push,
+    PushSend,
+    PushStatus,
+    SendStatus,
+    Team,
+    Training,
+)
 from trainings.services import answer_record, coach_group_ensure, invitation_respond
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -95,8 +105,8 @@ def test_the_list_shows_local_start_next_reminder_rsvp_and_answer_counts_in_a_fi
         browser.get("/admin/trainings/training/")
     assert len(five.captured_queries) == len(one.captured_queries)  # no query per row
     assert "1 ✓" in page and "1 ✗" in page and "1 pending" in page
-    assert "1 / 1" in page  # pre: Alice answered, Chloe owes (Bruno declined)
-    assert "0 / 2" in page  # post: nobody answered, Alice and Chloe owe
+    # Two days ahead neither questionnaire is open yet: nobody owes an answer (Alice answered early).
+    assert "not yet open" in page and "owed</span>" not in page
     next_fire = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).order_by("fire_at").first()
     assert next_fire is not None
     local = next_fire.fire_at.astimezone(PARIS)
@@ -115,11 +125,11 @@ def test_the_training_page_names_players_in_the_grid_and_the_timeline(
     for name in ("Alice", "Bruno", "Chloe"):
         assert name in page
     assert "owed" in page and "✓" in page
-    assert "invitation" in page and "pre-questionnaire" in page  # the timeline, by rule
+    assert "<h3>Invitation</h3>" in page and "<h3>Pre-training questionnaire</h3>" in page  # by rule
     assert f"-&gt; {training.pk}" not in page  # no "Alice -> <uuid>" labels
 
 
-def test_remind_pending_now_pushes_each_pending_player_once_per_click(
+def test_remind_now_queues_once_per_player_a_minute_and_the_grid_tells_what_reached_a_phone(
     browser: Client, team: Team, push_queue: str, rules: dict[str, Any]
 ) -> None:
     training = _training(team, timezone.now() + dt.timedelta(days=2))
@@ -128,16 +138,51 @@ def test_remind_pending_now_pushes_each_pending_player_once_per_click(
     )
     url = f"/admin/trainings/training/{training.pk}/remind/"
     form = {"rule": rules["invitation"].pk, "click": "a1b2c3"}
-    response = browser.post(url, form, follow=True)
-    assert "2 push(es) sent to the 2 pending player(s)" in response.content.decode()
+    response = browser.post(url, form, follow=True).content.decode()
+    assert "Invitation: queued for 2 player(s) (Bruno, Chloe)" in response
+    assert "push(es) sent" not in response  # queued is not sent
     browser.post(url, form)  # the same click again (a double submit): nothing new
     pushes = Push.objects.filter(training=training)
     assert sorted(pushes.values_list("player__name", flat=True)) == ["Bruno", "Chloe"]
     assert set(pushes.values_list("status", flat=True)) == {PushStatus.SENT}
-    browser.post(url, {**form, "click": "d4e5f6"})  # a new click reminds again
-    assert Push.objects.filter(training=training).count() == 4
-    page = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
-    assert "Published to the push queue" in page  # the grid's last push outcome
+    # A second click within the minute (another tab, a colleague) reminds nobody twice.
+    again = browser.post(url, {**form, "click": "d4e5f6"}, follow=True).content.decode()
+    assert Push.objects.filter(training=training).count() == 2
+    assert "2 player(s) reminded of it less than a minute ago were left out" in again
+
+    # No gateway has answered: the grid says queued, not "published" or "sent".
+    grid = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    grid = grid.split('class="player-grid"', 1)[1].split("</table>", 1)[0]
+    assert "queued for" in grid and "Published to the push queue" not in grid
+    # The gateway records Bruno's phone accepting and Chloe having no device.
+    bruno, chloe = (pushes.get(player__name=name) for name in ("Bruno", "Chloe"))
+    device = Device.objects.create(player=bruno.player, platform="android", provider="fcm", token="tok-b")
+    now = timezone.now()
+    PushSend.objects.create(push_key=bruno.key, device=device, player_id=bruno.player_id, provider="fcm",
+                            status=SendStatus.ACCEPTED, recorded_at=now)  # fmt: skip
+    PushSend.objects.create(push_key=chloe.key, player_id=chloe.player_id, provider="fcm",
+                            status=SendStatus.NO_DEVICE, recorded_at=now)  # fmt: skip
+    grid = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    rows = grid.split('class="player-grid"', 1)[1].split("</table>", 1)[0].split("<tr>")
+    bruno_row = next(r for r in rows if "Bruno" in r)
+    chloe_row = next(r for r in rows if "Chloe" in r)
+    assert "reached (1 device accepted)" in bruno_row and "<td>1</td>" in bruno_row
+    assert "no device" in chloe_row and "<td>0</td>" in chloe_row
+
+
+def test_remind_now_offers_the_open_phase_first_with_plain_labels(
+    browser: Client, team: Team, rules: dict[str, Any]
+) -> None:
+    soon = _training(team, timezone.now() + dt.timedelta(minutes=40))  # the pre questionnaire is open
+    page = browser.get(f"/admin/trainings/training/{soon.pk}/change/").content.decode()
+    options = page.split('aria-label="reminder"', 1)[1].split("</select>", 1)[0]
+    first = options.split("<option", 2)[1]
+    assert "selected" in first and "Pre-training questionnaire (3 pending, open now)" in first
+    assert "(invitation)" not in options and "pre-questionnaire" not in options
+    done = _training(team, timezone.now() - dt.timedelta(hours=3))  # ended 1.5 h ago: post is open
+    page = browser.get(f"/admin/trainings/training/{done.pk}/change/").content.decode()
+    first = page.split('aria-label="reminder"', 1)[1].split("<option", 2)[1]
+    assert "selected" in first and "Post-training questionnaire" in first
 
 
 def test_cancel_and_copy_to_next_week_keep_the_local_time_across_dst(browser: Client, team: Team) -> None:

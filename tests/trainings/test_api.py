@@ -22,7 +22,7 @@ def _client(user: Any) -> APIClient:
 
 
 @pytest.fixture
-def api_a(coach) -> APIClient:  # type: ignore[no-untyped-def]
+def api_a(coach) -> APIClient:
     return _client(coach)
 
 
@@ -57,7 +57,7 @@ def _pending(training_id: str) -> int:
     ).count()
 
 
-def test_it_creates_a_training_with_its_players_and_schedules_its_reminders(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_it_creates_a_training_with_its_players_and_schedules_its_reminders(api_a, team) -> None:
     alice, bruno = Player.objects.get(name="Alice"), Player.objects.get(name="Bruno")
     response = api_a.post("/api/trainings/", _body(team, players=[alice.pk, bruno.pk]), format="json")
     assert response.status_code == 201, response.json()
@@ -68,7 +68,7 @@ def test_it_creates_a_training_with_its_players_and_schedules_its_reminders(api_
     assert _pending(data["id"]) == 22
 
 
-def test_it_updates_partially_and_moves_the_reminders(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_it_updates_partially_and_moves_the_reminders(api_a, team) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     response = api_a.patch(
         f"/api/trainings/{created['id']}/",
@@ -83,7 +83,7 @@ def test_it_updates_partially_and_moves_the_reminders(api_a, team) -> None:  # t
     assert _pending(created["id"]) == 22
 
 
-def test_it_replaces_a_training_and_its_player_list(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_it_replaces_a_training_and_its_player_list(api_a, team) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     chloe = Player.objects.get(name="Chloe")
     response = api_a.put(
@@ -94,14 +94,14 @@ def test_it_replaces_a_training_and_its_player_list(api_a, team) -> None:  # typ
     assert response.json()["players"] == [chloe.pk]
 
 
-def test_cancelling_through_patch_cancels_the_reminders(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_cancelling_through_patch_cancels_the_reminders(api_a, team) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     response = api_a.patch(f"/api/trainings/{created['id']}/", {"cancelled": True}, format="json")
     assert response.status_code == 200
     assert _pending(created["id"]) == 0
 
 
-def test_delete_cancels_every_pending_reminder(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_delete_cancels_every_pending_reminder(api_a, team) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     assert api_a.delete(f"/api/trainings/{created['id']}/").status_code == 204
     assert _pending(created["id"]) == 0
@@ -119,7 +119,7 @@ def test_delete_cancels_every_pending_reminder(api_a, team) -> None:  # type: ig
         ({"players": [999999]}, "players"),
     ],
 )
-def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(api_a, team, overrides, field) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(api_a, team, overrides, field) -> None:
     response = api_a.post("/api/trainings/", _body(team, **overrides), format="json")
     assert response.status_code == 400
     assert field in response.json()
@@ -127,14 +127,14 @@ def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(api_a, team, ove
     assert not Occurrence.objects.exists()
 
 
-def test_a_player_who_left_the_team_cannot_be_listed(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_a_player_who_left_the_team_cannot_be_listed(api_a, team) -> None:
     gone = Player.objects.get(name="Gone")
     response = api_a.post("/api/trainings/", _body(team, players=[gone.pk]), format="json")
     assert response.status_code == 400
     assert "players" in response.json()
 
 
-def test_it_records_an_answer_and_an_invitation_response(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_it_records_an_answer_and_an_invitation_response(api_a, team) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     alice = Player.objects.get(name="Alice")
     url = f"/api/trainings/{created['id']}"
@@ -159,7 +159,7 @@ def test_it_records_an_answer_and_an_invitation_response(api_a, team) -> None:  
         ("invitation", {"player": 999999, "status": "DENIED"}, "player"),
     ],
 )
-def test_bad_responses_are_400s_naming_the_field(api_a, team, path, body, field) -> None:  # type: ignore[no-untyped-def]
+def test_bad_responses_are_400s_naming_the_field(api_a, team, path, body, field) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     body = {"player": Player.objects.get(name="Alice").pk, **body}
     response = api_a.post(f"/api/trainings/{created['id']}/{path}/", body, format="json")
@@ -167,7 +167,7 @@ def test_bad_responses_are_400s_naming_the_field(api_a, team, path, body, field)
     assert field in response.json()
 
 
-def test_the_timeline_lists_every_occurrence_with_its_rule(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_the_timeline_lists_every_occurrence_with_its_rule(api_a, team) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     response = api_a.get(f"/api/trainings/{created['id']}/timeline/")
     assert response.status_code == 200
@@ -181,14 +181,14 @@ def test_the_timeline_lists_every_occurrence_with_its_rule(api_a, team) -> None:
 # --- permissions ----------------------------------------------------------------------------------------
 
 
-def test_anonymous_is_401(team, training_b) -> None:  # type: ignore[no-untyped-def]
+def test_anonymous_is_401(team, training_b) -> None:
     client = APIClient()
     assert client.get("/api/trainings/").status_code == 401
     assert client.get(f"/api/trainings/{training_b.pk}/").status_code == 401
     assert client.post("/api/trainings/", _body(team), format="json").status_code == 401
 
 
-def test_coach_a_cannot_see_or_change_coach_bs_trainings(api_a, training_b) -> None:  # type: ignore[no-untyped-def]
+def test_coach_a_cannot_see_or_change_coach_bs_trainings(api_a, training_b) -> None:
     url = f"/api/trainings/{training_b.pk}"
     assert api_a.get("/api/trainings/").json()["results"] == []
     assert api_a.get(f"{url}/").status_code == 404
@@ -204,7 +204,7 @@ def test_coach_a_cannot_see_or_change_coach_bs_trainings(api_a, training_b) -> N
     assert training_b.title == "B session" and _pending(str(training_b.pk)) == 22
 
 
-def test_coach_a_cannot_schedule_for_coach_bs_team_or_players(api_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_coach_a_cannot_schedule_for_coach_bs_team_or_players(api_a, team, team_b) -> None:
     response = api_a.post("/api/trainings/", _body(team_b), format="json")
     assert response.status_code == 400 and "team" in response.json()
     zoe = Player.objects.get(name="Zoe")
@@ -213,18 +213,18 @@ def test_coach_a_cannot_schedule_for_coach_bs_team_or_players(api_a, team, team_
     assert not Training.objects.filter(team=team_b).exists()
 
 
-def test_coach_a_cannot_move_a_training_to_coach_bs_team(api_a, team, team_b) -> None:  # type: ignore[no-untyped-def]
+def test_coach_a_cannot_move_a_training_to_coach_bs_team(api_a, team, team_b) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     response = api_a.patch(f"/api/trainings/{created['id']}/", {"team": team_b.pk}, format="json")
     assert response.status_code == 400 and "team" in response.json()
 
 
-def test_staff_without_the_operator_permission_are_scoped_like_coaches(training_b) -> None:  # type: ignore[no-untyped-def]
+def test_staff_without_the_operator_permission_are_scoped_like_coaches(training_b) -> None:
     staff = UserFactory(username="staff-coach", is_staff=True)
     assert _client(staff).get(f"/api/trainings/{training_b.pk}/").status_code == 404
 
 
-def test_operators_see_every_team(training_b) -> None:  # type: ignore[no-untyped-def]
+def test_operators_see_every_team(training_b) -> None:
     from django.contrib.auth.models import Permission
 
     operator = UserFactory(username="operator")
@@ -237,20 +237,20 @@ def test_operators_see_every_team(training_b) -> None:  # type: ignore[no-untype
 # --- reminder rules -------------------------------------------------------------------------------------
 
 
-def test_anyone_signed_in_reads_the_rules(api_a) -> None:  # type: ignore[no-untyped-def]
+def test_anyone_signed_in_reads_the_rules(api_a) -> None:
     rules = api_a.get("/api/reminder-rules/").json()
     assert {r["slug"]: r["offsets"] for r in rules}["invitation"] == ["3d", "2d", "1d", "6h"]
     assert APIClient().get("/api/reminder-rules/").status_code == 401
 
 
-def test_a_coach_cannot_change_a_rule(api_a) -> None:  # type: ignore[no-untyped-def]
+def test_a_coach_cannot_change_a_rule(api_a) -> None:
     response = api_a.patch("/api/reminder-rules/invitation/", {"offsets": ["1d"]}, format="json")
     assert response.status_code == 403
 
 
 def test_an_operator_changes_a_rule_and_future_trainings_are_rescheduled_after_commit(
     team, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from config.celery import app
 
     training = training_made(team, START, minutes=60, title="T")
@@ -274,14 +274,14 @@ def test_an_operator_changes_a_rule_and_future_trainings_are_rescheduled_after_c
 
 
 @pytest.mark.parametrize("body", [{"offsets": ["90 minutes"]}, {"offsets": []}, {"kind": "LATER"}])
-def test_a_bad_rule_change_is_a_400_naming_the_field(body) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_rule_change_is_a_400_naming_the_field(body) -> None:
     operator = _client(UserFactory(username="root", is_staff=True, is_superuser=True))
     response = operator.patch("/api/reminder-rules/invitation/", body, format="json")
     assert response.status_code == 400
     assert set(response.json()) == set(body)
 
 
-def test_the_time_zone_defaults_to_the_teams(api_a, team) -> None:  # type: ignore[no-untyped-def]
+def test_the_time_zone_defaults_to_the_teams(api_a, team) -> None:
     body = _body(team)
     del body["time_zone"]
     response = api_a.post("/api/trainings/", body, format="json")

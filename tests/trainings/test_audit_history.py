@@ -188,7 +188,7 @@ def test_a_training_created_through_the_api_records_what_save_records_attributed
     created = Training.objects.get(pk=response.json()["id"])
     saved = Training(team=team, title="Sprint drills", start=created.start, end=created.end)
     saved.time_zone, saved.location = "Europe/Paris", "Stadium"
-    saved._history_user = coach  # type: ignore[attr-defined]  # what the request gives the API's save
+    saved._history_user = coach  # what the request gives the API's save
     saved.save()
 
     def record(training: Training) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def _statements(fn: Any) -> int:
 
 def test_it_creates_a_training_in_the_same_few_statements_whatever_the_team_size(
     django_assert_max_num_queries,
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     small, large = _team(2), _team(40)
     _create(small)  # warm-up: content types, rules' first read
     few = _statements(lambda: _create(small, hours=1))
@@ -90,7 +90,7 @@ def test_it_creates_a_training_in_the_same_few_statements_whatever_the_team_size
     assert Occurrence.objects.filter(job__training_job__training=training).count() == 22
 
 
-def test_an_invalid_training_is_refused_before_any_write(team) -> None:  # type: ignore[no-untyped-def]
+def test_an_invalid_training_is_refused_before_any_write(team) -> None:
     from django.core.exceptions import ValidationError
 
     start = timezone.now() + dt.timedelta(days=4)
@@ -157,7 +157,7 @@ def _fire_minute(teams: int, players: int) -> tuple[int, list[Occurrence], dict[
 
 
 @pytest.mark.rabbitmq  # reads the push queue
-def test_a_due_minute_across_many_trainings_pushes_exactly_the_pending_players(push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_a_due_minute_across_many_trainings_pushes_exactly_the_pending_players(push_queue) -> None:
     _, due, trainings = _fire_minute(teams=8, players=9)
     rule_of = {link.job_id: link.rule for link in TrainingJob.objects.select_related("rule")}
     sent = 0
@@ -175,7 +175,7 @@ def test_a_due_minute_across_many_trainings_pushes_exactly_the_pending_players(p
     assert len(drain_queue(push_queue, expect=sent)) == sent
 
 
-def test_a_due_minute_costs_the_same_statements_for_more_trainings_and_players(push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_a_due_minute_costs_the_same_statements_for_more_trainings_and_players(push_queue) -> None:
     few, _, _ = _fire_minute(teams=1, players=5)
     Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).update(
         next_attempt_at=timezone.now() + dt.timedelta(days=30)
@@ -185,7 +185,7 @@ def test_a_due_minute_costs_the_same_statements_for_more_trainings_and_players(p
     assert many <= few
 
 
-def test_the_set_based_recipients_match_the_per_training_query(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_the_set_based_recipients_match_the_per_training_query(team, rules) -> None:
     trainings = [_create(_team(7), hours=i) for i in range(3)] + [_create(team, hours=5)]
     for training in trainings[:3]:
         _mixed_answers(training)
@@ -240,7 +240,7 @@ def _quiet_trainings(count: int) -> list[Training]:
 
 
 @pytest.mark.rabbitmq  # reads the push queue
-def test_held_pushes_of_a_night_minute_get_their_release_jobs_in_the_same_statements(push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_held_pushes_of_a_night_minute_get_their_release_jobs_in_the_same_statements(push_queue) -> None:
     few = _fire_pre_at_night(_quiet_trainings(1), minutes=90)
     trainings = _quiet_trainings(6)
     assert _fire_pre_at_night(trainings, minutes=90) <= few

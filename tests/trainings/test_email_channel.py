@@ -47,7 +47,7 @@ class Inbox:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         parsed = email.message_from_bytes(envelope.content, policy=default_policy)
         with self.lock:
-            self.messages.append(parsed)  # type: ignore[arg-type]
+            self.messages.append(parsed)
         return "250 Message accepted"
 
 

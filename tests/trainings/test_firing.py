@@ -43,7 +43,7 @@ def _pushes_to_a_test_queue(push_queue: str) -> None:
 
 
 @pytest.fixture
-def training(team) -> Training:  # type: ignore[no-untyped-def]
+def training(team) -> Training:
     return training_made(team, START, location="Stadium")
 
 
@@ -63,7 +63,7 @@ def _player(name: str) -> Player:
     return Player.objects.get(name=name)
 
 
-def test_a_player_who_answers_after_the_75_minute_reminder_gets_none_at_60(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_player_who_answers_after_the_75_minute_reminder_gets_none_at_60(training, rules) -> None:
     pre = rules["pre-questionnaire"]
     at_75 = _occurrence(training, pre, START - dt.timedelta(minutes=75))
     assert fire(at_75).delivered == 1
@@ -76,14 +76,14 @@ def test_a_player_who_answers_after_the_75_minute_reminder_gets_none_at_60(train
     assert _pushed(training, at_60) == ["Alice", "Chloe"]
 
 
-def test_a_post_answer_does_not_silence_the_pre_reminders(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_post_answer_does_not_silence_the_pre_reminders(training, rules) -> None:
     answer_record(training=training, player=_player("Alice"), phase=kinds.POST.code, answers={})
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
     fire(at_15)
     assert _pushed(training, at_15) == ["Alice", "Bruno", "Chloe"]
 
 
-def test_an_invitation_accepted_after_the_3_day_reminder_gets_no_2_day_one(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_an_invitation_accepted_after_the_3_day_reminder_gets_no_2_day_one(training, rules) -> None:
     invitation = rules["invitation"]
     three_days = _occurrence(training, invitation, START - dt.timedelta(days=3))
     fire(three_days)
@@ -101,7 +101,7 @@ def test_an_invitation_accepted_after_the_3_day_reminder_gets_no_2_day_one(train
     assert _pushed(training, two_days) == ["Bruno"]
 
 
-def test_a_player_who_denied_is_not_chased_for_questionnaires(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_player_who_denied_is_not_chased_for_questionnaires(training, rules) -> None:
     invitation_respond(
         invitation=training.invitations.get(player__name="Chloe"), status=InvitationStatus.DENIED
     )
@@ -110,7 +110,7 @@ def test_a_player_who_denied_is_not_chased_for_questionnaires(training, rules) -
     assert _pushed(training, at_90) == ["Alice", "Bruno"]
 
 
-def test_nobody_left_is_a_normal_recorded_outcome(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_nobody_left_is_a_normal_recorded_outcome(training, rules) -> None:
     for player in training.invitations.values_list("player", flat=True):
         answer_record(
             training=training, player=Player.objects.get(pk=player), phase=kinds.PRE.code, answers={}
@@ -124,7 +124,7 @@ def test_nobody_left_is_a_normal_recorded_outcome(training, rules) -> None:  # t
     assert not Push.objects.filter(occurrence_key=at_30.idempotency_key).exists()
 
 
-def test_a_redelivered_occurrence_never_pushes_twice(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_a_redelivered_occurrence_never_pushes_twice(training, rules, push_queue) -> None:
     at_45 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=45))
     delivery = Delivery(
         occurrence_id=at_45.pk,
@@ -141,7 +141,7 @@ def test_a_redelivered_occurrence_never_pushes_twice(training, rules, push_queue
     assert ReminderRun.objects.get(occurrence_key=at_45.idempotency_key).outcome == RunOutcome.SENT
 
 
-def test_a_cancelled_training_reaches_nobody_even_if_its_occurrence_was_in_flight(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_cancelled_training_reaches_nobody_even_if_its_occurrence_was_in_flight(training, rules) -> None:
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
     delivery = Delivery(
         at_15.pk, at_15.idempotency_key, at_15.job.key, at_15.fire_at, 1, "x", at_15.job.payload
@@ -152,7 +152,7 @@ def test_a_cancelled_training_reaches_nobody_even_if_its_occurrence_was_in_fligh
     assert not Push.objects.exists()
 
 
-def test_an_occurrence_of_the_old_time_reaches_nobody_after_a_move(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_an_occurrence_of_the_old_time_reaches_nobody_after_a_move(training, rules) -> None:
     at_90 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=90))
     delivery = Delivery(
         at_90.pk, at_90.idempotency_key, at_90.job.key, at_90.fire_at, 1, "x", at_90.job.payload
@@ -165,7 +165,7 @@ def test_an_occurrence_of_the_old_time_reaches_nobody_after_a_move(training, rul
 
 
 @pytest.mark.rabbitmq
-def test_pushes_are_rendered_in_each_players_language_and_zone(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_pushes_are_rendered_in_each_players_language_and_zone(training, rules, push_queue) -> None:
     bruno = _player("Bruno")
     bruno.time_zone = "America/Montreal"
     bruno.save()
@@ -186,7 +186,7 @@ def test_pushes_are_rendered_in_each_players_language_and_zone(training, rules, 
 
 def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_is_unsent(
     training, rules, settings
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from reminders.transports import get_transport
 
     at_45 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=45))
@@ -212,7 +212,7 @@ def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_
 @pytest.mark.rabbitmq
 def test_pushes_the_broker_returns_stay_pending_and_the_retry_publishes_them_once(
     training, rules, push_queue
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from tests.conftest import delete_queue
 
     at_45 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=45))
@@ -239,7 +239,7 @@ def test_pushes_the_broker_returns_stay_pending_and_the_retry_publishes_them_onc
 
 
 @pytest.mark.rabbitmq
-def test_the_published_message_is_the_stored_push_message(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_the_published_message_is_the_stored_push_message(training, rules, push_queue) -> None:
     """The pushes just recorded are published as built, without reading them back: the same message."""
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
     fire(at_15)
@@ -250,13 +250,13 @@ def test_the_published_message_is_the_stored_push_message(training, rules, push_
 
 
 @pytest.mark.parametrize("payload", [{}, {"training": "not-a-uuid", "rule": 1}, {"training": None}, ["x"]])
-def test_a_payload_naming_nothing_is_recorded_as_gone_not_retried(payload) -> None:  # type: ignore[no-untyped-def]
+def test_a_payload_naming_nothing_is_recorded_as_gone_not_retried(payload) -> None:
     delivery = Delivery(1, "occ-gone", "training-x-y", START, 1, "trainings.reminder", payload)
     assert reminder_fire(delivery=delivery).outcome == RunOutcome.GONE
     assert not Push.objects.exists()
 
 
-def test_a_deleted_training_whose_occurrence_was_in_flight_is_gone(training, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_deleted_training_whose_occurrence_was_in_flight_is_gone(training, rules) -> None:
     from trainings.services import training_delete
 
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
@@ -274,7 +274,7 @@ def _make_due(*occurrences: Occurrence) -> None:
 
 
 @pytest.mark.rabbitmq
-def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(training, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(training, rules, push_queue) -> None:
     answer_record(training=training, player=_player("Bruno"), phase=kinds.PRE.code, answers={})
     invitation_respond(
         invitation=training.invitations.get(player__name="Alice"), status=InvitationStatus.ACCEPTED
@@ -297,12 +297,12 @@ def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(trainin
     assert {m.properties["message_id"] for m in messages} == set(Push.objects.values_list("key", flat=True))
 
 
-def test_one_reminder_that_cannot_be_prepared_is_retried_alone(training, rules, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_one_reminder_that_cannot_be_prepared_is_retried_alone(training, rules, monkeypatch) -> None:
     from trainings import firing as services
 
     render = services.push_render
 
-    def render_fails_for_the_post_rule(**kwargs):  # type: ignore[no-untyped-def]
+    def render_fails_for_the_post_rule(**kwargs):
         if kwargs["templates"][0].rule.slug == "post-questionnaire":
             raise ValueError("template broke")
         return render(**kwargs)

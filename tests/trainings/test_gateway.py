@@ -131,7 +131,7 @@ def _webhook_send(provider: WebhookProvider) -> SendResult:
     return asyncio.run(go())
 
 
-def test_the_webhook_posts_the_signed_push(hook) -> None:  # type: ignore[no-untyped-def]
+def test_the_webhook_posts_the_signed_push(hook) -> None:
     url, handler = hook
     assert _webhook_send(WebhookProvider(url, secret="s3cret")).verdict == Verdict.ACCEPTED
     headers, body = handler.received[0]
@@ -146,7 +146,7 @@ def test_the_webhook_posts_the_signed_push(hook) -> None:  # type: ignore[no-unt
     ("status", "verdict"),
     [(503, Verdict.RETRY), (429, Verdict.RETRY), (400, Verdict.FAILED), (404, Verdict.FAILED)],
 )
-def test_the_webhook_answers_a_refusal(hook, status: int, verdict: Verdict) -> None:  # type: ignore[no-untyped-def]
+def test_the_webhook_answers_a_refusal(hook, status: int, verdict: Verdict) -> None:
     url, handler = hook
     handler.status = status
     assert _webhook_send(WebhookProvider(url)).verdict == verdict

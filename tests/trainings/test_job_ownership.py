@@ -67,7 +67,7 @@ def _scheduled(training: Training, rule: ReminderRule) -> list[dt.datetime]:
     return list(pending.values_list("fire_at", flat=True))
 
 
-def test_a_user_owned_job_under_the_trainings_key_is_never_taken_over(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_user_owned_job_under_the_trainings_key_is_never_taken_over(team, rules) -> None:
     mallory = UserFactory(username="mallory")
     training = _training_with_only_post_reminders(team)
     pre = rules["pre-questionnaire"]
@@ -96,7 +96,7 @@ def test_a_user_owned_job_under_the_trainings_key_is_never_taken_over(team, rule
     assert [e.status for e in timeline] == ["scheduled"] * 6
 
 
-def test_a_row_squatted_with_the_trainings_handler_is_not_the_trainings_either(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_row_squatted_with_the_trainings_handler_is_not_the_trainings_either(team, rules) -> None:
     """Even a row whose callback already names the trainings handler and this training is not adopted: who
     made it decides, not what it says."""
     mallory = UserFactory(username="mallory")
@@ -113,7 +113,7 @@ def test_a_row_squatted_with_the_trainings_handler_is_not_the_trainings_either(t
     assert TrainingJob.objects.get(training=training, rule=pre).job != squatted
 
 
-def test_lookups_go_through_the_link_not_the_key(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_lookups_go_through_the_link_not_the_key(team, rules) -> None:
     """Rename every job of the training: moving, the timeline, cancelling and deleting still find them."""
     start = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
     training = training_create(
@@ -134,7 +134,7 @@ def test_lookups_go_through_the_link_not_the_key(team, rules) -> None:  # type: 
     assert not Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists()
 
 
-def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None:
     """A user's row that merely looks like the rule's (same key shape, the trainings handler) is not
     cancelled with the rule."""
     mallory = UserFactory(username="mallory")
@@ -156,7 +156,7 @@ def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None
 
 
 @pytest.mark.postgres  # the insert-time refusal is PostgreSQL's ON CONFLICT; SQLite raises IntegrityError
-def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, rules, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, rules, monkeypatch) -> None:
     """The race the key check cannot see (an insert between the check and the upsert): the save fails
     rather than adopt the row, and the row is as it was."""
     mallory = UserFactory(username="mallory")
@@ -175,7 +175,7 @@ def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, 
     assert not TrainingJob.objects.filter(rule=pre).exists()
 
 
-def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team, rules, push_queue) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team, rules, push_queue) -> None:
     """Rows made before the API refused the handler (or in the admin) may still name it with a training
     in the payload: when they fire, the handler finds no link from that job to the training and pushes
     to nobody, while the training's own job still reaches its players."""
@@ -205,7 +205,7 @@ def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team
     assert Push.objects.filter(occurrence_key=ours.idempotency_key).count() == 3
 
 
-def test_another_teams_occurrences_are_not_listed_to_a_coach(team, coach) -> None:  # type: ignore[no-untyped-def]
+def test_another_teams_occurrences_are_not_listed_to_a_coach(team, coach) -> None:
     coach.is_staff = True  # as dev_admin and the admin make coaches
     coach.save(update_fields=["is_staff"])
     """Coaches are staff, and staff list every occurrence of the engine; a training's rows (their payload

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.contrib import admin
 from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
@@ -116,7 +117,7 @@ def test_its_answer_and_its_rule_are_accepted_where_the_others_are(team: Team, l
     assert changed.status_code == 200, changed.content
 
     ReminderRule(slug="lineup-copy", kind="LINEUP", offsets=["1h"]).full_clean()
-    assert ReminderRuleAdmin(ReminderRule, None).readable_offsets(lineup) == "2 h before the start"  # type: ignore[arg-type]
+    assert ReminderRuleAdmin(ReminderRule, admin.site).readable_offsets(lineup) == "2 h before the start"
 
 
 def test_a_code_no_kind_has_is_refused_at_the_boundaries(team: Team) -> None:

@@ -29,7 +29,7 @@ START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 
 def test_a_fired_reminder_counts_one_queued_push_per_pending_player(
     team, rules: dict[str, ReminderRule], push_queue: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     training: Training = training_create(
         team=team, title="Speed", start=START, end=START + dt.timedelta(minutes=90),
         time_zone="Europe/Paris", location="Stadium",

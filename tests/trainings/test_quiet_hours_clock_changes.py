@@ -31,7 +31,7 @@ def _changes() -> list[tuple[str, str, dt.datetime]]:
         zone = ZoneInfo(name)
         for at in quiet_oracle.transitions(zone, 2027):
             before = (at - dt.timedelta(minutes=1)).astimezone(zone).utcoffset()
-            direction = "forward" if at.astimezone(zone).utcoffset() > before else "back"  # type: ignore[operator]
+            direction = "forward" if at.astimezone(zone).utcoffset() > before else "back"
             cases.append((name, direction, at))
     return cases
 
@@ -65,6 +65,7 @@ def test_windows_that_start_or_end_in_the_changed_hour_match_the_oracle(
         (middle, dt.time(7)),  # starts in it
         (early, middle),  # starts and ends in it
         (dt.time(20, 30), dt.time(6, 45)),  # spans it
+        (dt.time(22), early.replace(minute=early.minute - 1)),  # ends at its first minute
     ]:
         quiet = QuietHours(start, end, zone)
         expected = quiet_oracle.windows(start, end, zone, since, until)
@@ -93,6 +94,22 @@ def test_a_window_starting_in_the_repeated_hour_is_not_cut_in_two() -> None:
     for minute in range(0, 5 * 60, 5):  # 02:30 CEST (00:30 UTC) to 07:00 CET (06:00 UTC), all held
         instant = dt.datetime(2027, 10, 31, 0, 30, tzinfo=UTC) + dt.timedelta(minutes=minute)
         assert quiet.release_at(instant) == dt.datetime(2027, 10, 31, 6, tzinfo=UTC), instant
+
+
+def test_an_end_at_the_first_repeated_time_is_its_first_copy() -> None:
+    # 02:00 is shown twice on 2025-10-26 in Paris, but 01:59 only once: the window ends at 02:00 CEST.
+    quiet = QuietHours(dt.time(22), dt.time(2), ZoneInfo("Europe/Paris"))
+    assert quiet.release_at(dt.datetime(2025, 10, 25, 23, 30, tzinfo=UTC)) == dt.datetime(
+        2025, 10, 26, 0, tzinfo=UTC
+    )
+
+
+def test_a_release_that_opens_the_next_nights_window_moves_to_its_end() -> None:
+    # 03:00-02:59 on the night 02:00 jumps to 03:00: the window ends at the jump, where the next begins.
+    quiet = QuietHours(dt.time(3), dt.time(2, 59), ZoneInfo("Europe/Paris"))
+    release = quiet.release_at(dt.datetime(2025, 3, 29, 23, 31, tzinfo=UTC))
+    assert release == dt.datetime(2025, 3, 31, 0, 59, tzinfo=UTC)  # 02:59 CEST the next night
+    assert quiet.release_at(release) is None
 
 
 def test_a_window_ending_in_a_skipped_hour_ends_at_the_jump() -> None:
@@ -143,7 +160,7 @@ def test_a_reminder_in_the_second_copy_of_the_hour_is_held_until_after_it_fired_
     _fire_pre(training, rules, 60)
 
     assert _statuses(training) == {"75m": (PushStatus.HELD, second_end), "60m": (PushStatus.HELD, second_end)}
-    assert {p.fire_at < p.release_at for p in Push.objects.all()} == {True}  # type: ignore[operator]
+    assert {p.fire_at < p.release_at for p in Push.objects.all()} == {True}
     _release(training, rules, second_end)
     assert {status for status, _ in _statuses(training).values()} == {PushStatus.SENT}
     assert len(drain_queue(push_queue, expect=6)) == 6
@@ -165,10 +182,10 @@ def test_reminders_after_a_spring_forward_jump_never_overtake_one_still_held(
 
     held = _statuses(training)
     assert held["90m"] == (PushStatus.HELD, jump)
-    assert held["75m"][0] == PushStatus.HELD and held["75m"][1] > jump  # type: ignore[operator]
+    assert held["75m"][0] == PushStatus.HELD and held["75m"][1] > jump
     assert drain_queue(push_queue) == []
     _release(training, rules, jump)
-    _release(training, rules, held["75m"][1])  # type: ignore[arg-type]
+    _release(training, rules, held["75m"][1])
     bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=6)]
     order = [Push.objects.get(key=b["idempotency_key"]).offset for b in bodies]
     assert order == ["90m"] * 3 + ["75m"] * 3  # fire order

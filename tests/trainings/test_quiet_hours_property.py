@@ -93,7 +93,7 @@ def _run(case: dict[str, Any]) -> list[_Push]:
 
     def release(at: dt.datetime) -> None:
         for push in sorted(pushes, key=lambda p: p.fire_at):
-            if push.status == PushStatus.HELD and push.release_at <= at:  # type: ignore[operator]
+            if push.status == PushStatus.HELD and push.release_at <= at:
                 if answered is not None and answered <= at:
                     push.status, push.reason = PushStatus.WITHDRAWN, "answered while held"
                 elif at >= start:
@@ -110,8 +110,8 @@ def _run(case: dict[str, Any]) -> list[_Push]:
             continue  # the fire-time re-check reaches nobody
         still_held = [p.release_at for p in pushes if p.status == PushStatus.HELD and p.release_at]
         status, release_at, reason = quiet_status(
-            player,  # type: ignore[arg-type]
-            training,  # type: ignore[arg-type]
+            player,
+            training,
             fire_at,
             start,
             held_until=max(still_held, default=None),

@@ -55,4 +55,4 @@ def test_each_kind_goes_after_its_own_age_and_newer_rows_stay(team: Team) -> Non
 def test_beat_runs_the_purge_hourly() -> None:
     task = PeriodicTask.objects.get(name="trainings: purge old pushes")
     assert task.task == "trainings.tasks.purge_old"
-    assert (task.interval.every, task.interval.period) == (1, "hours")  # type: ignore[union-attr]
+    assert (task.interval.every, task.interval.period) == (1, "hours")

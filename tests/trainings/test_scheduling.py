@@ -23,7 +23,7 @@ from trainings.services import (
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 
 
-def _create(team, start: dt.datetime = START, **kwargs) -> Training:  # type: ignore[no-untyped-def]
+def _create(team, start: dt.datetime = START, **kwargs) -> Training:
     return training_made(team, start, **kwargs)
 
 
@@ -43,7 +43,7 @@ def _all_pending(training: Training) -> int:
     ).count()
 
 
-def test_it_schedules_exactly_seed_000s_instants_for_each_rule(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_it_schedules_exactly_seed_000s_instants_for_each_rule(team, rules) -> None:
     training = _create(team)
     assert _pending(training, rules["pre-questionnaire"]) == [
         START - dt.timedelta(minutes=m) for m in (90, 75, 60, 45, 30, 15)
@@ -60,7 +60,7 @@ def test_it_schedules_exactly_seed_000s_instants_for_each_rule(team, rules) -> N
     ]
 
 
-def test_it_makes_one_handler_job_per_rule_whose_payload_names_the_rule_not_the_players(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_it_makes_one_handler_job_per_rule_whose_payload_names_the_rule_not_the_players(team, rules) -> None:
     training = _create(team)
     jobs = Job.objects.filter(key__startswith=f"training-{training.pk}-")
     assert sorted(jobs.values_list("key", flat=True)) == sorted(
@@ -71,13 +71,13 @@ def test_it_makes_one_handler_job_per_rule_whose_payload_names_the_rule_not_the_
     assert job.payload == {"training": str(training.pk), "rule": rules["pre-questionnaire"].pk}
 
 
-def test_it_invites_the_active_members_by_default(team) -> None:  # type: ignore[no-untyped-def]
+def test_it_invites_the_active_members_by_default(team) -> None:
     training = _create(team)
     names = sorted(training.invitations.values_list("player__name", flat=True))
     assert names == ["Alice", "Bruno", "Chloe"]
 
 
-def test_it_does_not_schedule_offsets_already_past(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_it_does_not_schedule_offsets_already_past(team, rules) -> None:
     start = timezone.now() + dt.timedelta(minutes=50)
     training = _create(team, start=start)
     assert _pending(training, rules["pre-questionnaire"]) == [
@@ -87,7 +87,7 @@ def test_it_does_not_schedule_offsets_already_past(team, rules) -> None:  # type
     assert not Job.objects.filter(key=job_key(training_id=training.pk, rule=rules["invitation"])).exists()
 
 
-def test_moving_by_30_minutes_moves_every_pending_reminder_and_leaves_none_stale(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_moving_by_30_minutes_moves_every_pending_reminder_and_leaves_none_stale(team, rules) -> None:
     training = _create(team)
     before = {
         o.fire_at: o.idempotency_key
@@ -132,7 +132,7 @@ def test_moving_by_30_minutes_moves_every_pending_reminder_and_leaves_none_stale
     }
 
 
-def test_cancelling_cancels_everything_pending_and_uncancelling_brings_it_back(team) -> None:  # type: ignore[no-untyped-def]
+def test_cancelling_cancels_everything_pending_and_uncancelling_brings_it_back(team) -> None:
     training = _create(team)
     training_cancel(training=training)
     assert _all_pending(training) == 0
@@ -140,7 +140,7 @@ def test_cancelling_cancels_everything_pending_and_uncancelling_brings_it_back(t
     assert _all_pending(training) == 22
 
 
-def test_deleting_cancels_everything_pending(team) -> None:  # type: ignore[no-untyped-def]
+def test_deleting_cancels_everything_pending(team) -> None:
     training = _create(team)
     pk = training.pk
     assert training_delete(training=training) == 22
@@ -151,7 +151,7 @@ def test_deleting_cancels_everything_pending(team) -> None:  # type: ignore[no-u
     assert statuses == {OccurrenceStatus.CANCELLED}
 
 
-def test_a_failed_update_leaves_the_schedule_untouched(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_failed_update_leaves_the_schedule_untouched(team, rules) -> None:
     from django.core.exceptions import ValidationError
 
     training = _create(team)
@@ -162,7 +162,7 @@ def test_a_failed_update_leaves_the_schedule_untouched(team, rules) -> None:  # 
     assert training.start == START
 
 
-def test_a_rule_change_reschedules_future_trainings_in_batches(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_a_rule_change_reschedules_future_trainings_in_batches(team, rules) -> None:
     trainings = [_create(team, start=START + dt.timedelta(days=i)) for i in range(5)]
     past = _create(team, start=timezone.now() - dt.timedelta(days=40))  # out of any rule's reach
     rule = rules["pre-questionnaire"]
@@ -185,7 +185,7 @@ def test_a_rule_change_reschedules_future_trainings_in_batches(team, rules) -> N
     assert not Job.objects.filter(key=job_key(training_id=past.pk, rule=rule)).exists()
 
 
-def test_deactivating_a_rule_cancels_its_pending_reminders(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_deactivating_a_rule_cancels_its_pending_reminders(team, rules) -> None:
     training = _create(team)
     rule = rules["invitation"]
     rule.active = False
@@ -195,13 +195,13 @@ def test_deactivating_a_rule_cancels_its_pending_reminders(team, rules) -> None:
     assert len(_pending(training, rules["pre-questionnaire"])) == 6
 
 
-def test_deleting_a_rule_cancels_its_pending_reminders(team, rules) -> None:  # type: ignore[no-untyped-def]
+def test_deleting_a_rule_cancels_its_pending_reminders(team, rules) -> None:
     training = _create(team)
     assert rule_delete(rule=rules["invitation"]) == 4
     assert _all_pending(training) == 18
 
 
-def test_the_rule_change_task_runs_one_batch_then_chains(team, rules, settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_rule_change_task_runs_one_batch_then_chains(team, rules, settings) -> None:
     from trainings.tasks import rule_reschedule
 
     training = _create(team)
@@ -214,7 +214,7 @@ def test_the_rule_change_task_runs_one_batch_then_chains(team, rules, settings) 
 
 def test_a_paris_training_the_day_after_spring_forward_gets_its_1_day_reminder_at_10_paris(
     team, rules
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     # Clocks go 02:00 CET -> 03:00 CEST on Sunday 2027-03-28. Training Monday 29 March 10:00 Paris = 08:00Z.
     start = dt.datetime(2027, 3, 29, 8, tzinfo=dt.UTC)
     training = _create(team, start=start)

@@ -28,7 +28,7 @@ def test_it_generates_the_schema_for_the_trainings_views_without_warnings_or_err
 
 
 @pytest.mark.django_db
-def test_the_schema_endpoint_serves_it(admin_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_schema_endpoint_serves_it(admin_client) -> None:
     response = admin_client.get("/api/schema/")
     assert response.status_code == 200
     assert b"/api/trainings/{id}/timeline/" in response.content

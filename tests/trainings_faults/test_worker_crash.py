@@ -209,7 +209,7 @@ def test_a_worker_killed_while_firing_loses_no_reminder_and_duplicates_no_push(
     runs = ReminderRun.objects.filter(occurrence_key__in=[o.idempotency_key for o in due.values()])
     assert sorted(runs.values_list("outcome", "recipients", "attempts")) == [("sent", 2, 2)] * 2
     timeline = [e for e in api.get(f"{url}/timeline/").json() if e["status"] == "delivered"]
-    assert [(e["rule"], e["players_reached"]) for e in sorted(timeline, key=lambda e: e["rule"])] == [
+    assert [(e["rule"], e["pushes_published"]) for e in sorted(timeline, key=lambda e: e["rule"])] == [
         ("invitation", 2),
         ("pre-questionnaire", 2),
     ]

@@ -12,8 +12,20 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from reminders.api import occurrence_state
-from trainings.models import RunOutcome, Training
-from trainings.selectors import timeline_reached, training_player_grid, training_timeline
+from trainings import kinds
+from trainings.delivery import timeline_reached
+from trainings.models import ReminderRule, RunOutcome, Training
+from trainings.selectors import training_player_grid, training_timeline
+from trainings.windows import CLOSED, NOT_YET, OPEN
+
+# The seeded rules' slugs (trainings/defaults.py): their kind's name says it all.
+_DEFAULT_SLUGS = {"pre-questionnaire", "post-questionnaire", "invitation"}
+
+
+def rule_label(rule: ReminderRule) -> str:
+    """A rule as a coach reads it: "Pre-training questionnaire", not "pre-questionnaire (pre)"."""
+    kind = kinds.of(rule.kind).label
+    return kind if rule.slug in _DEFAULT_SLUGS else f"{kind}: {rule.slug}"
 
 
 def local_time(instant: datetime | None, zone: ZoneInfo | None = None) -> str:
@@ -32,20 +44,48 @@ def local_html(instant: datetime | None, zone: ZoneInfo) -> SafeString:
     return format_html("{}<br>{} {}", f"{shown:%a %Y-%m-%d}", f"{shown:%H:%M:%S}", shown.tzname())
 
 
-def player_grid_html(training: Training) -> SafeString:
-    """Each invited player's answers and pushes for the training's change page."""
+def answers_html(answers: Any) -> SafeString:
+    """A questionnaire's answers as labelled fields ("Sleep: 8"), not `{"sleep": 8}`."""
+    if not isinstance(answers, dict) or not answers:
+        return format_html("{}", "—" if not answers else str(answers))
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, list):
+            return ", ".join(shown(v) for v in value)
+        return "—" if value is None else str(value)
+
+    return format_html(
+        '<dl class="answers">{}</dl>',
+        format_html_join(
+            "",
+            "<dt>{}</dt><dd>{}</dd>",
+            ((str(key).replace("_", " ").capitalize(), shown(value)) for key, value in answers.items()),
+        ),
+    )
+
+
+def player_grid_html(training: Training, pre_window: str = OPEN, post_window: str = OPEN) -> SafeString:
+    """Each invited player's answers and pushes for the training's change page.
+
+    An answer is "owed" only while its questionnaire is open: "not yet" before, "missed" after, and on a
+    cancelled training nothing is owed.
+    """
     if training.pk is None or training._state.adding:
         return format_html("<p>{}</p>", "Shown once the training is saved.")
     zone = training.zone
 
-    def answered(at: datetime | None, declined: bool, how: str = "") -> SafeString:
+    def answered(at: datetime | None, declined: bool, window: str, how: str = "") -> SafeString:
         if at is not None:
             return format_html('<span class="grid-ok">✓ {}</span>{}', local_time(at, zone), _how(how))
-        return (
-            format_html("<span>{}</span>", "—")
-            if declined
-            else format_html('<span class="grid-owed">{}</span>', "owed")
-        )
+        if declined or training.cancelled:
+            return format_html("<span>{}</span>", "—")
+        if window == NOT_YET:
+            return format_html('<span class="grid-later">{}</span>', "not yet open")
+        if window == CLOSED:
+            return format_html('<span class="grid-missed">{}</span>', "missed")
+        return format_html('<span class="grid-owed">{}</span>', "owed")
 
     rows = format_html_join(
         "",
@@ -58,8 +98,8 @@ def player_grid_html(training: Training) -> SafeString:
                 )
                 if row.responded_at
                 else row.invitation,
-                answered(row.pre_answered_at, row.declined, row.pre_how),
-                answered(row.post_answered_at, row.declined, row.post_how),
+                answered(row.pre_answered_at, row.declined, pre_window, row.pre_how),
+                answered(row.post_answered_at, row.declined, post_window, row.post_how),
                 row.reminders_received,
                 f"{row.last_push}, {local_time(row.last_push_at, zone)}" if row.last_push else "—",
             )
@@ -68,8 +108,8 @@ def player_grid_html(training: Training) -> SafeString:
     )
     return format_html(
         '<table class="player-grid"><thead><tr><th>player</th><th>invitation</th>'
-        "<th>pre questionnaire</th><th>post questionnaire</th><th>reminders received</th>"
-        "<th>last push</th></tr></thead>"
+        "<th>pre questionnaire</th><th>post questionnaire</th><th>reminders that reached a phone</th>"
+        "<th>last push, on the phone side</th></tr></thead>"
         "<tbody>{}</tbody></table>",
         rows,
     )
@@ -88,14 +128,18 @@ def reminder_timeline_html(training: Training) -> SafeString:
     reached = timeline_reached(training=training, occurrence_keys=[e.occurrence_key for e in entries])
     zone = training.zone
     by_rule: dict[str, list[Any]] = {}
+    labels = {
+        rule.slug: rule_label(rule)
+        for rule in ReminderRule.objects.filter(slug__in={e.rule for e in entries})
+    }
     for entry in entries:
-        by_rule.setdefault(entry.rule, []).append(entry)
+        by_rule.setdefault(labels.get(entry.rule, entry.rule), []).append(entry)
     if not by_rule:
         return format_html("<p>{}</p>", "No reminders (cancelled, or every instant is past).")
     sections = format_html_join(
         "",
         '<div class="timeline-rule"><h3>{}</h3><table><thead><tr><th>fires at ({})</th><th>status</th>'
-        "<th>outcome</th><th>reached</th></tr></thead><tbody>{}</tbody></table></div>",
+        "<th>outcome</th><th>reached a phone</th></tr></thead><tbody>{}</tbody></table></div>",
         (
             (
                 rule,

@@ -5,22 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
+from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
 from common.templatetags.admin_time import seconds
+from reminders.api import job_describer_register
 from trainings import kinds
-from trainings.admin.html import local_time
+from trainings.admin.html import local_time, rule_label
+from trainings.delivery import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.models import (
     DeliveredPush,
+    Device,
     Push,
+    PushSend,
+    PushStatus,
     ReminderRule,
     ReminderRun,
     ReminderTemplate,
+    TrainingJob,
 )
 from trainings.offsets import OffsetError
+from trainings.push.devices import token_preview
 from trainings.selectors import trainings_visible_to, user_sees_all_teams
 from trainings.services import rule_delete, rule_reschedule_on_commit
 
@@ -86,6 +96,8 @@ class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
 
 
 class _ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the engine and the gateway write: no Add, no Save; a POST to a change page is a 403."""
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -93,19 +105,47 @@ class _ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+def _training_jobs_described(job_ids: list[int]) -> dict[int, str]:
+    """The engine admin's names for training jobs: "Sprint drills · U15 Paris · Invitation"."""
+    links = TrainingJob.objects.filter(job_id__in=job_ids).select_related("training__team", "rule")
+    return {
+        link.job_id: f"{link.training.title} · {link.training.team.name} · {rule_label(link.rule)}"
+        for link in links
+    }
+
+
+job_describer_register(_training_jobs_described)
+
+
 @admin.register(ReminderRun)
 class ReminderRunAdmin(_ReadOnlyAdmin):
-    list_display = ["fire_at_local", "training", "rule", "outcome", "recipients", "attempts", "lateness"]
+    list_display = ["fire_at_local", "training", "team", "rule_name", "outcome", "recipients", "attempts",
+                    "lateness"]  # fmt: skip
     list_filter = ["outcome", "rule"]
-    list_select_related = ["training", "rule"]
+    list_select_related = ["training__team", "rule"]
     ordering = ["-fire_at", "-id"]  # the latest reminders first
+    fields = ["training", "rule_name", "fire_at_local", "outcome", "recipients", "attempts", "ran_local",
+              "lateness", "occurrence_key"]  # fmt: skip
+    readonly_fields = fields  # type: ignore[assignment]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ReminderRun]:
         return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))
 
+    @admin.display(description="team")
+    def team(self, run: ReminderRun) -> str:
+        return run.training.team.name if run.training else "—"
+
+    @admin.display(description="rule")
+    def rule_name(self, run: ReminderRun) -> str:
+        return rule_label(run.rule) if run.rule else "(deleted rule)"
+
     @admin.display(description="fired at", ordering="fire_at")
     def fire_at_local(self, run: ReminderRun) -> str:
-        return local_time(run.fire_at)
+        return local_time(run.fire_at, run.training.zone if run.training else None)
+
+    @admin.display(description="ran at")
+    def ran_local(self, run: ReminderRun) -> str:
+        return local_time(run.ran_at, run.training.zone if run.training else None)
 
     @admin.display(description="lateness")
     def lateness(self, run: ReminderRun) -> str:
@@ -113,27 +153,176 @@ class ReminderRunAdmin(_ReadOnlyAdmin):
         return seconds(run.ran_at - run.fire_at)
 
 
+class PushOutcomeFilter(admin.SimpleListFilter):
+    """The publication's status; what the phone side did is the "on the phone" column."""
+
+    title = "published"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, str(label)) for value, label in PushStatus.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Push]) -> QuerySet[Push]:
+        return queryset.filter(status=self.value()) if self.value() else queryset
+
+
 @admin.register(Push)
 class PushAdmin(_ReadOnlyAdmin):
-    list_display = ["created_local", "player", "training", "kind", "title", "status", "sent_local"]
-    list_filter = ["status", "kind", ("training", admin.RelatedOnlyFieldListFilter)]
-    search_fields = ["key", "occurrence_key", "player__name", "training__title"]
-    list_select_related = ["player", "training"]
+    list_display = ["created_local", "player", "training", "kind_label", "title", "on_the_phone"]
+    list_filter = [PushOutcomeFilter, "kind", ("training", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["player__name", "training__title", "key", "occurrence_key"]
+    list_select_related = ["player", "training", "rule"]
     ordering = ["-created_at", "-id"]
+    _main: list[Any] = ["player", "training", "kind_label", "offset", "title", "body", "language",
+                        "on_the_phone", "device_sends", "created_local", "sent_local"]  # fmt: skip
+    fieldsets = [
+        (None, {"fields": _main}),
+        (
+            "As published (the gateway's message)",
+            {"fields": ("message_json", "key"), "classes": ("collapse",)},
+        ),
+    ]
+    readonly_fields = [*_main, "message_json", "key"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Push]:
         return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))
 
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        page = list(changelist.result_list)
+        outcomes = push_outcomes(page)
+        for push in page:
+            push.outcome = outcomes[push.key]
+        return changelist
+
+    def _outcome(self, push: Push) -> Outcome:
+        found = getattr(push, "outcome", None)
+        if found is None:
+            found = push_outcome(push, push_sends([push.key]).get(push.key, []))
+            push.outcome = found  # type: ignore[attr-defined]
+        return found
+
+    @admin.display(description="on the phone")
+    def on_the_phone(self, push: Push) -> SafeString:
+        outcome = self._outcome(push)
+        return format_html('<span class="outcome outcome-{}">{}</span>', outcome.code, outcome.text)
+
+    @admin.display(description="device sends")
+    def device_sends(self, push: Push) -> SafeString:
+        sends = self._outcome(push).sends
+        if not sends:
+            return format_html("{}", "none recorded by the gateway yet")
+        zone = push.training.zone
+        return format_html(
+            '<table class="device-sends"><thead><tr><th>device</th><th>outcome</th><th>attempts</th>'
+            "<th>recorded</th><th>error</th></tr></thead><tbody>{}</tbody></table>",
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                (
+                    (
+                        _device_name(s.device) if s.device else f"{s.provider} (no device)",
+                        s.get_status_display(),
+                        s.attempts,
+                        local_time(s.recorded_at, zone),
+                        s.error,
+                    )
+                    for s in sends
+                ),
+            ),
+        )
+
+    @admin.display(description="reminder")
+    def kind_label(self, push: Push) -> str:
+        return rule_label(push.rule) if push.rule else push.get_kind_display()
+
     @admin.display(description="created", ordering="created_at")
     def created_local(self, push: Push) -> str:
-        return local_time(push.created_at)
+        return local_time(push.created_at, push.training.zone)
 
-    @admin.display(description="sent", ordering="sent_at")
+    @admin.display(description="published", ordering="sent_at")
     def sent_local(self, push: Push) -> str:
-        return local_time(push.sent_at) if push.sent_at else ""
+        return local_time(push.sent_at, push.training.zone) if push.sent_at else "not published"
+
+    @admin.display(description="message")
+    def message_json(self, push: Push) -> SafeString:
+        return pretty_json(push.message())
+
+
+def _device_name(device: Device) -> str:
+    return f"{device.get_platform_display()} via {device.provider.upper()} ({token_preview(device.token)})"
+
+
+class _NamedByPush(_ReadOnlyAdmin):
+    """Send and delivery records carry the push's key; their pages show its player and training instead."""
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        page = list(changelist.result_list)
+        pushes = {
+            p.key: p
+            for p in Push.objects.filter(key__in=[row.push_key_of for row in page]).select_related(
+                "player", "training"
+            )
+        }
+        for row in page:
+            row.push = pushes.get(row.push_key_of)
+        return changelist
+
+    def _push(self, row: Any) -> Push | None:
+        if not hasattr(row, "push"):
+            row.push = Push.objects.filter(key=row.push_key_of).select_related("player", "training").first()
+        return row.push
+
+    @admin.display(description="player")
+    def player_name(self, row: Any) -> str:
+        push = self._push(row)
+        return push.player.name if push else "(push removed)"
+
+    @admin.display(description="training")
+    def training_title(self, row: Any) -> str:
+        push = self._push(row)
+        return (
+            f"{push.training.title} ({local_time(push.training.start, push.training.zone)})" if push else "—"
+        )
+
+
+@admin.register(PushSend)
+class PushSendAdmin(_NamedByPush):
+    list_display = [
+        "recorded_at",
+        "player_name",
+        "training_title",
+        "device_name",
+        "status",
+        "attempts",
+        "error",
+    ]
+    list_filter = ["status", "provider"]
+    list_select_related = ["device"]
+    search_fields = ["push_key"]
+    ordering = ["-recorded_at", "-id"]
+    fields = ["player_name", "training_title", "device_name", "status", "attempts", "recorded_at", "error",
+              "provider_message_id", "push_key"]  # fmt: skip
+    readonly_fields = fields  # type: ignore[assignment]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PushSend]:
+        visible = Push.objects.filter(training__in=trainings_visible_to(request.user)).values("key")
+        return super().get_queryset(request).filter(push_key__in=visible).annotate(push_key_of=F("push_key"))
+
+    @admin.display(description="device")
+    def device_name(self, send: PushSend) -> str:
+        return _device_name(send.device) if send.device else f"{send.provider} (no device)"
 
 
 @admin.register(DeliveredPush)
-class DeliveredPushAdmin(_ReadOnlyAdmin):
-    list_display = ["key", "provider", "delivered_at"]
+class DeliveredPushAdmin(_NamedByPush):
+    list_display = ["delivered_at", "player_name", "training_title", "provider"]
     search_fields = ["key"]
+    ordering = ["-delivered_at", "-id"]
+    fields = ["player_name", "training_title", "provider", "delivered_at", "key"]
+    readonly_fields = fields  # type: ignore[assignment]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DeliveredPush]:
+        visible = Push.objects.filter(training__in=trainings_visible_to(request.user)).values("key")
+        return super().get_queryset(request).filter(key__in=visible).annotate(push_key_of=F("key"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
@@ -13,9 +14,44 @@ from django.forms import ModelForm
 from django.http import HttpRequest, JsonResponse
 from django.urls import URLPattern, path, reverse
 
+from common.admin_widgets import LongSelect, zone_field
+from reminders.api import default_zone_register
 from trainings.access import users_linkable_search, users_linkable_to_player
 from trainings.models import Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
+
+
+def language_choices() -> list[tuple[str, str]]:
+    """Django's list of languages (code and English name), the codes push templates are written for."""
+    return sorted(((code, f"{name} ({code})") for code, name in settings.LANGUAGES), key=lambda c: c[1])
+
+
+def _team_zone(user: Any) -> str | None:
+    """A person with no zone of their own reads times in their team's (the first they coach or play in)."""
+    coached = Team.objects.filter(coaches=user).order_by("pk").values_list("time_zone", flat=True).first()
+    if coached:
+        return coached
+    return Player.objects.filter(user=user).values_list("time_zone", flat=True).first()
+
+
+default_zone_register(_team_zone)
+
+
+class ZoneAndLanguageLists:
+    """`time_zone` and `language` model fields are chosen from lists in every form of this admin."""
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "time_zone":
+            return zone_field(
+                initial=db_field.default, help_text=db_field.help_text or "",
+                label=db_field.verbose_name.capitalize(),
+            )  # fmt: skip
+        if db_field.name == "language":
+            return forms.ChoiceField(
+                choices=language_choices(), initial=db_field.default, help_text=db_field.help_text or "",
+                label=db_field.verbose_name.capitalize(), widget=LongSelect(language_choices),
+            )  # fmt: skip
+        return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
 
 
 class ScopedChoices:
@@ -37,7 +73,7 @@ class MembershipInline(ScopedChoices, admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     list_display = ["name", "time_zone"]
     search_fields = ["name"]
     filter_horizontal = ["coaches"]
@@ -77,7 +113,7 @@ USER_HELP = (
 
 
 @admin.register(Player)
-class PlayerAdmin(admin.ModelAdmin):
+class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
     search_fields = ["name"]
     # Legacy and never read (push tokens are Device rows, registered by the app): a field here would

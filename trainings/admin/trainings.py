@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -23,19 +22,23 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
+from trainings import kinds
 from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
-from trainings.admin.html import local_html, local_time, player_grid_html, reminder_timeline_html
+from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
+from trainings.admin.html import (
+    local_html,
+    local_time,
+    player_grid_html,
+    reminder_timeline_html,
+    rule_label,
+)
 from trainings.admin.people import ScopedChoices
 from trainings.models import (
-    AnswerSource,
-    Invitation,
-    InvitationStatus,
-    QuestionnaireAnswer,
     ReminderRule,
     Training,
 )
-from trainings.offsets import is_time_zone
 from trainings.selectors import (
     reminder_recipients,
     teams_visible_to,
@@ -47,71 +50,11 @@ from trainings.services import (
     training_cancel,
     training_copy,
     training_delete,
+    training_members_invite,
     training_remind_now,
     training_reminders_schedule,
 )
-
-
-class InvitationForm(ModelForm):
-    """An RSVP set by hand is stamped like one the player sent: `responded_at` is when it was given."""
-
-    class Meta:
-        model = Invitation
-        fields = ["player", "status", "responded_at"]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        status = data.get("status")
-        if status == InvitationStatus.PENDING:
-            data["responded_at"] = None  # no answer, so no time of answer
-            self.instance.response_source = ""
-        elif status and "status" in self.changed_data:
-            self.instance.response_source = AnswerSource.ADMIN  # the coach's page says a coach set it
-            if "responded_at" not in self.changed_data:
-                data["responded_at"] = timezone.now()
-        return data
-
-
-class InvitationInline(ScopedChoices, admin.TabularInline):
-    model = Invitation
-    form = InvitationForm
-    extra = 0
-    fields = ["player", "status", "responded_at"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Invitation]:
-        return super().get_queryset(request).select_related("player")
-
-
-class AnswerInline(ScopedChoices, admin.TabularInline):
-    model = QuestionnaireAnswer
-    extra = 0
-    fields = ["player", "phase", "answered_at", "answers"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[QuestionnaireAnswer]:
-        return super().get_queryset(request).select_related("player")
-
-
-class TrainingForm(ModelForm):
-    """Start and end are typed and shown in the training's own zone (the `time_zone` field), whatever the
-    zone of the person typing: a coach in Paris types 17:25 for a 17:25 Paris training."""
-
-    class Meta:
-        model = Training
-        fields = ["team", "title", "start", "end", "time_zone", "location", "cancelled"]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        name = data.get("time_zone")
-        if name and is_time_zone(name):
-            zone = ZoneInfo(name)
-            current = timezone.get_current_timezone()
-            for field in ("start", "end"):
-                value = data.get(field)
-                if value is not None:  # parsed in the active zone: read the same wall time in the training's
-                    data[field] = timezone.make_aware(timezone.make_naive(value, current), zone)
-            if data.get("start") and data.get("end") and data["end"] <= data["start"]:
-                self.add_error("end", "The training must end after it starts.")
-        return data
+from trainings.windows import CLOSED, NOT_YET, open_kind, window_state
 
 
 @admin.register(Training)
@@ -125,7 +68,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         "invitations",
         "pre_questionnaire",
         "post_questionnaire",
-        "cancelled",
+        "state",
     ]
     list_filter = ["cancelled", "start"]
     search_fields = ["title", "team__name"]
@@ -150,8 +93,10 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         changelist = super().get_changelist_instance(request)
         page = list(changelist.result_list)
         upcoming = trainings_next_reminder(page)
+        rules = list(ReminderRule.objects.filter(active=True))
         for training in page:
             training.next_reminder_at = upcoming.get(training.pk)
+            training.active_rules = rules
         return changelist
 
     def get_fieldsets(self, request: HttpRequest, obj: Training | None = None) -> Any:
@@ -175,6 +120,19 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         )
         for name in ("start", "end"):
             form.base_fields[name].help_text = f"Local time in the training's zone ({where})."
+        form.base_fields["time_zone"] = zone_field(
+            blank=None if obj else "The team's zone",
+            required=obj is not None,
+            label="Time zone",
+            help_text="Where the training takes place; its times are typed and shown in this zone.",
+        )
+        if obj is None:
+            teams = list(teams_visible_to(request.user)[:2])
+            if len(teams) == 1:  # a coach of one team: it is that team's training
+                form.base_fields["team"].initial = teams[0].pk
+            form.base_fields[
+                "team"
+            ].help_text = "Its active players are invited unless you list players below, as through the API."
         return form
 
     def changeform_view(
@@ -189,6 +147,10 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         training = self.get_object(request, object_id) if object_id else None
         if training is None:
             return super().changeform_view(request, object_id, form_url, extra_context)
+        if not training.invitations.exists():
+            self.message_user(
+                request, "Nobody is invited: its reminders reach no one. Add players below.", messages.WARNING
+            )
         with timezone.override(training.zone):
             extra = {
                 **(extra_context or {}),
@@ -200,16 +162,20 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
                 response.render()  # render while the training's zone is active
         return response
 
-    def _remind_choices(self, training: Training) -> list[tuple[int, str, int]]:
-        rules = ReminderRule.objects.filter(active=True).order_by("kind", "slug")
-        return [
+    def _remind_choices(self, training: Training) -> list[tuple[int, str, int, bool]]:
+        """(rule, label, pending players, preselected): the open phase's rule first and selected."""
+        rules = list(ReminderRule.objects.filter(active=True).order_by("kind", "slug"))
+        kind = open_kind(training, rules, timezone.now())
+        choices = [
             (
                 rule.pk,
-                f"{rule.slug} ({rule.get_kind_display().split(' (')[0].lower()})",
+                rule_label(rule),
                 reminder_recipients(training=training, rule=rule).count(),
+                rule.kind == kind,
             )
             for rule in rules
         ]
+        return sorted(choices, key=lambda c: not c[3])
 
     def get_urls(self) -> list[Any]:
         extra = [
@@ -253,14 +219,23 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             self.message_user(request, "Choose a reminder rule to send.", messages.ERROR)
         else:
             result = training_remind_now(training=training, rule=rule, click=click)
+            again = (
+                f" {result.already} player(s) reminded of it less than a minute ago were left out."
+                if result.already
+                else ""
+            )
             if result.error:
-                self.message_user(request, f"Pushes not all published: {result.error}", messages.ERROR)
-            else:
+                self.message_user(request, f"Pushes not all queued: {result.error}", messages.ERROR)
+            elif result.recipients:
+                names = ", ".join(result.names[:5]) + (", …" if len(result.names) > 5 else "")
                 self.message_user(
                     request,
-                    f"{result.published} push(es) sent to the {result.recipients} pending player(s).",
+                    f"{rule_label(rule)}: queued for {result.recipients} player(s) ({names}). The player "
+                    f"grid shows whether it reached their phones.{again}",
                     messages.SUCCESS,
                 )
+            else:
+                self.message_user(request, f"Nobody to remind of {rule_label(rule)}.{again}", messages.INFO)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
     def copy_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -290,6 +265,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:
         # Inlines (the player list) are saved by now; the admin view's transaction is still open.
         super().save_related(request, form, formsets, change)
+        if not change:  # no player listed: the team's active players, as the API does
+            training_members_invite(training=form.instance)
         training_reminders_schedule(training=form.instance)
 
     def delete_model(self, request: HttpRequest, obj: Training) -> None:
@@ -330,17 +307,60 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             getattr(training, "n_pending", 0),
         )
 
-    @admin.display(description="pre answered / owed")
-    def pre_questionnaire(self, training: Training) -> str:
-        return f"{getattr(training, 'n_pre_answered', 0)} / {getattr(training, 'n_pre_owed', 0)}"
+    def _window(self, training: Training, kind: str) -> str:
+        rules = getattr(training, "active_rules", None)
+        if rules is None:  # a detail page (a list page reads them once for all its rows)
+            rules = list(ReminderRule.objects.filter(active=True))
+            training.active_rules = rules  # type: ignore[attr-defined]
+        return window_state(training, kind, rules, timezone.now())
 
-    @admin.display(description="post answered / owed")
-    def post_questionnaire(self, training: Training) -> str:
-        return f"{getattr(training, 'n_post_answered', 0)} / {getattr(training, 'n_post_owed', 0)}"
+    def _answered_owed(self, training: Training, kind: str, answered: int, owed: int) -> SafeString:
+        """Owed only while the questionnaire is open: "not yet" before, "missed" after, none if cancelled."""
+        if training.cancelled:
+            return format_html('<span title="answered">{} ✓</span>', answered)
+        state = self._window(training, kind)
+        if state == NOT_YET:
+            return format_html('<span class="quiet">{}</span>', "not yet open")
+        if state == CLOSED:
+            return format_html(
+                '<span title="answered">{} ✓</span> <span class="missed">{} missed</span>', answered, owed
+            )
+        return format_html(
+            '<span title="answered">{} ✓</span> <span class="pending">{} owed</span>', answered, owed
+        )
+
+    @admin.display(description="pre answers")
+    def pre_questionnaire(self, training: Training) -> SafeString:
+        return self._answered_owed(
+            training,
+            kinds.PRE.code,
+            getattr(training, "n_pre_answered", 0),
+            getattr(training, "n_pre_owed", 0),
+        )
+
+    @admin.display(description="post answers")
+    def post_questionnaire(self, training: Training) -> SafeString:
+        return self._answered_owed(
+            training,
+            kinds.POST.code,
+            getattr(training, "n_post_answered", 0),
+            getattr(training, "n_post_owed", 0),
+        )
+
+    @admin.display(description="status", ordering="cancelled")
+    def state(self, training: Training) -> SafeString:
+        now = timezone.now()
+        if training.cancelled:
+            return format_html('<span class="state-cancelled">{}</span>', "Cancelled")
+        if now < training.start:
+            return format_html("{}", "Upcoming")
+        return format_html("{}", "In progress" if now < training.end else "Done")
 
     @admin.display(description="Player grid")
     def player_grid(self, training: Training) -> SafeString:
-        return player_grid_html(training)
+        return player_grid_html(
+            training, self._window(training, kinds.PRE.code), self._window(training, kinds.POST.code)
+        )
 
     @admin.display(description="Reminder timeline")
     def reminder_timeline(self, training: Training) -> SafeString:

@@ -25,6 +25,8 @@ from trainings.models.answers import InvitationStatus as InvitationStatus
 from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
 from trainings.models.devices import Device as Device
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
+from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
+from trainings.models.devices import PushMinute as PushMinute
 from trainings.models.devices import PushSend as PushSend
 from trainings.models.devices import SendStatus as SendStatus
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, parse_stored_offsets, shift
@@ -58,7 +60,7 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-_QUIET_END_HELP = "...until (local time); held pushes go then; only a move to before then is told at once."
+_QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
 
 
 class Team(models.Model):
@@ -251,8 +253,14 @@ class ReminderRun(models.Model):
         # Retention: ran_at < cutoff (trainings/retention.py).
         indexes = [models.Index(fields=["ran_at"], name="reminderrun_ran_at_idx")]
 
-    def __str__(self) -> str:
-        return f"{self.occurrence_key}: {self.outcome}"
+    def __str__(self) -> str:  # the admin's page title: words, not the occurrence's key
+        rule, training = (
+            self.rule.get_kind_display().split(" (")[0] if self.rule else "Reminder",
+            self.training,
+        )
+        return (
+            f"{rule} for {training.title if training else 'a deleted training'}: {self.get_outcome_display()}"
+        )
 
 
 class PushStatus(models.TextChoices):
@@ -310,8 +318,8 @@ class Push(models.Model):
             models.Index(fields=["training", "release_at"], name="push_held_idx", condition=Q(status="held")),
         ]
 
-    def __str__(self) -> str:
-        return self.key
+    def __str__(self) -> str:  # the admin's page title: whose push for which training, not its key
+        return f"{self.get_kind_display().split(' (')[0]} to {self.player.name} for {self.training.title}"
 
     def message(self) -> dict[str, object]:
         """The JSON published to the push queue (schema `trainings.push/2`, documented in handlers.py)."""

@@ -130,3 +130,30 @@ class PushSend(models.Model):
 
     def __str__(self) -> str:
         return f"{self.push_key} -> {self.device_id}: {self.status}"
+
+
+class PushMinute(models.Model):
+    """Device sends per minute, added by the gateway in the transaction that records them (one upsert per
+    round): the status page's "pushes reaching phones" reads at most 60 rows, however many sends there are.
+    """
+
+    minute = models.DateTimeField(primary_key=True)
+    accepted = models.PositiveIntegerField(default=0)
+    not_reached = models.PositiveIntegerField(default=0, help_text="Dead token or failed.")
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M}: {self.accepted} accepted"
+
+
+class GatewayHeartbeat(models.Model):
+    """One row per gateway process, touched every few seconds while its consumer loop runs (idle or not):
+    the status page's liveness and `/health/ready`'s gateway check read the newest."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="host:pid of the gateway process.")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["-seen_at"], name="gatewayheartbeat_latest_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%H:%M:%S}"

@@ -50,6 +50,7 @@ from kombu.message import Message
 from reminders.api import Delivery, QueuePublisher
 from trainings.push import metrics
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
+from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
 from trainings.push.records import _ACKED, Handled, Outcome, Round
 from trainings.push.sender import AuthFailure, PushSender
@@ -235,6 +236,7 @@ def gateway_run(
                 stopping = False
                 while True:
                     metrics.gateway_alive()
+                    gateway_heartbeat()  # a write every few seconds at most: the status page's liveness
                     if not stopping and should_stop():
                         # Graceful: no new round; the open ones finish, are recorded and acked. What was
                         # received and not begun (or waits for a retry) goes back to the queue, unacked.

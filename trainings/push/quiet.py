@@ -8,11 +8,13 @@ Each night's window is one continuous stretch of real time: from the first momen
 gives (docs/quiet-hours.md has the cases):
 
 - a start or an end in a repeated hour (fall back): the window starts at the first copy of the start and
-  ends at the second copy of the end, so it is an hour longer in real time and never cut in two;
+  ends at the second copy of the end (the first, for an end at the very first repeated time, since the
+  time before it shows only once), so it is an hour longer in real time and never cut in two;
 - a start or an end in a skipped hour (spring forward): it is the jump itself (02:30 on a night that goes
   from 02:00 to 03:00 is 03:00), the first moment the clock shows a later time.
 
-A push fired inside a window is held until that window's end, which is always after the push fired.
+A push fired inside a window is held until the first moment outside every window: that window's end,
+always after the push fired.
 """
 
 from __future__ import annotations
@@ -39,7 +41,19 @@ class QuietHours:
         )
 
     def release_at(self, instant: datetime) -> datetime | None:
-        """When the window holding `instant` ends (always after it), or None when `instant` is outside."""
+        """The first moment at or after `instant` outside every window (always after it), or None when
+        `instant` is outside. Usually the end of the window holding it; when a clock change makes that
+        end the start of the next night's window (03:00-02:59 on a night 02:00 jumps to 03:00), that
+        window's end."""
+        release = None
+        for _ in range(4):  # two windows touch only across a clock change: a chain is short
+            end = self._end_of_window_holding(instant)
+            if end is None:
+                break
+            release = instant = end
+        return release
+
+    def _end_of_window_holding(self, instant: datetime) -> datetime | None:
         day = instant.astimezone(self.zone).date()
         windows = (self.window(night) for night in (day - timedelta(days=1), day))
         return max((w[1] for w in windows if w is not None and w[0] <= instant < w[1]), default=None)
@@ -52,8 +66,11 @@ def _reached(wall: datetime, zone: ZoneInfo, *, first: bool) -> datetime:
     late = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
     if early == late:
         return early
-    if early.astimezone(zone).replace(tzinfo=None) == wall:  # shown twice
-        return min(early, late) if first else max(early, late)
+    if _shown_twice(wall, zone):
+        # An end: the last moment a time before it shows is in the second pass, unless the end is the
+        # first repeated time itself (02:00 when 03:00 goes back to 02:00: 01:59 shows only once).
+        second = not first and _shown_twice(wall - timedelta(seconds=1), zone)
+        return max(early, late) if second else min(early, late)
     # Skipped: fold 0 reads it with the offset before the jump (a UTC instant after it), fold 1 with the
     # offset after (before it); the jump lies between, on a whole second.
     before, after = int(min(early, late).timestamp()), int(max(early, late).timestamp())
@@ -65,6 +82,16 @@ def _reached(wall: datetime, zone: ZoneInfo, *, first: bool) -> datetime:
         else:
             before = middle
     return datetime.fromtimestamp(after, UTC)
+
+
+def _shown_twice(wall: datetime, zone: ZoneInfo) -> bool:
+    """Whether the clock in `zone` shows this naive time twice (in the hour a fall-back repeats)."""
+    early = wall.replace(tzinfo=zone, fold=0)
+    late = wall.replace(tzinfo=zone, fold=1)
+    return (
+        early.utcoffset() != late.utcoffset()
+        and early.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == wall
+    )
 
 
 def quiet_hours_for(*, player: object, team: object, zone: ZoneInfo) -> QuietHours | None:

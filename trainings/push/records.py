@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push import metrics
+from trainings.push.liveness import push_minutes_add
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 from trainings.transitions import devices_disable
 
@@ -116,6 +117,7 @@ def sends_record(
             by_reason.setdefault(reason, []).append(device_id)
         for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
             devices_disable(device_ids=device_ids, reason=reason)
+        push_minutes_add(at=timezone.now(), accepted=len(accepted), not_reached=len(rows) - len(accepted))
     return dead
 
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0014_email_channel_and_preferences'),
+        ('trainings', '0016_gateway_heartbeat_push_minutes'),
     ]
 
     operations = [

@@ -1,0 +1,45 @@
+"""What the gateway leaves for the status page and `/health/ready`: a heartbeat row per process, touched
+at most every HEARTBEAT_EVERY seconds from its consumer loop (idle or busy), and per-minute counts of the
+device sends it recorded (one upsert in the transaction that records them)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from datetime import datetime
+
+from django.db import connection
+from django.db.models.functions import Now
+
+from trainings.models import GatewayHeartbeat, PushMinute
+
+HEARTBEAT_EVERY = 5.0
+_last_beat = 0.0
+
+_MINUTE = PushMinute._meta.db_table
+_MINUTE_SQL = f"""
+INSERT INTO {_MINUTE} (minute, accepted, not_reached) VALUES (%s, %s, %s)
+ON CONFLICT (minute) DO UPDATE SET accepted = {_MINUTE}.accepted + excluded.accepted,
+                                   not_reached = {_MINUTE}.not_reached + excluded.not_reached
+"""  # noqa: S608 - the table name is a constant
+
+
+def gateway_heartbeat(*, name: str | None = None, force: bool = False) -> None:
+    """This gateway process is alive (by the database's clock); a no-op within HEARTBEAT_EVERY of the last."""
+    global _last_beat
+    if not force and time.monotonic() - _last_beat < HEARTBEAT_EVERY:
+        return
+    name = name or f"{socket.gethostname()}:{os.getpid()}"
+    if not GatewayHeartbeat.objects.filter(name=name).update(seen_at=Now()):
+        GatewayHeartbeat.objects.update_or_create(name=name, defaults={"seen_at": Now()})
+    _last_beat = time.monotonic()
+
+
+def push_minutes_add(*, at: datetime, accepted: int, not_reached: int) -> None:
+    """Add a round's device outcomes to its minute (concurrent gateways add, never overwrite)."""
+    if not (accepted or not_reached):
+        return
+    minute = at.replace(second=0, microsecond=0)
+    with connection.cursor() as cursor:
+        cursor.execute(_MINUTE_SQL, [connection.ops.adapt_datetimefield_value(minute), accepted, not_reached])
