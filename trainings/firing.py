@@ -237,9 +237,11 @@ def _recipients_pushes(
         behind = held_until.get(player.pk)
         quiet = (player.time_zone, player.quiet_start, player.quiet_end, behind)
         status = status_for.get(quiet)
-        if status is None:
-            status = status_for[quiet] = quiet_status(
-                player, training, delivery.fire_at, expires_at, held_until=behind
+        if status is None:  # a critical rule's reminders go through quiet hours (an operator's choice)
+            status = status_for[quiet] = (
+                (PushStatus.PENDING, None, "")
+                if rule.critical
+                else quiet_status(player, training, delivery.fire_at, expires_at, held_until=behind)
             )
         pushes.append(
             push_for(

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from common.fields import AwareDateTimeField
 from trainings import kinds
 from trainings.models import (
+    ChannelChoice,
     Device,
     Invitation,
     InvitationStatus,
@@ -207,7 +208,7 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReminderRule
-        fields = ["slug", "kind", "offsets", "active", "templates", "updated_at"]
+        fields = ["slug", "kind", "offsets", "active", "critical", "templates", "updated_at"]
         read_only_fields = fields
 
 
@@ -223,6 +224,9 @@ class ReminderRuleInputSerializer(serializers.Serializer):
         + "). Minutes and hours are exact durations; days keep the wall time in the zone.",
     )
     active = serializers.BooleanField(required=False)
+    critical = serializers.BooleanField(
+        required=False, help_text="Players' mute and quiet hours cannot hide this rule's reminders."
+    )
 
     def validate_offsets(self, value: list[str]) -> list[str]:
         try:
@@ -278,4 +282,41 @@ class DeviceInputSerializer(serializers.Serializer):
         error = channel.module().address_error(attrs["token"])
         if error:
             raise serializers.ValidationError({"token": error})
+        return attrs
+
+
+# --- Players' own preferences (trainings/preferences.py) -------------------------------------------------
+
+
+class KindPreferenceSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=kinds.live(kinds.rule_choices))
+    channels = serializers.ChoiceField(
+        choices=ChannelChoice.choices,
+        required=False,
+        help_text="default: push, email when no device is reached; push: never email; email: email instead "
+        "of push; both.",
+    )
+    muted = serializers.BooleanField(
+        required=False, help_text="No reminder of this kind; a rule an operator marked critical still comes."
+    )
+
+
+class PreferencesSerializer(serializers.Serializer):
+    """A player's own preferences: per reminder kind, and their quiet hours (else their team's)."""
+
+    kinds = KindPreferenceSerializer(many=True, required=False)
+    quiet_start = serializers.TimeField(allow_null=True, required=False, help_text="Local time, e.g. 22:00.")
+    quiet_end = serializers.TimeField(allow_null=True, required=False, help_text="Local time, e.g. 07:00.")
+
+    def validate_kinds(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        kinds = [item["kind"] for item in value]
+        if len(set(kinds)) != len(kinds):
+            raise serializers.ValidationError("a kind is listed twice.")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("quiet_start" in attrs) != ("quiet_end" in attrs) or (
+            (attrs.get("quiet_start") is None) != (attrs.get("quiet_end") is None)
+        ):
+            raise serializers.ValidationError({"quiet_end": "quiet_start and quiet_end go together."})
         return attrs

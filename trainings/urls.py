@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from trainings.answers.views import AnswerLinkView
-from trainings.views import PlayerDeviceViewSet, ReminderRuleViewSet, TrainingViewSet
+from trainings.views import PlayerDeviceViewSet, PlayerPreferencesView, ReminderRuleViewSet, TrainingViewSet
 
 # SimpleRouter: the reminders router already serves the API root at /api/.
 router = SimpleRouter()
@@ -21,6 +21,7 @@ urlpatterns = [
         PlayerDeviceViewSet.as_view({"get": "list", "post": "create"}),
         name="player-devices",
     ),
+    path("players/<int:player_pk>/preferences/", PlayerPreferencesView.as_view(), name="player-preferences"),
     path(
         "players/<int:player_pk>/devices/<int:pk>/",
         PlayerDeviceViewSet.as_view({"delete": "destroy"}),

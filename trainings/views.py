@@ -20,8 +20,10 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthentic
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
+from rest_framework.views import APIView
 
 from trainings.models import Device, Player, ReminderRule, Training
+from trainings.preferences import preferences_read, preferences_update
 from trainings.push.devices import device_players_visible_to, device_register, device_remove, player_of
 from trainings.selectors import training_timeline, trainings_visible_to, user_sees_all_teams
 from trainings.serializers import (
@@ -31,6 +33,7 @@ from trainings.serializers import (
     DeviceSerializer,
     InvitationResponseSerializer,
     InvitationSerializer,
+    PreferencesSerializer,
     ReminderRuleInputSerializer,
     ReminderRuleSerializer,
     TimelineEntrySerializer,
@@ -289,3 +292,43 @@ class PlayerDeviceViewSet(
         device = get_object_or_404(Device, pk=kwargs["pk"], player=player)
         device_remove(device=device)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- A player's own preferences (trainings/preferences.py) ----------------------------------------------
+
+
+class PlayerPreferencesView(APIView):
+    """The player's channels and mute per reminder kind, and their own quiet hours: the app's settings
+    screen. The player changes them; coaches of their teams and operators read them."""
+
+    def _player(self) -> Player:
+        player = device_players_visible_to(self.request.user).filter(pk=self.kwargs["player_pk"]).first()
+        if player is None:
+            raise NotFound("No such player.")
+        return player
+
+    def _body(self, player: Player) -> Response:
+        return Response(PreferencesSerializer(preferences_read(player=player)).data)
+
+    @extend_schema(responses={200: PreferencesSerializer})
+    def get(self, request: Request, player_pk: int) -> Response:
+        return self._body(self._player())
+
+    @extend_schema(
+        request=PreferencesSerializer,
+        responses={200: PreferencesSerializer, 400: OpenApiResponse(description="Field errors."),
+                   403: OpenApiResponse(description="Only the player changes their preferences.")},
+        description="Change what is given: `kinds` lists only the kinds to change; `quiet_start` and "
+        "`quiet_end` together (both null: the team's quiet hours apply).",
+    )  # fmt: skip
+    def put(self, request: Request, player_pk: int) -> Response:
+        player = self._player()
+        own = player_of(request.user)
+        if own is None or own.pk != player.pk:
+            raise PermissionDenied("Only the player changes their preferences.")
+        data = PreferencesSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        preferences_update(player=player, **data.validated_data)
+        return self._body(player)
+
+    patch = put

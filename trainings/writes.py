@@ -278,12 +278,20 @@ def rule_reschedule_on_commit(*, rule: ReminderRule) -> None:
 
 
 def rule_update(
-    *, rule: ReminderRule, kind: str = _UNSET, offsets: list[str] = _UNSET, active: bool = _UNSET
+    *,
+    rule: ReminderRule,
+    kind: str = _UNSET,
+    offsets: list[str] = _UNSET,
+    active: bool = _UNSET,
+    critical: bool = _UNSET,
 ) -> ReminderRule:
-    """Change a rule; once committed, its future trainings are rescheduled in batches by a worker."""
+    """Change a rule; once committed, its future trainings are rescheduled in batches by a worker.
+
+    `critical`: players' mute and quiet hours cannot hide its reminders."""
     with transaction.atomic():
         rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
-        for name, value in {"kind": kind, "offsets": offsets, "active": active}.items():
+        values = {"kind": kind, "offsets": offsets, "active": active, "critical": critical}
+        for name, value in values.items():
             if value is not _UNSET:
                 setattr(rule, name, value)
         rule.full_clean()

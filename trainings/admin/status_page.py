@@ -202,9 +202,10 @@ def deliveries_chart(
     return format_html(
         '<svg class="chart" role="img" aria-label="deliveries and pushes reaching phones per minute" '
         'width="{w}" height="{h}" viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">'
-        '<g class="legend"><rect class="delivered" x="{l}" y="4" width="10" height="10"/>'
+        '<g class="legend"><rect class="swatch-delivered" x="{l}" y="4" width="10" height="10"/>'
         '<text x="{l1}" y="13">occurrences delivered</text>'
-        '<rect class="failed" x="{l2}" y="4" width="10" height="10"/><text x="{l3}" y="13">failed</text>'
+        '<rect class="swatch-failed" x="{l2}" y="4" width="10" height="10"/>'
+        '<text x="{l3}" y="13">failed</text>'
         '<line class="reached" x1="{l4}" y1="9" x2="{l5}" y2="9"/>'
         '<text x="{l6}" y="13">pushes reaching phones (device sends accepted)</text></g>'
         '<line x1="{l}" y1="{t}" x2="{l}" y2="{b}" class="axis"/>'

@@ -172,6 +172,9 @@ class ReminderRule(models.Model):
     kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
     offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
     active = models.BooleanField(default=True)
+    critical = models.BooleanField(
+        default=False, help_text="Operators: players' mute and quiet hours cannot hide these reminders."
+    )
     updated_at = models.DateTimeField(auto_now=True)
     history = AuditedHistory()
 

@@ -95,6 +95,7 @@ class SendStatus(models.TextChoices):
     FAILED = "failed", "Failed (refused payload, or retries exhausted)"
     NO_DEVICE = "no_device", "Player has no enabled device"
     STALE = "stale", "Dropped: sat in the queue past its use"
+    MUTED = "muted", "Not sent: the player muted this kind of reminder"
 
 
 class PushSend(models.Model):
@@ -122,7 +123,7 @@ class PushSend(models.Model):
             # their device, hence the status in the condition.
             models.UniqueConstraint(
                 fields=["push_key"],
-                condition=Q(device__isnull=True, status__in=["no_device", "stale"]),
+                condition=Q(device__isnull=True, status__in=["no_device", "stale", "muted"]),
                 name="pushsend_unique_push_outcome",
             ),
             models.CheckConstraint(condition=Q(status__in=SendStatus.values), name="pushsend_status_valid"),

@@ -33,13 +33,16 @@ class Outcome(StrEnum):
     DELIVERED = "delivered"  # every enabled device has its outcome recorded
     NO_DEVICE = "no_device"
     STALE = "stale"
+    MUTED = "muted"  # the player muted the push's kind (and its rule is not critical)
     DUPLICATE = "duplicate"
     RETRY = "retry"
     DEAD_LETTERED = "dead_lettered"
     REJECTED = "rejected"
 
 
-_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.DUPLICATE}
+_ACKED = {Outcome.DELIVERED, Outcome.NO_DEVICE, Outcome.STALE, Outcome.MUTED, Outcome.DUPLICATE}
+# The outcomes of a push as a whole (no device row): recorded once per push.
+PUSH_LEVEL = (SendStatus.STALE, SendStatus.NO_DEVICE, SendStatus.MUTED)
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def pushes_finish(
         PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
                  status=status, attempts=0, recorded_at=now)
         for _, push, status in closing
-        if status in (SendStatus.STALE, SendStatus.NO_DEVICE)
+        if status in PUSH_LEVEL
     ]  # fmt: skip
     finished = [p for _, p, _ in closing] + [p for _, p in complete]
     if not finished:
@@ -157,7 +160,7 @@ def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, Send
         providers.setdefault(push.idempotency_key, set()).add(device.provider)
     summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
     for _, push, status in closing:
-        if status in (SendStatus.STALE, SendStatus.NO_DEVICE):
+        if status in PUSH_LEVEL:
             summary[push.idempotency_key] = str(status)
     return summary
 

@@ -24,7 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
-from trainings.preferences import preferences_of
+from trainings.preferences import preferences_of, rules_critical
 from trainings.push.providers import (
     AuthFailure,
     Providers,
@@ -48,6 +48,9 @@ from trainings.transitions import devices_disable
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
 logger = logging.getLogger("trainings.push.gateway")
+
+_PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
+                 SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
 
 
 class PushSender:
@@ -171,6 +174,8 @@ class PushSender:
             devices.setdefault(player_id, []).append(Target(pk, service, platform, token, app_id))
 
         preferences = preferences_of({(p.player, p.kind) for p in pushes.values()})
+        critical = rules_critical({p.rule for p in pushes.values() if p.rule}) if any(
+            muted for _, muted in preferences.values()) else set()  # fmt: skip
         fallback_waits: set[int] = set()  # pushes with a fallback address if this round's sends all fail
         work: list[tuple[int, PushMessage, Target]] = []
         closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
@@ -184,7 +189,10 @@ class PushSender:
             if push.expires_at is not None and push.expires_at <= now:
                 closing.append((i, push, SendStatus.STALE))
                 continue
-            channels = preferences.get((push.player, push.kind), ("default", False))[0]
+            channels, muted = preferences.get((push.player, push.kind), ("default", False))
+            if muted and push.rule not in critical:  # recorded, never silently dropped
+                closing.append((i, push, SendStatus.MUTED))
+                continue
             todo, spare = route(devices.get(push.player, []), done=sent.get(key, {}), channels=channels)
             if spare:
                 fallback_waits.add(i)
@@ -287,9 +295,7 @@ class PushSender:
             sends.setdefault(i, {})[device_id] = round_.sends_of(i, device_id)
 
         for i, push, status in closing:
-            outcome = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE}.get(
-                status, Outcome.DELIVERED
-            )
+            outcome = _PUSH_OUTCOME.get(status, Outcome.DELIVERED)
             handled[i] = Handled(outcome, push=push, sends=sends.get(i, {}))
         for i, push in complete:
             handled[i] = Handled(Outcome.DELIVERED, push=push, sends=sends.get(i, {}))

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0016_gateway_heartbeat_push_minutes'),
+        ('trainings', '0017_muted_and_critical'),
     ]
 
     operations = [
