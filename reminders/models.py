@@ -39,7 +39,7 @@ class OccurrenceStatus(models.TextChoices):
 # scheduled -> claimed (a claim), cancelled (cancel), skipped (its fire point was superseded), scheduled
 #   (retry now); claimed -> delivered, failed, skipped (deadline, misfire), scheduled (a retry after a
 #   backoff, a release, an expired lease); failed -> scheduled (retry now); cancelled -> scheduled (a
-#   schedule's fire point materialised again under the same id).
+#   schedule's fire point materialised again under the same id). Made in SQL: OCCURRENCE_SQL_MOVES.
 OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
     OccurrenceStatus.SCHEDULED: frozenset(
         {
@@ -62,6 +62,7 @@ OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
     OccurrenceStatus.DELIVERED: frozenset(),
     OccurrenceStatus.SKIPPED: frozenset(),
 }
+OCCURRENCE_SQL_MOVES = dict(CLAIM_DUE=("scheduled", "claimed"), INSERT_IDEMPOTENT=("cancelled", "scheduled"))
 
 TERMINAL_STATUSES = (
     OccurrenceStatus.DELIVERED,

@@ -1,4 +1,5 @@
-"""Seed 000's reminder rules and their English and French templates (seeded by migration 0002).
+"""Seed 000's reminder rules and their English and French templates (seeded by migration 0002): each
+kind's default rule (the kinds themselves are trainings/kinds.py).
 
 Takes the model classes so the migration can pass its historical models and tests can re-seed after a
 transactional test flushed the tables.
@@ -58,9 +59,9 @@ RULES: list[dict[str, Any]] = [
 ]
 
 
-def rules_seed(rule_model: Any, template_model: Any) -> None:
+def rules_seed(rule_model: Any, template_model: Any, specs: list[dict[str, Any]] = RULES) -> None:
     """Create the default rules and templates that are missing; never overwrite an operator's edits."""
-    for spec in RULES:
+    for spec in specs:
         rule, _ = rule_model.objects.get_or_create(
             slug=spec["slug"], defaults={"kind": spec["kind"], "offsets": spec["offsets"], "active": True}
         )

@@ -31,6 +31,7 @@ from trainings.publishing import pushes_publish, pushes_record
 from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, offset_at, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
 from trainings.selectors import Recipient, reminder_recipients, reminder_recipients_many
+from trainings.transitions import pushes_withdraw
 
 logger = logging.getLogger(__name__)
 
@@ -332,7 +333,7 @@ def _pushes_withdraw(firings: Sequence[Firing], inserted: set[int]) -> set[str]:
         else:
             stale.append(pk)
     if stale:
-        Push.objects.filter(pk__in=stale, status=PushStatus.PENDING).update(status=PushStatus.WITHDRAWN)
+        pushes_withdraw(Push.objects.filter(pk__in=stale), source=PushStatus.PENDING)
     return earlier
 
 

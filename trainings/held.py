@@ -26,15 +26,14 @@ from django.utils import timezone
 
 from reminders.api import Callback, Delivery, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
+from trainings import kinds
 from trainings.models import (
-    MOVED,
     Invitation,
     InvitationStatus,
     Push,
     PushStatus,
     ReminderRule,
     ReminderTemplate,
-    RuleKind,
     Training,
 )
 from trainings.offsets import is_time_zone
@@ -43,16 +42,14 @@ from trainings.push import metrics
 from trainings.push.quiet import quiet_hours_for
 from trainings.rendering import Addressee, moved_render, offset_at, push_render
 from trainings.selectors import reminder_recipients
+from trainings.transitions import held_push_decide, held_pushes_save
 
 logger = logging.getLogger(__name__)
 
 
 def push_expiry(*, training: Training, kind: str) -> datetime:
-    """When a reminder is no use any more: the training's start for PRE and INVITATION, the close of the
-    post-training questionnaire (TRAININGS_POST_QUESTIONNAIRE_HOURS after the end) for POST."""
-    if kind == RuleKind.POST:
-        return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
-    return training.start
+    """When a reminder of this kind is no use any more: its window closes (trainings/kinds.py)."""
+    return kinds.of(kind).closes(training)
 
 
 # A push that fires while an earlier push of its training is still held, and whose release is due
@@ -218,7 +215,7 @@ def held_pushes_release(
             rule = push.rule
             if training.cancelled:
                 _settle(push, PushStatus.WITHDRAWN, "training cancelled while held")
-            elif push.kind == MOVED:
+            elif push.kind == kinds.MOVED.code:
                 _settle(push, *_decided(push, training, training.start, now, declined))
             elif rule is None or not rule.active:
                 _settle(push, PushStatus.WITHDRAWN, "rule removed or deactivated while held")
@@ -238,7 +235,7 @@ def held_pushes_release(
             if push.status == PushStatus.PENDING:
                 rendered = (
                     moved_render(training=training, player=push.player)
-                    if push.kind == MOVED or rule is None
+                    if push.kind == kinds.MOVED.code or rule is None
                     else push_render(
                         templates=templates[rule.pk],
                         training=training,
@@ -248,9 +245,7 @@ def held_pushes_release(
                 )
                 push.language, push.title, push.body = rendered.language, rendered.title, rendered.body
             counts[_COUNTED[PushStatus(push.status)]] += 1
-        Push.objects.bulk_update(
-            held, ["status", "status_reason", "expires_at", "language", "title", "body"], batch_size=500
-        )
+        held_pushes_save(held, fields=["expires_at", "language", "title", "body"])
     keys = list(dict.fromkeys(p.occurrence_key for p in held if p.status == PushStatus.PENDING))
     if keys:
         by = delivery or Delivery(0, "", "trainings-held-check", now, 1, "", None)
@@ -284,7 +279,7 @@ def _decided(
 
 
 def _settle(push: Push, status: PushStatus, reason: str) -> None:
-    push.status, push.status_reason = status, reason[:200]
+    held_push_decide(push, status=status, reason=reason)
 
 
 def held_pushes_overdue_check(*, now: datetime | None = None) -> collections.Counter[str]:

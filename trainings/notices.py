@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from reminders.api import Callback, Delivery, job_upsert
 from reminders.models import CallbackType
+from trainings import kinds
 from trainings.held import held_releases, quiet_releases_schedule, quiet_status
 from trainings.models import (
-    MOVED,
     Invitation,
     InvitationStatus,
     Player,
@@ -27,6 +27,7 @@ from trainings.models import (
 )
 from trainings.publishing import pushes_publish, pushes_record
 from trainings.rendering import PushRow, moved_render, push_for
+from trainings.transitions import pushes_withdraw
 
 
 def training_moved_notice_schedule(*, training: Training) -> None:
@@ -72,7 +73,7 @@ def training_moved_notify(*, delivery: Delivery) -> int:
     moved_at = _instant(payload.get("moved_at")) or delivery.fire_at
     reminded = (
         Push.objects.filter(training=training, status=PushStatus.SENT, sent_at__lte=moved_at)
-        .exclude(kind=MOVED)
+        .exclude(kind=kinds.MOVED.code)
         .values("player_id")
     )
     declined = Invitation.objects.filter(training=training, status=InvitationStatus.DENIED)
@@ -84,11 +85,10 @@ def training_moved_notify(*, delivery: Delivery) -> int:
         .order_by("pk")
     )
     with transaction.atomic():
-        Push.objects.filter(
-            training=training, kind=MOVED, status=PushStatus.HELD, player__in=[p.pk for p in players]
-        ).exclude(occurrence_key=delivery.idempotency_key).update(
-            status=PushStatus.WITHDRAWN, status_reason="replaced by the notice of a later move"
-        )
+        earlier = Push.objects.filter(
+            training=training, kind=kinds.MOVED.code, player__in=[p.pk for p in players]
+        ).exclude(occurrence_key=delivery.idempotency_key)
+        pushes_withdraw(earlier, source=PushStatus.HELD, reason="replaced by the notice of a later move")
         pushes = _moved_pushes(delivery, training, players)
         pushes_record(sorted(pushes, key=lambda p: p.key))
         quiet_releases_schedule(
@@ -102,10 +102,11 @@ def training_moved_notify(*, delivery: Delivery) -> int:
 
 def _moved_pushes(delivery: Delivery, training: Training, players: list[Player]) -> list[PushRow]:
     held_until = held_releases(trainings=[training.pk]).get(training.pk, {})
+    expires_at = kinds.MOVED.closes(training)
     pushes = []
     for player in players:
         status, release_at, reason = quiet_status(
-            player, training, delivery.fire_at, training.start, held_until=held_until.get(player.pk)
+            player, training, delivery.fire_at, expires_at, held_until=held_until.get(player.pk)
         )
         if status == PushStatus.SKIPPED:  # the window ends after the new start: this one goes through
             status, release_at = PushStatus.PENDING, None
@@ -116,8 +117,8 @@ def _moved_pushes(delivery: Delivery, training: Training, players: list[Player])
                 training=training,
                 player=player,
                 rendered=moved_render(training=training, player=player),
-                kind=MOVED,
-                expires_at=training.start,
+                kind=kinds.MOVED.code,
+                expires_at=expires_at,
                 status=status,
                 release_at=release_at,
                 status_reason=reason,

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
-from trainings.models import ChannelChoice, Player, ReminderPreference, ReminderRule, RuleKind
+from trainings.kinds import rule_choices
+from trainings.models import ChannelChoice, Player, ReminderPreference, ReminderRule
 
 
 def preference_set(
@@ -16,8 +17,9 @@ def preference_set(
     """Set what is given of a player's preference for `kind` (the rest stays); None when the player is gone.
 
     One statement either way (an upsert), so a one-click unsubscribe repeated by a mail client is harmless."""
-    if kind not in RuleKind.values:
-        raise ValueError(f"kind: one of {RuleKind.values}")
+    codes = [code for code, _ in rule_choices()]
+    if kind not in codes:
+        raise ValueError(f"kind: one of {codes}")
     if channels is not None and channels not in ChannelChoice.values:
         raise ValueError(f"channels: one of {ChannelChoice.values}")
     if not Player.objects.filter(pk=player_id).exists():
@@ -39,7 +41,7 @@ def preferences_read(*, player: Player) -> dict[str, Any]:
     kinds = [
         {"kind": kind, "channels": stored[kind].channels if kind in stored else ChannelChoice.DEFAULT,
          "muted": stored[kind].muted if kind in stored else False}
-        for kind in RuleKind.values
+        for kind in [code for code, _ in rule_choices()]
     ]  # fmt: skip
     return {"kinds": kinds, "quiet_start": player.quiet_start, "quiet_end": player.quiet_end}
 

@@ -18,6 +18,7 @@ from reminders.api import Delivery, TransportError, queue_publisher
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
 from trainings.rendering import PushRow
+from trainings.transitions import pushes_mark_sent
 
 # The PushRow fields that are columns, in order (`rule_slug` is for the message only).
 _COLUMNS = tuple(name for name in PushRow._fields if name != "rule_slug")
@@ -121,18 +122,15 @@ def _publish_and_mark(messages: Sequence[Delivery]) -> Mapping[int, TransportErr
     once, the gateway drops the second by its idempotency key), as a crash before the mark always did.
     """
     flight = queue_publisher().start(messages)
-    sent = Push.objects.filter(status=PushStatus.PENDING)
     try:
         with transaction.atomic():
-            sent.filter(pk__any=[m.occurrence_id for m in messages]).update(
-                status=PushStatus.SENT, sent_at=timezone.now()
-            )
+            pushes_mark_sent(Push.objects.filter(pk__any=[m.occurrence_id for m in messages]))
             if flight.wait():
                 raise _Refused
     except _Refused:
         refused = flight.wait()
         accepted = [m.occurrence_id for m in messages if m.occurrence_id not in refused]
-        sent.filter(pk__any=accepted).update(status=PushStatus.SENT, sent_at=timezone.now())
+        pushes_mark_sent(Push.objects.filter(pk__any=accepted))
     finally:
         flight.wait()  # a second wait returns the first outcome; the first gives the channel back
     return flight.wait()

@@ -13,7 +13,8 @@ from django.conf import settings
 from django.utils import formats, translation
 
 from reminders.api import Delivery
-from trainings.models import PushStatus, ReminderRule, ReminderTemplate, RuleKind, Training, render_template
+from trainings import kinds
+from trainings.models import PushStatus, ReminderRule, ReminderTemplate, Training, render_template
 from trainings.offsets import Offset, is_time_zone
 
 _FALLBACK_TITLE = "{title}"
@@ -105,7 +106,7 @@ def push_render(
 def offset_at(*, training: Training, kind: str, now: datetime) -> Offset:
     """The `{offset}` of a push sent at `now`: how far the rule's anchor (the start, or the end for POST)
     is from it, rounded to minutes below two hours, hours below two days, else days."""
-    anchor = training.end if kind == RuleKind.POST else training.start
+    anchor = kinds.of(kind).anchor_of(training)
     minutes = max(1, round(abs((anchor - now).total_seconds()) / 60))
     if minutes < 120:
         return Offset(minutes, "m")

@@ -13,17 +13,28 @@ from datetime import datetime, time
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.functions import Coalesce
 
 from reminders.models import Occurrence, OccurrenceStatus
+from trainings import kinds
 from trainings.delivery import push_outcomes
 from trainings.models import (
     AnswerSource,
     Invitation,
     InvitationStatus,
     Membership,
-    Phase,
     Player,
     Push,
     PushSend,
@@ -31,7 +42,6 @@ from trainings.models import (
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
-    RuleKind,
     SendStatus,
     Team,
     Training,
@@ -73,20 +83,13 @@ def active_member_ids(team: Team) -> set[int]:
 
 
 def reminder_recipients(*, training: Training, rule: ReminderRule) -> QuerySet[Player]:
-    """Who this rule still has to chase for this training, asked of the database at fire time.
-
-    INVITATION: players whose invitation is still PENDING. PRE/POST: players on the training's list who
-    have not DENIED it and have no answer for that phase. Everyone must still be an active team member.
-    """
-    invited = Invitation.objects.filter(training=training)
-    players = Player.objects.filter(memberships__team_id=training.team_id, memberships__active=True)
-    if rule.kind == RuleKind.INVITATION:
-        return players.filter(Exists(invited.filter(player=OuterRef("pk"), status=InvitationStatus.PENDING)))
-    answered = QuestionnaireAnswer.objects.filter(training=training, player=OuterRef("pk"), phase=rule.kind)
-    return players.filter(
-        Exists(invited.filter(player=OuterRef("pk")).exclude(status=InvitationStatus.DENIED)),
-        ~Exists(answered),
+    """Who this rule still has to chase for this training, asked of the database at fire time: the
+    active team members whose invitation meets the kind's recipient rule (`Kind.pending`)."""
+    chased = Invitation.objects.filter(training=training, player=OuterRef("pk")).filter(
+        kinds.of(rule.kind).pending()
     )
+    players = Player.objects.filter(memberships__team_id=training.team_id, memberships__active=True)
+    return players.filter(Exists(chased))
 
 
 class Recipient(NamedTuple):
@@ -103,35 +106,29 @@ class Recipient(NamedTuple):
 def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tuple[Any, str], list[Recipient]]:
     """`reminder_recipients` for many (training, rule kind) pairs in one query, keyed by (training id, kind).
 
-    One row per invitation of these trainings whose player is an active member of the training's team,
-    with whether they answered each phase asked for; the kind's rule then picks in Python what
-    `reminder_recipients` asks of the database: INVITATION wants PENDING, PRE/POST want not DENIED and no
-    answer for that phase. Players come ordered by id.
+    One row per invitation of these trainings whose player is an active member of the training's team, with
+    a column per kind asked saying whether it chases them: each kind's `pending()`, the condition
+    `reminder_recipients` asks. Players come ordered by id.
     """
     wanted = {(training.pk, kind) for training, kind in pairs}
     result: dict[tuple[Any, str], list[Recipient]] = {pair: [] for pair in wanted}
     if not wanted:
         return result
-    phases = sorted({kind for _, kind in wanted} & {Phase.PRE, Phase.POST})
+    codes = sorted({kind for _, kind in wanted})
     member = Membership.objects.filter(
         team_id=OuterRef("training__team_id"), player_id=OuterRef("player_id"), active=True
     )
-    answered = {
-        f"answered_{phase}": Exists(
-            QuestionnaireAnswer.objects.filter(
-                training_id=OuterRef("training_id"), player_id=OuterRef("player_id"), phase=phase
-            )
-        )
-        for phase in phases
+    chased = {
+        f"chased_{code.lower()}": ExpressionWrapper(kinds.of(code).pending(), BooleanField())
+        for code in codes
     }
     rows = (
         Invitation.objects.filter(Exists(member), training_id__in={pk for pk, _ in wanted})
-        .annotate(**answered)
+        .annotate(**chased)
         .order_by("player_id")
         .values_list(
             "training_id",
-            "status",
-            *answered,
+            *chased,
             "player_id",
             "player__language",
             "player__time_zone",
@@ -139,21 +136,15 @@ def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tupl
             "player__quiet_end",
         )
     )
-    kinds_of: dict[Any, list[str]] = {}
-    for pk, kind in wanted:
-        kinds_of.setdefault(pk, []).append(kind)
-    column = {phase: 2 + i for i, phase in enumerate(phases)}
+    kinds_of: dict[Any, list[tuple[str, int]]] = {}
+    for pk, code in wanted:
+        kinds_of.setdefault(pk, []).append((code, 1 + codes.index(code)))
     for row in rows:
-        training_id, status = row[0], row[1]
         recipient: Recipient | None = None
-        for kind in kinds_of[training_id]:
-            if kind == RuleKind.INVITATION:
-                chased = status == InvitationStatus.PENDING
-            else:
-                chased = status != InvitationStatus.DENIED and not row[column[kind]]
-            if chased:
+        for code, column in kinds_of[row[0]]:
+            if row[column]:
                 recipient = recipient or Recipient(*row[-5:])
-                result[training_id, kind].append(recipient)
+                result[row[0], code].append(recipient)
     return result
 
 
@@ -231,16 +222,9 @@ def _count(queryset: QuerySet[Any]) -> Coalesce:
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 
 
-def _owed(phase: str) -> Coalesce:
-    """Players on the list who have not declined and have no answer for `phase` (who the rule chases)."""
-    answered = QuestionnaireAnswer.objects.filter(
-        training=OuterRef("training"), player=OuterRef("player"), phase=phase
-    )
-    return _count(
-        Invitation.objects.filter(training=OuterRef("pk"))
-        .exclude(status=InvitationStatus.DENIED)
-        .filter(~Exists(answered))
-    )
+def _owed(kind: kinds.Kind) -> Coalesce:
+    """Invitations whose player the kind still chases (its recipient rule, team membership aside)."""
+    return _count(Invitation.objects.filter(training=OuterRef("pk")).filter(kind.pending()))
 
 
 def trainings_with_counts(queryset: QuerySet[Training]) -> QuerySet[Training]:
@@ -254,10 +238,10 @@ def trainings_with_counts(queryset: QuerySet[Training]) -> QuerySet[Training]:
         n_accepted=_count(invitations.filter(status=InvitationStatus.ACCEPTED)),
         n_declined=_count(invitations.filter(status=InvitationStatus.DENIED)),
         n_pending=_count(invitations.filter(status=InvitationStatus.PENDING)),
-        n_pre_answered=_count(answers.filter(phase=Phase.PRE)),
-        n_pre_owed=_owed(Phase.PRE),
-        n_post_answered=_count(answers.filter(phase=Phase.POST)),
-        n_post_owed=_owed(Phase.POST),
+        n_pre_answered=_count(answers.filter(phase=kinds.PRE.code)),
+        n_pre_owed=_owed(kinds.PRE),
+        n_post_answered=_count(answers.filter(phase=kinds.POST.code)),
+        n_post_owed=_owed(kinds.POST),
     )
 
 
@@ -319,8 +303,8 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
     for invitation in invitations:
         pid = invitation.player_id
         last_text, outcome_at = last.get(pid, ("", None))
-        pre_at, pre_source = answered.get((pid, Phase.PRE), (None, ""))
-        post_at, post_source = answered.get((pid, Phase.POST), (None, ""))
+        pre_at, pre_source = answered.get((pid, kinds.PRE.code), (None, ""))
+        post_at, post_source = answered.get((pid, kinds.POST.code), (None, ""))
         rows.append(
             PlayerRow(
                 player=invitation.player.name,
@@ -335,10 +319,10 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
                 invitation_how=answer_how(
                     invitation.response_source,
                     invitation.responded_at,
-                    sent_of.get((pid, RuleKind.INVITATION)),
+                    sent_of.get((pid, kinds.INVITATION.code)),
                 ),
-                pre_how=answer_how(pre_source, pre_at, sent_of.get((pid, RuleKind.PRE))),
-                post_how=answer_how(post_source, post_at, sent_of.get((pid, RuleKind.POST))),
+                pre_how=answer_how(pre_source, pre_at, sent_of.get((pid, kinds.PRE.code))),
+                post_how=answer_how(post_source, post_at, sent_of.get((pid, kinds.POST.code))),
             )
         )
     return rows

@@ -10,15 +10,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
+from trainings import kinds
 from trainings.models import (
     ChannelChoice,
     Device,
     Invitation,
     InvitationStatus,
-    Phase,
     Player,
     ReminderRule,
-    RuleKind,
     Team,
     Training,
 )
@@ -152,7 +151,7 @@ def _on_the_list(found: _Row | None) -> _Row:
 
 class AnswerInputSerializer(serializers.Serializer):
     player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
-    phase = serializers.ChoiceField(choices=Phase.choices)
+    phase = serializers.ChoiceField(choices=kinds.live(kinds.questionnaire_choices))
     answers = serializers.JSONField(required=False, default=dict)
     answered_at = AwareDateTimeField(required=False)
 
@@ -214,14 +213,15 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
 
 class ReminderRuleInputSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=RuleKind.choices, required=False)
+    kind = serializers.ChoiceField(choices=kinds.live(kinds.rule_choices), required=False)
     offsets = serializers.ListField(
         child=serializers.CharField(max_length=10),
         required=False,
         allow_empty=False,
         max_length=100,
-        help_text='Offsets such as "90m", "6h", "3d": before the start for PRE and INVITATION, after the '
-        "end for POST. Minutes and hours are exact durations; days keep the wall time in the zone.",
+        help_text='Offsets such as "90m", "6h", "3d", counted from the training time of the rule\'s kind ('
+        + "; ".join(f"{kind.code}: {kind.when}" for kind in kinds.rule_kinds())
+        + "). Minutes and hours are exact durations; days keep the wall time in the zone.",
     )
     active = serializers.BooleanField(required=False)
     critical = serializers.BooleanField(
@@ -289,7 +289,7 @@ class DeviceInputSerializer(serializers.Serializer):
 
 
 class KindPreferenceSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=RuleKind.choices)
+    kind = serializers.ChoiceField(choices=kinds.live(kinds.rule_choices))
     channels = serializers.ChoiceField(
         choices=ChannelChoice.choices,
         required=False,

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from trainings.models import ReminderRule, RuleKind, Training
+from trainings import kinds
+from trainings.models import ReminderRule, Training
 from trainings.offsets import OffsetError
 
 NOT_YET, OPEN, CLOSED = "not_yet", "open", "closed"
@@ -25,9 +26,9 @@ class _Window:
 
 
 _WINDOWS: dict[str, _Window] = {
-    RuleKind.INVITATION: _Window(lambda t, span: None, lambda t, span: t.start),
-    RuleKind.PRE: _Window(lambda t, span: t.start - span, lambda t, span: t.start),
-    RuleKind.POST: _Window(lambda t, span: t.end, lambda t, span: t.end + span),
+    kinds.INVITATION.code: _Window(lambda t, span: None, lambda t, span: t.start),
+    kinds.PRE.code: _Window(lambda t, span: t.start - span, lambda t, span: t.start),
+    kinds.POST.code: _Window(lambda t, span: t.end, lambda t, span: t.end + span),
 }
 
 
@@ -55,7 +56,7 @@ def window_state(training: Training, kind: str, rules: Iterable[ReminderRule], n
 def open_kind(training: Training, rules: Iterable[ReminderRule], now: datetime) -> str | None:
     """The kind a coach most likely wants to remind of now: the open questionnaire, else the invitation."""
     rules = list(rules)
-    for kind in (RuleKind.POST, RuleKind.PRE, RuleKind.INVITATION):
+    for kind in (kinds.POST.code, kinds.PRE.code, kinds.INVITATION.code):
         if window_state(training, kind, rules, now) == OPEN:
             return str(kind)
     return None

@@ -31,6 +31,7 @@ def run(h: Harness) -> Section:
 
     from reminders.engine.dispatch import occurrences_dispatch_batch
     from reminders.models import Occurrence, OccurrenceStatus
+    from trainings import kinds
     from trainings import models as tm
     from trainings.services import training_create
 
@@ -96,7 +97,7 @@ def run(h: Harness) -> Section:
         [
             tm.QuestionnaireAnswer(training=t, player=p, phase=phase, answers={}, answered_at=now)
             for t, p in answered
-            for phase in (tm.Phase.PRE, tm.Phase.POST)
+            for phase in (kinds.PRE.code, kinds.POST.code)
         ],
         ignore_conflicts=True,
     )

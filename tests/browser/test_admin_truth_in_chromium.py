@@ -27,11 +27,11 @@ from tests.factories import (
     UserFactory,
     schedule_create,
 )
+from trainings import kinds
 from trainings.defaults import rules_seed
 from trainings.models import (
     Device,
     GatewayHeartbeat,
-    Phase,
     Push,
     PushSend,
     ReminderRule,
@@ -71,7 +71,8 @@ def world(settings: Any, queue_name: str) -> dict[str, Any]:
         team=team, title="Recovery run", start=past_start, end=past_start + dt.timedelta(minutes=60),
         time_zone="Europe/Paris",
     )  # fmt: skip
-    answer_record(training=past, player=past.invitations.get(player__name="Alice").player, phase=Phase.POST,
+    alice = past.invitations.get(player__name="Alice").player
+    answer_record(training=past, player=alice, phase=kinds.POST.code,
                   answers={"sleep_hours": 8, "sore": False, "mood": "good"})  # fmt: skip
     return {"team": team, "soon": soon, "past": past}
 

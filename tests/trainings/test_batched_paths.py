@@ -16,17 +16,16 @@ from reminders.models import Job, Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
+from trainings import kinds
 from trainings.models import (
     Invitation,
     InvitationStatus,
     Membership,
-    Phase,
     Push,
     PushStatus,
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
-    RuleKind,
     RunOutcome,
     Team,
     Training,
@@ -116,7 +115,7 @@ def _mixed_answers(training: Training) -> int:
         elif i % 4 == 1:
             invitation.status = InvitationStatus.DENIED
         invitation.save()
-        phases = {0: [Phase.PRE, Phase.POST], 3: [Phase.PRE]}.get(i % 4, [])
+        phases = {0: [kinds.PRE.code, kinds.POST.code], 3: [kinds.PRE.code]}.get(i % 4, [])
         for phase in phases:
             QuestionnaireAnswer.objects.create(
                 training=training, player_id=invitation.player_id, phase=phase, answers={}, answered_at=now
@@ -130,7 +129,7 @@ def _expected(training: Training, kind: str, leaver: int) -> set[int]:
     ids = list(
         Invitation.objects.filter(training=training).order_by("player_id").values_list("player_id", flat=True)
     )
-    chased = {RuleKind.INVITATION: {2, 3}, RuleKind.PRE: {2}, RuleKind.POST: {2, 3}}[kind]
+    chased = {kinds.INVITATION.code: {2, 3}, kinds.PRE.code: {2}, kinds.POST.code: {2, 3}}[kind]
     return {pk for i, pk in enumerate(ids) if i % 4 in chased} - {leaver}
 
 

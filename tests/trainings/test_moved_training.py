@@ -15,8 +15,8 @@ from django.utils import timezone
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
+from trainings import kinds
 from trainings.models import (
-    MOVED,
     InvitationStatus,
     Push,
     PushStatus,
@@ -71,7 +71,7 @@ def test_a_move_between_reminders_sends_one_moved_push_and_repeats_no_offset(
     fire(_notice(training))
 
     moved = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
-    assert {m["kind"] for m in moved} == {MOVED}
+    assert {m["kind"] for m in moved} == {kinds.MOVED.code}
     by_language = {m["language"]: m for m in moved}
     assert (
         by_language["en"]["body"] == "Speed session now starts on June 11, 2030 at 6:20 p.m. (Europe/Paris)."
@@ -84,7 +84,7 @@ def test_a_move_between_reminders_sends_one_moved_push_and_repeats_no_offset(
     assert run.outcome == RunOutcome.NOBODY_LEFT
     fire(_pre(training, rules, 75))  # the next offset goes out as usual
     assert len(drain_queue(push_queue, expect=3)) == 3
-    assert Push.objects.filter(kind=MOVED).count() == 3
+    assert Push.objects.filter(kind=kinds.MOVED.code).count() == 3
 
 
 def test_a_large_move_reminds_again(
@@ -137,7 +137,7 @@ def test_a_notice_superseded_by_a_newer_move_sends_nothing(
     assert Occurrence.objects.get(pk=notice.pk).status == "cancelled"  # replaced by the newer move's notice
     fire(_notice(second))
     assert len(drain_queue(push_queue, expect=3)) == 3
-    assert Push.objects.filter(kind=MOVED, status=PushStatus.SENT).count() == 3
+    assert Push.objects.filter(kind=kinds.MOVED.code, status=PushStatus.SENT).count() == 3
 
 
 def test_a_decline_of_another_training_does_not_exclude_a_player_from_the_notice(
@@ -194,14 +194,14 @@ def test_a_moved_notice_in_quiet_hours_is_held_until_they_end(
     fire(_notice(training))
 
     assert drain_queue(push_queue) == []
-    moved = Push.objects.filter(kind=MOVED)
+    moved = Push.objects.filter(kind=kinds.MOVED.code)
     assert {(p.status, p.release_at) for p in moved} == {(PushStatus.HELD, end)}
     release = Occurrence.objects.get(job__key=quiet_release_key(training_id=training.pk, rule=None))
     assert release.fire_at == end
     fire(release)
     bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
-    assert {b["kind"] for b in bodies} == {MOVED}
-    assert {p.status for p in Push.objects.filter(kind=MOVED)} == {PushStatus.SENT}
+    assert {b["kind"] for b in bodies} == {kinds.MOVED.code}
+    assert {p.status for p in Push.objects.filter(kind=kinds.MOVED.code)} == {PushStatus.SENT}
 
 
 def test_a_move_to_before_the_quiet_hours_end_breaks_through_with_the_reason(
@@ -216,7 +216,7 @@ def test_a_move_to_before_the_quiet_hours_end_breaks_through_with_the_reason(
     fire(_notice(training))
 
     assert len(drain_queue(push_queue, expect=3)) == 3
-    moved = list(Push.objects.filter(kind=MOVED))
+    moved = list(Push.objects.filter(kind=kinds.MOVED.code))
     assert {p.status for p in moved} == {PushStatus.SENT}
     assert all(p.status_reason.startswith("sent in quiet hours: the training now starts") for p in moved)
 
@@ -261,7 +261,7 @@ def test_a_held_reminder_is_skipped_when_a_move_makes_it_arrive_after_the_start(
     fire(release)
 
     assert drain_queue(push_queue) == []
-    pushes = list(Push.objects.exclude(kind=MOVED))
+    pushes = list(Push.objects.exclude(kind=kinds.MOVED.code))
     assert {p.status for p in pushes} == {PushStatus.SKIPPED}
     assert all("of no use after" in p.status_reason for p in pushes)
 

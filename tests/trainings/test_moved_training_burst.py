@@ -18,7 +18,8 @@ from reminders.models import Occurrence, OccurrenceStatus
 from tests.concurrency import run_together
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
-from trainings.models import MOVED, Push, ReminderRule, Team, Training
+from trainings import kinds
+from trainings.models import Push, ReminderRule, Team, Training
 from trainings.selectors import job_key
 from trainings.services import moved_notice_key, training_create, training_update
 
@@ -69,9 +70,11 @@ def test_fourteen_concurrent_moves_send_each_player_one_notice_with_the_last_tim
 
     final = Training.objects.get(pk=training.pk).start
     moved = [
-        json.loads(m.body) for m in drain_queue(push_queue, expect=3) if json.loads(m.body)["kind"] == MOVED
+        json.loads(m.body)
+        for m in drain_queue(push_queue, expect=3)
+        if json.loads(m.body)["kind"] == kinds.MOVED.code
     ]
-    per_player = sorted(Push.objects.filter(kind=MOVED).values_list("player_id", flat=True))
+    per_player = sorted(Push.objects.filter(kind=kinds.MOVED.code).values_list("player_id", flat=True))
     assert per_player == sorted(team.players.filter(memberships__active=True).values_list("pk", flat=True))
     assert len(moved) == 3
     local = final.astimezone(training.zone)

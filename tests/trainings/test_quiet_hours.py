@@ -16,7 +16,8 @@ from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
-from trainings.models import Phase, Push, PushStatus, ReminderRule, Team, Training
+from trainings import kinds
+from trainings.models import Push, PushStatus, ReminderRule, Team, Training
 from trainings.push.quiet import QuietHours
 from trainings.selectors import job_key
 from trainings.services import HANDLER_NAME, answer_record, quiet_release_key, reminder_fire, training_create
@@ -94,7 +95,7 @@ def test_a_reminder_in_quiet_hours_is_held_then_released_to_those_still_pending(
     )
     assert release.fire_at == dt.datetime(2027, 3, 28, 5, tzinfo=UTC)
     alice = quiet_team.players.get(name="Alice")
-    answer_record(training=training, player=alice, phase=Phase.PRE, answers={})  # answered overnight
+    answer_record(training=training, player=alice, phase=kinds.PRE.code, answers={})  # answered overnight
 
     assert fire(release).delivered == 1
 

@@ -12,8 +12,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from reminders.api import occurrence_state
+from trainings import kinds
 from trainings.delivery import timeline_reached
-from trainings.models import ReminderRule, RuleKind, RunOutcome, Training
+from trainings.models import ReminderRule, RunOutcome, Training
 from trainings.selectors import training_player_grid, training_timeline
 from trainings.windows import CLOSED, NOT_YET, OPEN
 
@@ -23,7 +24,7 @@ _DEFAULT_SLUGS = {"pre-questionnaire", "post-questionnaire", "invitation"}
 
 def rule_label(rule: ReminderRule) -> str:
     """A rule as a coach reads it: "Pre-training questionnaire", not "pre-questionnaire (pre)"."""
-    kind = str(RuleKind(rule.kind).label).split(" (")[0]
+    kind = kinds.of(rule.kind).label
     return kind if rule.slug in _DEFAULT_SLUGS else f"{kind}: {rule.slug}"
 
 

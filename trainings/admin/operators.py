@@ -15,6 +15,7 @@ from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
 from common.templatetags.admin_time import seconds
 from reminders.api import job_describer_register
+from trainings import kinds
 from trainings.admin.html import local_time, rule_label
 from trainings.delivery import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.models import (
@@ -26,7 +27,6 @@ from trainings.models import (
     ReminderRule,
     ReminderRun,
     ReminderTemplate,
-    RuleKind,
     TrainingJob,
 )
 from trainings.offsets import OffsetError
@@ -79,8 +79,7 @@ class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
             offsets = rule.parsed_offsets()
         except OffsetError:
             return str(rule.offsets)
-        anchor = "after the end" if rule.kind == RuleKind.POST else "before the start"
-        return f"{', '.join(offset.human() for offset in reversed(offsets))} {anchor}"
+        return f"{', '.join(offset.human() for offset in reversed(offsets))} {kinds.of(rule.kind).when}"
 
     def save_model(self, request: HttpRequest, obj: ReminderRule, form: ModelForm, change: bool) -> None:
         super().save_model(request, obj, form, change)

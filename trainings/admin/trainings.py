@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString
 
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
+from trainings import kinds
 from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
@@ -36,7 +37,6 @@ from trainings.admin.html import (
 from trainings.admin.people import ScopedChoices
 from trainings.models import (
     ReminderRule,
-    RuleKind,
     Training,
 )
 from trainings.selectors import (
@@ -332,14 +332,17 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     @admin.display(description="pre answers")
     def pre_questionnaire(self, training: Training) -> SafeString:
         return self._answered_owed(
-            training, RuleKind.PRE, getattr(training, "n_pre_answered", 0), getattr(training, "n_pre_owed", 0)
+            training,
+            kinds.PRE.code,
+            getattr(training, "n_pre_answered", 0),
+            getattr(training, "n_pre_owed", 0),
         )
 
     @admin.display(description="post answers")
     def post_questionnaire(self, training: Training) -> SafeString:
         return self._answered_owed(
             training,
-            RuleKind.POST,
+            kinds.POST.code,
             getattr(training, "n_post_answered", 0),
             getattr(training, "n_post_owed", 0),
         )
@@ -356,7 +359,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     @admin.display(description="Player grid")
     def player_grid(self, training: Training) -> SafeString:
         return player_grid_html(
-            training, self._window(training, RuleKind.PRE), self._window(training, RuleKind.POST)
+            training, self._window(training, kinds.PRE.code), self._window(training, kinds.POST.code)
         )
 
     @admin.display(description="Reminder timeline")

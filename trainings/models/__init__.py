@@ -18,10 +18,10 @@ from django.db import models
 from django.db.models import F, Q
 
 from common.history import AuditedHistory
+from trainings import kinds
 from trainings.models.answers import AnswerSource as AnswerSource
 from trainings.models.answers import Invitation as Invitation
 from trainings.models.answers import InvitationStatus as InvitationStatus
-from trainings.models.answers import Phase as Phase
 from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
 from trainings.models.devices import Device as Device
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
@@ -165,17 +165,11 @@ class Training(models.Model):
         return ZoneInfo(self.time_zone)
 
 
-class RuleKind(models.TextChoices):
-    PRE = "PRE", "Pre-training questionnaire (before start)"
-    POST = "POST", "Post-training questionnaire (after end)"
-    INVITATION = "INVITATION", "Invitation (before start)"
-
-
 class ReminderRule(models.Model):
-    """When to remind whom: PRE and INVITATION count back from the start, POST forward from the end."""
+    """When to remind whom: its kind (trainings/kinds.py) says from which training time and whom."""
 
     slug = models.SlugField(max_length=50, unique=True, help_text="Part of every job key; do not rename.")
-    kind = models.CharField(max_length=10, choices=RuleKind.choices)
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
     offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
     active = models.BooleanField(default=True)
     critical = models.BooleanField(
@@ -186,7 +180,6 @@ class ReminderRule(models.Model):
 
     class Meta:
         ordering = ["kind", "slug"]
-        constraints = [models.CheckConstraint(condition=Q(kind__in=RuleKind.values), name="rule_kind_valid")]
 
     def __str__(self) -> str:
         return self.slug
@@ -196,9 +189,11 @@ class ReminderRule(models.Model):
 
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
         """Every instant this rule wants for `training`, earliest first, with the offset that gave it."""
-        anchor, sign = (training.end, 1) if self.kind == RuleKind.POST else (training.start, -1)
-        zone = training.zone
-        pairs = [(shift(anchor, offset, sign=sign, zone=zone), offset) for offset in self.parsed_offsets()]
+        kind = kinds.of(self.kind)
+        anchor, zone = kind.anchor_of(training), training.zone
+        pairs = [
+            (shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.parsed_offsets()
+        ]
         return sorted(pairs)
 
 
@@ -279,9 +274,6 @@ class PushStatus(models.TextChoices):
     SKIPPED = "skipped", "Not sent: quiet hours end after it is of any use"
 
 
-MOVED = "MOVED"  # the kind of a "training moved" push (not a rule's)
-
-
 class Push(models.Model):
     """One push for one player from one occurrence. The unique pair is what makes redelivery harmless."""
 
@@ -291,7 +283,7 @@ class Push(models.Model):
     training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes")
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
     rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL)
-    kind = models.CharField(max_length=10, choices=[*RuleKind.choices, (MOVED, "Training moved")])
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices)
     offset = models.CharField(
         max_length=10, blank=True, help_text="The rule's offset it reminded at, e.g. 90m."
     )
@@ -378,7 +370,7 @@ class ReminderPreference(models.Model):
     the default (push, and email when no device is reached, never muted)."""
 
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="preferences")
-    kind = models.CharField(max_length=10, choices=RuleKind.choices)
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
     channels = models.CharField(max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT)
     muted = models.BooleanField(default=False, help_text="No reminder of this kind (unless it is critical).")
     updated_at = models.DateTimeField(auto_now=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from trainings import kinds
+
 
 class AnswerSource(models.TextChoices):
     """How an answer or an invitation response came in (the coach's page says so)."""
@@ -16,15 +18,10 @@ class AnswerSource(models.TextChoices):
     ADMIN = "admin", "recorded by a coach"
 
 
-class Phase(models.TextChoices):
-    PRE = "PRE", "Pre-training questionnaire"
-    POST = "POST", "Post-training questionnaire"
-
-
 class QuestionnaireAnswer(models.Model):
     training = models.ForeignKey("trainings.Training", on_delete=models.CASCADE, related_name="answers")
     player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="answers")
-    phase = models.CharField(max_length=4, choices=Phase.choices)
+    phase = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.questionnaire_choices)
     answered_at = models.DateTimeField()
     answers = models.JSONField(default=dict, blank=True)
     source = models.CharField(
@@ -34,7 +31,6 @@ class QuestionnaireAnswer(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
-            models.CheckConstraint(condition=Q(phase__in=Phase.values), name="answer_phase_valid"),
             models.CheckConstraint(condition=Q(source__in=AnswerSource.values), name="answer_source_valid"),
         ]
 

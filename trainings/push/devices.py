@@ -15,6 +15,7 @@ from django.db.models import Q, QuerySet
 
 from trainings.models import Device, Player
 from trainings.selectors import players_visible_to
+from trainings.transitions import device_enable
 
 
 def player_of(user: Any) -> Player | None:
@@ -55,10 +56,9 @@ def device_register(
             device.player = player
             device.platform = platform
             device.app_id = app_id
-            device.disabled_at = None
-            device.disabled_reason = ""
             device.full_clean(validate_unique=False)
-            device.save(update_fields=["player", "platform", "app_id", "disabled_at", "disabled_reason"])
+            device.save(update_fields=["player", "platform", "app_id"])
+            device_enable(device=device)
     return device, created
 
 

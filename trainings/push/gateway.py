@@ -53,7 +53,8 @@ from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, 
 from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
 from trainings.push.records import _ACKED, Handled, Outcome, Round
-from trainings.push.sender import AuthFailure, PushSender, devices_disable
+from trainings.push.sender import AuthFailure, PushSender
+from trainings.transitions import devices_disable
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",

@@ -21,6 +21,7 @@ from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push import metrics
 from trainings.push.liveness import push_minutes_add
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
+from trainings.transitions import devices_disable
 
 logger = logging.getLogger("trainings.push.gateway")
 
@@ -162,13 +163,6 @@ def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, Send
         if status in PUSH_LEVEL:
             summary[push.idempotency_key] = str(status)
     return summary
-
-
-def devices_disable(*, device_ids: Sequence[int], reason: str, now: Any = None) -> int:
-    """Disable devices the provider called dead (kept for the record; re-registering re-enables)."""
-    return Device.objects.filter(pk__in=device_ids, disabled_at__isnull=True).update(
-        disabled_at=now or timezone.now(), disabled_reason=reason[:200] or "disabled"
-    )
 
 
 class Recorder:

@@ -39,11 +39,11 @@ from trainings.push.records import (
     Outcome,
     Recorder,
     Round,
-    devices_disable,
     pushes_finish,
     sends_record,
 )
 from trainings.push.routing import route
+from trainings.transitions import devices_disable
 
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from common.address import site_url
-from trainings.models import Device, InvitationStatus, Membership, Phase, Player, Team, Training
+from trainings import kinds
+from trainings.models import Device, InvitationStatus, Membership, Player, Team, Training
 from trainings.selectors import training_timeline
 from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
 
@@ -53,7 +54,7 @@ class Command(BaseCommand):
         now = timezone.now().replace(microsecond=0)
         # The 15-min pre-questionnaire reminder in 2 minutes; Alice has already answered, so she is skipped.
         pre = self._training(team, "Demo pre-training", start=now + dt.timedelta(minutes=17), minutes=60)
-        answer_record(training=pre, player=players["Alice"], phase=Phase.PRE, answers={"sleep": 8})
+        answer_record(training=pre, player=players["Alice"], phase=kinds.PRE.code, answers={"sleep": 8})
         # The 6-hour invitation reminder in 3 minutes; Bruno has accepted, so he is skipped.
         invitation = self._training(
             team, "Demo invitation", start=now + dt.timedelta(hours=6, minutes=3), minutes=90

@@ -1,0 +1,193 @@
+"""Occurrence, Push and Device each have one owner of their state: no other module of the apps assigns
+their state columns, updates them (`.update(status=...)`, `save(update_fields=[...])`, `bulk_update`) or
+sets them in raw SQL (`SET status = ...`).
+
+Read with `ast` (and the text of any .sql file), so nothing is imported to check it. The state columns are
+recognised by name, whatever the model: a module that writes another model's `status` is listed in
+OTHER_MODELS with why. Creating a row in its first state is not a move (its insert has one home of its own).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reminders.models import OCCURRENCE_SQL_MOVES, OCCURRENCE_TRANSITIONS
+from trainings.models import PushStatus
+from trainings.transitions import DEVICE_TRANSITIONS, PUSH_INITIAL, PUSH_TRANSITIONS, DeviceState
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ("reminders", "trainings")
+
+# The state columns: Occurrence's and Push's `status`, Device's `disabled_at` and `disabled_reason`.
+COLUMNS = frozenset({"status", "disabled_at", "disabled_reason"})
+# The owners: reminders/engine/occurrences.py moves occurrences, trainings/transitions.py pushes and devices.
+OWNERS = frozenset({"reminders/engine/occurrences.py", "trainings/transitions.py"})
+# Functions that write a `status` of another model, with which.
+OTHER_MODELS = {
+    "invitation_respond": "Invitation.status, the player's RSVP (a coach records it)",
+    "answer_link_record": "Invitation.status, the player's RSVP (through an answer link)",
+}
+
+_SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)
+_SQL_NAME = re.compile(r"^--\s*name:\s*(\w+)", re.MULTILINE)
+
+
+def _sets_a_column(sql: str) -> bool:
+    """Whether an SQL text has a SET clause assigning a state column."""
+    return any(
+        re.search(rf"(^|[\s,.\"]){column}\"?\s*=", clause)
+        for clause in _SET.findall(sql)
+        for column in COLUMNS
+    )
+
+
+def _sources() -> Iterator[tuple[str, Path]]:
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*")):
+            if path.suffix in (".py", ".sql") and "migrations" not in path.parts:
+                yield path.relative_to(ROOT).as_posix(), path
+
+
+def _named(tree: ast.Module) -> dict[int, str]:
+    """For each node, the name it sits under: its function, or the constant a module assigns it to."""
+    names: dict[int, str] = {}
+
+    def visit(node: ast.AST, name: str) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            name = node.name
+        elif (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            name = name or node.targets[0].id
+        names[id(node)] = name
+        for child in ast.iter_child_nodes(node):
+            visit(child, name)
+
+    visit(tree, "")
+    return names
+
+
+def _assigned(targets: list[ast.expr]) -> Iterator[ast.expr]:
+    """What an assignment writes: its targets, through tuples (`a.x, b = ...`), not what indexes them."""
+    for target in targets:
+        if isinstance(target, ast.Tuple | ast.List):
+            yield from _assigned(list(target.elts))
+        elif isinstance(target, ast.Starred):
+            yield from _assigned([target.value])
+        else:
+            yield target
+
+
+def _writes(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
+    """(node, what) for each write of a state column in a module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for each in _assigned(targets):
+                if isinstance(each, ast.Attribute) and each.attr in COLUMNS:
+                    yield node, f"assigns .{each.attr}"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            if method == "update":
+                written = {k.arg for k in node.keywords} & COLUMNS
+                if written:
+                    yield node, f".update({', '.join(sorted(written))}=...)"
+            for keyword in node.keywords:
+                if keyword.arg in ("update_fields", "fields") and method in ("save", "bulk_update"):
+                    named = {c.value for c in ast.walk(keyword.value) if isinstance(c, ast.Constant)}
+                    if named & COLUMNS:
+                        yield node, f".{method}({keyword.arg}={sorted(named & COLUMNS)})"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _sets_a_column(node.value):
+            yield node, "SQL SET of a state column"
+
+
+def _trespasses() -> list[str]:
+    found = []
+    for name, path in _sources():
+        if name in OWNERS:
+            continue
+        text = path.read_text()
+        if path.suffix == ".sql":
+            for statement in re.split(r"(?=^--\s*name:)", text, flags=re.MULTILINE):
+                match = _SQL_NAME.match(statement)
+                label = match.group(1) if match else ""
+                if _sets_a_column(statement) and label.upper() not in OCCURRENCE_SQL_MOVES:
+                    found.append(f"{name} {label or '(unnamed)'}: SQL SET of a state column")
+            continue
+        tree = ast.parse(text, filename=name)
+        under = _named(tree)
+        for node, what in _writes(tree):
+            where = under.get(id(node), "")
+            if where in OTHER_MODELS or (what.startswith("SQL") and where in OCCURRENCE_SQL_MOVES):
+                continue
+            found.append(f"{name}:{getattr(node, 'lineno', '?')} ({where or 'module'}) {what}")
+    return sorted(found)
+
+
+def test_no_module_but_the_owners_writes_a_state_column() -> None:
+    assert _trespasses() == [], "move it through reminders/engine/occurrences.py or trainings/transitions.py"
+
+
+def test_the_owners_and_the_named_sql_moves_are_where_this_test_looks() -> None:
+    """The allowances name real things: a moved owner or a renamed statement fails here, not silently."""
+    sources = dict(_sources())
+    assert set(OWNERS) <= set(sources)
+    for owner in OWNERS:
+        assert list(_writes(ast.parse(sources[owner].read_text()))), f"{owner} writes no state column"
+    statements = {
+        under.get(id(node))
+        for name, path in sources.items()
+        if path.suffix == ".py"
+        for tree in [ast.parse(path.read_text())]
+        for under in [_named(tree)]
+        for node, what in _writes(tree)
+        if what.startswith("SQL")
+    }
+    assert set(OCCURRENCE_SQL_MOVES) <= statements
+    for source, to in OCCURRENCE_SQL_MOVES.values():
+        assert to in OCCURRENCE_TRANSITIONS[source]
+    assert set(OTHER_MODELS) <= {
+        node.name
+        for path in sources.values()
+        if path.suffix == ".py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "push.status = 'sent'\n",
+        "push.language, push.status = 'en', 'sent'\n",
+        "Push.objects.filter(pk=1).update(status='sent')\n",
+        "device.save(update_fields=['disabled_at'])\n",
+        "Device.objects.bulk_update(devices, fields=['disabled_reason'])\n",
+        "SQL = \"UPDATE trainings_push SET sent_at = now(), status = 'sent' WHERE id = 1\"\n",
+        "def f():\n    cursor.execute(f'UPDATE {table} AS p SET \"status\" = %s')\n",
+    ],
+)
+def test_it_sees_each_way_of_writing_a_state(source: str) -> None:
+    """The check itself: each form is found; a filter or a read on the column is not a write."""
+    assert len(list(_writes(ast.parse(source)))) == 1
+    reads = (
+        "Push.objects.filter(status='sent').update(sent_at=None)\nx = push.status\ncounts[push.status] += 1\n"
+    )
+    reads += "SQL = \"SELECT id FROM t WHERE status = 'sent'\"\n"
+    assert list(_writes(ast.parse(reads))) == []
+
+
+def test_every_push_status_has_its_moves_written_down_and_finished_ones_stay_finished() -> None:
+    assert set(PUSH_TRANSITIONS) == set(PushStatus.values)
+    assert {s for s, moves in PUSH_TRANSITIONS.items() if not moves} == {
+        PushStatus.SENT, PushStatus.WITHDRAWN, PushStatus.SKIPPED
+    }  # fmt: skip
+    # Only a pending push is published; a held one is released to pending first.
+    assert {s for s, moves in PUSH_TRANSITIONS.items() if PushStatus.SENT in moves} == {PushStatus.PENDING}
+    assert set(PUSH_INITIAL) <= set(PUSH_TRANSITIONS)
+    assert set(DEVICE_TRANSITIONS) == set(DeviceState.values)

@@ -1,0 +1,205 @@
+"""What a reminder kind is, written once per kind: the table every other module reads.
+
+A kind says where its reminders count from (the training's start or end, before or after it), when a
+reminder is no use any more (its window closes: the push expires), which answer it waits for, who on the
+training's list it asks (the recipient rule, one `Q` over `Invitation` rows that both the per-training
+query and the batched fire path run), what the app opens and what people read. Rules (`ReminderRule`),
+pushes (`Push.kind`) and answers (`QuestionnaireAnswer.phase`) store a kind's `code`; their choices are
+read from this table when asked, so adding a kind is one `register(Kind(...))` here and its default rule
+in trainings/defaults.py, with no migration (the columns carry no database list of codes: that list is
+this table, and `Kind` checks a code fits the columns).
+
+A kind's reminders open at its rule's first offset; nothing is sent once its window has closed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal, Protocol, cast
+
+from django.apps import apps
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q
+from django.utils.choices import CallableChoiceIterator
+
+if TYPE_CHECKING:
+    from trainings.models import Training
+
+# Every column that stores a code is this wide (ReminderRule.kind, Push.kind, QuestionnaireAnswer.phase).
+CODE_MAX_LENGTH = 10
+_CODE = re.compile(rf"^[A-Z][A-Z0-9_]{{0,{CODE_MAX_LENGTH - 1}}}$")
+
+
+class Answer(Protocol):
+    """What a kind's reminders wait for, said of one `Invitation` row (its training and player)."""
+
+    def missing(self) -> Q:
+        """The player on this invitation has not given this answer yet."""
+        ...
+
+
+@dataclass(frozen=True)
+class Questionnaire:
+    """A questionnaire answer of this kind (`QuestionnaireAnswer.phase` = the kind's code)."""
+
+    phase: str
+
+    def missing(self) -> Q:
+        # By name: trainings.models reads its choices from this module.
+        answered = apps.get_model("trainings", "QuestionnaireAnswer").objects.filter(
+            training_id=OuterRef("training_id"), player_id=OuterRef("player_id"), phase=self.phase
+        )
+        return ~Q(Exists(answered))
+
+
+@dataclass(frozen=True)
+class Response:
+    """The invitation's own answer: ACCEPTED or DENIED (not PENDING any more)."""
+
+    def missing(self) -> Q:
+        return Q(status="PENDING")
+
+
+# Who on a training's list a kind asks, as a condition on `Invitation` rows.
+EVERYONE_INVITED = Q()
+NOT_DECLINED = ~Q(status="DENIED")
+
+
+def at_start(training: Training) -> datetime:
+    return training.start
+
+
+def _post_questionnaire_closes(training: Training) -> datetime:
+    return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One reminder kind (or notice kind, `rule=False`: sent by the app itself, never by a rule)."""
+
+    code: str  # stored in rules, pushes and answers: never renamed
+    label: str  # what coaches and operators read
+    anchor: Literal["start", "end"]  # the training time its offsets count from
+    sign: Literal[-1, 1]  # -1: offsets before the anchor, +1: after it
+    closes: Callable[[Training], datetime]  # when its pushes are no use any more (their expiry)
+    answer: Answer | None  # what its reminders wait for; None: a notice, nobody answers it
+    screen: str  # what the app opens for its pushes
+    audience: Q = field(default=NOT_DECLINED)  # who on the list it asks, while the answer is missing
+    rule: bool = True  # operators may make rules of it
+
+    def __post_init__(self) -> None:
+        if not _CODE.match(self.code):
+            raise ValueError(f"kind code {self.code!r}: 1-{CODE_MAX_LENGTH} of A-Z, 0-9, _ (a letter first)")
+        if self.rule and self.answer is None:
+            raise ValueError(f"kind {self.code}: a rule's reminders wait for an answer")
+
+    def anchor_of(self, training: Training) -> datetime:
+        return training.end if self.anchor == "end" else training.start
+
+    @property
+    def when(self) -> str:
+        """Where its offsets are, in words: "before the start", "after the end"."""
+        return f"{'before' if self.sign < 0 else 'after'} the {self.anchor}"
+
+    def pending(self) -> Q:
+        """The recipient rule over `Invitation` rows: asked, and the answer still missing.
+
+        `trainings.selectors` runs it for one training and for a chunk of them; being on the team is the
+        selectors' condition for every kind.
+        """
+        if self.answer is None:
+            return self.audience
+        return self.audience & self.answer.missing()
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    if kind.code in KINDS and KINDS[kind.code] != kind:
+        raise ValueError(f"kind {kind.code} is already registered")
+    KINDS[kind.code] = kind
+    return kind
+
+
+def of(code: str) -> Kind:
+    """The kind stored as `code`; KeyError naming it when no kind has that code (any more)."""
+    try:
+        return KINDS[code]
+    except KeyError:
+        raise KeyError(f"no reminder kind {code!r} (registered: {', '.join(KINDS)})") from None
+
+
+def rule_kinds() -> Iterator[Kind]:
+    return (kind for kind in KINDS.values() if kind.rule)
+
+
+# Choices of the columns that store codes, read when asked (callables: a new kind needs no migration).
+def rule_choices() -> list[tuple[str, str]]:
+    return [(kind.code, f"{kind.label} ({kind.when.replace('the ', '')})") for kind in rule_kinds()]
+
+
+def push_choices() -> list[tuple[str, str]]:
+    return [(kind.code, kind.label) for kind in KINDS.values()]
+
+
+def questionnaire_choices() -> list[tuple[str, str]]:
+    return [(kind.code, kind.label) for kind in KINDS.values() if isinstance(kind.answer, Questionnaire)]
+
+
+def live(choices: Callable[[], list[tuple[str, str]]]) -> Sequence[tuple[str, str]]:
+    """Choices for a serializer field, read from the table each time the field is built (DRF builds its
+    fields per serializer instance, iterating what it was given)."""
+    return cast(Sequence[tuple[str, str]], CallableChoiceIterator(choices))
+
+
+PRE = register(
+    Kind(
+        code="PRE",
+        label="Pre-training questionnaire",
+        anchor="start",
+        sign=-1,
+        closes=at_start,
+        answer=Questionnaire("PRE"),
+        screen="questionnaire",
+    )
+)
+POST = register(
+    Kind(
+        code="POST",
+        label="Post-training questionnaire",
+        anchor="end",
+        sign=1,
+        closes=_post_questionnaire_closes,
+        answer=Questionnaire("POST"),
+        screen="questionnaire",
+    )
+)
+INVITATION = register(
+    Kind(
+        code="INVITATION",
+        label="Invitation",
+        anchor="start",
+        sign=-1,
+        closes=at_start,
+        answer=Response(),
+        screen="invitation",
+        audience=EVERYONE_INVITED,
+    )
+)
+# "The training moved" (trainings/notices.py): to players already reminded, who have not declined.
+MOVED = register(
+    Kind(
+        code="MOVED",
+        label="Training moved",
+        anchor="start",
+        sign=-1,
+        closes=at_start,
+        answer=None,
+        screen="training",
+        rule=False,
+    )
+)

@@ -1,0 +1,116 @@
+"""Every change of a push's status and of a device's state: the one module that writes either.
+
+Each function makes one move of PUSH_TRANSITIONS or DEVICE_TRANSITIONS and refuses any other. A move is
+one conditional UPDATE (`WHERE status = <from>`, or the device's `disabled_at` test) that sets only the
+columns the move owns, so a row another worker moved meanwhile is left as that worker left it, and a
+caller learns how many rows it moved. New pushes come in one of PUSH_INITIAL through
+`trainings.publishing.pushes_record`; a new device is enabled (`trainings.push.devices.device_register`).
+tests/test_status_owners.py fails when a status is written anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from trainings.models import Device, Push, PushStatus
+
+PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
+    # Published (and marked sent with the broker's commit), or the player answered before it was.
+    PushStatus.PENDING: frozenset({PushStatus.SENT, PushStatus.WITHDRAWN}),
+    # Quiet hours are over: released to be published, withdrawn (the player answered, the training moved
+    # far or was cancelled meanwhile), or skipped (of no use any more by its release).
+    PushStatus.HELD: frozenset({PushStatus.PENDING, PushStatus.WITHDRAWN, PushStatus.SKIPPED}),
+    PushStatus.SENT: frozenset(),
+    PushStatus.WITHDRAWN: frozenset(),
+    PushStatus.SKIPPED: frozenset(),
+}
+
+# The statuses a push is recorded in (quiet hours decide which).
+PUSH_INITIAL = (PushStatus.PENDING, PushStatus.HELD, PushStatus.SKIPPED)
+
+
+def _push_move(rows: QuerySet[Push], *, source: str, to: str, **fields: Any) -> int:
+    if to not in PUSH_TRANSITIONS[source]:
+        raise ValueError(f"a push cannot move from {source} to {to}")
+    return rows.filter(status=source).update(status=to, **fields)
+
+
+def pushes_mark_sent(rows: QuerySet[Push], *, now: datetime | None = None) -> int:
+    """pending -> sent: the broker took them."""
+    return _push_move(rows, source=PushStatus.PENDING, to=PushStatus.SENT, sent_at=now or timezone.now())
+
+
+def pushes_withdraw(rows: QuerySet[Push], *, source: str, reason: str = "") -> int:
+    """pending or held -> withdrawn: the player answered (or the training went) before it was published."""
+    fields = {"status_reason": reason[:200]} if reason else {}
+    return _push_move(rows, source=source, to=PushStatus.WITHDRAWN, **fields)
+
+
+def pushes_release(rows: QuerySet[Push]) -> int:
+    """held -> pending: the player's quiet hours are over; the caller publishes them."""
+    return _push_move(rows, source=PushStatus.HELD, to=PushStatus.PENDING)
+
+
+def held_push_decide(push: Push, *, status: str, reason: str) -> None:
+    """Decide one held push's move on the instance (the release decides push by push, under the rows'
+    locks); `held_pushes_save` writes the decisions."""
+    if status not in PUSH_TRANSITIONS[PushStatus.HELD]:
+        raise ValueError(f"a push cannot move from held to {status}")
+    push.status, push.status_reason = status, reason[:200]
+
+
+def held_pushes_save(pushes: Sequence[Push], *, fields: Sequence[str]) -> int:
+    """Write the moves `held_push_decide` made, with `fields` the release rewrote, to rows still held."""
+    held = Push.objects.filter(status=PushStatus.HELD)
+    return held.bulk_update(pushes, ["status", "status_reason", *fields], batch_size=500)
+
+
+class DeviceState(models.TextChoices):
+    """A device's state, kept in `disabled_at` (NULL: enabled) with `disabled_reason`."""
+
+    ENABLED = "enabled", "Enabled"
+    DISABLED = "disabled", "Disabled (token dead)"
+
+
+DEVICE_TRANSITIONS: dict[str, frozenset[str]] = {
+    # The provider called its token dead.
+    DeviceState.ENABLED: frozenset({DeviceState.DISABLED}),
+    # The app registered the token again: the provider issued it again.
+    DeviceState.DISABLED: frozenset({DeviceState.ENABLED}),
+}
+
+
+def _device_move(rows: QuerySet[Device], *, source: str, to: str, **fields: Any) -> int:
+    if to not in DEVICE_TRANSITIONS[source]:
+        raise ValueError(f"a device cannot move from {source} to {to}")
+    return rows.filter(disabled_at__isnull=source == DeviceState.ENABLED).update(**fields)
+
+
+def devices_disable(*, device_ids: Sequence[int], reason: str, now: datetime | None = None) -> int:
+    """enabled -> disabled: the provider called these tokens dead (kept for the record)."""
+    return _device_move(
+        Device.objects.filter(pk__in=device_ids),
+        source=DeviceState.ENABLED,
+        to=DeviceState.DISABLED,
+        disabled_at=now or timezone.now(),
+        disabled_reason=reason[:200] or "disabled",
+    )
+
+
+def device_enable(*, device: Device) -> bool:
+    """disabled -> enabled: the app handed this token in again. Returns whether it was disabled."""
+    moved = _device_move(
+        Device.objects.filter(pk=device.pk),
+        source=DeviceState.DISABLED,
+        to=DeviceState.ENABLED,
+        disabled_at=None,
+        disabled_reason="",
+    )
+    device.disabled_at, device.disabled_reason = None, ""
+    return bool(moved)
