@@ -34,9 +34,11 @@ from trainings.models import (
     Device,
     Player,
     Push,
+    PushSend,
     ReminderRule,
     ReminderRun,
     RunOutcome,
+    SendStatus,
     Team,
     Training,
 )
@@ -146,6 +148,15 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ),
     ("reminder-rule-detail", "PATCH"): lambda s: ("/api/reminder-rules/invitation/", {"offsets": ["1d"]}),
     ("player-devices", "GET"): lambda s: (f"/api/players/{s.player.pk}/devices/", None),
+    ("player-preferences", "GET"): lambda s: (f"/api/players/{s.player.pk}/preferences/", None),
+    ("player-preferences", "PUT"): lambda s: (
+        f"/api/players/{s.player.pk}/preferences/",
+        {"kinds": [{"kind": "PRE", "muted": True}]},
+    ),
+    ("player-preferences", "PATCH"): lambda s: (
+        f"/api/players/{s.player.pk}/preferences/",
+        {"quiet_start": "21:00", "quiet_end": "08:00"},
+    ),
     ("player-devices", "POST"): lambda s: (
         f"/api/players/{s.player.pk}/devices/",
         {"platform": "android", "provider": "fcm", "token": "new-token"},
@@ -183,6 +194,10 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("reminder-rule-detail", "PATCH"):     (401,      403,     403,          403,        200,      200),
     # Devices: only the player registers or removes their own (tests/trainings/test_devices_api.py).
     ("player-devices", "GET"):             (401,      200,     404,          404,        200,      200),
+    # Coaches and operators read a player's preferences; only the player (an account linked to them) writes.
+    ("player-preferences", "GET"):         (401,      200,     404,          404,        200,      200),
+    ("player-preferences", "PUT"):         (401,      403,     404,          404,        403,      403),
+    ("player-preferences", "PATCH"):       (401,      403,     404,          404,        403,      403),
     ("player-devices", "POST"):            (401,      403,     404,          404,        403,      403),
     ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      403),
 }
@@ -218,6 +233,8 @@ def _state(side: Side) -> tuple[Any, ...]:
         Training.objects.filter(team=side.team).count(),
         list(ReminderRule.objects.order_by("slug").values_list("slug", "offsets")),
         list(side.player.devices.order_by("pk").values_list("token", "disabled_at")),
+        list(side.player.preferences.order_by("kind").values_list("kind", "channels", "muted")),
+        Player.objects.filter(pk=side.player.pk).values_list("quiet_start", "quiet_end").get(),
     )
 
 
@@ -365,8 +382,11 @@ def _trainings_routes() -> set[tuple[str, str]]:
             view = getattr(callback, "cls", callback)
             if not view.__module__.startswith("trainings."):
                 continue
-            # A viewset route knows its methods; any other view must be added here by hand (fails below).
-            actions = getattr(callback, "actions", None) or {"*": None}
+            # A viewset route knows its methods, a DRF APIView the handlers it defines; any other view must
+            # be added here by hand (fails below).
+            handlers = [m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, "initial")
+                        and hasattr(view, m)]  # fmt: skip
+            actions = getattr(callback, "actions", None) or dict.fromkeys(handlers) or {"*": None}
             # HEAD is DRF's GET without a body: the GET row covers it.
             found.update((str(pattern.name), method.upper()) for method in actions if method != "head")
 
@@ -381,6 +401,21 @@ ADMIN_ROUTES = {
     ("trainings_training_cancel", "*"),
     ("admin-status", "*"),
     ("admin-status-retry", "*"),
+    ("admin-status-retrying", "*"),
+    ("admin-dead-letters", "*"),
+    ("admin-dead-letters-replay", "*"),
+    ("trainings_player_user_search", "*"),
+}
+
+# Routes whose only credential is a signed token in the URL (one player, one training, one kind), never the
+# caller's session: a caller's role grants nothing there. Tokens of another player, training or kind,
+# forged, expired or for a cancelled training are refused in tests/trainings/test_answer_links.py and
+# tests/trainings/test_email_channel.py; below, every caller gets the same refusal for a forged one.
+TOKEN_ROUTES = {
+    ("answer-link", "GET"),
+    ("answer-link", "POST"),
+    ("answer-page", "*"),
+    ("email-unsubscribe", "*"),
 }
 
 
@@ -388,7 +423,25 @@ def test_every_trainings_route_has_a_row_in_the_matrix() -> None:
     routes = _trainings_routes()
     assert len(routes) >= len(MATRIX)  # the walk found the app at all
     assert routes >= ADMIN_ROUTES
-    assert routes - ADMIN_ROUTES == set(MATRIX) == set(REQUESTS)
+    assert routes >= TOKEN_ROUTES
+    assert routes - ADMIN_ROUTES - TOKEN_ROUTES == set(MATRIX) == set(REQUESTS)
+
+
+@pytest.mark.parametrize("actor", ["anonymous", "coach_a", "staff", "operator", "superuser"])
+def test_a_forged_answer_token_is_refused_whoever_asks(world: World, actor: str) -> None:
+    """The caller's session adds nothing to a token route: a superuser gets what an anonymous caller gets."""
+    before = _state(world.a)
+    forged = "eyJwIjoxfQ:1v4Z9s:forged-signature"
+    client = _client(world, actor)
+    assert client.get(reverse("answer-link", args=[forged])).status_code == 400
+    assert (
+        client.post(
+            reverse("answer-link", args=[forged]), {"response": "accepted"}, format="json"
+        ).status_code
+        == 400
+    )
+    assert _state(world.a) == before
+    _PASSED["api"] += 1
 
 
 # --- admin ------------------------------------------------------------------------------------------------
@@ -424,6 +477,15 @@ def _push(side: Side) -> Push:
     )
 
 
+def _send(side: Side) -> PushSend:
+    """A device send of the side's push, as the gateway records it (trainings/push/records.py)."""
+    device = side.player.devices.get()
+    return PushSend.objects.create(
+        push_key=_push(side).key, device=device, player_id=side.player.pk, provider=device.provider,
+        status=SendStatus.ACCEPTED, recorded_at=START,
+    )  # fmt: skip
+
+
 # Per admin model: the object of each side, and how a coach's access is limited.
 ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     Team: (lambda s: s.team, SCOPED),
@@ -433,10 +495,12 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     Push: (_push, SCOPED),
     ReminderRule: (lambda s: ReminderRule.objects.get(slug="invitation"), OPERATORS),
     DeliveredPush: (
-        lambda s: DeliveredPush.objects.create(key=f"dp-{s.team.name}", provider="x"),
+        # The gateway's record of a push it finished carries the push's key (trainings/push/records.py).
+        lambda s: DeliveredPush.objects.create(key=_push(s).key, provider="x"),
         SUPERUSERS,
     ),
     Device: (lambda s: s.player.devices.get(), SCOPED),
+    PushSend: (_send, SUPERUSERS),  # coaches read a push's sends on the push's own page
 }
 
 
@@ -523,6 +587,9 @@ def test_admin_training_actions_reach_only_the_coachs_own_trainings(world: World
 def test_admin_the_status_page_is_for_operators(world: World, actor: str, allowed: bool) -> None:
     client = _admin(world, actor)
     assert client.get(reverse("admin-status")).status_code == (200 if allowed else 403)
+    retrying = client.post(reverse("admin-status-retrying"), {"error": "", "action": "retry"})
+    assert retrying.status_code == (302 if allowed else 403)
+    assert client.get(reverse("admin-dead-letters")).status_code == (200 if allowed else 403)
     retry = client.post(reverse("admin-status-retry"), {"error": ""})
     assert retry.status_code == (302 if allowed else 403)
     assert Client().get(reverse("admin-status")).status_code == 302  # anonymous: to the login page
