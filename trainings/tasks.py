@@ -34,5 +34,5 @@ def purge_old() -> dict[str, int]:
 
 @shared_task(name="trainings.tasks.analytics_refresh", ignore_result=True)
 def analytics_refresh() -> int:
-    """Every few minutes (a beat row made by migration 0019): the analytics summaries up to now."""
+    """Every few minutes (a beat row made by migration 0020): the analytics summaries up to now."""
     return summaries_refresh()

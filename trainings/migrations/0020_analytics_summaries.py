@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("django_celery_beat", "0019_alter_periodictasks_options"),
-        ('trainings', '0018_kinds_from_the_table'),
+        ('trainings', '0019_drop_legacy_device_tokens'),
     ]
 
     operations = [
