@@ -20,7 +20,9 @@ from typing import Any
 from bench.harness import RESULTS, Harness
 from bench.report import Section, render_table, write_chart, write_json
 
-SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push")
+SCENARIOS = (
+    "scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email", "admin",
+)  # fmt: skip
 # Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes.
 APART = ("scale",)
 
@@ -176,6 +178,14 @@ def _run(h: Harness, name: str, selected: list[str]) -> list[Section]:
         from bench.scenarios import push
 
         return [push.run(h)]
+    if name == "answers":
+        from bench.scenarios import answers
+
+        return [answers.run(h)]
+    if name == "email":
+        from bench.scenarios import email
+
+        return [email.run(h)]
     from bench.scenarios import trainings
 
     return [trainings.run(h)]
