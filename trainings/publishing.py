@@ -48,7 +48,7 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column or f.attname) for f in fields)
     # Table and column names come from the model, values are bound parameters.
-    head = f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at, device_tokens)"
+    head = f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at)"
     tail = f" ON CONFLICT DO NOTHING RETURNING {quote('key')}, {quote('id')}"
     now = timezone.now()
     slug = PushRow._fields.index("rule_slug")
@@ -59,11 +59,11 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
                 f"(r->>{i + (i >= slug)})::{f.cast_db_type(connection)}" for i, f in enumerate(fields)
             )
             elements = "jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n)"
-            sql = f"{head} SELECT {picks}, %s, '[]' FROM {elements} ORDER BY n{tail}"  # noqa: S608
+            sql = f"{head} SELECT {picks}, %s FROM {elements} ORDER BY n{tail}"  # noqa: S608
             cursor.execute(sql, [now, json.dumps(rows, separators=(",", ":"), default=_JsonValues())])
             inserted.update(cursor.fetchall())
             return inserted
-        row_sql = f"({', '.join(['%s'] * (len(fields) + 1))}, '[]')"
+        row_sql = f"({', '.join(['%s'] * (len(fields) + 1))})"
         for start in range(0, len(rows), _INSERT_BATCH):
             part = rows[start : start + _INSERT_BATCH]
             params: list[Any] = []
