@@ -23,6 +23,7 @@ from reminders.transports import get_transport
 from tests import services
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
+from trainings.push.queue import push_queue_publisher
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -126,8 +127,9 @@ def _api_throttling_out_of_the_way(settings: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_transports() -> Iterator[None]:
-    """Each test gets new transport instances (and so a new broker connection)."""
+    """Each test gets new transport instances and push publisher (and so new broker connections)."""
     get_transport.cache_clear()
+    push_queue_publisher.cache_clear()
     yield
     for kind in ("rabbitmq",):
         transport = get_transport(kind)
@@ -135,6 +137,8 @@ def _fresh_transports() -> Iterator[None]:
         if close:
             close()
     get_transport.cache_clear()
+    push_queue_publisher().close()
+    push_queue_publisher.cache_clear()
 
 
 @pytest.fixture(autouse=True)

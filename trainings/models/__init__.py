@@ -95,12 +95,6 @@ class Player(models.Model):
     )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
-    device_tokens = models.JSONField(
-        default=list,
-        blank=True,
-        help_text="Legacy, no longer read: push tokens now live in Device rows (migration 'devices_from_"
-        "player_tokens' moved the fcm:/apns: entries across).",
-    )
     teams = models.ManyToManyField(Team, through="Membership", related_name="players")
     quiet_start = models.TimeField(
         null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
@@ -290,9 +284,6 @@ class Push(models.Model):
     language = models.CharField(max_length=10)
     title = models.CharField(max_length=300)
     body = models.TextField()
-    device_tokens = models.JSONField(
-        default=list, help_text="Legacy: the tokens of pushes made before Device rows."
-    )
     fire_at = models.DateTimeField()
     expires_at = models.DateTimeField(
         null=True,
