@@ -18,7 +18,8 @@ from zoneinfo import ZoneInfo
 from django.db import connection, transaction
 from django.utils import formats, timezone, translation
 
-from trainings.answers.links import INVITATION, AnswerLink, answer_link_read
+from trainings import kinds
+from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,
@@ -138,7 +139,7 @@ def answer_link_record(
     answer as it now stands."""
     now = now or timezone.now()
     source = source or target.link.source
-    if target.link.kind == INVITATION:
+    if expects_response(target.link.kind):
         if response not in RESPONSES:
             raise ValueError("response")
         status = RESPONSES[response]
@@ -229,7 +230,7 @@ def _questionnaire_record(
 
 def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
     """The answer already given for the link's kind, or None."""
-    if target.link.kind == INVITATION:
+    if expects_response(target.link.kind):
         invitation = target.invitation
         return None if invitation.status == InvitationStatus.PENDING else _invitation_answer(invitation)
     answer = QuestionnaireAnswer.objects.filter(
@@ -262,25 +263,13 @@ def answers_check(value: Any) -> dict[str, Any]:
 
 # --- What the link is for, in the player's language ----------------------------------------------------
 
-_QUESTIONS = {
-    "en": {
-        INVITATION: "Will you come to {title} on {start_date} at {start_time} ({time_zone})?",
-        "PRE": "Your pre-training questionnaire for {title} on {start_date} at {start_time} ({time_zone}).",
-        "POST": "Your post-training questionnaire for {title} of {start_date} ({time_zone}).",
-    },
-    "fr": {
-        INVITATION: "Viendras-tu à {title} le {start_date} à {start_time} ({time_zone}) ?",
-        "PRE": "Ton questionnaire avant {title}, le {start_date} à {start_time} ({time_zone}).",
-        "POST": "Ton questionnaire après {title} du {start_date} ({time_zone}).",
-    },
-}
-
 
 def answer_question(target: LinkTarget) -> tuple[str, str]:
     """(language, the question) in the player's language (English otherwise) and zone."""
     player = target.invitation.player
     language = player.language.lower().split("-")[0]
-    language = language if language in _QUESTIONS else "en"
+    questions = kinds.of(target.link.kind).questions
+    language = language if language in questions else "en"
     training = target.training
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
     local_start = training.start.astimezone(ZoneInfo(zone_name))
@@ -291,7 +280,8 @@ def answer_question(target: LinkTarget) -> tuple[str, str]:
             "start_date": formats.date_format(local_start, "DATE_FORMAT"),
             "time_zone": zone_name,
         }
-    return language, render_template(_QUESTIONS[language][target.link.kind], values)
+    question = questions.get(language) or f"{kinds.of(target.link.kind).label}: {{title}}, {{start_date}}."
+    return language, render_template(question, values)
 
 
 SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

@@ -18,7 +18,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from trainings.answers.links import LinkInvalid
+from trainings.answers.links import LinkInvalid, expects_response
 from trainings.answers.recording import (
     LinkGone,
     LinkTarget,
@@ -125,7 +125,7 @@ def _when(value: datetime | None) -> str | None:
 def _link_body(target: LinkTarget, answer: dict[str, Any] | None) -> dict[str, Any]:
     training, player = target.training, target.invitation.player
     language, question = answer_question(target)
-    invitation = target.link.kind == "INVITATION"
+    invitation = expects_response(target.link.kind)
     body: dict[str, Any] = {
         "kind": target.link.kind,
         "expects": "response" if invitation else "answers",
