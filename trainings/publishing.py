@@ -16,6 +16,7 @@ from common.compact_json import json_compact
 from common.lookups import AnyOf
 from reminders.api import Delivery, TransportError
 from trainings import queries
+from trainings.fairness import interleaved
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
 from trainings.push.queue import PushMessage, Refusals, push_queue_publisher
@@ -189,7 +190,9 @@ def pushes_publish(
         ]
     if not pending:
         return {}
-    pending.sort()  # by id, as they were recorded
+    # By id (as recorded) within each reminder, round-robin across the reminders: a small team's pushes
+    # are not queued behind a big team's (trainings/fairness.py).
+    pending = interleaved(sorted(pending), lambda push: push.occurrence_key)
     queue = settings.TRAININGS_PUSH_QUEUE
     messages = [
         PushMessage(

@@ -165,6 +165,8 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
         f"/api/players/{s.player.pk}/devices/{s.player.devices.get().pk}/",
         None,
     ),
+    ("analytics-offsets", "GET"): lambda s: (f"/api/analytics/offsets/?team={s.team.pk}", None),
+    ("analytics-players", "GET"): lambda s: (f"/api/analytics/players/?team={s.team.pk}", None),
 }
 
 # (actor, whose objects): the columns of the matrix.
@@ -200,6 +202,9 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("player-preferences", "PATCH"):       (401,      403,     404,          404,        403,      403),
     ("player-devices", "POST"):            (401,      403,     404,          404,        403,      403),
     ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      403),
+    # Analytics: a team the caller may not see is a 400 on `team`, like any other bad field.
+    ("analytics-offsets", "GET"):          (401,      200,     400,          400,        200,      200),
+    ("analytics-players", "GET"):          (401,      200,     400,          400,        200,      200),
 }
 # fmt: on
 CASES = [

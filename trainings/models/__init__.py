@@ -19,6 +19,9 @@ from django.db.models import F, Q
 
 from common.history import AuditedHistory
 from trainings import kinds
+from trainings.models.analytics import OffsetDay as OffsetDay
+from trainings.models.analytics import PlayerDay as PlayerDay
+from trainings.models.analytics import SummaryMark as SummaryMark
 from trainings.models.answers import AnswerSource as AnswerSource
 from trainings.models.answers import Invitation as Invitation
 from trainings.models.answers import InvitationStatus as InvitationStatus
@@ -310,6 +313,10 @@ class Push(models.Model):
             models.Index(fields=["fire_at"], name="push_fire_at_idx"),
             # Held pushes only: "held behind" at fire time (training = t), the hourly check (release_at <).
             models.Index(fields=["training", "release_at"], name="push_held_idx", condition=Q(status="held")),
+            # The analytics' refresh: pushes released from quiet hours lately (release_at stays set).
+            models.Index(
+                fields=["release_at"], name="push_released_idx", condition=Q(release_at__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:  # the admin's page title: whose push for which training, not its key
