@@ -227,6 +227,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
              "last_done": last_done}  # fmt: skip
     accepted = len(stamps)
     last = stamps[-1] if stamps else math.nan
+    teams = _team_completions(instant)
     return {
         "label": label, "workers": workers, "gateways": gateways, "pushes": storm.pushes,
         "published": sent, "done": done, "accepted": accepted,
@@ -235,9 +236,27 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
         "first": stamps[0] if stamps else math.nan,
         "gateway_seconds": (last_done - first_send).total_seconds() if first_send and last_done else math.nan,
         "steps": {k: (v - instant).total_seconds() if v else math.nan for k, v in steps.items()},
+        "team_p50": quantile(teams, 0.5), "team_p99": quantile(teams, 0.99),
         "cpu_seconds": cpu, "cpu_us": {k: v / max(accepted, 1) * 1e6 for k, v in cpu.items()},
         "load": (load_before, load_after),
     }  # fmt: skip
+
+
+def _team_completions(instant: datetime) -> list[float]:
+    """Seconds from the instant to each training's last push done (its DeliveredPush row), sorted."""
+    from django.db import connection
+
+    from trainings import models as tm
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT max(d.delivered_at) FROM {tm.Push._meta.db_table} AS p
+              JOIN {tm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
+             GROUP BY p.training_id
+            """
+        )
+        return sorted((row[0] - instant).total_seconds() for row in cursor.fetchall())
 
 
 def _load() -> float:
@@ -404,7 +423,17 @@ def _rows(
             f"{busy} (first send → last done)",
         ),
         Row(
-            "8h storm 2 workers + 2 gateways / 1 + 1",
+            "8h storm fairness: per-team completion p99 / median",
+            ours["team_p99"] / ours["team_p50"] if ours["team_p50"] else None,
+            unit="x",
+            target="≤ 2x",
+            passed=complete and ours["team_p99"] <= 2 * ours["team_p50"],
+            note=f"each training's last push done, after the instant: p50 {ours['team_p50']:.2f} s, p99 "
+            f"{ours['team_p99']:.2f} s (teams of one size here; a big team beside small ones is "
+            "tests/trainings/test_storm_fairness.py, which checks the publishing order)",
+        ),
+        Row(
+            "8i storm 2 workers + 2 gateways / 1 + 1",
             scaled["rate"],
             ours["rate"],
             "1 worker + 1 gateway",
