@@ -284,7 +284,9 @@ def summaries_refresh(*, now: datetime | None = None) -> int:
     little further, for device sends recorded after their push was due). Returns team days recomputed."""
     now = now or timezone.now()
     mark, _ = SummaryMark.objects.get_or_create(id=1)
-    start = mark.refreshed_until or now - timedelta(days=settings.TRAININGS_PUSH_RETENTION_DAYS)
+    # The first run looks back a day: the days before are `summaries_rebuild`'s (manage.py analytics_rebuild),
+    # never one periodic run's, which would hold the next ones back for as long as it took.
+    start = mark.refreshed_until or now - timedelta(days=1)
     lookback = timedelta(seconds=settings.TRAININGS_GATEWAY_MAX_AGE_SECONDS) + SENDS_SETTLE
     pairs = touched_team_days(start - lookback, now)
     done = team_days_refresh(pairs, today=timezone.localdate(now))
