@@ -15,17 +15,19 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import formats, timezone, translation
 
-from trainings import kinds
+from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,
     Invitation,
     InvitationStatus,
+    Player,
     QuestionnaireAnswer,
+    Team,
     Training,
     render_template,
 )
@@ -58,14 +60,19 @@ class LinkTarget:
 def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
     """The link's target if it may still be answered: LinkInvalid (400) or LinkGone (410) otherwise.
 
-    One query when it may: the player's invitation with its training, team and player."""
+    One query: the training with its team, and the player's invitation with the player when they are on
+    its list (on PostgreSQL one plain statement: a link is followed once per tap, and building the ORM's
+    query cost more than running it)."""
     link = answer_link_read(token)
-    invitation = (
-        Invitation.objects.select_related("training__team", "player")
-        .filter(training_id=link.training_id, player_id=link.player_id)
-        .first()
-    )
-    training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
+    if connection.vendor == "postgresql":
+        training, invitation = _target_read(link)
+    else:
+        invitation = (
+            Invitation.objects.select_related("training__team", "player")
+            .filter(training_id=link.training_id, player_id=link.player_id)
+            .first()
+        )
+        training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
     if training is None:
         raise LinkGone("gone", "This training no longer exists.")
     if training.cancelled:
@@ -76,6 +83,27 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
     if invitation is None:
         raise LinkGone("not_invited", "You are no longer on this training's list.")
     return LinkTarget(link, training, invitation, closes_at)
+
+
+def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
+    """(training, invitation) of a link as detached model instances, from `queries.ANSWER_LINK_TARGET`."""
+    with connection.cursor() as cursor:
+        cursor.execute(queries.ANSWER_LINK_TARGET, [link.player_id, link.training_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
+     invitation_id, status, responded_at, source, player_id, player_name, language, player_zone,
+     ) = row  # fmt: skip
+    team = Team(id=team_id, name=team_name, time_zone=team_zone)
+    training = Training(id=training_id, team=team, title=title, start=start, end=end, time_zone=zone,
+                        location=location, cancelled=cancelled)  # fmt: skip
+    if invitation_id is None:
+        return training, None
+    player = Player(id=player_id, name=player_name, language=language, time_zone=player_zone)
+    invitation = Invitation(id=invitation_id, training=training, player=player, status=status,
+                            responded_at=responded_at, response_source=source)  # fmt: skip
+    return training, invitation
 
 
 @dataclass(frozen=True)
@@ -101,6 +129,8 @@ def answer_link_record(
         if response not in RESPONSES:
             raise ValueError("response")
         status = RESPONSES[response]
+        if connection.vendor == "postgresql":
+            return _invitation_record(target.invitation.pk, status, now, source)
         changed = (
             Invitation.objects.filter(pk=target.invitation.pk)
             .exclude(status=status)
@@ -112,6 +142,8 @@ def answer_link_record(
         return Recorded(False, _invitation_answer(current))
     if not isinstance(answers, dict):
         raise ValueError("answers")
+    if connection.vendor == "postgresql":
+        return _questionnaire_record(target, answers, now, source)
     with transaction.atomic():
         answer, created = QuestionnaireAnswer.objects.select_for_update().get_or_create(
             training_id=target.training.pk,
@@ -124,6 +156,30 @@ def answer_link_record(
             answer.answers, answer.answered_at, answer.source = answers, now, source
             answer.save(update_fields=["answers", "answered_at", "source"])
     return Recorded(changed, _questionnaire_answer(answer))
+
+
+def _invitation_record(invitation_id: int, status: str, now: datetime, source: str) -> Recorded:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queries.INVITATION_ANSWER_RECORD,
+            {"status": status, "now": now, "source": source, "id": invitation_id},
+        )
+        changed, status, responded_at, response_source = cursor.fetchone()
+    invitation = Invitation(status=status, responded_at=responded_at, response_source=response_source)
+    return Recorded(changed, _invitation_answer(invitation))
+
+
+def _questionnaire_record(
+    target: LinkTarget, answers: dict[str, Any], now: datetime, source: str
+) -> Recorded:
+    link = target.link
+    params: dict[str, Any] = {"training": target.training.pk, "player": link.player_id, "phase": link.kind,
+                              "answers": json.dumps(answers), "now": now, "source": source}  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(queries.QUESTIONNAIRE_ANSWER_RECORD, params)
+        changed, stored, answered_at, stored_source = cursor.fetchone()
+    value = json.loads(stored) if isinstance(stored, str) else stored
+    return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source})
 
 
 def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
