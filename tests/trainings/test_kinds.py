@@ -32,7 +32,8 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.selectors import job_key, reminder_recipients, reminder_recipients_many
+from trainings.recipients import reminder_recipients, reminder_recipients_many
+from trainings.selectors import job_key
 from trainings.services import answer_record, invitation_respond
 
 pytestmark = pytest.mark.django_db

@@ -74,7 +74,7 @@ class MembershipInline(ScopedChoices, admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
-    list_display = ["name", "time_zone"]
+    list_display = ["name", "time_zone", "reminds"]
     search_fields = ["name"]
     filter_horizontal = ["coaches"]
     inlines = [MembershipInline]
@@ -119,9 +119,20 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     # Legacy and never read (push tokens are Device rows, registered by the app): a field here would
     # let a coach type tokens that nothing sends to.
     exclude = ["device_tokens"]
+    # Read-only here: a guardian is linked on the guardian's page (trainings/admin/guardians.py), so this
+    # form keeps no formset a client must post.
+    readonly_fields = ["guardians_list"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
         return players_visible_to(request.user)
+
+    @admin.display(description="Guardians")
+    def guardians_list(self, player: Player) -> str:
+        """Who guards the player: "Maria (mother)"."""
+        if player.pk is None:
+            return "none yet"
+        rows = player.guardianships.select_related("guardian").order_by("guardian__name")
+        return ", ".join(f"{g.guardian.name} ({g.relation or 'guardian'})" for g in rows) or "none"
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "user":

@@ -2,7 +2,9 @@
 
 A link is refused (LinkGone, HTTP 410) when its training was deleted or cancelled, when the kind's window
 has closed (the training's start for an invitation or the pre-training questionnaire, the questionnaire's
-close after the end for the post-training one), or when the player is no longer on the training's list.
+close after the end for the post-training one), when the player is no longer on the training's list, or,
+for a link sent to a guardian, when they are no longer the player's guardian. A guardian's answer is the
+player's (one invitation, one answer per phase) and records who gave it (`responded_by`, `answered_by`).
 Recording is idempotent: the same answer twice changes nothing (not even its time); a different one
 replaces it while the window is open. The next reminder's fire-time re-check then skips the player.
 """
@@ -22,6 +24,7 @@ from trainings.answers.links import INVITATION, AnswerLink, answer_link_read
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,
+    Guardianship,
     Invitation,
     InvitationStatus,
     QuestionnaireAnswer,
@@ -52,6 +55,12 @@ class LinkTarget:
     training: Training
     invitation: Invitation
     closes_at: datetime
+    guardianship: Guardianship | None = None  # a link sent to a guardian of the player's
+
+    @property
+    def reader(self) -> Any:
+        """Who follows the link: the guardian it was sent to, or the player (their language and zone)."""
+        return self.guardianship.guardian if self.guardianship else self.invitation.player
 
 
 def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
@@ -74,7 +83,16 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
         raise LinkGone("closed", "The time to answer this has passed.")
     if invitation is None:
         raise LinkGone("not_invited", "You are no longer on this training's list.")
-    return LinkTarget(link, training, invitation, closes_at)
+    guardianship = None
+    if link.guardian_id is not None:
+        guardianship = (
+            Guardianship.objects.select_related("guardian")
+            .filter(guardian_id=link.guardian_id, player_id=link.player_id)
+            .first()
+        )
+        if guardianship is None:
+            raise LinkGone("not_guardian", "You are no longer this player's guardian.")
+    return LinkTarget(link, training, invitation, closes_at, guardianship)
 
 
 @dataclass(frozen=True)
@@ -96,6 +114,7 @@ def answer_link_record(
     answer as it now stands."""
     now = now or timezone.now()
     source = source or target.link.source
+    by = target.link.guardian_id  # None: the player themself
     if target.link.kind == INVITATION:
         if response not in RESPONSES:
             raise ValueError("response")
@@ -103,10 +122,10 @@ def answer_link_record(
         changed = (
             Invitation.objects.filter(pk=target.invitation.pk)
             .exclude(status=status)
-            .update(status=status, responded_at=now, response_source=source)
+            .update(status=status, responded_at=now, response_source=source, responded_by=by)
         )
         if changed:
-            return Recorded(True, {"response": response, "at": now, "source": source})
+            return Recorded(True, {"response": response, "at": now, "source": source, "by": _by(target)})
         current = Invitation.objects.get(pk=target.invitation.pk)
         return Recorded(False, _invitation_answer(current))
     if not isinstance(answers, dict):
@@ -116,12 +135,17 @@ def answer_link_record(
             training_id=target.training.pk,
             player_id=target.link.player_id,
             phase=target.link.kind,
-            defaults={"answers": answers, "answered_at": now, "source": source},
+            defaults={"answers": answers, "answered_at": now, "source": source, "answered_by_id": by},
         )
         changed = created or answer.answers != answers
         if changed and not created:
-            answer.answers, answer.answered_at, answer.source = answers, now, source
-            answer.save(update_fields=["answers", "answered_at", "source"])
+            answer.answers, answer.answered_at, answer.source, answer.answered_by_id = (
+                answers,
+                now,
+                source,
+                by,
+            )
+            answer.save(update_fields=["answers", "answered_at", "source", "answered_by"])
     return Recorded(changed, _questionnaire_answer(answer))
 
 
@@ -138,13 +162,35 @@ def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
 
 def _invitation_answer(invitation: Invitation) -> dict[str, Any]:
     if invitation.status == InvitationStatus.PENDING:
-        return {"response": None, "at": None, "source": None}
+        return {"response": None, "at": None, "source": None, "by": None}
     response = "accepted" if invitation.status == InvitationStatus.ACCEPTED else "denied"
-    return {"response": response, "at": invitation.responded_at, "source": invitation.response_source or None}
+    return {"response": response, "at": invitation.responded_at, "source": invitation.response_source or None,
+            "by": _guardian_by(invitation.player_id, invitation.responded_by_id)}  # fmt: skip
 
 
 def _questionnaire_answer(answer: QuestionnaireAnswer) -> dict[str, Any]:
-    return {"answers": answer.answers, "at": answer.answered_at, "source": answer.source}
+    return {"answers": answer.answers, "at": answer.answered_at, "source": answer.source,
+            "by": _guardian_by(answer.player_id, answer.answered_by_id)}  # fmt: skip
+
+
+def _by(target: LinkTarget) -> dict[str, Any] | None:
+    """Who gave the answer, when a guardian did: their id, name and what they are to the player."""
+    ship = target.guardianship
+    if ship is None:
+        return None
+    return {"guardian": ship.guardian_id, "name": ship.guardian.name, "relation": ship.relation}
+
+
+def _guardian_by(player_id: int, guardian_id: int | None) -> dict[str, Any] | None:
+    if guardian_id is None:
+        return None
+    ship = Guardianship.objects.select_related("guardian").filter(
+        player_id=player_id, guardian_id=guardian_id
+    )
+    found = ship.first()
+    if found is None:  # no longer their guardian: still who answered
+        return {"guardian": guardian_id, "name": "", "relation": ""}
+    return {"guardian": guardian_id, "name": found.guardian.name, "relation": found.relation}
 
 
 def answers_check(value: Any) -> dict[str, Any]:
@@ -174,13 +220,29 @@ _QUESTIONS = {
 }
 
 
+_QUESTIONS_TO_GUARDIANS = {
+    "en": {
+        INVITATION: "Will {player} come to {title} on {start_date} at {start_time} ({time_zone})?",
+        "PRE": "{player}'s pre-training questionnaire for {title} on {start_date} at {start_time} "
+        "({time_zone}).",
+        "POST": "{player}'s post-training questionnaire for {title} of {start_date} ({time_zone}).",
+    },
+    "fr": {
+        INVITATION: "{player} viendra-t-il/elle à {title} le {start_date} à {start_time} ({time_zone}) ?",
+        "PRE": "Questionnaire de {player} avant {title}, le {start_date} à {start_time} ({time_zone}).",
+        "POST": "Questionnaire de {player} après {title} du {start_date} ({time_zone}).",
+    },
+}
+
+
 def answer_question(target: LinkTarget) -> tuple[str, str]:
-    """(language, the question) in the player's language (English otherwise) and zone."""
-    player = target.invitation.player
-    language = player.language.lower().split("-")[0]
+    """(language, the question) in the reader's language (English otherwise) and zone: the player's, or
+    the guardian's, asked about the player ("Will Anna come to …?")."""
+    reader = target.reader
+    language = reader.language.lower().split("-")[0]
     language = language if language in _QUESTIONS else "en"
     training = target.training
-    zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
+    zone_name = reader.time_zone if is_time_zone(reader.time_zone) else training.time_zone
     local_start = training.start.astimezone(ZoneInfo(zone_name))
     with translation.override(language):
         values = {
@@ -188,8 +250,10 @@ def answer_question(target: LinkTarget) -> tuple[str, str]:
             "start_time": formats.time_format(local_start, "TIME_FORMAT"),
             "start_date": formats.date_format(local_start, "DATE_FORMAT"),
             "time_zone": zone_name,
+            "player": target.invitation.player.name,
         }
-    return language, render_template(_QUESTIONS[language][target.link.kind], values)
+    questions = _QUESTIONS_TO_GUARDIANS if target.guardianship else _QUESTIONS
+    return language, render_template(questions[language][target.link.kind], values)
 
 
 SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

@@ -53,7 +53,8 @@ _LINK_ERRORS = {
     400: OpenApiResponse(description="Not a valid answer link (nothing more is said), or a field error."),
     410: OpenApiResponse(
         description="The link no longer works: `code` is `gone` (training deleted), `cancelled`, `closed` "
-        "(the window to answer has passed) or `not_invited` (no longer on the list)."
+        "(the window to answer has passed), `not_invited` (no longer on the list) or `not_guardian` (a "
+        "guardian's link, and they are no longer the player's guardian)."
     ),
     429: OpenApiResponse(description="Followed too often; Retry-After says when to try again."),
 }
@@ -130,6 +131,13 @@ def _link_body(target: LinkTarget, answer: dict[str, Any] | None) -> dict[str, A
         "closes_at": target.closes_at,
         "answer": answer,
     }  # fmt: skip
+    if target.guardianship is not None:
+        ship = target.guardianship
+        body["guardian"] = {
+            "guardian": ship.guardian_id,
+            "name": ship.guardian.name,
+            "relation": ship.relation,
+        }
     if invitation:
         body["responses"] = ["accepted", "denied"]
     return body

@@ -98,7 +98,8 @@ def sends_record(
         rows.append(
             PushSend(
                 push_key=push.idempotency_key, device_id=device.device_id, player_id=push.player,
-                provider=channel_of(device), status=status, provider_message_id=result.message_id[:300],
+                guardian_id=push.guardian, provider=channel_of(device), status=status,
+                provider_message_id=result.message_id[:300],
                 error=result.error[:500], attempts=attempts, recorded_at=recorded_at,
             )
         )  # fmt: skip
@@ -132,7 +133,8 @@ def pushes_finish(
 ) -> None:
     """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
     rows = [
-        PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
+        PushSend(push_key=push.idempotency_key, device=None, player_id=push.player,
+                 guardian_id=push.guardian, provider="",
                  status=status, attempts=0, recorded_at=now)
         for _, push, status in closing
         if status in PUSH_LEVEL
