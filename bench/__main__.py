@@ -21,8 +21,9 @@ from bench.harness import RESULTS, Harness
 from bench.report import Section, render_table, write_chart, write_json
 
 SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push")
-# Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes.
-APART = ("scale",)
+# Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes; the storm
+# schedules 5,000 trainings and sends 300,000 pushes.
+APART = ("scale", "storm")
 
 
 def _parse() -> argparse.Namespace:
@@ -34,6 +35,13 @@ def _parse() -> argparse.Namespace:
         choices=SCENARIOS + APART,
         metavar="NAME",
         help=f"any of {', '.join(SCENARIOS + APART)} (the last only when named)",
+    )
+    parser.add_argument(
+        "--storm-reminders",
+        type=int,
+        default=None,
+        metavar="N",
+        help="reminders at the storm's instant (20 pushes each; default 5,000, 100 with --quick)",
     )
     parser.add_argument(
         "--database-name", default="bench_reminders", help="database the run creates and drops"
@@ -116,7 +124,7 @@ def main() -> int:
             print(f"- {name}", flush=True)
             section_start = time.time()
             try:
-                sections += _run(h, name, selected)
+                sections += _run(h, name, selected, args)
             except Exception as exc:
                 traceback.print_exc()
                 sections.append(Section(name, skipped=f"error: {type(exc).__name__}: {exc}"))
@@ -151,7 +159,7 @@ def main() -> int:
     return 130 if meta.get("interrupted") else 0
 
 
-def _run(h: Harness, name: str, selected: list[str]) -> list[Section]:
+def _run(h: Harness, name: str, selected: list[str], args: argparse.Namespace) -> list[Section]:
     if name == "scheduling":
         from bench.scenarios import scheduling
 
@@ -172,6 +180,10 @@ def _run(h: Harness, name: str, selected: list[str]) -> list[Section]:
         from bench.scenarios import tablesize
 
         return tablesize.run(h, claim="claim" in selected, memory="memory" in selected)
+    if name == "storm":
+        from bench.scenarios import storm
+
+        return [storm.run(h, args.storm_reminders)]
     if name == "push":
         from bench.scenarios import push
 

@@ -62,6 +62,7 @@ _SIZES: dict[str, tuple[Any, Any]] = {
     "memory_due": (5_000, 20_000),
     "eta_memory_sizes": ([5_000], [10_000, 100_000]),
     "trainings": (500, 10_000),
+    "storm_reminders": (100, 5_000),
 }
 
 
@@ -94,6 +95,7 @@ class Sizes:
     memory_due: int
     eta_memory_sizes: list[int]
     trainings: int
+    storm_reminders: int
 
     @classmethod
     def for_run(cls, quick: bool) -> Sizes:

@@ -20,7 +20,6 @@ from reminders.admin.middleware import default_zone_register
 from reminders.engine.handler_registry import keys_reserve, register, register_batch
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
-from reminders.models import CallbackType
 from reminders.ops.figures import (
     ERROR_PREFIX,
     FAILURE_SAMPLE,
@@ -33,9 +32,7 @@ from reminders.ops.figures import (
     retrying_retry_now,
 )
 from reminders.ops.health import Check, readiness_check_register
-from reminders.transports import get_transport
-from reminders.transports.base import Delivery, InFlight, Transport, TransportError
-from reminders.transports.rabbitmq import RabbitMQTransport as QueuePublisher
+from reminders.transports.base import Delivery, TransportError
 
 __all__ = [
     "ERROR_PREFIX",
@@ -44,10 +41,8 @@ __all__ = [
     "Check",
     "Delivery",
     "EngineStatus",
-    "InFlight",
     "JobSpec",
     "MinutePoint",
-    "QueuePublisher",
     "TransportError",
     "default_zone_register",
     "engine_status",
@@ -58,7 +53,6 @@ __all__ = [
     "keys_reserve",
     "occurrence_state",
     "occurrences_cancel",
-    "queue_publisher",
     "readiness_check_register",
     "register",
     "register_batch",
@@ -66,11 +60,3 @@ __all__ = [
     "retrying_retry_now",
     "scan_kick_on_commit",
 ]
-
-
-def queue_publisher() -> Transport:
-    """The process's RabbitMQ publisher (the one the engine's `rabbitmq` callbacks use): durable queues,
-    one AMQP transaction per batch, refused messages returned as errors keyed by `Delivery.occurrence_id`.
-    A process that needs a connection of its own (the push gateway's dead letters) builds a
-    `QueuePublisher(url)`."""
-    return get_transport(CallbackType.RABBITMQ)

@@ -23,6 +23,7 @@ from reminders.transports import get_transport
 from tests import services
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
+from trainings.push.queue import push_queue_publisher
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -40,6 +41,39 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         services.drop_broker_of_test_process()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's setup, with each PostgreSQL test database copied from a migrated template
+    (tests/services.py) instead of migrated in every test process; Django's setup then keeps the copy
+    and its migrate finds nothing left to apply. The database is dropped at the end as before.
+    (pytest-django's --reuse-db and --nomigrations are not used here and not honoured.)"""
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _get_databases_for_setup
+
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    verbosity = request.config.option.verbose
+    with django_db_blocker.unblock():
+        copied = services.test_databases_from_template(aliases)
+        databases = setup_databases(
+            verbosity=verbosity,
+            interactive=False,
+            aliases=aliases,
+            serialized_aliases=serialized_aliases,
+            keepdb=copied,
+        )
+    yield
+    with django_db_blocker.unblock():
+        try:
+            teardown_databases(databases, verbosity=verbosity)
+        except Exception as exc:
+            request.node.warn(pytest.PytestWarning(f"the test databases were not dropped: {exc!r}"))
 
 
 def _missing(reason: str) -> None:
@@ -93,8 +127,9 @@ def _api_throttling_out_of_the_way(settings: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_transports() -> Iterator[None]:
-    """Each test gets new transport instances (and so a new broker connection)."""
+    """Each test gets new transport instances and push publisher (and so new broker connections)."""
     get_transport.cache_clear()
+    push_queue_publisher.cache_clear()
     yield
     for kind in ("rabbitmq",):
         transport = get_transport(kind)
@@ -102,6 +137,8 @@ def _fresh_transports() -> Iterator[None]:
         if close:
             close()
     get_transport.cache_clear()
+    push_queue_publisher().close()
+    push_queue_publisher.cache_clear()
 
 
 @pytest.fixture(autouse=True)

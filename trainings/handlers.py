@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reminders.api import Delivery, TransportError, keys_reserve, register, register_batch
+from trainings.fairness import reminders_order
 from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import (
     MOVED_NOTICE_HANDLER,
@@ -25,7 +26,7 @@ keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
 keys_reserve(r"trainings-(quiet-release|moved-notice)-", owner="the trainings app (held and moved pushes)")
 
 
-@register_batch("trainings.reminder", api=False)
+@register_batch("trainings.reminder", api=False, order=reminders_order)
 def training_reminders(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
     return reminders_fire(deliveries=deliveries)
 

@@ -9,13 +9,15 @@ read from this table when asked, so adding a kind is one `register(Kind(...))` h
 in trainings/defaults.py, with no migration (the columns carry no database list of codes: that list is
 this table, and `Kind` checks a code fits the columns).
 
-A kind's reminders open at its rule's first offset; nothing is sent once its window has closed.
+A kind's answer window (what the coach's pages call "not yet", "owed", "missed") opens with its rule's
+first reminder (or when the training is created, `open_from_creation`) and closes at its anchor (before
+it) or with its last reminder (after it); nothing is sent once its pushes have expired (`closes`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol, cast
@@ -34,7 +36,21 @@ _CODE = re.compile(rf"^[A-Z][A-Z0-9_]{{0,{CODE_MAX_LENGTH - 1}}}$")
 
 
 class Answer(Protocol):
-    """What a kind's reminders wait for, said of one `Invitation` row (its training and player)."""
+    """What a kind's reminders wait for, said of one `Invitation` row (its training and player), and how
+    a player gives it in one tap: the APNs category the app registers, the actions it offers."""
+
+    @property
+    def expects(self) -> Literal["answers", "response"]:
+        """`response`: accepted or denied (a link's actions); `answers`: a questionnaire's answers."""
+        ...
+
+    @property
+    def category(self) -> str: ...
+
+    @property
+    def actions(self) -> tuple[tuple[str, str], ...]:
+        """(action id the app registers, response the link records); empty: the app opens its screen."""
+        ...
 
     def missing(self) -> Q:
         """The player on this invitation has not given this answer yet."""
@@ -46,6 +62,9 @@ class Questionnaire:
     """A questionnaire answer of this kind (`QuestionnaireAnswer.phase` = the kind's code)."""
 
     phase: str
+    expects: Literal["answers", "response"] = "answers"
+    category: str = "TRAINING_QUESTIONNAIRE"
+    actions: tuple[tuple[str, str], ...] = ()
 
     def missing(self) -> Q:
         # By name: trainings.models reads its choices from this module.
@@ -58,6 +77,10 @@ class Questionnaire:
 @dataclass(frozen=True)
 class Response:
     """The invitation's own answer: ACCEPTED or DENIED (not PENDING any more)."""
+
+    expects: Literal["answers", "response"] = "response"
+    category: str = "TRAINING_INVITATION"
+    actions: tuple[tuple[str, str], ...] = (("accept", "accepted"), ("decline", "denied"))
 
     def missing(self) -> Q:
         return Q(status="PENDING")
@@ -86,9 +109,14 @@ class Kind:
     sign: Literal[-1, 1]  # -1: offsets before the anchor, +1: after it
     closes: Callable[[Training], datetime]  # when its pushes are no use any more (their expiry)
     answer: Answer | None  # what its reminders wait for; None: a notice, nobody answers it
-    screen: str  # what the app opens for its pushes
+    screen: str  # what the app opens for its pushes (`screen` in their data)
     audience: Q = field(default=NOT_DECLINED)  # who on the list it asks, while the answer is missing
     rule: bool = True  # operators may make rules of it
+    # What an answer link asks, per language ({title}, {start_date}, {start_time}, {time_zone}).
+    questions: Mapping[str, str] = field(default_factory=dict)
+    # The same asked of a guardian about their player (also {player}): trainings/models/guardians.py.
+    guardian_questions: Mapping[str, str] = field(default_factory=dict)
+    open_from_creation: bool = False  # its answer window opens when the training exists
 
     def __post_init__(self) -> None:
         if not _CODE.match(self.code):
@@ -98,6 +126,14 @@ class Kind:
 
     def anchor_of(self, training: Training) -> datetime:
         return training.end if self.anchor == "end" else training.start
+
+    def window(self, training: Training, span: timedelta) -> tuple[datetime | None, datetime]:
+        """When its answers are awaited, for reminders up to `span` from the anchor: (opens, closes);
+        opens None: since the training exists."""
+        anchor = self.anchor_of(training)
+        if self.sign < 0:
+            return (None if self.open_from_creation else anchor - span), anchor
+        return (None if self.open_from_creation else anchor), anchor + span
 
     @property
     def when(self) -> str:
@@ -165,6 +201,16 @@ PRE = register(
         closes=at_start,
         answer=Questionnaire("PRE"),
         screen="questionnaire",
+        questions={
+            "en": "Your pre-training questionnaire for {title} on {start_date} at {start_time} "
+            "({time_zone}).",
+            "fr": "Ton questionnaire avant {title}, le {start_date} à {start_time} ({time_zone}).",
+        },
+        guardian_questions={
+            "en": "{player}'s pre-training questionnaire for {title} on {start_date} at {start_time} "
+            "({time_zone}).",
+            "fr": "Questionnaire de {player} avant {title}, le {start_date} à {start_time} ({time_zone}).",
+        },
     )
 )
 POST = register(
@@ -176,6 +222,14 @@ POST = register(
         closes=_post_questionnaire_closes,
         answer=Questionnaire("POST"),
         screen="questionnaire",
+        questions={
+            "en": "Your post-training questionnaire for {title} of {start_date} ({time_zone}).",
+            "fr": "Ton questionnaire après {title} du {start_date} ({time_zone}).",
+        },
+        guardian_questions={
+            "en": "{player}'s post-training questionnaire for {title} of {start_date} ({time_zone}).",
+            "fr": "Questionnaire de {player} après {title} du {start_date} ({time_zone}).",
+        },
     )
 )
 INVITATION = register(
@@ -188,6 +242,15 @@ INVITATION = register(
         answer=Response(),
         screen="invitation",
         audience=EVERYONE_INVITED,
+        questions={
+            "en": "Will you come to {title} on {start_date} at {start_time} ({time_zone})?",
+            "fr": "Viendras-tu à {title} le {start_date} à {start_time} ({time_zone}) ?",
+        },
+        guardian_questions={
+            "en": "Will {player} come to {title} on {start_date} at {start_time} ({time_zone})?",
+            "fr": "{player} viendra-t-il ou elle à {title} le {start_date} à {start_time} ({time_zone}) ?",
+        },
+        open_from_creation=True,
     )
 )
 # "The training moved" (trainings/notices.py): to players already reminded, who have not declined.

@@ -14,9 +14,11 @@ from django.utils import timezone
 
 from common.compact_json import json_compact
 from common.lookups import AnyOf
-from reminders.api import Delivery, TransportError, queue_publisher
+from reminders.api import Delivery, TransportError
+from trainings.fairness import interleaved
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
+from trainings.push.queue import PushMessage, Refusals, push_queue_publisher
 from trainings.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
@@ -46,7 +48,7 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column or f.attname) for f in fields)
     # Table and column names come from the model, values are bound parameters.
-    head = f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at, device_tokens)"
+    head = f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at)"
     tail = f" ON CONFLICT DO NOTHING RETURNING {quote('key')}, {quote('id')}"
     now = timezone.now()
     slug = PushRow._fields.index("rule_slug")
@@ -57,11 +59,11 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
                 f"(r->>{i + (i >= slug)})::{f.cast_db_type(connection)}" for i, f in enumerate(fields)
             )
             elements = "jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n)"
-            sql = f"{head} SELECT {picks}, %s, '[]' FROM {elements} ORDER BY n{tail}"  # noqa: S608
+            sql = f"{head} SELECT {picks}, %s FROM {elements} ORDER BY n{tail}"  # noqa: S608
             cursor.execute(sql, [now, json.dumps(rows, separators=(",", ":"), default=_JsonValues())])
             inserted.update(cursor.fetchall())
             return inserted
-        row_sql = f"({', '.join(['%s'] * (len(fields) + 1))}, '[]')"
+        row_sql = f"({', '.join(['%s'] * (len(fields) + 1))})"
         for start in range(0, len(rows), _INSERT_BATCH):
             part = rows[start : start + _INSERT_BATCH]
             params: list[Any] = []
@@ -114,31 +116,32 @@ class _Refused(Exception):
     """The broker did not take every message: the mark of all of them as sent is rolled back."""
 
 
-def _publish_and_mark(messages: Sequence[Delivery]) -> Mapping[int, TransportError]:
-    """Publish, and mark the pushes (ids: `occurrence_id` of each message) the broker took as sent.
+def _publish_and_mark(pending: Sequence[_Pending], messages: Sequence[PushMessage]) -> Refusals:
+    """Publish these pushes' messages, and mark the pushes the broker took as sent.
 
     The mark is written while the broker commits its transaction and committed once `commit-ok` says it
     did: the database and the broker work at the same time. A push not taken stays pending, so the retry
     publishes it; a crash before the mark commits leaves them all pending (published again: at least
     once, the gateway drops the second by its idempotency key), as a crash before the mark always did.
     """
-    flight = queue_publisher().start(messages)
+    flight = push_queue_publisher().start(messages)
     try:
         with transaction.atomic():
-            pushes_mark_sent(Push.objects.filter(pk__any=[m.occurrence_id for m in messages]))
+            pushes_mark_sent(Push.objects.filter(pk__any=[push.pk for push in pending]))
             if flight.wait():
                 raise _Refused
     except _Refused:
         refused = flight.wait()
-        accepted = [m.occurrence_id for m in messages if m.occurrence_id not in refused]
-        pushes_mark_sent(Push.objects.filter(pk__any=accepted))
+        pushes_mark_sent(
+            Push.objects.filter(pk__any=[push.pk for push in pending if push.key not in refused])
+        )
     finally:
         flight.wait()  # a second wait returns the first outcome; the first gives the channel back
     return flight.wait()
 
 
 class _Bodies(dict[tuple[object, ...], bytes]):
-    """The published JSON of pushes just built: `push_message(row)` encoded as `Delivery.json_body` would.
+    """The published JSON of pushes just built: `push_message(row)` encoded as `PushMessage.json_body` would.
 
     The pushes of one occurrence for one language and zone differ only in their key and recipient (player,
     guardian), which come first: what follows them is encoded once.
@@ -201,29 +204,30 @@ def pushes_publish(
         ]
     if not pending:
         return {}
-    pending.sort()  # by id, as they were recorded
+    # By id (as recorded) within each reminder, round-robin across the reminders: a small team's pushes
+    # are not queued behind a big team's (trainings/fairness.py).
+    pending = interleaved(sorted(pending), lambda push: push.occurrence_key)
     queue = settings.TRAININGS_PUSH_QUEUE
     messages = [
-        Delivery(
-            occurrence_id=push.pk,
+        PushMessage(
             idempotency_key=push.key,
             job_key=by_key[push.occurrence_key].job_key,
             fire_at=push.fire_at,
             attempt=by_key[push.occurrence_key].attempt,
             target=queue,
-            payload=push.message,
+            document=push.message,
             body=push.body,
         )
         for push in pending
     ]
-    refused = _publish_and_mark(messages)
-    metrics.pushes_queued(push.kind for push in pending if push.pk not in refused)
+    refused = _publish_and_mark(pending, messages)
+    metrics.pushes_queued(push.kind for push in pending if push.key not in refused)
     per_occurrence: dict[str, list[_Pending]] = {}
     for push in pending:
         per_occurrence.setdefault(push.occurrence_key, []).append(push)
     errors: dict[int, TransportError] = {}
     for key, pushes in per_occurrence.items():
-        failed = [refused[push.pk] for push in pushes if push.pk in refused]
+        failed = [refused[push.key] for push in pushes if push.key in refused]
         if failed:
             errors[by_key[key].occurrence_id] = TransportError(
                 f"{len(failed)} of {len(pushes)} pushes not published: {failed[0]}"

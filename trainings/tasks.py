@@ -10,6 +10,7 @@ import uuid
 
 from celery import shared_task
 
+from trainings.analytics.summary import summaries_refresh
 from trainings.held import held_pushes_overdue_check
 from trainings.retention import trainings_purge_old
 from trainings.scheduling import rule_reschedule_batch
@@ -29,3 +30,9 @@ def purge_old() -> dict[str, int]:
     then the purge of what is past its retention."""
     held_pushes_overdue_check()
     return trainings_purge_old()
+
+
+@shared_task(name="trainings.tasks.analytics_refresh", ignore_result=True)
+def analytics_refresh() -> int:
+    """Every few minutes (a beat row made by migration 0020): the analytics summaries up to now."""
+    return summaries_refresh()

@@ -102,8 +102,11 @@ def claim_chunks(
         for o in claim.occurrences
         if (job := jobs.get(o.job_id)) is not None and job.schedule_key is not None
     }
-    for callback_type, deliveries in groups.items():
-        size = transport_row(callback_type).chunk_size
+    for callback_type, due in groups.items():
+        row = transport_row(callback_type)
+        size = row.chunk_size
+        # More than one chunk: the transport says which go first (a handler's small units before a big one).
+        deliveries = row.order(due) if row.order is not None and len(due) > size else due
         for start in range(0, len(deliveries), size):
             if pipeline.clock.now() > claim.claimed_until - margin:
                 untried = [d.occurrence_id for d in deliveries[start:]]

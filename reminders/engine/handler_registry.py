@@ -5,7 +5,10 @@ dotted path a caller sends. Apps register theirs in a `handlers` module, discove
 
 A handler takes one delivery (`register`) or a whole chunk of them (`register_batch`: up to 50 due
 occurrences of that handler at once, returning the errors keyed by occurrence id), which lets an app read
-and write what the chunk needs in a few statements instead of a few per occurrence.
+and write what the chunk needs in a few statements instead of a few per occurrence. A batch handler may
+also give an `order`: the engine puts a claim's deliveries of that handler in that order before cutting
+them into chunks, so an app can run the small units of a storm before a big one (no team waits behind a
+bigger one).
 
 A handler runs with the project's rights, so by default API callers cannot name it: only `api=True`
 handlers are accepted by the jobs and schedules API. An app that creates its jobs itself reserves their
@@ -24,11 +27,13 @@ if TYPE_CHECKING:
 
 HandlerFn: TypeAlias = Callable[["Delivery"], None]
 BatchHandlerFn: TypeAlias = Callable[[Sequence["Delivery"]], Mapping[int, "TransportError"]]
+OrderFn: TypeAlias = Callable[[Sequence["Delivery"]], Sequence["Delivery"]]
 
 _Fn = TypeVar("_Fn", HandlerFn, BatchHandlerFn)
 
 _registry: dict[str, HandlerFn] = {}
 _batch_registry: dict[str, BatchHandlerFn] = {}
+_orders: dict[str, OrderFn] = {}
 _api_allowed: set[str] = set()
 _reserved_keys: list[tuple[re.Pattern[str], str]] = []
 
@@ -38,8 +43,18 @@ def register(name: str, *, api: bool = False) -> Callable[[HandlerFn], HandlerFn
     return _registering(_registry, name, api)
 
 
-def register_batch(name: str, *, api: bool = False) -> Callable[[BatchHandlerFn], BatchHandlerFn]:
-    """Register a handler called once per chunk; `api=True` lets API callers schedule it."""
+def register_batch(
+    name: str, *, api: bool = False, order: OrderFn | None = None
+) -> Callable[[BatchHandlerFn], BatchHandlerFn]:
+    """Register a handler called once per chunk; `api=True` lets API callers schedule it.
+
+    `order(deliveries)` returns the same deliveries in the order they should run; it is asked only when
+    more of them are due together than one chunk holds (the order inside a chunk is the handler's own).
+    """
+    if order is None:
+        _orders.pop(name, None)
+    else:
+        _orders[name] = order
     return _registering(_batch_registry, name, api)
 
 
@@ -74,6 +89,10 @@ def get(name: str) -> HandlerFn | None:
 
 def get_batch(name: str) -> BatchHandlerFn | None:
     return _batch_registry.get(name)
+
+
+def get_order(name: str) -> OrderFn | None:
+    return _orders.get(name)
 
 
 def exists(name: str) -> bool:

@@ -6,6 +6,7 @@ serializer, and a row below (healthchecks keeps its channel kinds in a `TRANSPOR
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -18,7 +19,7 @@ from reminders.transports.base import (
     Transport,
     TransportError,
 )
-from reminders.transports.handler import HandlerDataSerializer, HandlerTransport
+from reminders.transports.handler import HandlerDataSerializer, HandlerTransport, deliveries_order
 from reminders.transports.http import HTTPDataSerializer, HTTPTransport
 from reminders.transports.rabbitmq import RabbitMQDataSerializer, RabbitMQTransport
 
@@ -44,6 +45,8 @@ class TransportRow:
     chunk_size: int
     # What the API accepts as the callback's `data`, and which of its fields is the job's target.
     data_serializer: type[CallbackDataSerializer]
+    # Puts the deliveries due together in the order they should run, before they are cut into chunks.
+    order: Callable[[Sequence[Delivery]], Sequence[Delivery]] | None = None
 
 
 # RabbitMQ publishes a whole chunk in one AMQP transaction; HTTP calls and handlers are slower per item,
@@ -51,7 +54,7 @@ class TransportRow:
 TRANSPORTS: dict[str, TransportRow] = {
     CallbackType.RABBITMQ: TransportRow(RabbitMQTransport, 20000, RabbitMQDataSerializer),
     CallbackType.HTTP: TransportRow(HTTPTransport, 64, HTTPDataSerializer),
-    CallbackType.HANDLER: TransportRow(HandlerTransport, 50, HandlerDataSerializer),
+    CallbackType.HANDLER: TransportRow(HandlerTransport, 50, HandlerDataSerializer, deliveries_order),
 }
 
 

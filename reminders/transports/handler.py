@@ -52,6 +52,33 @@ class HandlerTransport:
         return errors
 
 
+def deliveries_order(deliveries: Sequence[Delivery]) -> Sequence[Delivery]:
+    """Each handler's deliveries in the order its `order` asks for (handlers in the order first seen).
+
+    An order that is not a permutation of what it was given is ignored (logged): every delivery must
+    still run exactly once.
+    """
+    by_target: dict[str, list[Delivery]] = {}
+    for delivery in deliveries:
+        by_target.setdefault(delivery.target, []).append(delivery)
+    ordered: list[Delivery] = []
+    for target, group in by_target.items():
+        order = handler_registry.get_order(target)
+        if order is None:
+            ordered += group
+            continue
+        try:
+            arranged = list(order(group))
+        except Exception:
+            logger.exception("handler %s could not order %d deliveries", target, len(group))
+            arranged = group
+        if sorted(d.occurrence_id for d in arranged) != sorted(d.occurrence_id for d in group):
+            logger.error("handler %s's order is not a permutation of its deliveries; ignored", target)
+            arranged = group
+        ordered += arranged
+    return ordered
+
+
 def _run_one(delivery: Delivery) -> TransportError | None:
     fn = handler_registry.get(delivery.target)
     if fn is None:

@@ -21,9 +21,17 @@ def record(delivery: Delivery) -> None:
 batch_calls: list[list[Delivery]] = []
 batch_fail: dict[int, TransportError] = {}  # by position in the call: what to answer for that delivery
 batch_raise: list[Exception] = []
+batch_order: list[int] = []  # occurrence ids in the order `order_batch` gives; empty: as they came
 
 
-@handler_registry.register_batch("tests.batch", api=True)
+def order_batch(deliveries: Sequence[Delivery]) -> Sequence[Delivery]:
+    if not batch_order:
+        return deliveries
+    by_id = {d.occurrence_id: d for d in deliveries}
+    return [by_id[i] for i in batch_order if i in by_id]
+
+
+@handler_registry.register_batch("tests.batch", api=True, order=order_batch)
 def record_batch(deliveries: Sequence[Delivery]) -> Mapping[int, TransportError]:
     if batch_raise:
         raise batch_raise.pop(0)

@@ -22,7 +22,9 @@ def _clean() -> Iterator[None]:
     handlers_for_tests.batch_calls.clear()
     handlers_for_tests.batch_fail.clear()
     handlers_for_tests.batch_raise.clear()
+    handlers_for_tests.batch_order.clear()
     yield
+    handlers_for_tests.batch_order.clear()
     handlers_for_tests.batch_fail.clear()
     handlers_for_tests.batch_raise.clear()
 
@@ -84,3 +86,25 @@ def test_the_api_accepts_a_batch_handler_as_a_target(api: Any) -> None:
         format="json",
     )
     assert response.status_code == 201, response.json()
+
+
+def test_more_than_a_chunk_runs_in_the_order_the_handler_gives() -> None:
+    occurrences = _due(120)  # chunks of 50: three calls
+    last_first = sorted(occurrences, key=lambda o: -o.pk)
+    handlers_for_tests.batch_order[:] = [o.pk for o in last_first]
+
+    assert occurrences_dispatch_batch().delivered == 120
+
+    called = [d.occurrence_id for call in handlers_for_tests.batch_calls for d in call]
+    assert called == [o.pk for o in last_first]
+    assert [len(call) for call in handlers_for_tests.batch_calls] == [50, 50, 20]
+
+
+def test_an_order_that_loses_a_delivery_is_ignored() -> None:
+    occurrences = _due(60)
+    handlers_for_tests.batch_order[:] = [o.pk for o in occurrences[1:]]  # one left out
+
+    assert occurrences_dispatch_batch().delivered == 60
+
+    called = sorted(d.occurrence_id for call in handlers_for_tests.batch_calls for d in call)
+    assert called == sorted(o.pk for o in occurrences)  # each once, in the claim's order

@@ -35,7 +35,7 @@ def _close_from_the_broker(transport: RabbitMQTransport) -> None:
         if IN_CI:
             pytest.fail("rabbitmqctl is needed to close a connection from the broker's side")
         pytest.skip("rabbitmqctl is not installed")
-    connection = transport._connection
+    connection = transport.publisher._connection
     assert connection is not None
     host, port = connection.connection.sock.getsockname()[:2]
     vhost = unquote(urlsplit(settings.CELERY_BROKER_URL).path[1:]) or "/"

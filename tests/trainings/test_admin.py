@@ -76,7 +76,7 @@ def test_a_coach_cannot_open_or_change_another_teams_training(admin_a, team, tea
 
 def test_a_coach_is_offered_only_their_teams_and_players(admin_a, team, team_b) -> None:
     page = admin_a.get("/admin/trainings/training/add/").content.decode()
-    assert "U15" in page and "Seniors B" not in page and 'name="device_tokens"' not in page
+    assert "U15" in page and "Seniors B" not in page
     assert "Alice" in page and "Zoe" not in page
     assert admin_a.get("/admin/trainings/team/").content.count(b"Seniors B") == 0
     assert admin_a.get("/admin/trainings/player/").content.count(b"Zoe") == 0
@@ -99,10 +99,9 @@ def test_a_player_a_coach_adds_joins_their_team_and_stays_in_their_reach(admin_a
     assert b">Dora</a>" in admin_a.get("/admin/trainings/player/").content  # in the change list
     change_page = admin_a.get(f"/admin/trainings/player/{dora.pk}/change/")
     assert change_page.status_code == 200
-    assert b'name="device_tokens"' not in change_page.content  # legacy, never read: not offered
 
     page = admin_a.get("/admin/trainings/player/add/").content.decode()
-    assert "U15" in page and "Seniors B" not in page and 'name="device_tokens"' not in page
+    assert "U15" in page and "Seniors B" not in page
     for refused in (_player_form("Eve", team=team_b.pk), _player_form("Eve")):  # not their team; no team
         response = admin_a.post("/admin/trainings/player/add/", refused)
         assert response.status_code == 200 and "errorlist" in response.content.decode()

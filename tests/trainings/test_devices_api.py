@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.clients import api_as
-from tests.factories import DeviceFactory, MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from tests.factories import DeviceFactory, MembershipFactory, TeamFactory, UserFactory
 from trainings.models import Device
 
 pytestmark = pytest.mark.django_db
@@ -98,17 +98,3 @@ def test_other_players_and_other_coaches_get_a_404(alice: Any) -> None:
     assert api_as(other.user).post(_url(alice), {}, format="json").status_code == 404
     assert api_as(UserFactory(username="coach-b")).get(_url(alice)).status_code == 404
     assert APIClient().get(_url(alice)).status_code == 401
-
-
-def test_the_migration_moves_fcm_and_apns_entries_into_devices() -> None:
-    from importlib import import_module
-
-    from django.apps import apps
-
-    migration = import_module("trainings.migrations.0007_devices_from_player_tokens")
-    player = PlayerFactory(devices=[], device_tokens=["fcm:f1", f"apns:{APNS_TOKEN}", "demo-token", "fcm:"])
-    twin = PlayerFactory(devices=[], device_tokens=["fcm:f1"])  # the same token twice: first owner keeps it
-    migration.devices_from_player_tokens(apps, None)
-    rows = set(Device.objects.values_list("player_id", "provider", "platform", "token"))
-    assert rows == {(player.pk, "fcm", "android", "f1"), (player.pk, "apns", "ios", APNS_TOKEN)}
-    assert twin.devices.count() == 0

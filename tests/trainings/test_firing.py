@@ -25,6 +25,7 @@ from trainings.models import (
     RunOutcome,
     Training,
 )
+from trainings.push.queue import push_queue_publisher
 from trainings.selectors import job_key
 from trainings.services import (
     answer_record,
@@ -187,11 +188,9 @@ def test_pushes_are_rendered_in_each_players_language_and_zone(training, rules, 
 def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_is_unsent(
     training, rules, settings
 ) -> None:
-    from reminders.transports import get_transport
-
     at_45 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=45))
     settings.REMINDERS_CALLBACK_BROKER_URL = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens there
-    get_transport.cache_clear()
+    push_queue_publisher().close()  # its next connection goes there
     result = fire(at_45)
     assert result.retried == 1
     at_45.refresh_from_db()
@@ -200,7 +199,7 @@ def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_
 
     answer_record(training=training, player=_player("Alice"), phase=kinds.PRE.code, answers={})
     settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL
-    get_transport.cache_clear()
+    push_queue_publisher().close()
     Occurrence.objects.filter(pk=at_45.pk).update(next_attempt_at=timezone.now())
     fire(at_45)
     statuses = dict(
@@ -228,9 +227,7 @@ def test_pushes_the_broker_returns_stay_pending_and_the_retry_publishes_them_onc
     assert "returned by broker" in at_30.last_error
     pushes = Push.objects.filter(occurrence_key=at_30.idempotency_key)
     assert list(pushes.values_list("status", "sent_at").distinct()) == [(PushStatus.PENDING, None)]
-    from reminders.transports import get_transport
-
-    get_transport.cache_clear()  # a new connection declares the queue again
+    push_queue_publisher().close()  # a new connection declares the queue again
     Occurrence.objects.filter(pk=at_30.pk).update(next_attempt_at=timezone.now())
     fire(at_30)
     assert set(pushes.values_list("status", flat=True)) == {PushStatus.SENT}

@@ -32,9 +32,11 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.push.messages import PushMessage
 from trainings.recipients import reminder_recipients, reminder_recipients_many
 from trainings.selectors import job_key
 from trainings.services import answer_record, invitation_respond
+from trainings.windows import CLOSED, NOT_YET, OPEN, window_state
 
 pytestmark = pytest.mark.django_db
 
@@ -100,6 +102,10 @@ def test_it_fires_to_the_players_it_still_chases_only(
     assert push.get_kind_display() == "Match-day lineup confirmation"
     [message] = [json.loads(m.body) for m in drain_queue(push_queue, expect=1)]
     assert (message["kind"], message["player"]) == ("LINEUP", _player("Bruno").pk)
+    on_the_phone = PushMessage.from_body(message)
+    assert on_the_phone.data["screen"] == "lineup"  # the app opens the kind's own screen
+    assert on_the_phone.answer_fields["category"] == "TRAINING_QUESTIONNAIRE"
+    assert "actions" not in on_the_phone.answer_fields
     run = ReminderRun.objects.get(occurrence_key=occurrence.idempotency_key)
     assert (run.outcome, run.recipients) == (RunOutcome.SENT, 1)
 
@@ -119,6 +125,9 @@ def test_its_answer_and_its_rule_are_accepted_where_the_others_are(team: Team, l
 
     ReminderRule(slug="lineup-copy", kind="LINEUP", offsets=["1h"]).full_clean()
     assert ReminderRuleAdmin(ReminderRule, admin.site).readable_offsets(lineup) == "2 h before the start"
+    lineup.refresh_from_db()  # 3 h before the start: the window of its answers opens then
+    states = [window_state(training, "LINEUP", [lineup], START - dt.timedelta(hours=h)) for h in (4, 2, 0)]
+    assert states == [NOT_YET, OPEN, CLOSED]
 
 
 def test_a_code_no_kind_has_is_refused_at_the_boundaries(team: Team) -> None:

@@ -36,7 +36,7 @@ def test_it_sends_one_push_to_each_enabled_device(apns: ApnsPeer, fcm: FcmPeer, 
     assert ios.headers["apns-collapse-id"] == f"{TRAINING}:pre"  # a newer PRE reminder replaces this one
     assert int(ios.headers["apns-expiration"]) > 0
     assert ios.body["aps"]["alert"]["title"] == "Pre-training questionnaire"
-    assert (ios.body["training"], ios.body["kind"]) == (TRAINING, "PRE")  # the app opens the questionnaire
+    assert (ios.body["training"], ios.body["kind"], ios.body["screen"]) == (TRAINING, "PRE", "questionnaire")
     by_token = {r.token: r.body for r in fcm.received}
     assert set(by_token) == {"android-1", "web-1"}  # not the disabled device
     assert by_token["android-1"]["android"]["collapse_key"] == f"{TRAINING}:pre"
@@ -45,7 +45,7 @@ def test_it_sends_one_push_to_each_enabled_device(apns: ApnsPeer, fcm: FcmPeer, 
     data = dict(by_token["web-1"]["data"])
     assert data.pop("answer_url").startswith("http")  # the answer link (tests/trainings/test_answer_links.py)
     assert data == {"training": TRAINING, "kind": "PRE", "push": "occ.1", "rule": "pre-questionnaire",
-                    "category": "TRAINING_QUESTIONNAIRE"}  # fmt: skip
+                    "screen": "questionnaire", "category": "TRAINING_QUESTIONNAIRE"}  # fmt: skip
 
     sends = {s.device_id: s for s in PushSend.objects.all()}
     assert set(sends) == {phone.pk, android.pk, web.pk}

@@ -207,6 +207,8 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
         {"quiet_start": "21:00", "quiet_end": "08:00"},
     ),
     ("guardian-trainings", "GET"): lambda s: (_guardian(s, "trainings/"), None),
+    ("analytics-offsets", "GET"): lambda s: (f"/api/analytics/offsets/?team={s.team.pk}", None),
+    ("analytics-players", "GET"): lambda s: (f"/api/analytics/players/?team={s.team.pk}", None),
 }
 
 # (actor, whose objects): the columns of the matrix.
@@ -257,6 +259,9 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("guardian-preferences", "PUT"):       (401,      403,     404,          404,        403,      403),
     ("guardian-preferences", "PATCH"):     (401,      403,     404,          404,        403,      403),
     ("guardian-trainings", "GET"):         (401,      200,     404,          404,        200,      200),
+    # Analytics: a team the caller may not see is a 400 on `team`, like any other bad field.
+    ("analytics-offsets", "GET"):          (401,      200,     400,          400,        200,      200),
+    ("analytics-players", "GET"):          (401,      200,     400,          400,        200,      200),
 }
 # The field a 400 names: the team (not one of yours), or a guardian's players (not yours).
 BAD_FIELD = {("guardian-list", "POST"): "players"}

@@ -116,9 +116,6 @@ USER_HELP = (
 class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
     search_fields = ["name"]
-    # Legacy and never read (push tokens are Device rows, registered by the app): a field here would
-    # let a coach type tokens that nothing sends to.
-    exclude = ["device_tokens"]
     # Read-only here: a guardian is linked on the guardian's page (trainings/admin/guardians.py), so this
     # form keeps no formset a client must post.
     readonly_fields = ["guardians_list"]

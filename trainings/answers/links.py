@@ -9,8 +9,9 @@ expiry of its own: it works until that kind's window closes for the training as 
 followed (a training moved later keeps its links working), and never on a cancelled one
 (trainings/answers/recording.py checks both).
 
-What the app receives with each push (documented in docs/app-contract.md): `answer_url`, and for an
-invitation the APNs category TRAINING_INVITATION with the actions `accept` and `decline`.
+What the app receives with each push (documented in docs/app-contract.md): `answer_url`, the APNs category
+and the actions of the kind's answer (trainings/kinds.py): for an invitation TRAINING_INVITATION with
+`accept` and `decline`.
 """
 
 from __future__ import annotations
@@ -25,25 +26,16 @@ from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 
+from trainings import kinds
+
 SALT = "trainings.answer-link"
 # A link older than this is refused whatever its window says (a window is at most 30 days of offsets plus
 # the questionnaire's hours): a leaked token does not live forever.
 MAX_AGE_SECONDS = 90 * 86400
 
-INVITATION = "INVITATION"
-QUESTIONNAIRES = ("PRE", "POST")
-
 # The channel a link was sent through, as it is written in the token, and the answer source it records.
 CHANNELS = {"push": "p", "email": "e"}
 _SOURCE_OF = {"p": "push_action", "e": "email_link"}
-
-# The invitation's actions: (action id the app registers, response the link records).
-INVITATION_ACTIONS = (("accept", "accepted"), ("decline", "denied"))
-CATEGORIES = {
-    INVITATION: "TRAINING_INVITATION",
-    "PRE": "TRAINING_QUESTIONNAIRE",
-    "POST": "TRAINING_QUESTIONNAIRE",
-}
 
 
 class LinkInvalid(ValueError):
@@ -66,7 +58,14 @@ class AnswerLink:
 
 def answerable(kind: str) -> bool:
     """Whether reminders of this kind wait for an answer a link can give."""
-    return kind == INVITATION or kind in QUESTIONNAIRES
+    known = kinds.KINDS.get(kind)
+    return known is not None and known.answer is not None
+
+
+def expects_response(kind: str) -> bool:
+    """A link of this (answerable) kind records a response, accepted or denied, not questionnaire answers."""
+    answer = kinds.of(kind).answer
+    return answer is not None and answer.expects == "response"
 
 
 def answer_token(
@@ -126,13 +125,15 @@ def answer_push_fields(
     waits for no answer (a "training moved" notice)."""
     if not answerable(kind):
         return {}
+    answer = kinds.of(kind).answer
+    assert answer is not None  # answerable
     url = answer_url(
         answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
     )
-    fields: dict[str, Any] = {"category": CATEGORIES[kind], "answer_url": url}
-    if kind == INVITATION:
+    fields: dict[str, Any] = {"category": answer.category, "answer_url": url}
+    if answer.actions:
         fields["actions"] = [{"id": action, "response": response, "url": url}
-                             for action, response in INVITATION_ACTIONS]  # fmt: skip
+                             for action, response in answer.actions]  # fmt: skip
     return fields
 
 

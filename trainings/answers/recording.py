@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.utils import formats, timezone, translation
 
-from trainings.answers.links import INVITATION, AnswerLink, answer_link_read
+from trainings import kinds
+from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,
@@ -115,7 +116,7 @@ def answer_link_record(
     now = now or timezone.now()
     source = source or target.link.source
     by = target.link.guardian_id  # None: the player themself
-    if target.link.kind == INVITATION:
+    if expects_response(target.link.kind):
         if response not in RESPONSES:
             raise ValueError("response")
         status = RESPONSES[response]
@@ -151,7 +152,7 @@ def answer_link_record(
 
 def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
     """The answer already given for the link's kind, or None."""
-    if target.link.kind == INVITATION:
+    if expects_response(target.link.kind):
         invitation = target.invitation
         return None if invitation.status == InvitationStatus.PENDING else _invitation_answer(invitation)
     answer = QuestionnaireAnswer.objects.filter(
@@ -206,41 +207,15 @@ def answers_check(value: Any) -> dict[str, Any]:
 
 # --- What the link is for, in the player's language ----------------------------------------------------
 
-_QUESTIONS = {
-    "en": {
-        INVITATION: "Will you come to {title} on {start_date} at {start_time} ({time_zone})?",
-        "PRE": "Your pre-training questionnaire for {title} on {start_date} at {start_time} ({time_zone}).",
-        "POST": "Your post-training questionnaire for {title} of {start_date} ({time_zone}).",
-    },
-    "fr": {
-        INVITATION: "Viendras-tu à {title} le {start_date} à {start_time} ({time_zone}) ?",
-        "PRE": "Ton questionnaire avant {title}, le {start_date} à {start_time} ({time_zone}).",
-        "POST": "Ton questionnaire après {title} du {start_date} ({time_zone}).",
-    },
-}
-
-
-_QUESTIONS_TO_GUARDIANS = {
-    "en": {
-        INVITATION: "Will {player} come to {title} on {start_date} at {start_time} ({time_zone})?",
-        "PRE": "{player}'s pre-training questionnaire for {title} on {start_date} at {start_time} "
-        "({time_zone}).",
-        "POST": "{player}'s post-training questionnaire for {title} of {start_date} ({time_zone}).",
-    },
-    "fr": {
-        INVITATION: "{player} viendra-t-il/elle à {title} le {start_date} à {start_time} ({time_zone}) ?",
-        "PRE": "Questionnaire de {player} avant {title}, le {start_date} à {start_time} ({time_zone}).",
-        "POST": "Questionnaire de {player} après {title} du {start_date} ({time_zone}).",
-    },
-}
-
 
 def answer_question(target: LinkTarget) -> tuple[str, str]:
     """(language, the question) in the reader's language (English otherwise) and zone: the player's, or
-    the guardian's, asked about the player ("Will Anna come to …?")."""
+    the guardian's, asked about the player ("Will Anna come to …?", the kind's `guardian_questions`)."""
     reader = target.reader
     language = reader.language.lower().split("-")[0]
-    language = language if language in _QUESTIONS else "en"
+    kind = kinds.of(target.link.kind)
+    questions = kind.guardian_questions if target.guardianship else kind.questions
+    language = language if language in questions else "en"
     training = target.training
     zone_name = reader.time_zone if is_time_zone(reader.time_zone) else training.time_zone
     local_start = training.start.astimezone(ZoneInfo(zone_name))
@@ -252,8 +227,8 @@ def answer_question(target: LinkTarget) -> tuple[str, str]:
             "time_zone": zone_name,
             "player": target.invitation.player.name,
         }
-    questions = _QUESTIONS_TO_GUARDIANS if target.guardianship else _QUESTIONS
-    return language, render_template(questions[language][target.link.kind], values)
+    question = questions.get(language) or f"{kind.label}: {{title}}, {{start_date}}."
+    return language, render_template(question, values)
 
 
 SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

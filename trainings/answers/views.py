@@ -17,7 +17,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from trainings.answers.links import LinkInvalid
+from trainings.answers.links import LinkInvalid, expects_response
 from trainings.answers.recording import (
     LinkGone,
     LinkTarget,
@@ -115,7 +115,7 @@ class AnswerLinkView(APIView):
 def _link_body(target: LinkTarget, answer: dict[str, Any] | None) -> dict[str, Any]:
     training, player = target.training, target.invitation.player
     language, question = answer_question(target)
-    invitation = target.link.kind == "INVITATION"
+    invitation = expects_response(target.link.kind)
     body: dict[str, Any] = {
         "kind": target.link.kind,
         "expects": "response" if invitation else "answers",

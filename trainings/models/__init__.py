@@ -19,6 +19,9 @@ from django.db.models import F, Q
 
 from common.history import AuditedHistory
 from trainings import kinds
+from trainings.models.analytics import OffsetDay as OffsetDay
+from trainings.models.analytics import PlayerDay as PlayerDay
+from trainings.models.analytics import SummaryMark as SummaryMark
 from trainings.models.answers import AnswerSource as AnswerSource
 from trainings.models.answers import Invitation as Invitation
 from trainings.models.answers import InvitationStatus as InvitationStatus
@@ -102,12 +105,6 @@ class Player(models.Model):
     )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
-    device_tokens = models.JSONField(
-        default=list,
-        blank=True,
-        help_text="Legacy, no longer read: push tokens now live in Device rows (migration 'devices_from_"
-        "player_tokens' moved the fcm:/apns: entries across).",
-    )
     teams = models.ManyToManyField(Team, through="Membership", related_name="players")
     quiet_start = models.TimeField(
         null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
@@ -305,9 +302,6 @@ class Push(models.Model):
     language = models.CharField(max_length=10)
     title = models.CharField(max_length=300)
     body = models.TextField()
-    device_tokens = models.JSONField(
-        default=list, help_text="Legacy: the tokens of pushes made before Device rows."
-    )
     fire_at = models.DateTimeField()
     expires_at = models.DateTimeField(
         null=True,
@@ -339,6 +333,10 @@ class Push(models.Model):
             models.Index(fields=["fire_at"], name="push_fire_at_idx"),
             # Held pushes only: "held behind" at fire time (training = t), the hourly check (release_at <).
             models.Index(fields=["training", "release_at"], name="push_held_idx", condition=Q(status="held")),
+            # The analytics' refresh: pushes released from quiet hours lately (release_at stays set).
+            models.Index(
+                fields=["release_at"], name="push_released_idx", condition=Q(release_at__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:  # the admin's page title: whose push for which training, not its key

@@ -41,6 +41,8 @@ class QuestionnaireAnswer(models.Model):
             models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
             models.CheckConstraint(condition=Q(source__in=AnswerSource.values), name="answer_source_valid"),
         ]
+        # The analytics' refresh: answers given lately (trainings/analytics/summary.py).
+        indexes = [models.Index(fields=["answered_at"], name="answer_answered_at_idx")]
 
     def __str__(self) -> str:
         return f"{self.player}: {self.get_phase_display()}"  # names, never the training's UUID
@@ -84,6 +86,14 @@ class Invitation(models.Model):
                 condition=Q(response_source="") | Q(response_source__in=AnswerSource.values),
                 name="invitation_response_source_valid",
             ),
+        ]
+        # The analytics' refresh: responses given lately (trainings/analytics/summary.py).
+        indexes = [
+            models.Index(
+                fields=["responded_at"],
+                name="invitation_responded_idx",
+                condition=Q(responded_at__isnull=False),
+            )
         ]
 
     def __str__(self) -> str:

@@ -16,13 +16,13 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from reminders.api import Delivery, QueuePublisher
 from trainings.push.gateway import (
     DEAD_LETTER_SCHEMA,
     broker_connection,
     dead_letter_queue_name,
     push_replay_forget,
 )
+from trainings.push.queue import PushMessage, queue_publisher_at
 
 
 class ReplayRefused(Exception):
@@ -63,7 +63,7 @@ def dead_letters_pass(
     replayed goes back to the queue when the channel closes."""
     name = dead_letter_queue_name()
     url = settings.REMINDERS_CALLBACK_BROKER_URL
-    publisher = QueuePublisher(url)
+    publisher = queue_publisher_at(url)
     result = Pass()
     try:
         with broker_connection(url) as broker:
@@ -84,12 +84,13 @@ def dead_letters_pass(
                     continue
                 push_replay_forget(key=letter.key)
                 refused = publisher.deliver(
-                    [Delivery(0, letter.key, "push-dead-letters", timezone.now(), 1,
-                              settings.TRAININGS_PUSH_QUEUE, letter.document["push"])]
+                    [PushMessage(letter.key, "push-dead-letters", timezone.now(), 1,
+                                 settings.TRAININGS_PUSH_QUEUE, letter.document["push"])]
                 )  # fmt: skip
                 if refused:
+                    reason = next(iter(refused.values()))
                     raise ReplayRefused(
-                        f"the push queue refused {letter.key}: {refused[0]}; it stays dead-lettered"
+                        f"the push queue refused {letter.key}: {reason}; it stays dead-lettered"
                     )
                 channel.basic_ack(message.delivery_tag)
                 result.replayed += 1

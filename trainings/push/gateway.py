@@ -47,11 +47,11 @@ from django.utils import timezone
 from kombu import Connection, Consumer, Queue
 from kombu.message import Message
 
-from reminders.api import Delivery, QueuePublisher
 from trainings.push import metrics
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
+from trainings.push.queue import PushMessage, queue_publisher_at
 from trainings.push.records import _ACKED, Handled, Outcome, Round
 from trainings.push.sender import AuthFailure, PushSender
 from trainings.transitions import devices_disable
@@ -161,7 +161,7 @@ def gateway_run(
     providers = providers or providers_from_settings()
     url = url or settings.REMINDERS_CALLBACK_BROKER_URL
     sender = PushSender(providers)
-    dead_letters = QueuePublisher(url)
+    dead_letters = queue_publisher_at(url)
     stats = GatewayStats()
     inbox: list[_Held] = []
     waiting: list[_Held] = []
@@ -203,11 +203,12 @@ def gateway_run(
         document = {"schema": DEAD_LETTER_SCHEMA, "push": held.body, "error": result.error,
                     "attempts": held.attempts, "dead_at": timezone.now().isoformat()}  # fmt: skip
         refused = dead_letters.deliver(
-            [Delivery(0, result.push.idempotency_key, "push-gateway", timezone.now(), held.attempts,
-                      dead_letter_queue_name(), document)]
+            [PushMessage(result.push.idempotency_key, "push-gateway", timezone.now(), held.attempts,
+                         dead_letter_queue_name(), document)]
         )  # fmt: skip
         if refused:  # the dead-letter queue did not take it: keep it here and try again later
-            logger.error("dead-letter queue refused push %s: %s", result.push.idempotency_key, refused[0])
+            logger.error("dead-letter queue refused push %s: %s", result.push.idempotency_key,
+                         next(iter(refused.values())))  # fmt: skip
             held.due = time.monotonic() + settings.TRAININGS_GATEWAY_RETRY_SECONDS
             waiting.append(held)
             stats.add(Outcome.RETRY)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from trainings import kinds
 from trainings.answers.links import answer_push_fields
 from trainings.push.h2client import H2Client
 
@@ -70,8 +71,13 @@ class PushMessage:
 
     @property
     def data(self) -> dict[str, str]:
-        """What the app needs to open the right questionnaire or invitation (FCM data values are strings)."""
+        """What the app needs to open the right questionnaire or invitation: the kind's `screen` (from the
+        kinds table; absent for a kind this service does not know), the training, the push (FCM data
+        values are strings)."""
         values = {"training": self.training, "kind": self.kind, "push": self.idempotency_key}
+        kind = kinds.KINDS.get(self.kind)
+        if kind is not None:
+            values["screen"] = kind.screen
         if self.rule:
             values["rule"] = self.rule
         return values

@@ -15,9 +15,11 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from trainings.kinds import KINDS
+
 PUSHES = Counter(
     "trainings_pushes",
-    "Pushes by kind (PRE, POST, INVITATION): queued by the reminder handler, then the gateway's outcome.",
+    "Pushes by kind (the kinds table's codes): queued by the reminder handler, then the gateway's outcome.",
     ["kind", "outcome"],
 )
 PUSH_DEVICES = Counter(
@@ -37,8 +39,6 @@ GATEWAY_HEARTBEAT = Gauge(
     multiprocess_mode="max",
 )
 
-# A malformed message's "kind" is whatever the sender wrote: it must not become a label value.
-_PUSH_KINDS = frozenset({"PRE", "POST", "INVITATION"})
 _enabled = True
 
 
@@ -60,7 +60,8 @@ def push_handled(body: Any, outcome: str) -> None:
     if not _enabled:
         return
     kind = body.get("kind") if isinstance(body, dict) else None
-    PUSHES.labels(str(kind) if kind in _PUSH_KINDS else "unknown", str(outcome)).inc()
+    # A malformed message's "kind" is whatever the sender wrote: only the table's codes become labels.
+    PUSHES.labels(kind if isinstance(kind, str) and kind in KINDS else "unknown", str(outcome)).inc()
 
 
 def push_device_outcomes(outcomes: Iterable[tuple[str, str]]) -> None:

@@ -72,6 +72,9 @@ class _Peer:
         self.received: list[Received] = []
         self.scripts: dict[str, deque[Answer]] = {}
         self.count = 0
+        # Wall-clock instants of the device requests answered 200, kept even with `record=False`: the
+        # benchmark's storm reads per-push lateness at the peer from them.
+        self.accepted_at: list[float] = []
         self._lock = threading.Lock()
         self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -229,6 +232,7 @@ class ApnsPeer(_Peer):
         if answer.retry_after is not None:
             extra.append(("retry-after", str(int(answer.retry_after))))
         if answer.status == 200:
+            self.accepted_at.append(time.time())
             return 200, extra, b""
         reason = {"reason": answer.reason or "InternalServerError"}
         if answer.status == 410:
@@ -356,6 +360,7 @@ class FcmPeer(_Peer):
         if self.record:
             self.received.append(Received(token, headers, message, status=answer.status))
         if answer.status == 200:
+            self.accepted_at.append(time.time())
             return 200, [], {"name": f"projects/{self.project_id}/messages/{self.count}"}
         extra = [("retry-after", str(int(answer.retry_after)))] if answer.retry_after is not None else []
         code = answer.reason or _FCM_STATUS.get(answer.status, "")

@@ -15,7 +15,7 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from trainings.answers.links import INVITATION, answer_token, answerable
+from trainings.answers.links import answer_token, answerable, expects_response
 from trainings.push.messages import PushMessage, Target
 
 UNSUBSCRIBE_SALT = "trainings.email-unsubscribe"
@@ -68,7 +68,7 @@ def email_links(push: PushMessage) -> dict[str, str]:
             guardian_id=push.guardian,
         )  # fmt: skip
         page = _public(reverse("answer-page", kwargs={"token": token}))
-        if push.kind == INVITATION:
+        if expects_response(push.kind):
             links["accept"], links["decline"] = f"{page}?response=accepted", f"{page}?response=denied"
         else:
             links["answer"] = page

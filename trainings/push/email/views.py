@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from trainings.answers.links import INVITATION, LinkInvalid
+from trainings.answers.links import LinkInvalid, expects_response
 from trainings.answers.recording import (
     LinkGone,
     answer_link_current,
@@ -36,15 +36,15 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
     except LinkGone as exc:
         return _page(request, exc.detail, status=410)
     language, question = answer_question(target)
-    invitation = target.link.kind == INVITATION
+    invitation = expects_response(target.link.kind)
     context: dict[str, Any] = {"question": question, "language": language, "words": words(language),
                                "invitation": invitation, "training": target.training}  # fmt: skip
     if request.method == "POST":
         response = request.POST.get("response")
         notes = request.POST.get("notes", "")
-        if target.link.kind == INVITATION and response not in ("accepted", "denied"):
+        if invitation and response not in ("accepted", "denied"):
             return _page(request, 'response: "accepted" or "denied".', status=400)
-        answers = None if target.link.kind == INVITATION else answers_check({"notes": notes[:2000]})
+        answers = None if invitation else answers_check({"notes": notes[:2000]})
         answer_link_record(target=target, response=response, answers=answers)
         context["done"] = True
     context["answer"] = answer_link_current(target)

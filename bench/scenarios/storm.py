@@ -1,0 +1,452 @@
+"""8. The storm: one instant with N training reminders (20 players each) and their pushes, end to end.
+
+N trainings (5,000; 100 with --quick; `--storm-reminders N`) of N teams of 20 players start at the same
+minute, each scheduled by `training_create`; every player has one device (half iOS on the loopback APNs
+peer, half Android on the loopback FCM peer). One rule's reminder of every training is made due at the
+same instant T a few seconds ahead, and real processes do the rest: `celery beat` kicks the scan,
+`celery worker -c 1` claims ahead and fires at T (recipient re-check, Push rows, publish to the push
+queue), `manage.py push_gateway` sends to the peers, which stamp every push they accept.
+
+Rounds, in one run, on the same trainings:
+- a: 1 worker + 1 gateway to the APNs/FCM peers (the storm row);
+- b: the same to the logging provider (no HTTP/2, no TLS: what the gateway costs without the phones'
+  services);
+- c: 2 workers + 2 gateways to the peers (does throughput add up on this machine?).
+Beside them, the raw durable publish limit (py-amqp, one AMQP transaction per 500) on the same broker.
+
+CPU per push is read from /proc for every process of the path (worker with its pool process, beat,
+gateways) and for the PostgreSQL backends serving the run's database; RabbitMQ's whole broker is reported
+apart (it serves every session on this machine: an upper bound).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.cpu import CpuMeter, children, named
+from bench.harness import Harness, quantile
+from bench.report import Row, Section
+
+PLAYERS = 20
+LEAD_SECONDS = 4.0  # from writing the instant's rows to the instant: the workers claim it ahead
+TARGET_CPU_US = 150.0
+TARGET_GATEWAY = 0.8
+PUSHES_AT_ONCE = 1_000_000
+SECONDS_FOR_THEM = 60.0
+# (label, workers, gateways, to the APNs/FCM peers rather than the logging provider)
+ROUNDS = (("peers", 1, 1, True), ("logging", 1, 1, False), ("peers-2x2", 2, 2, True))
+
+
+@dataclass
+class Storm:
+    """The trainings of one storm, reused round after round."""
+
+    trainings: list[Any]
+    jobs: list[int]
+    rule: Any
+    pushes: int
+    rounds: int = 0
+
+
+@dataclass
+class Peers:
+    apns: Any
+    fcm: Any
+    env: dict[str, str] = field(default_factory=dict)
+
+    def accepted(self) -> list[float]:
+        return sorted(self.apns.accepted_at + self.fcm.accepted_at)
+
+    def clear(self) -> None:
+        self.apns.accepted_at.clear()
+        self.fcm.accepted_at.clear()
+
+
+def _setup(n: int) -> Storm:
+    from django.utils import timezone
+
+    from trainings import kinds
+    from trainings import models as tm
+    from trainings.services import training_create
+
+    teams = tm.Team.objects.bulk_create(
+        [tm.Team(name=f"storm team {i}", time_zone="Europe/Berlin") for i in range(n)]
+    )
+    players = tm.Player.objects.bulk_create(
+        [tm.Player(name=f"storm player {i}") for i in range(n * PLAYERS)], batch_size=5000
+    )
+    tm.Membership.objects.bulk_create(
+        [tm.Membership(team=teams[i // PLAYERS], player=p, active=True) for i, p in enumerate(players)],
+        batch_size=5000,
+    )
+    tm.Device.objects.bulk_create(
+        [
+            tm.Device(player=p, provider="apns", platform="ios", token=f"{i:064x}")
+            if i % 2 == 0
+            else tm.Device(player=p, provider="fcm", platform="android", token=f"fcm-storm-{i}")
+            for i, p in enumerate(players)
+        ],
+        batch_size=5000,
+    )
+    # Every training at the same minute, days ahead: no other reminder of theirs falls due during the run.
+    start = (timezone.now() + timedelta(days=4)).replace(second=0, microsecond=0)
+    trainings = [
+        training_create(team=team, title=f"Storm {i}", start=start, end=start + timedelta(minutes=90),
+                        time_zone="Europe/Berlin")
+        for i, team in enumerate(teams)
+    ]  # fmt: skip
+    rule = tm.ReminderRule.objects.filter(kind=kinds.PRE.code, active=True).order_by("pk").first()
+    assert rule is not None, "no active pre-training rule"
+    jobs = list(
+        tm.TrainingJob.objects.filter(rule=rule, training__in=trainings)
+        .order_by("training_id")
+        .values_list("job_id", flat=True)
+    )
+    assert len(jobs) == n, (len(jobs), n)
+    return Storm(trainings, jobs, rule, n * PLAYERS)
+
+
+def _arm(storm: Storm, instant: datetime) -> None:
+    """Make the rule's reminder of every training due at `instant`: the trainings move so that the rule
+    wants that instant (the fire-time check), and each job gets one fresh scheduled row for it."""
+    from django.db import connection
+
+    from trainings import models as tm
+
+    first = tm.Training.objects.get(pk=storm.trainings[0].pk)
+    wanted = storm.rule.instants_for(first)[0][0]
+    shift = instant - wanted
+    ids = [t.pk for t in storm.trainings]
+    tables = [tm.Push._meta.db_table, tm.ReminderRun._meta.db_table, tm.DeliveredPush._meta.db_table,
+              tm.PushSend._meta.db_table]  # fmt: skip
+    storm.rounds += 1
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)}")
+        cursor.execute("DELETE FROM reminders_occurrence WHERE job_id = ANY(%s)", [storm.jobs])
+        cursor.execute(
+            'UPDATE trainings_training SET start = start + %s, "end" = "end" + %s WHERE id = ANY(%s)',
+            [shift, shift, ids],
+        )
+        cursor.execute(
+            """
+            INSERT INTO reminders_occurrence (job_id, fire_at, next_attempt_at, priority, status, attempts,
+                                              last_error, idempotency_key, job_version, created_at)
+            SELECT j.id, %(at)s, %(at)s, j.priority, 'scheduled', 0, '',
+                   'storm-' || %(round)s || '-' || j.id, j.version, now()
+              FROM reminders_job AS j WHERE j.id = ANY(%(jobs)s) ORDER BY j.id
+            """,
+            {"at": instant, "round": storm.rounds, "jobs": storm.jobs},
+        )
+        cursor.execute("ANALYZE reminders_occurrence")
+
+
+def _pg_backends(h: Harness) -> Callable[[], list[int]]:
+    """The pids of the backends serving the run's database, other than this process's own."""
+    from django.db import connection
+
+    conn = h._maintenance()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        own = cursor.fetchone()[0]
+
+    def pids() -> list[int]:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> %s", [h.database_name, own]
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    return pids
+
+
+def _tree(procs: Iterable[Any]) -> Callable[[], list[int]]:
+    return lambda: [pid for proc in procs for pid in (proc.pid, *children(proc.pid))]
+
+
+def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
+           peers: Peers | None) -> dict[str, Any]:  # fmt: skip
+    """One storm: processes started, the instant armed, every push accepted (or the timeout)."""
+    from django.db.models import Max, Min
+
+    from trainings import models as tm
+
+    h.purge_queue(h.push_queue)
+    h.purge_queue(h.celery_queue)
+    env = peers.env if peers else {}
+    gateway_procs = [
+        h.start(f"storm-{label}-gateway{i}",
+                [sys.executable, "manage.py", "push_gateway", "--idle-seconds", "600"], **env)
+        for i in range(gateways)
+    ]  # fmt: skip
+    worker_procs = [h.worker(f"storm-{label}-worker{i}") for i in range(workers)]
+    beat = h.beat(f"storm-{label}-beat")
+    h.wait_for_log(f"storm-{label}-beat", "beat: Starting", timeout=30, proc=beat)
+    for i, proc in enumerate(gateway_procs):
+        h.wait_for_log(f"storm-{label}-gateway{i}", "push gateway:", timeout=60, proc=proc)
+    if peers:
+        peers.clear()
+    instant = datetime.now(UTC) + timedelta(seconds=LEAD_SECONDS)
+    _arm(storm, instant)
+    meter = CpuMeter({
+        "worker": _tree(worker_procs), "beat": _tree([beat]), "gateway": _tree(gateway_procs),
+        "postgresql": _pg_backends(h), "rabbitmq": lambda: named("beam.smp"),
+    })  # fmt: skip
+    meter.start()
+    load_before = _load()
+    timeout = LEAD_SECONDS + 60 + storm.pushes / 300
+    deadline = time.monotonic() + timeout
+    done = 0
+    while time.monotonic() < deadline:
+        done = tm.DeliveredPush.objects.count()
+        if done >= storm.pushes:
+            break
+        time.sleep(0.2)
+    cpu = meter.stop()
+    load_after = _load()
+    for proc in [beat, *worker_procs, *gateway_procs]:
+        h.stop(proc)
+    at = instant.timestamp()
+    if peers:
+        stamps = [s - at for s in peers.accepted()]
+    else:
+        stamps = sorted(
+            (d - instant).total_seconds()
+            for d in tm.DeliveredPush.objects.values_list("delivered_at", flat=True)
+        )
+    first_send = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
+    last_done = tm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
+    sent = tm.Push.objects.filter(status=tm.PushStatus.SENT).count()
+    ran = tm.ReminderRun.objects.aggregate(first=Min("ran_at"), last=Max("ran_at"))
+    steps = {"first_fired": ran["first"], "last_fired": ran["last"], "first_send": first_send,
+             "last_done": last_done}  # fmt: skip
+    accepted = len(stamps)
+    last = stamps[-1] if stamps else math.nan
+    teams = _team_completions(instant)
+    return {
+        "label": label, "workers": workers, "gateways": gateways, "pushes": storm.pushes,
+        "published": sent, "done": done, "accepted": accepted,
+        "instant_to_last": last, "rate": accepted / last if last and last > 0 else math.nan,
+        "p50": quantile(stamps, 0.5), "p99": quantile(stamps, 0.99),
+        "first": stamps[0] if stamps else math.nan,
+        "gateway_seconds": (last_done - first_send).total_seconds() if first_send and last_done else math.nan,
+        "steps": {k: (v - instant).total_seconds() if v else math.nan for k, v in steps.items()},
+        "team_p50": quantile(teams, 0.5), "team_p99": quantile(teams, 0.99),
+        "cpu_seconds": cpu, "cpu_us": {k: v / max(accepted, 1) * 1e6 for k, v in cpu.items()},
+        "load": (load_before, load_after),
+    }  # fmt: skip
+
+
+def _team_completions(instant: datetime) -> list[float]:
+    """Seconds from the instant to each training's last push done (its DeliveredPush row), sorted."""
+    from django.db import connection
+
+    from trainings import models as tm
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT max(d.delivered_at) FROM {tm.Push._meta.db_table} AS p
+              JOIN {tm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
+             GROUP BY p.training_id
+            """
+        )
+        return sorted((row[0] - instant).total_seconds() for row in cursor.fetchall())
+
+
+def _load() -> float:
+    import os
+
+    return os.getloadavg()[0]
+
+
+def _peers(h: Harness) -> Peers:
+    from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
+
+    workdir = Path(h.log_dir) / "storm-peers"
+    workdir.mkdir(parents=True, exist_ok=True)
+    key_path, public_key = apns_key(workdir)
+    apns = ApnsPeer(workdir, public_key=public_key, key_id="BENCHKEY01", team_id="BENCHTEAM1",
+                    topic="com.example.bench", record=False)  # fmt: skip
+    fcm = FcmPeer(workdir, project_id="bench-project", record=False)
+    account, account_key = service_account(workdir, token_uri=fcm.token_uri, project_id="bench-project")
+    fcm.trust(account_key)
+    env = dict(
+        PUSH_APNS_BASE_URL=apns.url, PUSH_APNS_KEY_FILE=str(key_path), PUSH_APNS_KEY_ID="BENCHKEY01",
+        PUSH_APNS_TEAM_ID="BENCHTEAM1", PUSH_APNS_TOPIC="com.example.bench",
+        PUSH_TLS_CA_FILE=str(apns.ca_file), PUSH_FCM_BASE_URL=fcm.url, PUSH_FCM_CREDENTIALS_FILE=str(account),
+    )  # fmt: skip
+    return Peers(apns, fcm, env)
+
+
+# Processes of the project whose CPU the target counts (RabbitMQ's broker is reported apart).
+_PROJECT = ("worker", "beat", "gateway", "postgresql")
+
+
+def _total_us(result: dict[str, Any]) -> float:
+    return sum(result["cpu_us"][k] for k in _PROJECT)
+
+
+def _cpu_note(result: dict[str, Any]) -> str:
+    us = result["cpu_us"]
+    parts = ", ".join(f"{k} {us[k]:,.0f}" for k in _PROJECT)
+    broker = f"RabbitMQ broker {us['rabbitmq']:,.0f} µs/push (shared by every session: an upper bound)"
+    return f"{parts} µs/push; {broker}"
+
+
+def run(h: Harness, reminders: int | None = None) -> Section:
+    from bench.scenarios.dispatch import _raw_publish
+
+    n = reminders or h.sizes.storm_reminders
+    section = Section("storm")
+    h.truncate_engine()
+    h.declare(h.push_queue)
+    h.declare(h.celery_queue)
+    setup_start = time.perf_counter()
+    storm = _setup(n)
+    print(f"  {n:,} trainings of {PLAYERS} players scheduled in {time.perf_counter() - setup_start:.0f} s",
+          flush=True)  # fmt: skip
+    peers = _peers(h)
+    try:
+        raw_count = min(storm.pushes, 20_000)
+        raw_seconds, _ = _raw_publish(h, raw_count, per_transaction=500)
+        raw = raw_count / raw_seconds
+        rounds = []
+        for label, workers, gateways, to_peers in ROUNDS:
+            result = _round(
+                h, storm, label, workers=workers, gateways=gateways, peers=peers if to_peers else None
+            )
+            rounds.append(result)
+            print(
+                f"  {label}: {result['accepted']:,}/{storm.pushes:,} accepted, last "
+                f"{result['instant_to_last']:.2f} s after the instant, p50 {result['p50']:.2f} s, "
+                f"p99 {result['p99']:.2f} s, "
+                f"{_total_us(result):,.0f} µs CPU/push (load {result['load'][0]:.2f}); steps (s after the "
+                f"instant): {', '.join(f'{k} {v:.2f}' for k, v in result['steps'].items())}",
+                flush=True,
+            )
+    finally:
+        peers.apns.stop()
+        peers.fcm.stop()
+    ours, logging_run, scaled = rounds
+    section.rows += _rows(n, storm.pushes, raw, raw_count, ours, logging_run, scaled)
+    section.data = {"reminders": n, "pushes": storm.pushes, "raw_publish": raw, "rounds": rounds}
+    h.truncate_engine()
+    return section
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+def _rows(
+    n: int,
+    pushes: int,
+    raw: float,
+    raw_count: int,
+    ours: dict[str, Any],
+    logging_run: dict[str, Any],
+    scaled: dict[str, Any],
+) -> list[Row]:
+    total = _total_us(ours)
+    cores = _cores(total)
+    complete = ours["accepted"] == pushes
+    gateway_ratio = ours["rate"] / logging_run["rate"] if logging_run["rate"] else math.nan
+    scale_ratio = scaled["rate"] / ours["rate"] if ours["rate"] else math.nan
+    loads = " / ".join(
+        f"{r['label']} {r['load'][0]:.2f}→{r['load'][1]:.2f}" for r in (ours, logging_run, scaled)
+    )
+    with_broker = _cores(total + ours["cpu_us"]["rabbitmq"])
+    gateway_us = (
+        f"{ours['cpu_us']['gateway']:,.0f} µs/push to the peers vs {logging_run['cpu_us']['gateway']:,.0f}"
+    )
+    busy = f"{ours['gateway_seconds']:.2f} s vs {logging_run['gateway_seconds']:.2f} s"
+    last_scaled = f"last {scaled['instant_to_last']:.2f} s after the instant"
+    return [
+        Row(
+            f"8a storm: {n:,} reminders x {PLAYERS} at one instant → last push accepted",
+            ours["instant_to_last"],
+            unit="s",
+            note=f"{ours['accepted']:,}/{pushes:,} accepted by the APNs/FCM peers, {ours['published']:,} "
+            f"published; first {ours['first']:.3f} s after the instant; load average (1 min) per round "
+            f"{loads}",
+        ),
+        Row(
+            "8b storm throughput, instant → last accepted",
+            ours["rate"],
+            raw,
+            "raw publish, tx per 500",
+            "pushes/s",
+            ours["rate"] / raw if raw else None,
+            "of raw",
+            note=f"raw durable publish limit measured in the same run ({raw_count:,} messages)",
+        ),
+        Row("8c storm per-push lateness at the peer p50", ours["p50"], logging_run["p50"], "logging", "s"),
+        Row("8d storm per-push lateness at the peer p99", ours["p99"], logging_run["p99"], "logging", "s"),
+        Row(
+            "8e storm CPU per push, end to end",
+            total,
+            _total_us(logging_run),
+            "logging provider",
+            "µs",
+            target=f"≤ {TARGET_CPU_US:.0f} µs",
+            passed=complete and total <= TARGET_CPU_US,
+            note=f"to the peers: {_cpu_note(ours)}; logging provider: {_cpu_note(logging_run)}",
+        ),
+        Row(
+            f"8f storm cores for {PUSHES_AT_ONCE:,} pushes in {SECONDS_FOR_THEM:.0f} s",
+            cores,
+            unit="cores",
+            target="≤ 3",
+            passed=complete and cores <= 3,
+            note=f"{total:,.0f} µs/push x {PUSHES_AT_ONCE:,} / {SECONDS_FOR_THEM:.0f} s; "
+            f"{with_broker:.1f} with the RabbitMQ broker's upper bound",
+        ),
+        Row(
+            "8g storm gateway to peers / logging provider",
+            ours["rate"],
+            logging_run["rate"],
+            "logging provider",
+            "pushes/s",
+            gateway_ratio,
+            "of logging",
+            f"≥ {TARGET_GATEWAY}x",
+            passed=complete and gateway_ratio >= TARGET_GATEWAY,
+            note=f"end to end, instant → last push done; gateway CPU {gateway_us} µs logging; gateway busy "
+            f"{busy} (first send → last done)",
+        ),
+        Row(
+            "8h storm fairness: per-team completion p99 / median",
+            ours["team_p99"] / ours["team_p50"] if ours["team_p50"] else None,
+            unit="x",
+            target="≤ 2x",
+            passed=complete and ours["team_p99"] <= 2 * ours["team_p50"],
+            note=f"each training's last push done, after the instant: p50 {ours['team_p50']:.2f} s, p99 "
+            f"{ours['team_p99']:.2f} s (teams of one size here; a big team beside small ones is "
+            "tests/trainings/test_storm_fairness.py, which checks the publishing order)",
+        ),
+        Row(
+            "8i storm 2 workers + 2 gateways / 1 + 1",
+            scaled["rate"],
+            ours["rate"],
+            "1 worker + 1 gateway",
+            "pushes/s",
+            scale_ratio,
+            "of 1+1",
+            note=f"{scaled['accepted']:,}/{pushes:,} accepted, {last_scaled}; {_total_us(scaled):,.0f} µs "
+            f"CPU/push ({_cpu_note(scaled)}); on {_cpus()} cores shared with PostgreSQL, RabbitMQ, the peers "
+            "and other sessions, more processes add throughput only while a core is idle",
+        ),
+    ]
+
+
+def _cores(us_per_push: float) -> float:
+    """Cores busy for PUSHES_AT_ONCE pushes in SECONDS_FOR_THEM at this CPU cost per push."""
+    return us_per_push * PUSHES_AT_ONCE / SECONDS_FOR_THEM / 1e6

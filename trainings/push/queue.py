@@ -1,0 +1,52 @@
+"""The push queue's publisher: pushes (and dead letters) go to RabbitMQ through a connection of the push
+app's own, one AMQP transaction per batch, refusals keyed by the push's idempotency key.
+
+The queue lives on the engine's callback broker (REMINDERS_CALLBACK_BROKER_URL), where the gateway
+consumes it; the publishing plumbing is `common.amqp.publisher`, shared with the engine's `rabbitmq`
+callbacks but not their connection.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any, NamedTuple
+
+from django.conf import settings
+
+from common.amqp.publisher import Refusals, TxPublisher
+from common.compact_json import json_compact
+
+__all__ = ["PushMessage", "Refusals", "push_queue_publisher", "queue_publisher_at"]
+
+
+class PushMessage(NamedTuple):
+    """One message on a push queue: the push's idempotency key is its AMQP `message_id`; the job key,
+    instant and attempt of the reminder that made it travel as headers."""
+
+    idempotency_key: str
+    job_key: str
+    fire_at: datetime
+    attempt: int
+    target: str  # the queue
+    document: Any  # the JSON document, encoded when `body` is None
+    body: bytes | None = None  # the document already encoded
+
+    def json_body(self) -> bytes:
+        return self.body if self.body is not None else json_compact(self.document)
+
+
+def _broker_url() -> str:
+    return settings.REMINDERS_CALLBACK_BROKER_URL
+
+
+@cache
+def push_queue_publisher() -> TxPublisher:
+    """The process's publisher of pushes (a forked child opens a connection of its own)."""
+    return TxPublisher(_broker_url, connect_timeout=settings.REMINDERS_HTTP_CONNECT_TIMEOUT)
+
+
+def queue_publisher_at(url: str) -> TxPublisher:
+    """A publisher with a connection of its own, to this broker (the gateway's dead letters, replays);
+    the caller closes it."""
+    return TxPublisher(url, connect_timeout=settings.REMINDERS_HTTP_CONNECT_TIMEOUT)
