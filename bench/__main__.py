@@ -20,7 +20,7 @@ from typing import Any
 from bench.harness import RESULTS, Harness
 from bench.report import Section, render_table, write_chart, write_json
 
-SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push")
+SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email")
 # Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes; the storm
 # schedules 5,000 trainings and sends 300,000 pushes.
 APART = ("scale", "storm")
@@ -188,6 +188,14 @@ def _run(h: Harness, name: str, selected: list[str], args: argparse.Namespace) -
         from bench.scenarios import push
 
         return [push.run(h)]
+    if name == "answers":
+        from bench.scenarios import answers
+
+        return [answers.run(h)]
+    if name == "email":
+        from bench.scenarios import email
+
+        return [email.run(h)]
     from bench.scenarios import trainings
 
     return [trainings.run(h)]

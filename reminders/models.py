@@ -217,7 +217,7 @@ class Occurrence(models.Model):
     class Meta:
         indexes = [
             # The due scan: status='scheduled' AND throttle IS NULL AND priority=p AND next_attempt_at <= now
-            # ORDER BY next_attempt_at, once per priority level (reminders/engine/queries.py). Future rows
+            # ORDER BY next_attempt_at, once per priority level (reminders/queries.py). Future rows
             # of other
             # states are not in it, and the range condition stops at `now`, so cost does not grow with future
             # rows. Throttled rows are not in it either, so a throttled backlog never slows unthrottled jobs.

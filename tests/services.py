@@ -23,6 +23,7 @@ import django
 from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,10 +45,10 @@ def _copy_from_template(connection: BaseDatabaseWrapper) -> bool:
     if connection.vendor != "postgresql":
         return False
     ops = connection.ops
-    test_name = connection.creation._get_test_db_name()  # type: ignore[attr-defined]
+    test_name = connection.creation._get_test_db_name()
     prefix = f"test_{connection.settings_dict['NAME']}_template_"
     template = f"{prefix}{_migrations_fingerprint()[:12]}"
-    with connection._nodb_cursor() as cursor:  # type: ignore[attr-defined]
+    with connection._nodb_cursor() as cursor:
         # One test process builds the template while the others wait; copies are made one at a time too,
         # since CREATE DATABASE … TEMPLATE fails while anyone else is connected to the template.
         cursor.execute("SELECT pg_advisory_lock(hashtext(%s))", [prefix])
@@ -65,7 +66,7 @@ def _copy_from_template(connection: BaseDatabaseWrapper) -> bool:
     return True
 
 
-def _build_template(connection: BaseDatabaseWrapper, cursor: object, template: str) -> None:
+def _build_template(connection: BaseDatabaseWrapper, cursor: CursorWrapper, template: str) -> None:
     """Migrate a new database the way Django's test setup does, then rename it: a build that dies half
     way leaves no template behind, only a `…_building` database the next build replaces."""
     building = template + "_building"
@@ -80,7 +81,7 @@ def _build_template(connection: BaseDatabaseWrapper, cursor: object, template: s
         connection.settings_dict["NAME"] = saved_name
         settings.DATABASES[connection.alias]["NAME"] = saved_name
     quote_name = connection.ops.quote_name
-    cursor.execute(f"ALTER DATABASE {quote_name(building)} RENAME TO {quote_name(template)}")  # type: ignore[attr-defined]
+    cursor.execute(f"ALTER DATABASE {quote_name(building)} RENAME TO {quote_name(template)}")
 
 
 def _migrations_fingerprint() -> str:

@@ -15,6 +15,7 @@ from django.utils import timezone
 from common.compact_json import json_compact
 from common.lookups import AnyOf
 from reminders.api import Delivery, TransportError
+from trainings import queries
 from trainings.fairness import interleaved
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
@@ -45,25 +46,15 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
         return {}
     by_attname = {f.attname: f for f in Push._meta.concrete_fields}
     fields = [by_attname[name] for name in _COLUMNS]
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column or f.attname) for f in fields)
-    # Table and column names come from the model, values are bound parameters.
-    head = f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at)"
-    tail = f" ON CONFLICT DO NOTHING RETURNING {quote('key')}, {quote('id')}"
     now = timezone.now()
     slug = PushRow._fields.index("rule_slug")
     inserted: dict[str, int] = {}
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            picks = ", ".join(
-                f"(r->>{i + (i >= slug)})::{f.cast_db_type(connection)}" for i, f in enumerate(fields)
-            )
-            elements = "jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n)"
-            sql = f"{head} SELECT {picks}, %s FROM {elements} ORDER BY n{tail}"  # noqa: S608
+            sql = queries.pushes_insert_json(fields, [i + (i >= slug) for i in range(len(fields))])
             cursor.execute(sql, [now, json.dumps(rows, separators=(",", ":"), default=_JsonValues())])
             inserted.update(cursor.fetchall())
             return inserted
-        row_sql = f"({', '.join(['%s'] * (len(fields) + 1))})"
         for start in range(0, len(rows), _INSERT_BATCH):
             part = rows[start : start + _INSERT_BATCH]
             params: list[Any] = []
@@ -71,8 +62,7 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
                 values = (*row[:slug], *row[slug + 1 :])
                 params += [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
                 params.append(connection.ops.adapt_datetimefield_value(now))
-            sql = f"{head} VALUES {', '.join([row_sql] * len(part))}{tail}"
-            cursor.execute(sql, params)
+            cursor.execute(queries.pushes_insert_values(fields, len(part)), params)
             inserted.update(cursor.fetchall())
     return inserted
 

@@ -19,11 +19,11 @@ from common.history import audited_history
 from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
+from trainings import queries
 from trainings.models import (
     AnswerSource,
     Invitation,
     InvitationStatus,
-    Membership,
     Player,
     QuestionnaireAnswer,
     ReminderRule,
@@ -84,15 +84,6 @@ def training_create(
     return training
 
 
-_MEMBERS_INVITE = (
-    f"INSERT INTO {Invitation._meta.db_table} (training_id, player_id, status, responded_at) "  # noqa: S608
-    f"SELECT %s, player_id, %s, NULL FROM {Membership._meta.db_table} "
-    "WHERE team_id = %s AND active ORDER BY player_id"
-)
-# The rules are read back by the statement that writes the training, with its history row's id.
-_HISTORY_ID = "(SELECT history_id FROM history)"
-
-
 def training_members_invite(*, training: Training) -> None:
     """Invite the team's active members to a training that has no invitation yet (the admin's add form
     with an empty player list does what the API does without `players`)."""
@@ -104,7 +95,7 @@ def _members_invite(training: Training) -> None:
     """Invite the team's active members in one statement (INSERT ... SELECT): no round trip to read them
     first. The same rows `bulk_create` would write (status PENDING, no response), in player order."""
     with connection.cursor() as cursor:
-        cursor.execute(_MEMBERS_INVITE, _members_params(training))
+        cursor.execute(queries.MEMBERS_INVITE, _members_params(training))
 
 
 def _members_params(training: Training) -> list[Any]:
@@ -131,16 +122,17 @@ def _training_insert(training: Training, players: Sequence[Player] | None) -> li
         parts.append(f"history AS ({sql} RETURNING history_id)")
         params += values
     if players is None:
-        parts.append(f"invitations AS ({_MEMBERS_INVITE})")
+        parts.append(f"invitations AS ({queries.MEMBERS_INVITE})")
         params += _members_params(training)
     elif players:
         invitations = [Invitation(training=training, player_id=pk) for pk in sorted({p.pk for p in players})]
         sql, values = insert_values(invitations)
         parts.append(f"invitations AS ({sql})")
         params += values
-    extra = _HISTORY_ID if creation is not None else ""
+    # The rules are read back by the statement that writes the training, with its history row's id.
+    extra = queries.HISTORY_ID if creation is not None else ""
     with connection.cursor() as cursor:
-        cursor.execute(f"WITH {', '.join(parts)} {rules_query(extra)[0]}", params)
+        cursor.execute(queries.training_insert_reading_rules(parts, rules_query(extra)[0]), params)
         rows = cursor.fetchall()
     mark_saved([training])
     if creation is not None:

@@ -17,7 +17,7 @@ import resource
 import sys
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +91,75 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(h: Harness) -> Section:
-    from django.db.models import Max, Min
+def pushes_publish(
+    h: Harness, players: list[Any], tag: str, *, training: str, expires_at: datetime, kind: str = "PRE"
+) -> None:
+    """One push per player on the push queue, as the reminder pipeline publishes them."""
     from django.utils import timezone
 
     from reminders.transports import Delivery
     from reminders.transports.rabbitmq import RabbitMQTransport
+
+    transport = RabbitMQTransport(h.broker_url)
+    try:
+        messages: list[dict[str, Any]] = [
+            {
+                "schema": "trainings.push/2", "idempotency_key": f"{tag}.{p.pk}", "player": p.pk,
+                "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.",
+                "language": "en", "training": training, "kind": kind, "rule": "pre-questionnaire",
+                "fire_at": timezone.now().isoformat(), "expires_at": expires_at.isoformat(),
+            }
+            for p in players
+        ]  # fmt: skip
+        for first in range(0, len(messages), 500):
+            chunk = messages[first : first + 500]
+            refused = transport.deliver(
+                [Delivery(i, str(m["idempotency_key"]), "bench", timezone.now(), 1, h.push_queue, m)
+                 for i, m in enumerate(chunk)]
+            )  # fmt: skip
+            assert not refused, refused
+    finally:
+        transport.close()
+
+
+def gateway_drain(
+    h: Harness, label: str, players: list[Any], *, training: str, expires_at: datetime, **env: str
+) -> dict[str, Any]:
+    """Publish one push per player, then let `manage.py push_gateway` (a child process) drain them; the
+    rate is from the first round of sends to the last DeliveredPush row, and the gateway's own CPU."""
+    from django.db.models import Max, Min
+
+    from trainings import models as tm
+
+    n = len(players)
+    tm.DeliveredPush.objects.all().delete()
+    tm.PushSend.objects.all().delete()
+    pushes_publish(h, players, label, training=training, expires_at=expires_at)
+    cpu = _children_cpu()
+    proc = h.start(
+        f"push-gateway-{label}",
+        [sys.executable, "manage.py", "push_gateway", "--max-messages", str(n), "--idle-seconds", "30"],
+        **env,
+    )
+    wall = time.perf_counter()
+    proc.wait(timeout=600)
+    wall = time.perf_counter() - wall
+    cpu = _children_cpu() - cpu  # the gateway's own CPU, start-up included: steadier than rates on a busy box
+    # From the start of the first round of sends (its PushSend rows carry that instant) to the last
+    # DeliveredPush row (written just before its ack): every push, and not the process start-up.
+    first = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
+    last = tm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
+    done = tm.DeliveredPush.objects.count()
+    accepted = tm.PushSend.objects.filter(status=tm.SendStatus.ACCEPTED).count()
+    seconds = (last - first).total_seconds() if first and last else 0.0
+    return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall, "cpu": cpu,
+            "rate": done / seconds if seconds else None,
+            "exit": proc.returncode}  # fmt: skip
+
+
+def run(h: Harness) -> Section:
+    from django.utils import timezone
+
     from trainings import models as tm
     from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
 
@@ -115,54 +178,8 @@ def run(h: Harness) -> Section:
     start = timezone.now() + timedelta(hours=2)
     training = str(uuid.uuid4())
 
-    def publish(tag: str) -> None:
-        transport = RabbitMQTransport(h.broker_url)
-        try:
-            messages: list[dict[str, Any]] = [
-                {
-                    "schema": "trainings.push/2", "idempotency_key": f"{tag}.{p.pk}", "player": p.pk,
-                    "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.",
-                    "language": "en", "training": training, "kind": "PRE", "rule": "pre-questionnaire",
-                    "fire_at": timezone.now().isoformat(), "expires_at": start.isoformat(),
-                }
-                for p in players
-            ]  # fmt: skip
-            for first in range(0, len(messages), 500):
-                chunk = messages[first : first + 500]
-                refused = transport.deliver(
-                    [Delivery(i, str(m["idempotency_key"]), "bench", timezone.now(), 1, h.push_queue, m)
-                     for i, m in enumerate(chunk)]
-                )  # fmt: skip
-                assert not refused, refused
-        finally:
-            transport.close()
-
     def drain(label: str, **env: str) -> dict[str, Any]:
-        tm.DeliveredPush.objects.all().delete()
-        tm.PushSend.objects.all().delete()
-        publish(label)
-        cpu = _children_cpu()
-        proc = h.start(
-            f"push-gateway-{label}",
-            [sys.executable, "manage.py", "push_gateway", "--max-messages", str(n), "--idle-seconds", "30"],
-            **env,
-        )
-        wall = time.perf_counter()
-        proc.wait(timeout=600)
-        wall = time.perf_counter() - wall
-        cpu = (
-            _children_cpu() - cpu
-        )  # the gateway's own CPU, start-up included: steadier than rates on a busy box
-        # From the start of the first round of sends (its PushSend rows carry that instant) to the last
-        # DeliveredPush row (written just before its ack): every push, and not the process start-up.
-        first = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
-        last = tm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
-        done = tm.DeliveredPush.objects.count()
-        accepted = tm.PushSend.objects.filter(status=tm.SendStatus.ACCEPTED).count()
-        seconds = (last - first).total_seconds() if first and last else 0.0
-        return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall, "cpu": cpu,
-                "rate": done / seconds if seconds else None,
-                "exit": proc.returncode}  # fmt: skip
+        return gateway_drain(h, label, players, training=training, expires_at=start, **env)
 
     workdir = Path(h.log_dir) / "push-peers"
     workdir.mkdir(parents=True, exist_ok=True)

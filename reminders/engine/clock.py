@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.utils import timezone
 
+from reminders import queries
+
 
 @dataclass(frozen=True, slots=True)
 class DbClock:
@@ -28,7 +30,7 @@ class DbClock:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 # clock_timestamp(), not now(): inside a transaction now() stands still at its start.
-                cursor.execute("SELECT clock_timestamp()")
+                cursor.execute(queries.CLOCK_NOW)
                 (at,) = cursor.fetchone()
         else:
             at = timezone.now()

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from reminders.engine import queries
+from reminders import queries
 from reminders.models import Job, Occurrence, OccurrenceStatus, new_idempotency_key
 
 

@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, QuerySet, Value, When
 from django.utils import timezone
 
-from reminders.engine import queries
+from reminders import queries
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.engine.retry import RetryPolicy
 from reminders.models import OCCURRENCE_TRANSITIONS, PURGEABLE_STATUSES, Occurrence, OccurrenceStatus

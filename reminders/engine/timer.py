@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from reminders.engine import queries
+from reminders import queries
 from reminders.engine.deliveries import DeliveryJob, delivery_jobs
 from reminders.engine.occurrences import Claim, ClaimedOccurrence
 from reminders.models import Job

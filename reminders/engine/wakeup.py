@@ -19,9 +19,11 @@ import time
 import psycopg
 from django.db import DatabaseError, connection
 
+from reminders import queries
+
 logger = logging.getLogger(__name__)
 
-CHANNEL = "reminders_due"
+CHANNEL = queries.DUE_CHANNEL
 # After the listener's connection failed, sleep-poll this long before trying to open it again.
 _RETRY_SECONDS = 5.0
 
@@ -30,7 +32,7 @@ def notify_due() -> None:
     """Tell listening scans that something is due within their look-ahead. Best effort (polling covers)."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+            cursor.execute(queries.DUE_NOTIFY, [CHANNEL])
     except DatabaseError:
         logger.warning("could not notify the scan; the next poll will find the work", exc_info=True)
 
@@ -101,7 +103,7 @@ def _listen() -> psycopg.Connection[tuple[object, ...]]:
     options = config.get("OPTIONS") or {}
     params.update({k: options[k] for k in _LIBPQ_OPTIONS if k in options})
     conn = psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v is not None})
-    conn.execute(f"LISTEN {CHANNEL}")
+    conn.execute(queries.DUE_LISTEN)
     return conn
 
 

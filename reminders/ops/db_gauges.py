@@ -18,23 +18,8 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from reminders.engine.queries import THROTTLE_TABLE, due_ranges
+from reminders import queries
 from reminders.models import Occurrence, OccurrenceStatus, WorkerHeartbeat
-
-_TABLE = Occurrence._meta.db_table
-# Unthrottled rows through occurrence_due_idx, throttled ones through occurrence_throttled_due_idx (one
-# range per policy and level); the first row of each range is its oldest, so min() is exact.
-BACKLOG_SQL_POSTGRES = f"""
-WITH due AS (
-    SELECT false AS throttled, d.next_attempt_at
-      FROM {due_ranges("next_attempt_at", scope="throttle_id IS NULL", until="now()", limit="%(cap)s")}
-    UNION ALL
-    SELECT true, d.next_attempt_at
-      FROM {THROTTLE_TABLE} AS t
-     CROSS JOIN {due_ranges("next_attempt_at", scope="throttle_id = t.id", until="now()", limit="%(cap)s")}
-)
-SELECT throttled, count(*), EXTRACT(EPOCH FROM now() - min(next_attempt_at)) FROM due GROUP BY throttled
-"""  # noqa: S608 - table name and bounds are constants, the cap is a bound parameter
 
 
 def due_backlog() -> dict[bool, tuple[int, float]]:
@@ -43,7 +28,7 @@ def due_backlog() -> dict[bool, tuple[int, float]]:
     found: dict[bool, tuple[int, float]] = {False: (0, 0.0), True: (0, 0.0)}
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(BACKLOG_SQL_POSTGRES, {"cap": cap})
+            cursor.execute(queries.DUE_BACKLOG, {"cap": cap})
             for throttled, count, age in cursor.fetchall():
                 found[bool(throttled)] = (int(count), max(float(age or 0), 0.0))
         return found

@@ -1,9 +1,10 @@
 """The operator's status figures (is the scheduler on time, how much is due, what failed, are workers alive),
 and the per-minute scan record they partly come from.
 
-Every query is bounded, so the page costs the same with 5 M or 30 M rows in the occurrence table; the
-comment above each names the index that serves it (EXPLAIN output: bench/status_explain.txt, timing:
-`python -m bench.status`). On SQLite (the embedded default) the same figures come from plain ORM queries.
+Every query is bounded, so the page costs the same with 5 M or 30 M rows in the occurrence table; its
+statements are in reminders/queries.py, the comment above each naming the index that serves it (EXPLAIN
+output: bench/status_explain.txt, timing: `python -m bench.status`). On SQLite (the embedded default) the
+same figures come from plain ORM queries.
 """
 
 from __future__ import annotations
@@ -17,14 +18,11 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from reminders import queries
 from reminders.engine.dispatch import ScanResult
 from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
-from reminders.engine.queries import THROTTLE_TABLE, due_ranges
 from reminders.models import RETRYING, Occurrence, OccurrenceStatus, ScanMinute
 from reminders.schedules.chain import schedules_advance
-
-_OCC = Occurrence._meta.db_table
-_SCAN = ScanMinute._meta.db_table
 
 # Counts stop here: past it the page says "at least" (a backlog that large is the news, not its digits).
 COUNT_CAP = 10_000
@@ -33,7 +31,7 @@ LATENESS_SAMPLE = 5_000
 # Failures grouped over at most this many of the last 24 h's latest failed rows, and this many groups.
 FAILURE_SAMPLE = 5_000
 FAILURE_GROUPS = 20
-ERROR_PREFIX = 200
+ERROR_PREFIX = queries.ERROR_PREFIX
 
 
 def occurrence_state(status: str, attempts: int) -> str:
@@ -44,19 +42,6 @@ def occurrence_state(status: str, attempts: int) -> str:
 
 
 # --- The scan record (written by every scan run) ------------------------------------------------------
-
-_RECORD_SQL = f"""
-INSERT INTO {_SCAN} (minute, scans, claimed, delivered, retried, failed, last_scan_at, last_worker)
-VALUES (%s, 1, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (minute) DO UPDATE SET
-    scans = {_SCAN}.scans + 1,
-    claimed = {_SCAN}.claimed + excluded.claimed,
-    delivered = {_SCAN}.delivered + excluded.delivered,
-    retried = {_SCAN}.retried + excluded.retried,
-    failed = {_SCAN}.failed + excluded.failed,
-    last_scan_at = excluded.last_scan_at,
-    last_worker = excluded.last_worker
-"""  # noqa: S608 - the table name is a constant
 
 
 def scan_record(*, result: ScanResult, worker: str, at: datetime | None = None) -> None:
@@ -74,7 +59,7 @@ def scan_record(*, result: ScanResult, worker: str, at: datetime | None = None) 
         worker[:200],
     ]
     with connection.cursor() as cursor:
-        cursor.execute(_RECORD_SQL, params)
+        cursor.execute(queries.SCAN_RECORD, params)
 
 
 def scan_minutes_purge(*, before: datetime) -> int:
@@ -164,68 +149,21 @@ def _postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _levels(select: str, *, limit: str) -> str:
-    """The due rows of every throttle scope, walked as the claim walks them (`due_ranges`): unthrottled
-    ones, then each throttle policy's."""
-    unthrottled = due_ranges(select, scope="throttle_id IS NULL", until="%(now)s", limit=limit)
-    throttled = due_ranges(select, scope="throttle_id = t.id", until="%(now)s", limit=limit)
-    policies = f"{THROTTLE_TABLE} AS t CROSS JOIN {throttled}"
-    return f"(SELECT d.* FROM {unthrottled}) UNION ALL (SELECT d.* FROM {policies})"  # noqa: S608 - constants
-
-
-# Due and not delivered: occurrence_due_idx and occurrence_throttled_due_idx, one bounded range per level.
-DUE_COUNT_SQL = f"SELECT count(*) FROM ({_levels('1 AS one', limit='%(cap)s')} LIMIT %(cap)s) AS due"  # noqa: S608
-# The oldest of them: the first entry of each range (same indexes), the least of those.
-OLDEST_DUE_SQL = f"SELECT min(next_attempt_at) FROM ({_levels('next_attempt_at', limit='1')}) AS firsts"  # noqa: S608
-# In flight: occurrence_lease_idx holds exactly the claimed rows (an index-only count, capped).
-IN_FLIGHT_SQL = f"SELECT count(*) FROM (SELECT 1 FROM {_OCC} WHERE status = 'claimed' LIMIT %(cap)s) AS c"  # noqa: S608
-# Lateness: occurrence_purge_idx (finished_at, rows delivered/cancelled/skipped), walked backwards from now;
-# a delivered row's finished_at is its delivered_at.
-LATENESS_SQL = f"""
-SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY late), percentile_cont(0.99) WITHIN GROUP (ORDER BY late),
-       count(*)
-  FROM (SELECT EXTRACT(EPOCH FROM (delivered_at - fire_at)) AS late FROM {_OCC}
-         WHERE status IN ('delivered', 'cancelled', 'skipped') AND status = 'delivered'
-           AND finished_at >= %(since)s
-         ORDER BY finished_at DESC LIMIT %(sample)s) AS s
-"""  # noqa: S608
-# Failures: occurrence_failed_idx (finished_at, failed rows only), the latest FAILURE_SAMPLE of them.
-FAILURES_SQL = f"""
-SELECT substr(last_error, 1, {ERROR_PREFIX}) AS error, count(*) AS n, max(finished_at) AS last_at
-  FROM (SELECT last_error, finished_at FROM {_OCC}
-         WHERE status = 'failed' AND finished_at >= %(since)s
-         ORDER BY finished_at DESC LIMIT %(sample)s) AS f
- GROUP BY 1 ORDER BY n DESC, last_at DESC LIMIT %(groups)s
-"""  # noqa: S608
-# Retrying now: occurrence_retrying_idx (next_attempt_at, rows scheduled again after a failed attempt or an
-# expired lease), the RETRY_SAMPLE next to be tried.
-RETRYING_SQL = f"""
-SELECT substr(last_error, 1, {ERROR_PREFIX}) AS error, count(*) AS n, min(fire_at), min(next_attempt_at)
-  FROM (SELECT last_error, fire_at, next_attempt_at FROM {_OCC}
-         WHERE status = 'scheduled' AND attempts > 0
-         ORDER BY next_attempt_at LIMIT %(sample)s) AS r
- GROUP BY 1 ORDER BY n DESC, 3 LIMIT %(groups)s
-"""  # noqa: S608
-
-
 def status_queries(*, now: datetime) -> dict[str, tuple[str, dict[str, Any]]]:
     """Every PostgreSQL statement of the page with its parameters (the bench EXPLAINs exactly these)."""
     return {
-        "due_count": (DUE_COUNT_SQL, {"now": now, "cap": COUNT_CAP}),
-        "oldest_due": (OLDEST_DUE_SQL, {"now": now}),
-        "in_flight": (IN_FLIGHT_SQL, {"cap": COUNT_CAP}),
-        "lateness_1h": (LATENESS_SQL, {"since": now - timedelta(hours=1), "sample": LATENESS_SAMPLE}),
+        "due_count": (queries.DUE_COUNT, {"now": now, "cap": COUNT_CAP}),
+        "oldest_due": (queries.OLDEST_DUE, {"now": now}),
+        "in_flight": (queries.IN_FLIGHT, {"cap": COUNT_CAP}),
+        "lateness_1h": (queries.LATENESS, {"since": now - timedelta(hours=1), "sample": LATENESS_SAMPLE}),
         "failures_24h": (
-            FAILURES_SQL,
+            queries.FAILURES,
             {"since": now - timedelta(hours=24), "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS},
         ),
-        "retrying": (RETRYING_SQL, {"sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS}),
+        "retrying": (queries.RETRYING, {"sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS}),
         # The ORM reads of the scan record, written out: both on the primary key (minute).
-        "per_minute": (
-            f"SELECT * FROM {_SCAN} WHERE minute >= %(start)s AND minute <= %(end)s",  # noqa: S608
-            {"start": now - timedelta(minutes=59), "end": now},
-        ),
-        "last_scan": (f"SELECT * FROM {_SCAN} ORDER BY minute DESC LIMIT 1", {}),  # noqa: S608
+        "per_minute": (queries.SCAN_MINUTES, {"start": now - timedelta(minutes=59), "end": now}),
+        "last_scan": (queries.SCAN_LAST, {}),
     }
 
 
@@ -239,7 +177,7 @@ def _one(sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
 
 def due_count(*, now: datetime) -> tuple[int, bool]:
     if _postgres():
-        (count,) = _one(DUE_COUNT_SQL, {"now": now, "cap": COUNT_CAP})
+        (count,) = _one(queries.DUE_COUNT, {"now": now, "cap": COUNT_CAP})
     else:
         count = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now).count()
         count = min(count, COUNT_CAP)
@@ -248,7 +186,7 @@ def due_count(*, now: datetime) -> tuple[int, bool]:
 
 def oldest_due_at(*, now: datetime) -> datetime | None:
     if _postgres():
-        (oldest,) = _one(OLDEST_DUE_SQL, {"now": now})
+        (oldest,) = _one(queries.OLDEST_DUE, {"now": now})
         return oldest
     first = (
         Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now)
@@ -261,7 +199,7 @@ def oldest_due_at(*, now: datetime) -> datetime | None:
 
 def in_flight_count() -> int:
     if _postgres():
-        return int(_one(IN_FLIGHT_SQL, {"cap": COUNT_CAP})[0])
+        return int(_one(queries.IN_FLIGHT, {"cap": COUNT_CAP})[0])
     return Occurrence.objects.filter(status=OccurrenceStatus.CLAIMED)[:COUNT_CAP].count()
 
 
@@ -275,7 +213,7 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
 def lateness(*, since: datetime, window: str) -> Lateness:
     """Delivered time minus fire time, over the window's latest LATENESS_SAMPLE deliveries."""
     if _postgres():
-        p50, p99, count = _one(LATENESS_SQL, {"since": since, "sample": LATENESS_SAMPLE})
+        p50, p99, count = _one(queries.LATENESS, {"since": since, "sample": LATENESS_SAMPLE})
         return Lateness(window, int(count), _float(p50), _float(p99))
     rows = (
         Occurrence.objects.filter(status=OccurrenceStatus.DELIVERED, finished_at__gte=since)
@@ -309,7 +247,7 @@ def failures_by_error(*, since: datetime) -> tuple[list[FailureGroup], bool]:
     """Failed occurrences since `since`, grouped by the start of their error; True if the sample was full."""
     params: dict[str, Any] = {"since": since, "sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS}
     with connection.cursor() as cursor:
-        cursor.execute(FAILURES_SQL, params)
+        cursor.execute(queries.FAILURES, params)
         rows = cursor.fetchall()
     groups = [FailureGroup(error or "", int(n), _aware(last_at)) for error, n, last_at in rows]
     return groups, sum(g.count for g in groups) >= FAILURE_SAMPLE
@@ -318,7 +256,7 @@ def failures_by_error(*, since: datetime) -> tuple[list[FailureGroup], bool]:
 def retrying_by_error() -> tuple[list[RetryGroup], bool]:
     """Occurrences waiting for another attempt, grouped by the start of their last error."""
     with connection.cursor() as cursor:
-        cursor.execute(RETRYING_SQL, {"sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS})
+        cursor.execute(queries.RETRYING, {"sample": FAILURE_SAMPLE, "groups": FAILURE_GROUPS})
         rows = cursor.fetchall()
     groups = [RetryGroup(error or "", int(n), _aware(first), _aware(nxt)) for error, n, first, nxt in rows]
     return groups, sum(g.count for g in groups) >= FAILURE_SAMPLE

@@ -21,6 +21,7 @@ from django.db import connection
 from django.db.models.functions import Now
 from kombu import Connection
 
+from reminders import queries
 from reminders.models import WorkerHeartbeat
 
 # Rows of worker names not seen for this long are deleted (a renamed or retired host).
@@ -57,7 +58,7 @@ def scan_finished(*, worker: str | None = None) -> None:
 def check_database() -> Check:
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+            cursor.execute(queries.DATABASE_PING)
             cursor.fetchone()
     except Exception as exc:
         return Check("database", False, f"{type(exc).__name__}: {exc}"[:300])

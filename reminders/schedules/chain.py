@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from reminders.engine import queries
+from reminders import queries
 from reminders.engine.inserts import batch_offset, occurrences_insert_idempotent
 from reminders.engine.occurrences import occurrences_skip_superseded
 from reminders.models import MisfirePolicy, Occurrence, Schedule

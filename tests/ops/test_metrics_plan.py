@@ -9,7 +9,8 @@ from django.db import connection
 from django.utils import timezone
 
 from reminders.models import Occurrence
-from reminders.ops.db_gauges import BACKLOG_SQL_POSTGRES, due_backlog
+from reminders.ops.db_gauges import due_backlog
+from reminders.queries import DUE_BACKLOG
 from tests.factories import JobFactory, ThrottlePolicyFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -41,7 +42,7 @@ def test_it_reads_due_rows_through_the_partial_indexes_and_never_the_future_ones
     _rows(7, start=now - dt.timedelta(seconds=50), throttle_id=policy.id)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE reminders_occurrence")
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + BACKLOG_SQL_POSTGRES, {"cap": 100000})
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + DUE_BACKLOG, {"cap": 100000})
         plan = "\n".join(row[0] for row in cursor.fetchall())
 
     assert "Seq Scan on reminders_occurrence" not in plan, plan

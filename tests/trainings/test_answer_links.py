@@ -19,6 +19,7 @@ from reminders.models import Occurrence
 from tests.factories import training_made
 from tests.trainings.conftest import fire
 from trainings.answers.links import SALT, answer_token, answer_url
+from trainings.answers.serializers import AnswerLinkSerializer
 from trainings.models import (
     AnswerSource,
     Invitation,
@@ -154,6 +155,25 @@ def test_an_invitation_answer_is_idempotent_and_may_change_while_open(
     assert Invitation.objects.get(training=training, player__name="Alice").responded_at == at
     assert _post(client, path, {"response": "denied"}).json()["answer"]["response"] == "denied"
     assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
+
+
+def test_the_body_is_the_documented_shape_and_a_post_costs_two_statements(
+    client: Client, training: Training, django_assert_num_queries: Any
+) -> None:
+    """The view builds AnswerLinkSerializer's JSON without running the serializer (the per-request
+    cost): both must agree. On PostgreSQL a POST reads the link's target and records the answer in one
+    statement each, whatever the answer's history."""
+    for kind, body in (("INVITATION", {"response": "denied"}), ("PRE", {"answers": {"sleep": 7}})):
+        path = _path(_player("Alice"), training, kind)
+        for _ in range(2):  # a new answer, then the same one again (unchanged)
+            with django_assert_num_queries(2):
+                posted = _post(client, path, body)
+            assert posted.status_code == 200, posted.content
+            assert posted.json() == AnswerLinkSerializer(posted.json()).data
+        shown = client.get(path).json()
+        assert shown == AnswerLinkSerializer(shown).data
+        assert shown["answer"]["at"] == posted.json()["answer"]["at"]
+        assert shown["answer"]["at"].endswith("Z")
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,13 @@ token in the path is the credential for one player, training and kind (trainings
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -86,7 +87,7 @@ class AnswerLinkView(APIView):
         target = self._open(token)
         if isinstance(target, Response):
             return target
-        return Response(AnswerLinkSerializer(_link_body(target, answer_link_current(target))).data)
+        return Response(_link_body(target, answer_link_current(target)))
 
     @extend_schema(
         request=AnswerLinkInputSerializer,
@@ -109,7 +110,17 @@ class AnswerLinkView(APIView):
         )  # fmt: skip
         body = _link_body(target, recorded.answer)
         body["changed"] = recorded.changed
-        return Response(AnswerLinkSerializer(body).data)
+        return Response(body)
+
+
+# The body is built in AnswerLinkSerializer's shape (the schema's) without running it: instantiating a
+# nested serializer per request deep-copies all its fields, which cost more than recording the answer.
+# tests/trainings/test_answer_links.py checks that both give the same JSON.
+_WHEN = serializers.DateTimeField()
+
+
+def _when(value: datetime | None) -> str | None:
+    return None if value is None else _WHEN.to_representation(value)
 
 
 def _link_body(target: LinkTarget, answer: dict[str, Any] | None) -> dict[str, Any]:
@@ -119,25 +130,36 @@ def _link_body(target: LinkTarget, answer: dict[str, Any] | None) -> dict[str, A
     body: dict[str, Any] = {
         "kind": target.link.kind,
         "expects": "response" if invitation else "answers",
+    }
+    if invitation:
+        body["responses"] = ["accepted", "denied"]
+    body.update({
         "question": question,
         "language": language,
         "training": {
-            "id": training.pk, "title": training.title, "team": training.team.name,
-            "location": training.location, "start": training.start,
+            "id": str(training.pk), "title": training.title, "team": training.team.name,
+            "location": training.location, "start": _when(training.start),
             "start_local": training.start.astimezone(training.zone).isoformat(),
             "time_zone": training.time_zone,
         },
         "player": {"id": player.pk, "name": player.name},
-        "closes_at": target.closes_at,
-        "answer": answer,
-    }  # fmt: skip
-    if target.guardianship is not None:
+    })  # fmt: skip
+    if target.guardianship is not None:  # the serializer's order: after `player`
         ship = target.guardianship
         body["guardian"] = {
             "guardian": ship.guardian_id,
             "name": ship.guardian.name,
             "relation": ship.relation,
         }
-    if invitation:
-        body["responses"] = ["accepted", "denied"]
+    body.update(closes_at=_when(target.closes_at), answer=None if answer is None else _answer_body(answer))
+    return body
+
+
+def _answer_body(answer: dict[str, Any]) -> dict[str, Any]:
+    """As _LinkAnswerSerializer gives it: `response` always (null for a questionnaire), `answers` when
+    there are some, and who gave it (`by`: the guardian, null for the player)."""
+    body: dict[str, Any] = {"response": answer.get("response")}
+    if "answers" in answer:
+        body["answers"] = answer["answers"]
+    body.update(at=_when(answer.get("at")), source=answer.get("source"), by=answer.get("by"))
     return body

@@ -12,17 +12,11 @@ from datetime import datetime
 from django.db import connection
 from django.db.models.functions import Now
 
-from trainings.models import GatewayHeartbeat, PushMinute
+from trainings import queries
+from trainings.models import GatewayHeartbeat
 
 HEARTBEAT_EVERY = 5.0
 _last_beat = 0.0
-
-_MINUTE = PushMinute._meta.db_table
-_MINUTE_SQL = f"""
-INSERT INTO {_MINUTE} (minute, accepted, not_reached) VALUES (%s, %s, %s)
-ON CONFLICT (minute) DO UPDATE SET accepted = {_MINUTE}.accepted + excluded.accepted,
-                                   not_reached = {_MINUTE}.not_reached + excluded.not_reached
-"""  # noqa: S608 - the table name is a constant
 
 
 def gateway_heartbeat(*, name: str | None = None, force: bool = False) -> None:
@@ -42,4 +36,6 @@ def push_minutes_add(*, at: datetime, accepted: int, not_reached: int) -> None:
         return
     minute = at.replace(second=0, microsecond=0)
     with connection.cursor() as cursor:
-        cursor.execute(_MINUTE_SQL, [connection.ops.adapt_datetimefield_value(minute), accepted, not_reached])
+        cursor.execute(
+            queries.PUSH_MINUTE_ADD, [connection.ops.adapt_datetimefield_value(minute), accepted, not_reached]
+        )

@@ -1,0 +1,246 @@
+"""8. Answer links through the WSGI app: answers recorded per second by gunicorn serving `config.wsgi`.
+
+One team of N players (3,000; 600 with --quick) and one training in two days that invites them all. Each
+round POSTs one answer per player to `/api/answer-links/<token>/`: half invitation links
+(`{"response": ...}`), half pre-training questionnaire links (`{"answers": {...}}`), the answer changing
+every round so each POST writes. The alternative, in the same round with the same server and client, is a
+trivial Django view: `GET /health/live` through the same middleware, N times.
+
+The server is `gunicorn config.wsgi` with WORKERS sync workers (2, the machine's cores), as the Procfile
+runs it but without the access log; the client is bench/http_load.py in a process of its own, with
+CONCURRENCY connections in flight. Every player answers from an address of their own (X-Forwarded-For
+behind one proxy, API_NUM_PROXIES=1): the per-address limit stays on, as it is in production, and counts
+each phone apart. Rates are medians over the rounds; the CPU of the workers per request says what one
+request costs whatever else the shared machine runs.
+Target: >= 1,000 answers/s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.harness import Harness
+from bench.report import RoundRatios, Row, Section
+
+TARGET = 1_000.0
+WORKERS = 5  # gunicorn's advice: 2 x cores + 1
+CONCURRENCY = 32
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of live processes, from /proc/<pid>/stat."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / _TICKS
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _backends() -> list[int]:
+    """The PostgreSQL backends of the run's database other than this process's own: the workers'
+    persistent connections (CONN_MAX_AGE), whose CPU is the database's share of each request."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _address(i: int) -> str:
+    return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+
+
+def _load(h: Harness, name: str, port: int, requests: list[list[Any]]) -> dict[str, Any]:
+    """Run the requests through bench/http_load.py in a child process; its result line."""
+    import subprocess
+
+    lines = "\n".join(json.dumps(r) for r in requests)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.http_load", "127.0.0.1", str(port), str(CONCURRENCY)],
+        input=lines.encode(),
+        capture_output=True,
+        check=True,
+        env=h.child_env(),
+        timeout=600,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return result
+
+
+def run(h: Harness) -> Section:
+    from django.utils import timezone
+
+    from trainings import models as tm
+    from trainings.answers.links import answer_token
+    from trainings.services import training_create
+
+    section = Section("answers")
+    n = 600 if h.quick else 3_000
+    rounds = 3 if h.quick else 5
+    team = tm.Team.objects.create(name="bench answers", time_zone="Europe/Paris")
+    players = tm.Player.objects.bulk_create([tm.Player(name=f"bench answer {i}") for i in range(n)])
+    tm.Membership.objects.bulk_create([tm.Membership(team=team, player=p, active=True) for p in players])
+    start = (timezone.now() + timedelta(days=2)).replace(microsecond=0)
+    training = training_create(
+        team=team, title="Bench answers", start=start, end=start + timedelta(minutes=90),
+        time_zone="Europe/Paris",
+    )  # fmt: skip
+    links = [
+        (p.pk, "INVITATION" if i % 2 == 0 else "PRE",
+         answer_token(player_id=p.pk, training_id=training.pk, kind="INVITATION" if i % 2 == 0 else "PRE"))
+        for i, p in enumerate(players)
+    ]  # fmt: skip
+
+    port = _free_port()
+    server = h.start(
+        "gunicorn-answers",
+        [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(WORKERS), "--graceful-timeout", "5"],
+        API_NUM_PROXIES="1",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+    )  # fmt: skip
+    try:
+        _wait_for_port(port, server)
+        workers = _children(server.pid)
+        # Warm each worker (imports, URL resolver, the database connection) before the clock starts.
+        _load(h, "warm", port, [["GET", "/health/live", {}, None]] * 50)
+        warm = [["POST", f"/api/answer-links/{token}/", {"X-Forwarded-For": _address(player_id)},
+                 json.dumps({"response": "denied"} if kind == "INVITATION" else {"answers": {}})]
+                for player_id, kind, token in links[:100]]  # fmt: skip
+        _load(h, "warm", port, warm)  # every worker holds its database connection now
+        backends = _backends()
+
+        answers_rates: list[float] = []
+        trivial_rates: list[float] = []
+        answer_cpu: list[float] = []
+        database_cpu: list[float] = []
+        trivial_cpu: list[float] = []
+        client_cpu: list[float] = []
+        statuses: dict[str, int] = {}
+        latencies: list[tuple[float, float]] = []
+        for r in range(rounds):
+            requests = []
+            for player_id, kind, token in links:
+                body = (
+                    {"response": "accepted" if r % 2 == 0 else "denied"}
+                    if kind == "INVITATION"
+                    else {"answers": {"sleep": 6 + r, "round": r}}
+                )
+                headers = {"X-Forwarded-For": _address(player_id)}
+                requests.append(["POST", f"/api/answer-links/{token}/", headers, json.dumps(body)])
+            cpu, database = _cpu_seconds(workers), _cpu_seconds(backends)
+            answered = _load(h, "answers", port, requests)
+            answer_cpu.append((_cpu_seconds(workers) - cpu) / n)
+            database_cpu.append((_cpu_seconds(backends) - database) / n)
+            trivial = [["GET", "/health/live", {"X-Forwarded-For": _address(i)}, None] for i in range(n)]
+            cpu = _cpu_seconds(workers)
+            served = _load(h, "trivial", port, trivial)
+            trivial_cpu.append((_cpu_seconds(workers) - cpu) / n)
+            answers_rates.append(answered["statuses"].get("200", 0) / answered["seconds"])
+            trivial_rates.append(served["statuses"].get("200", 0) / served["seconds"])
+            client_cpu.append(answered["cpu"] / n)
+            latencies.append((answered["p50_ms"], answered["p99_ms"]))
+            for code, count in answered["statuses"].items():
+                statuses[code] = statuses.get(code, 0) + count
+            print(
+                f"  round {r + 1}: {answers_rates[-1]:,.0f} answers/s ({answered['statuses']}), "
+                f"trivial {trivial_rates[-1]:,.0f}/s; worker CPU {answer_cpu[-1] * 1e6:,.0f} µs "
+                f"(+ PostgreSQL {database_cpu[-1] * 1e6:,.0f} µs) vs {trivial_cpu[-1] * 1e6:,.0f} µs per "
+                "request",
+                flush=True,
+            )
+    finally:
+        h.stop(server)
+
+    recorded_invitations = tm.Invitation.objects.filter(training=training).exclude(status="PENDING").count()
+    recorded_answers = tm.QuestionnaireAnswer.objects.filter(training=training).count()
+    ratios = RoundRatios(tuple(a / t for a, t in zip(answers_rates, trivial_rates, strict=True)))
+    rate = RoundRatios(tuple(answers_rates)).median
+    trivial_rate = RoundRatios(tuple(trivial_rates)).median
+    cpu_ratio = RoundRatios(tuple(a / t for a, t in zip(answer_cpu, trivial_cpu, strict=True)))
+    all_ok = statuses.get("200", 0) == n * rounds
+    worker_us = RoundRatios(tuple(x * 1e6 for x in answer_cpu)).median
+    database_us = RoundRatios(tuple(x * 1e6 for x in database_cpu)).median
+    server_us = RoundRatios(
+        tuple((a + d) * 1e6 for a, d in zip(answer_cpu, database_cpu, strict=True))
+    ).median
+    trivial_us = RoundRatios(tuple(x * 1e6 for x in trivial_cpu)).median
+    capacity = (os.cpu_count() or 1) * 1e6 / server_us
+    section.rows += [
+        Row(
+            f"8a answer links, POST through gunicorn ({WORKERS} workers, {n:,} answers x {rounds} rounds)",
+            rate,
+            trivial_rate,
+            "trivial view /health/live",
+            "answers/s",
+            ratios.median,
+            "of trivial",
+            "≥ 1,000 answers/s",
+            passed=rate >= TARGET and all_ok,
+            note=f"rates are medians of {rounds} rounds; answers/trivial {ratios.describe()}; statuses "
+            f"{statuses}; {recorded_invitations:,} invitations and {recorded_answers:,} questionnaires "
+            f"recorded; latency p50/p99 of the median round "
+            f"{sorted(latencies)[len(latencies) // 2][0]:.1f}/{sorted(latencies)[len(latencies) // 2][1]:.1f}"
+            f" ms at {CONCURRENCY} in flight",
+        ),
+        Row(
+            "8b answer link, CPU per answer: gunicorn worker + its PostgreSQL backend",
+            server_us,
+            trivial_us,
+            "trivial view (worker)",
+            "µs",
+            server_us / trivial_us,
+            "of trivial",
+            note=f"worker {worker_us:,.0f} µs + PostgreSQL backend {database_us:,.0f} µs per answer (medians "
+            f"of {rounds} rounds; worker CPU answer/trivial {cpu_ratio.describe()}); the client spent "
+            f"{RoundRatios(tuple(x * 1e6 for x in client_cpu)).median:,.0f} µs per request. At that CPU "
+            f"cost the server side alone could serve {capacity:,.0f} answers/s on this machine's "
+            f"{os.cpu_count()} cores if it had them to itself (client, WAL writer and other sessions not "
+            "counted)",
+        ),
+    ]
+    section.data = {
+        "answers_rates": answers_rates, "trivial_rates": trivial_rates, "answer_cpu": answer_cpu,
+        "trivial_cpu": trivial_cpu, "client_cpu": client_cpu,
+        "database_cpu": database_cpu, "statuses": statuses,
+    }  # fmt: skip
+    return section
+
+
+def _wait_for_port(port: int, proc: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"gunicorn did not listen on {port} within {timeout}s")

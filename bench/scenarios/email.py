@@ -1,0 +1,159 @@
+"""9. The email channel: reminder emails per second from the push queue to a local SMTP server.
+
+N players (2,000; 500 with --quick) whose only address is an email one get one push each; then
+`manage.py push_gateway` (a child process, the SMTP backend of Django's email framework,
+TRAININGS_EMAIL_CONNECTIONS threads each with one open connection) drains them: each email is rendered
+(HTML and text, answer links, unsubscribe headers), sent, and recorded as a PushSend with its outcome.
+The SMTP server is aiosmtpd on loopback in this process, as in the tests; it counts what it accepts.
+
+The alternative, in the same run and to the same server: raw smtplib, the same number of threads each with
+one connection, sending an already rendered email of the same size: what the SMTP exchange itself allows
+here. Each is run ROUNDS times, alternately; rates are medians over the rounds.
+Target: >= 500 emails/s.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from bench.harness import Harness
+from bench.report import RoundRatios, Row, Section
+from bench.scenarios.push import gateway_drain
+
+TARGET = 500.0
+
+
+class _Counter:
+    """aiosmtpd handler: accepts every message and counts it (no parsing: the server must cost little)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        with self.lock:
+            self.count += 1
+        return "250 Message accepted"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _raw_smtplib(port: int, raw: bytes, n: int, threads: int) -> dict[str, Any]:
+    """n sendmail calls of `raw` over `threads` connections, one thread each; rate, CPU and how many the
+    server accepted."""
+    todo = iter(range(n))
+    lock = threading.Lock()
+    sent = [0] * threads
+
+    def worker(index: int) -> None:
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
+            while True:
+                with lock:
+                    i = next(todo, None)
+                if i is None:
+                    return
+                client.sendmail("reminders@localhost", [f"raw-{i}@example.com"], raw)
+                sent[index] += 1
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    pool = [threading.Thread(target=worker, args=(index,)) for index in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    wall = time.perf_counter() - wall
+    return {"rate": sum(sent) / wall, "seconds": wall, "cpu": time.process_time() - cpu, "sent": sum(sent)}
+
+
+def run(h: Harness) -> Section:
+    from aiosmtpd.controller import Controller
+    from django.conf import settings
+    from django.utils import timezone
+
+    from trainings import models as tm
+    from trainings.push.email.message import email_for
+    from trainings.push.messages import PushMessage, Target
+
+    section = Section("email")
+    n = 500 if h.quick else 2_000
+    rounds = 2 if h.quick else 3
+    threads = settings.TRAININGS_EMAIL_CONNECTIONS
+    h.declare(h.push_queue)
+    players = tm.Player.objects.bulk_create([tm.Player(name=f"bench email {i}") for i in range(n)])
+    tm.Device.objects.bulk_create(
+        [tm.Device(player=p, provider="email", platform="email", token=f"player{i}@example.com")
+         for i, p in enumerate(players)]
+    )  # fmt: skip
+    start = timezone.now() + timedelta(hours=2)
+    training = str(uuid.uuid4())
+
+    counter = _Counter()
+    controller = Controller(counter, hostname="127.0.0.1", port=_free_port())
+    controller.start()
+    env = {
+        "DJANGO_EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "EMAIL_HOST": "127.0.0.1", "EMAIL_PORT": str(controller.port),
+        "TRAININGS_PUBLIC_URL": "https://coach.example.com",
+    }  # fmt: skip
+    # The raw client sends what the channel sends: one of its emails, rendered once.
+    sample = PushMessage.from_body({
+        "schema": "trainings.push/2", "idempotency_key": "sample", "player": players[0].pk,
+        "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.", "language": "en",
+        "training": training, "kind": "PRE", "rule": "pre-questionnaire", "expires_at": start.isoformat(),
+    })  # fmt: skip
+    raw: Any = email_for(sample, Target(players[0].pk, "email", "email", "player0@example.com")).message()
+    raw_bytes = raw.as_bytes(linesep="\r\n")  # as Django's SMTP backend sends it
+    gateway: list[dict[str, Any]] = []
+    smtp: list[dict[str, Any]] = []
+    try:
+        for r in range(rounds):
+            received = counter.count
+            result = gateway_drain(h, f"email{r}", players, training=training, expires_at=start, **env)
+            result["received"] = counter.count - received
+            gateway.append(result)
+            smtp.append(_raw_smtplib(controller.port, raw_bytes, n, threads))
+            print(
+                f"  round {r + 1}: gateway {result['rate'] or 0:,.0f} emails/s ({result['accepted']:,} "
+                f"accepted, {result['received']:,} received), raw smtplib {smtp[-1]['rate']:,.0f}/s",
+                flush=True,
+            )
+    finally:
+        controller.stop()
+
+    rates = [g["rate"] or 0.0 for g in gateway]
+    ratios = RoundRatios(tuple(g / s["rate"] for g, s in zip(rates, smtp, strict=True)))
+    rate = RoundRatios(tuple(rates)).median
+    all_ok = all(g["accepted"] == n and g["received"] == n for g in gateway)
+    raw_ok = all(s["sent"] == n for s in smtp)
+    gateway_cpu = RoundRatios(tuple(g["cpu"] / n * 1e6 for g in gateway)).median
+    raw_cpu = RoundRatios(tuple(s["cpu"] / n * 1e6 for s in smtp)).median
+    section.rows.append(
+        Row(
+            f"9 email channel through the gateway to local SMTP ({n:,} emails x {rounds} rounds)",
+            rate,
+            RoundRatios(tuple(s["rate"] for s in smtp)).median,
+            f"raw smtplib, {threads} connections",
+            "emails/s",
+            ratios.median,
+            "of raw",
+            "≥ 500 emails/s",
+            passed=rate >= TARGET and all_ok,
+            note=f"gateway/raw {ratios.describe()}; every round {n:,} recorded sends accepted and received: "
+            f"{all_ok} (raw: {raw_ok}); email of {len(raw_bytes):,} bytes (HTML and text); CPU per email: "
+            f"gateway "
+            f"{gateway_cpu:,.0f} µs (start-up included), raw client {raw_cpu:,.0f} µs (this process, the "
+            "SMTP server's share included)",
+        )
+    )
+    section.data = {"gateway": gateway, "smtplib": smtp, "email_bytes": len(raw_bytes)}
+    return section

@@ -1,0 +1,225 @@
+"""Every raw SQL statement of the reminders app, one named constant per purpose with the comment above it
+saying what it does (procrastinate keeps its `sql/queries.sql` the same way); the ORM does the rest.
+
+The engine's statements come first (claim, inserts, the timer's re-read, schedule heads), then the
+operator's (status figures, scan record, metric gauges), then the one-liners (ping, clock, wake-up). The
+per-priority walk over due rows is written once (`due_ranges`, and `due_scopes` for every throttle
+scope). Table names come from the models and bounds are constants; every value is a bound parameter.
+tests/test_sql_homes.py fails when another module of the app executes SQL text of its own.
+"""
+
+from __future__ import annotations
+
+from reminders.models import (
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    Job,
+    Occurrence,
+    ScanMinute,
+    Schedule,
+    ThrottlePolicy,
+)
+
+OCCURRENCE_TABLE = Occurrence._meta.db_table
+SCHEDULE_TABLE = Schedule._meta.db_table
+JOB_TABLE = Job._meta.db_table
+THROTTLE_TABLE = ThrottlePolicy._meta.db_table
+SCAN_TABLE = ScanMinute._meta.db_table
+
+
+def due_ranges(
+    select: str, *, scope: str, until: str, limit: str, alias: str = "d", lock: bool = False
+) -> str:
+    """The per-priority walk every reader of due rows shares: one index range per priority level, highest
+    first, each stopping at `until` and at `limit` rows, as `generate_series(...) AS p(level) CROSS JOIN
+    LATERAL (...) AS <alias>`. `scope` is the throttle condition (it picks occurrence_due_idx or
+    occurrence_throttled_due_idx); `lock` adds SKIP LOCKED inside each level (the claim). A plain range on
+    next_attempt_at would walk every scheduled row, future ones included."""
+    skip_locked = "\n                FOR UPDATE SKIP LOCKED" if lock else ""
+    return f"""generate_series({PRIORITY_MAX}, {PRIORITY_MIN}, -1) AS p(level)
+          CROSS JOIN LATERAL (
+             SELECT {select} FROM {OCCURRENCE_TABLE}
+              WHERE status = 'scheduled' AND {scope} AND priority = p.level AND next_attempt_at <= {until}
+              ORDER BY next_attempt_at
+              LIMIT {limit}{skip_locked}
+          ) AS {alias}"""  # noqa: S608 - constants and placeholders; every value is a bound parameter
+
+
+def due_scopes(select: str, *, until: str, limit: str) -> str:
+    """`due_ranges` over every throttle scope, as the claims walk them: unthrottled rows
+    (occurrence_due_idx), then each throttle policy's (occurrence_throttled_due_idx), as
+    `(SELECT false AS throttled, d.* ...) UNION ALL (SELECT true, d.* ...)`."""
+    unthrottled = due_ranges(select, scope="throttle_id IS NULL", until=until, limit=limit)
+    throttled = due_ranges(select, scope="throttle_id = t.id", until=until, limit=limit)
+    return (
+        f"(SELECT false AS throttled, d.* FROM {unthrottled}) "  # noqa: S608 - constants
+        f"UNION ALL (SELECT true, d.* FROM {THROTTLE_TABLE} AS t CROSS JOIN {throttled})"
+    )
+
+
+# The claim's columns, and its ranges of rows due before %(aged)s (the anti-starvation share).
+_CLAIMED = "id, priority, next_attempt_at"
+_AGED_RANGES = due_ranges(
+    _CLAIMED, scope="{scope}", until="%(aged)s", limit="%(aged_limit)s", alias="a", lock=True
+)
+# Lease up to %(limit)s due rows (scheduled -> claimed, new token, attempts + 1) and return them.
+# One index range scan per priority level, highest first; each level stops at `now`, so the claim never
+# touches future rows (see occurrence_due_idx). SKIP LOCKED sits inside each level so a concurrent claimer's
+# locked rows are passed over rather than waited on. The outer LIMIT stops pulling (and locking) early.
+# Anti-starvation (seed 003): a share of every batch (%(aged_limit)s) first goes to rows due before
+# %(aged)s, oldest first whatever their priority; the rest is strict priority. `= ANY(ARRAY(...))` makes
+# the id list an InitPlan, so the UPDATE finds its rows through the primary key whatever the planner
+# estimates (`IN (subquery)` was planned as a hash join over a full table scan). `{scope}` is one of the
+# CLAIM_SCOPE_* below. fire_at and next_attempt_at (the instant a look-ahead claim holds the row until) come
+# back as exact epoch microseconds (cheaper to parse than timestamptz).
+CLAIM_DUE = f"""
+UPDATE {OCCURRENCE_TABLE} AS o
+   SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
+ WHERE o.id = ANY(ARRAY(
+    SELECT c.id FROM (
+        (SELECT a.id, 0 AS part, a.priority AS level, a.next_attempt_at AS due
+           FROM {_AGED_RANGES}
+          ORDER BY a.next_attempt_at
+          LIMIT %(aged_limit)s)
+        UNION ALL
+        (SELECT d.id, 1, d.priority, d.next_attempt_at
+           FROM {due_ranges(_CLAIMED, scope="{scope}", until="%(due)s", limit="%(limit)s", lock=True)}
+          LIMIT %(limit)s)
+    ) AS c
+     GROUP BY c.id
+     ORDER BY min(c.part), max(c.level) DESC, min(c.due), c.id
+     LIMIT %(limit)s))
+RETURNING o.id, o.job_id, (EXTRACT(EPOCH FROM o.fire_at) * 1000000)::bigint, o.attempts, o.idempotency_key,
+          o.priority, (EXTRACT(EPOCH FROM o.next_attempt_at) * 1000000)::bigint
+"""  # noqa: S608 - table and bounds are constants, values are bound parameters
+# The generic claim takes unthrottled rows only; a throttle policy's claim takes only that policy's rows.
+CLAIM_SCOPE_UNTHROTTLED = "throttle_id IS NULL"
+CLAIM_SCOPE_THROTTLED = "throttle_id = %(throttle)s"
+
+# Stream new scheduled rows, each with a fresh idempotency key (several times faster than INSERT batches).
+COPY_COLUMNS = (
+    "job_id, fire_at, next_attempt_at, priority, status, attempts, last_error, idempotency_key, job_version, "
+    "batch_index, throttle_id, created_at"
+)
+COPY_OCCURRENCES = f"COPY {OCCURRENCE_TABLE} ({COPY_COLUMNS}) FROM STDIN"
+
+# Insert a schedule's fire point under its deterministic ids: an existing id is left alone, except that
+# a cancelled one is revived (cancelled -> scheduled). `{values}` is one INSERT_IDEMPOTENT_ROW per row.
+INSERT_IDEMPOTENT = f"""
+INSERT INTO {OCCURRENCE_TABLE} (job_id, fire_at, next_attempt_at, priority, job_version, batch_index,
+                                throttle_id, idempotency_key, created_at, status, attempts, last_error)
+VALUES {{values}}
+ON CONFLICT (idempotency_key) DO UPDATE SET
+    status = 'scheduled', next_attempt_at = excluded.next_attempt_at, priority = excluded.priority,
+    job_version = excluded.job_version, throttle_id = excluded.throttle_id, attempts = 0,
+    finished_at = NULL, last_error = ''
+WHERE {OCCURRENCE_TABLE}.status = 'cancelled'
+"""  # noqa: S608 - table names are constants, values are bound parameters
+INSERT_IDEMPOTENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'scheduled', 0, '')"
+
+# Held rows right before they are published (reminders/engine/timer.py): which are still claimed, by which
+# lease, and each one's version beside its job's current one.
+HELD_CURRENT = f"""
+SELECT o.id, o.lease_token, o.job_version, j.version
+  FROM {OCCURRENCE_TABLE} AS o
+  JOIN {JOB_TABLE} AS j ON j.id = o.job_id
+ WHERE o.id = ANY(%s) AND o.status = 'claimed'
+"""  # noqa: S608 - table names are constants
+
+# (schedule id, fire_at, version) of the rows among %s that are their schedule's current fire point; one
+# array parameter keeps it at milliseconds for a 20,000-row batch (an IN list costs ~10x more).
+SCHEDULE_HEADS = f"""
+SELECT DISTINCT s.id, o.fire_at, o.job_version
+  FROM {OCCURRENCE_TABLE} AS o
+  JOIN {SCHEDULE_TABLE} AS s ON s.job_id = o.job_id AND s.next_fire_at = o.fire_at
+ WHERE o.id = ANY(%s)
+"""  # noqa: S608 - table names are constants
+
+
+# --- The operator's status page (reminders/ops/figures.py) ------------------------------------------------
+# Every one is bounded, so the page costs the same with 5 M or 30 M rows; the comment names the index.
+
+# Failures and retries are grouped by the first ERROR_PREFIX characters of their error.
+ERROR_PREFIX = 200
+
+# Add one scan run's totals to its minute's row (concurrent workers add, never overwrite).
+SCAN_RECORD = f"""
+INSERT INTO {SCAN_TABLE} (minute, scans, claimed, delivered, retried, failed, last_scan_at, last_worker)
+VALUES (%s, 1, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (minute) DO UPDATE SET
+    scans = {SCAN_TABLE}.scans + 1,
+    claimed = {SCAN_TABLE}.claimed + excluded.claimed,
+    delivered = {SCAN_TABLE}.delivered + excluded.delivered,
+    retried = {SCAN_TABLE}.retried + excluded.retried,
+    failed = {SCAN_TABLE}.failed + excluded.failed,
+    last_scan_at = excluded.last_scan_at,
+    last_worker = excluded.last_worker
+"""  # noqa: S608 - the table name is a constant
+
+# Due and not delivered, up to %(cap)s: one bounded range per scope and level (`due_scopes`).
+DUE_COUNT = f"""
+SELECT count(*) FROM ({due_scopes("1 AS one", until="%(now)s", limit="%(cap)s")} LIMIT %(cap)s) AS due
+"""  # noqa: S608
+# The oldest of them: the first entry of each range (same indexes), the least of those.
+OLDEST_DUE = f"""
+SELECT min(next_attempt_at) FROM ({due_scopes("next_attempt_at", until="%(now)s", limit="1")}) AS firsts
+"""  # noqa: S608
+# In flight, up to %(cap)s: occurrence_lease_idx holds exactly the claimed rows (an index-only count).
+IN_FLIGHT = f"""
+SELECT count(*) FROM (SELECT 1 FROM {OCCURRENCE_TABLE} WHERE status = 'claimed' LIMIT %(cap)s) AS c
+"""  # noqa: S608
+# Lateness p50, p99 and sample size since %(since)s: occurrence_purge_idx (finished_at, rows delivered/
+# cancelled/skipped), walked backwards from now; a delivered row's finished_at is its delivered_at.
+LATENESS = f"""
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY late), percentile_cont(0.99) WITHIN GROUP (ORDER BY late),
+       count(*)
+  FROM (SELECT EXTRACT(EPOCH FROM (delivered_at - fire_at)) AS late FROM {OCCURRENCE_TABLE}
+         WHERE status IN ('delivered', 'cancelled', 'skipped') AND status = 'delivered'
+           AND finished_at >= %(since)s
+         ORDER BY finished_at DESC LIMIT %(sample)s) AS s
+"""  # noqa: S608
+# Failures since %(since)s grouped by error: occurrence_failed_idx (finished_at, failed rows only), the
+# latest %(sample)s of them.
+FAILURES = f"""
+SELECT substr(last_error, 1, {ERROR_PREFIX}) AS error, count(*) AS n, max(finished_at) AS last_at
+  FROM (SELECT last_error, finished_at FROM {OCCURRENCE_TABLE}
+         WHERE status = 'failed' AND finished_at >= %(since)s
+         ORDER BY finished_at DESC LIMIT %(sample)s) AS f
+ GROUP BY 1 ORDER BY n DESC, last_at DESC LIMIT %(groups)s
+"""  # noqa: S608
+# Retrying now, grouped by error: occurrence_retrying_idx (next_attempt_at, rows scheduled again after a
+# failed attempt or an expired lease), the %(sample)s next to be tried.
+RETRYING = f"""
+SELECT substr(last_error, 1, {ERROR_PREFIX}) AS error, count(*) AS n, min(fire_at), min(next_attempt_at)
+  FROM (SELECT last_error, fire_at, next_attempt_at FROM {OCCURRENCE_TABLE}
+         WHERE status = 'scheduled' AND attempts > 0
+         ORDER BY next_attempt_at LIMIT %(sample)s) AS r
+ GROUP BY 1 ORDER BY n DESC, 3 LIMIT %(groups)s
+"""  # noqa: S608
+# The ORM's reads of the scan record, written out for EXPLAIN (bench/status.py), both on the primary key
+# (minute). The minutes between %(start)s and %(end)s:
+SCAN_MINUTES = f"SELECT * FROM {SCAN_TABLE} WHERE minute >= %(start)s AND minute <= %(end)s"  # noqa: S608
+# The latest minute:
+SCAN_LAST = f"SELECT * FROM {SCAN_TABLE} ORDER BY minute DESC LIMIT 1"  # noqa: S608
+
+# --- Metric gauges read at scrape time (reminders/ops/db_gauges.py) ---------------------------------------
+
+# {throttled: (due rows up to %(cap)s per range, age of the oldest)}: the first row of each range is its
+# oldest, so min() is exact.
+DUE_BACKLOG = f"""
+WITH due AS ({due_scopes("next_attempt_at", until="now()", limit="%(cap)s")})
+SELECT throttled, count(*), EXTRACT(EPOCH FROM now() - min(next_attempt_at)) FROM due GROUP BY throttled
+"""  # noqa: S608 - table name and bounds are constants, the cap is a bound parameter
+
+# --- One-liners -------------------------------------------------------------------------------------------
+
+# The readiness check's round trip (reminders/ops/health.py).
+DATABASE_PING = "SELECT 1"
+# The database's own clock, not the transaction's start (reminders/engine/clock.py).
+CLOCK_NOW = "SELECT clock_timestamp()"
+# The channel a worker listens on for rows due within the look-ahead (reminders/engine/wakeup.py).
+DUE_CHANNEL = "reminders_due"
+# Wake the listening workers (sent after commit, coalesced); the channel is the parameter.
+DUE_NOTIFY = "SELECT pg_notify(%s, '')"
+# Listen for those wake-ups.
+DUE_LISTEN = f"LISTEN {DUE_CHANNEL}"

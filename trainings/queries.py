@@ -1,0 +1,74 @@
+"""Every raw SQL statement of the trainings app, one named constant (or builder, where the columns come
+from a model) per purpose, with the comment above it saying what it does; the ORM does the rest.
+
+Table and column names come from the models; every value is a bound parameter. tests/test_sql_homes.py
+fails when another module of the app executes SQL text of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import connection
+from django.db.models import Field
+
+from trainings.models import Invitation, Membership, Push, PushMinute
+
+_INVITATION = Invitation._meta.db_table
+_MEMBERSHIP = Membership._meta.db_table
+_PUSH_MINUTE = PushMinute._meta.db_table
+
+# Invite the team's active members to a training (training id, PENDING, team id): the rows `bulk_create`
+# would write, in player order, without reading the members first.
+MEMBERS_INVITE = (
+    f"INSERT INTO {_INVITATION} (training_id, player_id, status, responded_at) "  # noqa: S608
+    f"SELECT %s, player_id, %s, NULL FROM {_MEMBERSHIP} "
+    "WHERE team_id = %s AND active ORDER BY player_id"
+)
+
+# The id of the history row written by the same statement (its CTE `history`), selected beside the rules.
+HISTORY_ID = "(SELECT history_id FROM history)"
+
+
+def training_insert_reading_rules(ctes: Sequence[str], rules: str) -> str:
+    """Write the training, its history row and its invitations (`ctes`, each `name AS (INSERT ...)`) and
+    read the reminder rules (`rules`, the ORM's SELECT), in one statement."""
+    return f"WITH {', '.join(ctes)} {rules}"
+
+
+# Add a round's device outcomes to its minute (minute, accepted, not reached): gateways add, never
+# overwrite.
+PUSH_MINUTE_ADD = f"""
+INSERT INTO {_PUSH_MINUTE} (minute, accepted, not_reached) VALUES (%s, %s, %s)
+ON CONFLICT (minute) DO UPDATE SET accepted = {_PUSH_MINUTE}.accepted + excluded.accepted,
+                                   not_reached = {_PUSH_MINUTE}.not_reached + excluded.not_reached
+"""  # noqa: S608 - the table name is a constant
+
+
+def _pushes_insert_head(fields: Sequence[Field]) -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column or f.attname) for f in fields)
+    return f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at)"
+
+
+def _pushes_insert_tail() -> str:
+    quote = connection.ops.quote_name
+    return f" ON CONFLICT DO NOTHING RETURNING {quote('key')}, {quote('id')}"
+
+
+def pushes_insert_json(fields: Sequence[Field], positions: Sequence[int]) -> str:
+    """Insert pushes (these columns, then created_at: the first parameter) from one JSON array of rows
+    (the second), in their order, skipping any already there (by key, or occurrence and player); returns
+    (key, id) of those inserted. `positions`: where each column's value is in a row. PostgreSQL."""
+    picks = ", ".join(
+        f"(r->>{at})::{f.cast_db_type(connection)}" for at, f in zip(positions, fields, strict=True)
+    )
+    elements = "jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n)"
+    head, tail = _pushes_insert_head(fields), _pushes_insert_tail()
+    return f"{head} SELECT {picks}, %s FROM {elements} ORDER BY n{tail}"  # noqa: S608 - model names
+
+
+def pushes_insert_values(fields: Sequence[Field], rows: int) -> str:
+    """The same for `rows` rows of VALUES (each row: its columns, then created_at); any database."""
+    row = f"({', '.join(['%s'] * (len(fields) + 1))})"
+    return f"{_pushes_insert_head(fields)} VALUES {', '.join([row] * rows)}{_pushes_insert_tail()}"
