@@ -111,8 +111,8 @@ def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
     if row is None:
         return None, None
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
-     invitation_id, status, responded_at, source, player_id, player_name, language, player_zone,
-     ) = row  # fmt: skip
+     invitation_id, status, responded_at, source, responded_by, player_id, player_name, language,
+     player_zone) = row  # fmt: skip
     team = Team(id=team_id, name=team_name, time_zone=team_zone)
     training = Training(id=training_id, team=team, title=title, start=start, end=end, time_zone=zone,
                         location=location, cancelled=cancelled)  # fmt: skip
@@ -120,7 +120,8 @@ def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
         return training, None
     player = Player(id=player_id, name=player_name, language=language, time_zone=player_zone)
     invitation = Invitation(id=invitation_id, training=training, player=player, status=status,
-                            responded_at=responded_at, response_source=source)  # fmt: skip
+                            responded_at=responded_at, response_source=source,
+                            responded_by_id=responded_by)  # fmt: skip
     return training, invitation
 
 
@@ -149,7 +150,7 @@ def answer_link_record(
             raise ValueError("response")
         status = RESPONSES[response]
         if connection.vendor == "postgresql":
-            return _invitation_record(target.invitation.pk, status, now, source)
+            return _invitation_record(target, status, now, source)
         changed = (
             Invitation.objects.filter(pk=target.invitation.pk)
             .exclude(status=status)
@@ -182,14 +183,18 @@ def answer_link_record(
     return Recorded(changed, _questionnaire_answer(answer))
 
 
-def _invitation_record(invitation_id: int, status: str, now: datetime, source: str) -> Recorded:
+def _invitation_record(target: LinkTarget, status: str, now: datetime, source: str) -> Recorded:
+    params: dict[str, Any] = {"status": status, "now": now, "source": source, "id": target.invitation.pk,
+              "by": target.link.guardian_id}  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(
-            queries.INVITATION_ANSWER_RECORD,
-            {"status": status, "now": now, "source": source, "id": invitation_id},
-        )
-        changed, status, responded_at, response_source = cursor.fetchone()
-    invitation = Invitation(status=status, responded_at=responded_at, response_source=response_source)
+        cursor.execute(queries.INVITATION_ANSWER_RECORD, params)
+        changed, status, responded_at, response_source, by = cursor.fetchone()
+    if changed:  # given now, by this link's reader: no query for their name
+        answer = _invitation_answer(Invitation(status=status, responded_at=responded_at,
+                                               response_source=response_source))  # fmt: skip
+        return Recorded(changed, {**answer, "by": _by(target)})
+    invitation = Invitation(player_id=target.link.player_id, status=status, responded_at=responded_at,
+                            response_source=response_source, responded_by_id=by)  # fmt: skip
     return Recorded(changed, _invitation_answer(invitation))
 
 
@@ -198,12 +203,14 @@ def _questionnaire_record(
 ) -> Recorded:
     link = target.link
     params: dict[str, Any] = {"training": target.training.pk, "player": link.player_id, "phase": link.kind,
-                              "answers": json.dumps(answers), "now": now, "source": source}  # fmt: skip
+                              "answers": json.dumps(answers), "now": now, "source": source,
+                              "by": link.guardian_id}  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(queries.QUESTIONNAIRE_ANSWER_RECORD, params)
-        changed, stored, answered_at, stored_source = cursor.fetchone()
+        changed, stored, answered_at, stored_source, by = cursor.fetchone()
     value = json.loads(stored) if isinstance(stored, str) else stored
-    return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source})
+    who = _by(target) if changed else _guardian_by(link.player_id, by)
+    return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who})
 
 
 def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
