@@ -8,7 +8,9 @@ auto_now/auto_now_add) and `get_db_prep_save`, and the instances come back saved
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -134,3 +136,40 @@ def _column(model: type[Model], name: str) -> str:
     if not isinstance(field, Field):
         raise TypeError(f"{model.__name__}.{name} is not a column")
     return str(field.column)
+
+
+def rows_insert_many(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Insert plain rows (values for `columns`, attribute names of `model`), skipping any that conflict with
+    a unique constraint (`bulk_create(..., ignore_conflicts=True)`).
+
+    On PostgreSQL the rows travel as one JSON array parameter, read back by `jsonb_array_elements` and cast
+    to each column's type: one statement and one parameter however many rows, where `bulk_create` builds
+    a model instance and a dozen bound parameters per row (the push gateway writes a row per device send).
+    Values are what JSON holds, datetimes (ISO 8601 text) and None.
+    """
+    if not rows:
+        return
+    connection = connections[DEFAULT_DB_ALIAS]
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    fields = [by_attname[name] for name in columns]
+    if connection.vendor != "postgresql":
+        model._default_manager.bulk_create(
+            [model(**dict(zip(columns, row, strict=True))) for row in rows], ignore_conflicts=True
+        )
+        return
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(str(f.column)) for f in fields)
+    picks = ", ".join(f"(r->>{i})::{f.cast_db_type(connection)}" for i, f in enumerate(fields))
+    # Names from the model's meta; the rows are one bound parameter.
+    sql = (
+        f"INSERT INTO {quote(model._meta.db_table)} ({names}) SELECT {picks} "  # noqa: S608
+        "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n) ORDER BY n ON CONFLICT DO NOTHING"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [json.dumps(rows, separators=(",", ":"), default=_json_value)])
+
+
+def _json_value(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} in a row")

@@ -31,6 +31,7 @@ OWNERS = frozenset({"reminders/engine/occurrences.py", "trainings/transitions.py
 OTHER_MODELS = {
     "invitation_respond": "Invitation.status, the player's RSVP (a coach records it)",
     "answer_link_record": "Invitation.status, the player's RSVP (through an answer link)",
+    "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
 }
 
 _SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)

@@ -20,15 +20,24 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import Literal, Protocol, cast
 
 from django.apps import apps
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils.choices import CallableChoiceIterator
 
-if TYPE_CHECKING:
-    from trainings.models import Training
+
+class TrainingTimes(Protocol):
+    """What a kind reads of a training: its times (`trainings.models.Training` has them; the table does
+    not import the models, which read their choices from it)."""
+
+    @property
+    def start(self) -> datetime: ...
+
+    @property
+    def end(self) -> datetime: ...
+
 
 # Every column that stores a code is this wide (ReminderRule.kind, Push.kind, QuestionnaireAnswer.phase).
 CODE_MAX_LENGTH = 10
@@ -91,11 +100,11 @@ EVERYONE_INVITED = Q()
 NOT_DECLINED = ~Q(status="DENIED")
 
 
-def at_start(training: Training) -> datetime:
+def at_start(training: TrainingTimes) -> datetime:
     return training.start
 
 
-def _post_questionnaire_closes(training: Training) -> datetime:
+def _post_questionnaire_closes(training: TrainingTimes) -> datetime:
     return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
 
 
@@ -107,7 +116,7 @@ class Kind:
     label: str  # what coaches and operators read
     anchor: Literal["start", "end"]  # the training time its offsets count from
     sign: Literal[-1, 1]  # -1: offsets before the anchor, +1: after it
-    closes: Callable[[Training], datetime]  # when its pushes are no use any more (their expiry)
+    closes: Callable[[TrainingTimes], datetime]  # when its pushes are no use any more (their expiry)
     answer: Answer | None  # what its reminders wait for; None: a notice, nobody answers it
     screen: str  # what the app opens for its pushes (`screen` in their data)
     audience: Q = field(default=NOT_DECLINED)  # who on the list it asks, while the answer is missing
@@ -122,10 +131,10 @@ class Kind:
         if self.rule and self.answer is None:
             raise ValueError(f"kind {self.code}: a rule's reminders wait for an answer")
 
-    def anchor_of(self, training: Training) -> datetime:
+    def anchor_of(self, training: TrainingTimes) -> datetime:
         return training.end if self.anchor == "end" else training.start
 
-    def window(self, training: Training, span: timedelta) -> tuple[datetime | None, datetime]:
+    def window(self, training: TrainingTimes, span: timedelta) -> tuple[datetime | None, datetime]:
         """When its answers are awaited, for reminders up to `span` from the anchor: (opens, closes);
         opens None: since the training exists."""
         anchor = self.anchor_of(training)

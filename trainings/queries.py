@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from django.db import connection
 from django.db.models import Field
 
-from trainings.models import Invitation, Membership, Push, PushMinute
+from trainings.models import (
+    Invitation,
+    Membership,
+    Player,
+    Push,
+    PushMinute,
+    QuestionnaireAnswer,
+    Team,
+    Training,
+)
 
 _INVITATION = Invitation._meta.db_table
 _MEMBERSHIP = Membership._meta.db_table
@@ -72,3 +81,52 @@ def pushes_insert_values(fields: Sequence[Field], rows: int) -> str:
     """The same for `rows` rows of VALUES (each row: its columns, then created_at); any database."""
     row = f"({', '.join(['%s'] * (len(fields) + 1))})"
     return f"{_pushes_insert_head(fields)} VALUES {', '.join([row] * rows)}{_pushes_insert_tail()}"
+
+
+# An answer link's target (player, training): the training with its team and, when the player is on its
+# list, their invitation and the player.
+ANSWER_LINK_TARGET = f"""
+SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
+       tm.name, tm.time_zone,
+       i.id, i.status, i.responded_at, i.response_source,
+       p.id, p.name, p.language, p.time_zone
+  FROM {Training._meta.db_table} t
+  JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
+  LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %s
+  LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id
+ WHERE t.id = %s
+"""  # noqa: S608 - table names from the models; the values are bound parameters
+
+# Record an invitation's response unless it is the one already there; returns (changed, the row as it now
+# stands) either way (an unchanged answer keeps its time and source: the link is idempotent).
+INVITATION_ANSWER_RECORD = f"""
+WITH changed AS (
+    UPDATE {Invitation._meta.db_table} SET status = %(status)s, responded_at = %(now)s,
+           response_source = %(source)s
+     WHERE id = %(id)s AND status <> %(status)s
+ RETURNING status, responded_at, response_source
+)
+SELECT true, status, responded_at, response_source FROM changed
+ UNION ALL
+SELECT false, status, responded_at, response_source FROM {Invitation._meta.db_table}
+ WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM changed)
+"""  # noqa: S608 - the table name from the model; the values are bound parameters
+
+# Record a questionnaire's answers unless they are the ones already there; returns (changed, the row as it
+# now stands) either way.
+QUESTIONNAIRE_ANSWER_RECORD = f"""
+WITH changed AS (
+    INSERT INTO {QuestionnaireAnswer._meta.db_table} AS a (training_id, player_id, phase, answers,
+                answered_at, source)
+    VALUES (%(training)s, %(player)s, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s)
+    ON CONFLICT (training_id, player_id, phase) DO UPDATE
+       SET answers = EXCLUDED.answers, answered_at = EXCLUDED.answered_at, source = EXCLUDED.source
+     WHERE a.answers IS DISTINCT FROM EXCLUDED.answers
+ RETURNING answers, answered_at, source
+)
+SELECT true, answers, answered_at, source FROM changed
+ UNION ALL
+SELECT false, answers, answered_at, source FROM {QuestionnaireAnswer._meta.db_table}
+ WHERE training_id = %(training)s AND player_id = %(player)s AND phase = %(phase)s
+   AND NOT EXISTS (SELECT 1 FROM changed)
+"""  # noqa: S608 - the table name from the model; the values are bound parameters

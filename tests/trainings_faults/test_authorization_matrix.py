@@ -410,6 +410,7 @@ ADMIN_ROUTES = {
     ("admin-dead-letters", "*"),
     ("admin-dead-letters-replay", "*"),
     ("trainings_player_user_search", "*"),
+    ("admin-analytics", "*"),  # tests/trainings/test_analytics_admin.py: each coach's own teams
 }
 
 # Routes whose only credential is a signed token in the URL (one player, one training, one kind), never the

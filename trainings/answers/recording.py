@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from django.db import connection, transaction
 from django.utils import formats, timezone, translation
 
-from trainings import kinds
+from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.firing import push_expiry
 from trainings.models import (
@@ -85,24 +85,10 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
     return LinkTarget(link, training, invitation, closes_at)
 
 
-# The training with its team and, when the player is on its list, their invitation and the player.
-_TARGET_SQL = f"""
-SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
-       tm.name, tm.time_zone,
-       i.id, i.status, i.responded_at, i.response_source,
-       p.id, p.name, p.language, p.time_zone
-  FROM {Training._meta.db_table} t
-  JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
-  LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %s
-  LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id
- WHERE t.id = %s
-"""  # noqa: S608 - table names from the models; the values are bound parameters
-
-
 def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
-    """(training, invitation) of a link as detached model instances, from `_TARGET_SQL`."""
+    """(training, invitation) of a link as detached model instances, from `queries.ANSWER_LINK_TARGET`."""
     with connection.cursor() as cursor:
-        cursor.execute(_TARGET_SQL, [link.player_id, link.training_id])
+        cursor.execute(queries.ANSWER_LINK_TARGET, [link.player_id, link.training_id])
         row = cursor.fetchone()
     if row is None:
         return None, None
@@ -172,43 +158,11 @@ def answer_link_record(
     return Recorded(changed, _questionnaire_answer(answer))
 
 
-# One statement each on PostgreSQL: the answer written unless it is the one already there, and the row
-# as it now stands either way (an unchanged answer keeps its time and source: the link is idempotent).
-_INVITATION_RECORD_SQL = f"""
-WITH changed AS (
-    UPDATE {Invitation._meta.db_table} SET status = %(status)s, responded_at = %(now)s,
-           response_source = %(source)s
-     WHERE id = %(id)s AND status <> %(status)s
- RETURNING status, responded_at, response_source
-)
-SELECT true, status, responded_at, response_source FROM changed
- UNION ALL
-SELECT false, status, responded_at, response_source FROM {Invitation._meta.db_table}
- WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM changed)
-"""  # noqa: S608 - the table name from the model; the values are bound parameters
-
-_QUESTIONNAIRE_RECORD_SQL = f"""
-WITH changed AS (
-    INSERT INTO {QuestionnaireAnswer._meta.db_table} AS a (training_id, player_id, phase, answers,
-                answered_at, source)
-    VALUES (%(training)s, %(player)s, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s)
-    ON CONFLICT (training_id, player_id, phase) DO UPDATE
-       SET answers = EXCLUDED.answers, answered_at = EXCLUDED.answered_at, source = EXCLUDED.source
-     WHERE a.answers IS DISTINCT FROM EXCLUDED.answers
- RETURNING answers, answered_at, source
-)
-SELECT true, answers, answered_at, source FROM changed
- UNION ALL
-SELECT false, answers, answered_at, source FROM {QuestionnaireAnswer._meta.db_table}
- WHERE training_id = %(training)s AND player_id = %(player)s AND phase = %(phase)s
-   AND NOT EXISTS (SELECT 1 FROM changed)
-"""  # noqa: S608 - the table name from the model; the values are bound parameters
-
-
 def _invitation_record(invitation_id: int, status: str, now: datetime, source: str) -> Recorded:
     with connection.cursor() as cursor:
         cursor.execute(
-            _INVITATION_RECORD_SQL, {"status": status, "now": now, "source": source, "id": invitation_id}
+            queries.INVITATION_ANSWER_RECORD,
+            {"status": status, "now": now, "source": source, "id": invitation_id},
         )
         changed, status, responded_at, response_source = cursor.fetchone()
     invitation = Invitation(status=status, responded_at=responded_at, response_source=response_source)
@@ -222,7 +176,7 @@ def _questionnaire_record(
     params: dict[str, Any] = {"training": target.training.pk, "player": link.player_id, "phase": link.kind,
                               "answers": json.dumps(answers), "now": now, "source": source}  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(_QUESTIONNAIRE_RECORD_SQL, params)
+        cursor.execute(queries.QUESTIONNAIRE_ANSWER_RECORD, params)
         changed, stored, answered_at, stored_source = cursor.fetchone()
     value = json.loads(stored) if isinstance(stored, str) else stored
     return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source})

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from common.rows_insert import rows_insert_many
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push import metrics
 from trainings.push.liveness import push_minutes_add
@@ -79,6 +80,9 @@ class Round:
         return self.prior.get(i, {}).get(device_id, 0) + ((i, device_id) in self.sent)
 
 
+# A PushSend row as the gateway writes it (common/rows_insert.py: one statement for a round's rows).
+_SEND_COLUMNS = ("push_key", "device_id", "player_id", "provider", "status", "provider_message_id", "error",
+                 "attempts", "recorded_at")  # fmt: skip
 _FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
           Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
 
@@ -88,7 +92,7 @@ def sends_record(
 ) -> dict[int, str]:
     """The final device outcomes among `answers` ((answer, requests sent to the device, recorded at)) and
     the devices' state, in one transaction. Returns the devices disabled as dead, with the reason."""
-    rows: list[PushSend] = []
+    rows: list[tuple[Any, ...]] = []
     accepted: list[int] = []
     dead: dict[int, str] = {}
     for (_, push, device, result), attempts, recorded_at in answers:
@@ -96,11 +100,8 @@ def sends_record(
         if status is None:
             continue
         rows.append(
-            PushSend(
-                push_key=push.idempotency_key, device_id=device.device_id, player_id=push.player,
-                provider=channel_of(device), status=status, provider_message_id=result.message_id[:300],
-                error=result.error[:500], attempts=attempts, recorded_at=recorded_at,
-            )
+            (push.idempotency_key, device.device_id, push.player, channel_of(device), str(status),
+             result.message_id[:300], result.error[:500], attempts, recorded_at)
         )  # fmt: skip
         if result.verdict == Verdict.ACCEPTED:
             accepted.append(device.device_id)
@@ -111,8 +112,7 @@ def sends_record(
         return {}
     with transaction.atomic():
         # Sorted, so two gateways recording overlapping rows take their locks in one order.
-        PushSend.objects.bulk_create(sorted(rows, key=lambda r: (r.push_key, r.device_id or 0)),
-                                     ignore_conflicts=True)  # fmt: skip
+        rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: (r[0], r[1] or 0)))
         if accepted:
             Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
         by_reason: dict[str, list[int]] = {}
@@ -132,25 +132,24 @@ def pushes_finish(
 ) -> None:
     """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
     rows = [
-        PushSend(push_key=push.idempotency_key, device=None, player_id=push.player, provider="",
-                 status=status, attempts=0, recorded_at=now)
+        (push.idempotency_key, None, push.player, "", str(status), "", "", 0, now)
         for _, push, status in closing
         if status in PUSH_LEVEL
-    ]  # fmt: skip
+    ]
     finished = [p for _, p, _ in closing] + [p for _, p in complete]
     if not finished:
         return
     with transaction.atomic():
-        PushSend.objects.bulk_create(sorted(rows, key=lambda r: r.push_key), ignore_conflicts=True)
+        rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: r[0]))
         summary = _summaries(answers, closing)
-        DeliveredPush.objects.bulk_create(
+        delivered_at = timezone.now()
+        rows_insert_many(
+            DeliveredPush,
+            ("key", "provider", "delivered_at"),
             sorted(
-                (DeliveredPush(key=p.idempotency_key, provider=summary.get(p.idempotency_key) or "none")
-                 for p in finished),
-                key=lambda d: d.key,
+                (p.idempotency_key, summary.get(p.idempotency_key) or "none", delivered_at) for p in finished
             ),
-            ignore_conflicts=True,
-        )  # fmt: skip
+        )
 
 
 def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
