@@ -223,6 +223,7 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
     )
     pushes = list(
         training.pushes.order_by("created_at", "pk").only(
+            "training",  # read by push_outcomes: deferred, it cost a statement per push
             "key",
             "player_id",
             "status",

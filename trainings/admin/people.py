@@ -71,6 +71,17 @@ class MembershipInline(ScopedChoices, admin.TabularInline):
     fields = ["player", "active", "joined_at"]
     readonly_fields = ["joined_at"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
+        return super().get_queryset(request).select_related("player", "team")  # each row's title names both
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        """The player list is read once for the page, not once per member's row (a statement per row)."""
+        formset = super().get_formset(request, obj, **kwargs)
+        player = formset.form.base_fields.get("player")
+        if isinstance(player, forms.ModelChoiceField):
+            player.choices = list(player.choices)  # type: ignore[arg-type]  # a ModelChoiceIterator
+        return formset
+
 
 @admin.register(Team)
 class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
