@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from reminders.admin.preferences import time_zone_view
 from reminders.ops import views as ops_views
+from trainings.admin.analytics_page import analytics_view
 from trainings.admin.dead_letters import dead_letters_replay_view, dead_letters_view
 from trainings.admin.status_page import status_retry_view, status_retrying_view, status_view
 
@@ -22,6 +23,7 @@ urlpatterns = [
         admin.site.admin_view(dead_letters_replay_view),
         name="admin-dead-letters-replay",
     ),
+    path("admin/analytics/", admin.site.admin_view(analytics_view), name="admin-analytics"),
     path("admin/time-zone/", admin.site.admin_view(time_zone_view), name="admin-time-zone"),
     # ---
     path("admin/", admin.site.urls),

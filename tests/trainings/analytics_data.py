@@ -70,8 +70,10 @@ def known_training(team: Team, start: dt.datetime, *, prefix: str = "") -> Train
     )
     minute = dt.timedelta(minutes=1)
     for name, (answer_before, reached) in PLAYERS.items():
-        player: Player = PlayerFactory(name=prefix + name, devices=[])
-        MembershipFactory(team=team, player=player)
+        player = Player.objects.filter(name=prefix + name, memberships__team=team).first()
+        if player is None:  # a second known training of the team asks the same players again
+            player = PlayerFactory(name=prefix + name, devices=[])
+            MembershipFactory(team=team, player=player)
         for offset, delay in reached.items():
             fire_at = start - offset * minute
             push = _push(training, player, rule, f"{offset}m", fire_at)

@@ -15,6 +15,7 @@ from trainings import kinds
 from trainings.analytics.attribution import OffsetTally, PlayerTally, answered_by, median_band
 from trainings.analytics.summary import offset_order, rules_last_offset
 from trainings.models import OffsetDay, PlayerDay, Team
+from trainings.offsets import Offset, OffsetError
 
 MAX_DAYS = 366
 # The player list reads each team's rows: it needs a team once a user sees more teams than this.
@@ -62,6 +63,14 @@ class OffsetFigures:
     @property
     def kind_label(self) -> str:
         return kinds.of(self.kind).label if self.kind in kinds.KINDS else self.kind
+
+    @property
+    def offset_words(self) -> str:
+        """ "90 min", "3 d": the offset as people read it."""
+        try:
+            return Offset.parse(self.offset).human()
+        except OffsetError:
+            return self.offset
 
     @property
     def reached_rate(self) -> float | None:

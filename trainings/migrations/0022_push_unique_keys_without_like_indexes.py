@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("trainings", "0020_analytics_summaries"),
+        ("trainings", "0021_guardians"),
     ]
 
     operations = [

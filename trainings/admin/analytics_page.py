@@ -1,0 +1,96 @@
+"""The reminder effectiveness page at /admin/analytics/: for coaches (their teams) and operators (every
+team), the figures of trainings/analytics/ for a period, with charts per rule and CSV downloads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import pairwise
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from trainings import kinds
+from trainings.admin.analytics_charts import answer_rate_chart, colour, time_to_answer_chart
+from trainings.analytics.export import offsets_csv, players_csv
+from trainings.analytics.figures import OffsetFigures, TooManyTeams, effectiveness, players
+from trainings.analytics.serializers import AnalyticsQuerySerializer
+from trainings.offsets import Offset, OffsetError
+from trainings.selectors import teams_visible_to
+
+FIELDS = ("since", "until", "team", "kind")
+
+
+def curve_minutes(rows: Iterable[OffsetFigures]) -> int:
+    """How far a rule's curves go: the longest gap between its reminders (at least an hour, at most the last
+    band's edge), the time an offset has before the next one takes over."""
+    minutes = []
+    for row in rows:
+        try:
+            minutes.append(int(Offset.parse(row.offset).approximate().total_seconds() // 60))
+        except OffsetError:
+            continue
+    ordered = sorted(minutes)
+    gap = max((b - a for a, b in pairwise(ordered)), default=60)
+    return min(max(gap, 60), 4320)
+
+
+def _groups(rows: list[OffsetFigures]) -> list[dict[str, Any]]:
+    """The offsets per (kind, rule), each group with its two charts and its rows' colours."""
+    grouped: dict[tuple[str, str], list[OffsetFigures]] = {}
+    for row in rows:
+        grouped.setdefault((row.kind, row.rule), []).append(row)
+    return [
+        {
+            "kind_label": group[0].kind_label,
+            "when": kinds.of(kind).when if kind in kinds.KINDS else "",
+            "rule": rule,
+            "rows": [(row, colour(i)) for i, row in enumerate(group)],
+            "rate_chart": answer_rate_chart(group),
+            "curve_chart": time_to_answer_chart(group, until_minutes=curve_minutes(group)),
+            "curve_minutes": curve_minutes(group),
+        }
+        for (kind, rule), group in grouped.items()
+    ]
+
+
+def _csv(body: str, name: str) -> HttpResponse:
+    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
+
+
+def analytics_view(request: HttpRequest) -> HttpResponse:
+    data = {name: request.GET[name] for name in FIELDS if request.GET.get(name)}
+    query = AnalyticsQuerySerializer(data=data, context={"user": request.user})
+    context: dict[str, Any] = {
+        **admin.site.each_context(request),
+        "title": "Reminder effectiveness",
+        "teams": list(teams_visible_to(request.user).order_by("name", "pk")),
+        "kinds": kinds.rule_choices(),
+        "chosen": data,
+    }
+    if not query.is_valid():
+        context["errors"] = {field: " ".join(map(str, errors)) for field, errors in query.errors.items()}
+        return TemplateResponse(request, "admin/analytics.html", context, status=400)
+    q = query.validated_data
+    scope, since, until = q["scope"], q["since"], q["until"]
+    result = effectiveness(scope=scope, since=since, until=until, kind=q["kind"])
+    try:
+        player_rows, players_note = players(scope=scope, since=since, until=until, kind=q["kind"]), ""
+    except TooManyTeams as exc:
+        player_rows, players_note = [], str(exc)
+    export = request.GET.get("export")
+    if export == "offsets":
+        return _csv(offsets_csv(result, since=since, until=until, teams=scope.label),
+                    f"reminder-effectiveness-{since}-{until}")  # fmt: skip
+    if export == "players" and not players_note:
+        return _csv(players_csv(player_rows, since=since, until=until, teams=scope.label),
+                    f"reminder-players-{since}-{until}")  # fmt: skip
+    context.update(
+        since=since, until=until, scope=scope, groups=_groups(result.offsets), unreminded=result.unreminded,
+        players=player_rows, players_note=players_note, chronic=sum(p.chronic for p in player_rows),
+        query=request.GET.urlencode(),
+    )  # fmt: skip
+    return TemplateResponse(request, "admin/analytics.html", context)
