@@ -20,7 +20,9 @@ from typing import Any
 from bench.harness import RESULTS, Harness
 from bench.report import Section, render_table, write_chart, write_json
 
-SCENARIOS = ("scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email")
+SCENARIOS = (
+    "scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email", "admin",
+)  # fmt: skip
 # Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes; the storm
 # schedules 5,000 trainings and sends 300,000 pushes.
 APART = ("scale", "storm", "analytics")
@@ -207,6 +209,10 @@ def _run(h: Harness, name: str, selected: list[str], args: argparse.Namespace) -
         from bench.scenarios import email
 
         return [email.run(h)]
+    if name == "admin":
+        from bench.scenarios import admin
+
+        return [admin.run(h)]
     from bench.scenarios import trainings
 
     return [trainings.run(h)]

@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import django
 
@@ -26,6 +27,7 @@ SHAPE = {
     "delivered_old": 0.10,  # delivered 1 to 6 days ago
     "failed": 0.004,  # failed over the last 24 h (20,000 at 5 M)
     "cancelled": 0.02,
+    "retrying": 0.002,  # scheduled again after a failed attempt, due over the next 10 minutes (10,000 at 5 M)
 }
 
 
@@ -64,6 +66,9 @@ def _fill(rows: int) -> None:
                        "fire + interval '1 minute'", "'HTTP ' || (500 + i % 4) || ' from the endpoint'"),
             "cancelled": ("cancelled", "now() - (i * 86400.0 / n) * interval '1 second'", "fire", "NULL",
                           "fire", "'cancelled'"),
+            "retrying": ("scheduled", "now() - (i * 3600.0 / n) * interval '1 second'",
+                         "now() + (i * 600.0 / n) * interval '1 second'", "NULL", "NULL",
+                         "'HTTP ' || (502 + i % 3) || ' from the endpoint (attempt ' || (1 + i % 4) || ')'"),
         }  # fmt: skip
         for kind, n in counts.items():
             status, fire, next_at, delivered, finished, error = shapes[kind]
@@ -73,14 +78,25 @@ def _fill(rows: int) -> None:
                 INSERT INTO reminders_occurrence (job_id, fire_at, next_attempt_at, priority, status,
                     attempts, delivered_at, finished_at, last_error, idempotency_key, job_version,
                     batch_index, created_at)
-                SELECT {first_job} + i % 1000, fire, {next_at}, (i % 10)::smallint,
-                       '{status}', CASE WHEN '{status}' = 'scheduled' THEN 0 ELSE 1 END,
+                SELECT {first_job} + i % 1000, fire, {next_at.replace("/ n)", f"/ {n})")}, (i % 10)::smallint,
+                       '{status}', CASE WHEN '{kind}' = 'retrying' THEN 1 + i % 4
+                                        WHEN '{status}' = 'scheduled' THEN 0 ELSE 1 END,
                        {delivered}, {finished}, {error}, '{kind}-' || i, 1, 0, now()
                   FROM (SELECT i, {fire.replace("/ n)", f"/ {n})")} AS fire
                           FROM generate_series(1, {n}) AS i) AS g
                 """
             )
             print(f"  {kind}: {n} rows in {time.perf_counter() - started:.1f} s", flush=True)
+        # The push side of the page: an hour of the gateway's per-minute record, a few gateway heartbeats.
+        cursor.execute(
+            "INSERT INTO trainings_pushminute (minute, accepted, not_reached) SELECT date_trunc('minute',"
+            " now()) - m * interval '1 minute', 9000 + m, m % 7 FROM generate_series(0, 59) AS m"
+            " ON CONFLICT DO NOTHING"
+        )
+        cursor.execute(
+            "INSERT INTO trainings_gatewayheartbeat (name, seen_at) SELECT 'bench-status-' || g, now() - g *"
+            " interval '1 hour' FROM generate_series(1, 20) AS g ON CONFLICT (name) DO NOTHING"
+        )
         cursor.execute("VACUUM ANALYZE reminders_occurrence")
 
 
@@ -94,6 +110,11 @@ def _time(label: str, fn: object, reps: int) -> dict[str, float]:
     result = {"median_ms": statistics.median(timings), "max_ms": max(timings)}
     print(f"{label}: median {result['median_ms']:.1f} ms, max {result['max_ms']:.1f} ms over {reps} runs")
     return result
+
+
+def _orm_sql(queryset: Any) -> tuple[str, list[Any]]:
+    sql, params = queryset.query.sql_with_params()
+    return sql, list(params)
 
 
 def main() -> int:
@@ -111,6 +132,8 @@ def main() -> int:
     from django.utils import timezone
 
     from reminders.ops.figures import engine_status, status_queries
+    from trainings.admin.status_page import gateway_liveness, push_queue_depth, pushes_per_minute
+    from trainings.models import GatewayHeartbeat, PushMinute
 
     if connection.vendor != "postgresql":
         print("needs DATABASE_URL=postgres://... (a scratch database)", file=sys.stderr)
@@ -133,9 +156,17 @@ def main() -> int:
     client = Client()
     client.force_login(user)
     engine = _time("engine_status()", engine_status, args.reps)
-    page = _time("GET /admin/status/", lambda: client.get("/admin/status/"), args.reps)
     status = engine_status()
+    parts = {
+        "push_queue_depth()": _time("push_queue_depth() (a broker round trip)", push_queue_depth, args.reps),
+        "gateway_liveness()": _time("gateway_liveness()", gateway_liveness, args.reps),
+        "pushes_per_minute()": _time(
+            "pushes_per_minute()", lambda: pushes_per_minute(status.per_minute), args.reps
+        ),
+    }
+    page = _time("GET /admin/status/", lambda: client.get("/admin/status/"), args.reps)
     print(
+        f"retrying={[(g.error, g.count) for g in status.retrying]}\n"
         f"due={status.due} in_flight={status.in_flight} oldest={status.oldest_due_at} "
         f"lateness={status.lateness} failures={[(g.error, g.count) for g in status.failures]}"
     )
@@ -144,12 +175,24 @@ def main() -> int:
         f"({timezone.now():%Y-%m-%d %H:%M} UTC)",
         f"# engine_status(): median {engine['median_ms']:.1f} ms; GET /admin/status/: median "
         f"{page['median_ms']:.1f} ms, max {page['max_ms']:.1f} ms (target < {TARGET_MS:.0f} ms)",
+        "# " + "; ".join(f"{name}: median {t['median_ms']:.1f} ms" for name, t in parts.items()),
+        f"# retrying: {sum(g.count for g in status.retrying)} in {len(status.retrying)} groups (of a sample)",
     ]
     with connection.cursor() as cursor:
-        queries = {
+        queries: dict[str, tuple[str, Any]] = {
             **status_queries(now=timezone.now()),
             # trainings/admin/status_page.py: the gateway's last delivery, on the primary key.
             "gateway_last": ("SELECT delivered_at FROM trainings_deliveredpush ORDER BY id DESC LIMIT 1", {}),
+            # trainings/admin/status_page.py, written out by the ORM: the newest gateway heartbeat (its
+            # index's first entry) and the hour of pushes per minute (primary key range).
+            "gateway_heartbeat": _orm_sql(
+                GatewayHeartbeat.objects.order_by("-seen_at").values_list("name", "seen_at")[:1]
+            ),
+            "push_minutes": _orm_sql(
+                PushMinute.objects.filter(
+                    minute__gte=status.per_minute[0].minute, minute__lte=status.per_minute[-1].minute
+                )
+            ),
         }
         for name, (sql, params) in queries.items():
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)

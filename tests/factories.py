@@ -12,6 +12,8 @@ from django.utils import timezone
 from reminders.models import CallbackType, Job, Occurrence, Schedule, ThrottlePolicy
 from trainings.models import (
     Device,
+    Guardian,
+    Guardianship,
     Invitation,
     Membership,
     Player,
@@ -152,6 +154,34 @@ class DeviceFactory(factory.django.DjangoModelFactory):
     provider = "fcm"
     platform = "android"
     token = factory.Sequence(lambda n: f"token-{n}")
+
+
+class GuardianFactory(factory.django.DjangoModelFactory):
+    """A guardian of `player` (`relation` says what to them), with one iOS device unless `devices=[...]`."""
+
+    class Meta:
+        model = Guardian
+        skip_postgeneration_save = True
+
+    name = factory.Sequence(lambda n: f"Guardian {n}")
+    time_zone = "Europe/Paris"
+    language = "en"
+
+    @factory.post_generation
+    def player(
+        self, create: bool, extracted: Player | None, relation: str = "mother", **kwargs: object
+    ) -> None:
+        if create and extracted is not None:
+            Guardianship.objects.create(guardian=self, player=extracted, relation=relation)
+
+    @factory.post_generation
+    def devices(self, create: bool, extracted: list | None, **kwargs: object) -> None:
+        if not create:
+            return
+        specs = extracted if extracted is not None else [{"provider": "apns", "platform": "ios"}]
+        for spec in specs:
+            token = spec.get("token") or f"{spec['provider']}-{self.name.replace(' ', '-').lower()}"
+            Device.objects.create(guardian=self, **{**spec, "token": token})
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):

@@ -27,10 +27,11 @@ APPS = ("reminders", "trainings")
 COLUMNS = frozenset({"status", "disabled_at", "disabled_reason"})
 # The owners: reminders/engine/occurrences.py moves occurrences, trainings/transitions.py pushes and devices.
 OWNERS = frozenset({"reminders/engine/occurrences.py", "trainings/transitions.py"})
-# Functions that write a `status` of another model, with which.
+# Functions (or named statements) that write a `status` of another model, with which.
 OTHER_MODELS = {
     "invitation_respond": "Invitation.status, the player's RSVP (a coach records it)",
     "answer_link_record": "Invitation.status, the player's RSVP (through an answer link)",
+    "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
 }
 
 _SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)
@@ -152,11 +153,17 @@ def test_the_owners_and_the_named_sql_moves_are_where_this_test_looks() -> None:
     for source, to in OCCURRENCE_SQL_MOVES.values():
         assert to in OCCURRENCE_TRANSITIONS[source]
     assert set(OTHER_MODELS) <= {
-        node.name
+        name
         for path in sources.values()
         if path.suffix == ".py"
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.FunctionDef)
+        for name in (
+            [node.name]
+            if isinstance(node, ast.FunctionDef)
+            else [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if isinstance(node, ast.Assign)
+            else []
+        )
     }
 
 

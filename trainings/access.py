@@ -21,6 +21,8 @@ _COACH_PERMISSIONS = {
     "reminderrun": ("view",),
     "push": ("view",),
     "device": ("view",),
+    "guardian": ("view", "add", "change"),
+    "guardianship": ("view", "add", "change", "delete"),
 }
 
 
@@ -42,11 +44,12 @@ def coach_group_ensure() -> Any:
 def users_linkable_to_player(player: Player | None) -> QuerySet[Any]:
     """The accounts a player's `user` may be set to: active, not staff or superuser (coaches and operators
     are staff), coaching no team, and linked to no other player. Linking gives the player's app login
-    the player's data, so a coach must never bind a staff account or take another player's."""
+    the player's data, so a coach must never bind a staff account or take another player's (or a
+    guardian's: `trainings.admin.guardians` offers these same accounts, unlinked, for a guardian's login)."""
     from django.contrib.auth import get_user_model
 
     accounts = get_user_model().objects.filter(is_active=True, is_staff=False, is_superuser=False)
-    accounts = accounts.filter(coached_teams__isnull=True)
+    accounts = accounts.filter(coached_teams__isnull=True, guardian__isnull=True)
     free = Q(player__isnull=True)
     if player is not None and player.pk is not None:
         free |= Q(player=player)

@@ -28,9 +28,16 @@ from trainings.models import (
 )
 from trainings.offsets import Offset
 from trainings.publishing import pushes_publish, pushes_record
+from trainings.recipients import (
+    Recipient,
+    Reminded,
+    recipients_names,
+    recipients_reminded,
+    reminder_addressees,
+    reminder_recipients_many,
+)
 from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, offset_at, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
-from trainings.selectors import Recipient, reminder_recipients, reminder_recipients_many
 from trainings.transitions import pushes_withdraw
 
 logger = logging.getLogger(__name__)
@@ -67,7 +74,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
     dues = [due for due in checked if isinstance(due, _Due)]
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
-    reminded = _reminded_at_offsets(dues)
+    reminded = recipients_reminded({(due.training.pk, due.rule.pk, str(due.offset)) for due in dues})
     held = held_releases(trainings={due.training.pk for due in dues}) if dues else {}
     firings: list[Firing] = []
     start_texts: StartTexts = {}
@@ -184,25 +191,22 @@ def _due(
     return _Due(delivery, training, rule, offset, push_expiry(training=training, kind=rule.kind))
 
 
-_Reminded = dict[tuple[Any, int, str], list[tuple[str, int, datetime | None]]]
-
-
 def _firing(
     due: _Due,
     pending: list[Recipient],
-    reminded: _Reminded,
+    reminded: Reminded,
     start_texts: StartTexts,
-    held_until: dict[int, datetime],
+    held_until: dict[tuple[int, int | None], datetime],
 ) -> Firing:
-    """The pending players minus those already reminded at this offset; one push each."""
+    """The pending players' recipients minus those already reminded at this offset; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
     already = {
-        player
-        for occurrence_key, player, then in reminded.get((training.pk, rule.pk, str(due.offset)), [])
+        recipient
+        for occurrence_key, recipient, then in reminded.get((training.pk, rule.pk, str(due.offset)), [])
         if occurrence_key != delivery.idempotency_key and (then is None or abs(then - due.expires_at) < limit)
     }
-    recipients = [player for player in pending if player.pk not in already]
+    recipients = [person for person in pending if (person.pk, person.guardian) not in already]
     if not recipients:
         return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
     return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
@@ -215,10 +219,11 @@ def _recipients_pushes(
     recipients: Sequence[Addressee],
     offset: Offset,
     start_texts: StartTexts | None = None,
-    held_until: dict[int, datetime] | None = None,
+    held_until: dict[tuple[int, int | None], datetime] | None = None,
 ) -> Firing:
-    """One unsaved Push per recipient, its text rendered in their language and zone; held behind a push
-    of this training still held for the player (`held_until`: player -> latest release)."""
+    """One unsaved Push per recipient (a player, or a guardian of theirs), its text rendered in their
+    language and zone; held behind a push of this training still held for that recipient (`held_until`:
+    (player, guardian) -> latest release)."""
     templates = list(rule.templates.all())
     expires_at = push_expiry(training=training, kind=rule.kind)
     # Players sharing language and zone share a text; sharing zone and quiet hours, a status.
@@ -234,7 +239,8 @@ def _recipients_pushes(
             rendered = rendered_for[audience] = push_render(
                 templates=templates, training=training, player=player, offset=offset, start_texts=start_texts
             )
-        behind = held_until.get(player.pk)
+        guardian = getattr(player, "guardian", None)  # a Recipient names one; a Player is themself
+        behind = held_until.get((player.pk, guardian))
         quiet = (player.time_zone, player.quiet_start, player.quiet_end, behind)
         status = status_for.get(quiet)
         if status is None:  # a critical rule's reminders go through quiet hours (an operator's choice)
@@ -256,36 +262,10 @@ def _recipients_pushes(
                 status=status[0],
                 release_at=status[1],
                 status_reason=status[2],
+                guardian_id=guardian,
             )
         )
     return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
-
-
-def _reminded_at_offsets(dues: Sequence[_Due]) -> _Reminded:
-    """The pushes (occurrence key, player, expiry) of each due's (training, rule, offset), one query.
-
-    A player this rule already reminded at this offset for this training, by another occurrence, before
-    the training moved by less than TRAININGS_MOVE_REPEAT_MINUTES (the earlier push's expiry says where
-    the training was then), is not reminded again: `_firing` applies that to these rows.
-    """
-    triples = {(due.training.pk, due.rule.pk, str(due.offset)) for due in dues}
-    if not triples:
-        return {}
-    # Each column on its own list (one OR per triple costs more to build than the query takes); the few
-    # rows of another combination of them are dropped here.
-    trainings, rules, offsets = (sorted(set(column), key=str) for column in zip(*triples, strict=True))
-    rows = (
-        Push.objects.filter(training_id__in=trainings, rule_id__in=rules, offset__in=offsets)
-        .exclude(status__in=[PushStatus.WITHDRAWN, PushStatus.SKIPPED])
-        .values_list("training_id", "rule_id", "offset", "occurrence_key", "player_id", "expires_at")
-    )
-    reminded: _Reminded = {}
-    for training_id, rule_id, offset, occurrence_key, player_id, expires_at in rows:
-        if (training_id, rule_id, offset) in triples:
-            reminded.setdefault((training_id, rule_id, offset), []).append(
-                (occurrence_key, player_id, expires_at)
-            )
-    return reminded
 
 
 def _fire_targets(
@@ -342,7 +322,7 @@ def _pushes_withdraw(firings: Sequence[Firing], inserted: set[int]) -> set[str]:
 
 @dataclass(frozen=True)
 class RemindResult:
-    recipients: int  # pushes queued now (one per player)
+    recipients: int  # pushes queued now (one per player, or guardian of theirs)
     published: int
     error: str = ""
     names: tuple[str, ...] = ()
@@ -370,10 +350,10 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
                 training=training, occurrence_key__startswith=prefix, created_at__gte=now - REMIND_AGAIN_AFTER
             )
             .exclude(occurrence_key=occurrence_key)  # the same click resubmitted: its own pushes count
-            .values_list("player_id", flat=True)
+            .values_list("player_id", "guardian_id")
         )
-        pending = list(reminder_recipients(training=training, rule=rule))
-        recipients = [p for p in pending if p.pk not in recent]
+        pending = reminder_addressees(training=training, rule=rule)
+        recipients = [p for p in pending if (p.pk, p.guardian) not in recent]
         delivery = Delivery(
             occurrence_id=0,
             idempotency_key=occurrence_key,
@@ -395,6 +375,6 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
         recipients=len(recipients),
         published=published,
         error=error,
-        names=tuple(sorted(p.name for p in recipients)),
+        names=recipients_names(recipients),
         already=len(pending) - len(recipients),
     )

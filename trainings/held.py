@@ -40,8 +40,8 @@ from trainings.offsets import is_time_zone
 from trainings.publishing import pushes_publish
 from trainings.push import metrics
 from trainings.push.quiet import quiet_hours_for
+from trainings.recipients import reminder_recipients
 from trainings.rendering import Addressee, moved_render, offset_at, push_render
-from trainings.selectors import reminder_recipients
 from trainings.transitions import held_push_decide, held_pushes_save
 
 logger = logging.getLogger(__name__)
@@ -96,17 +96,18 @@ def quiet_status(
     return PushStatus.HELD, release_at, reason
 
 
-def held_releases(*, trainings: Iterable[object]) -> dict[object, dict[int, datetime]]:
-    """The latest release of each player's held pushes, by training then player (one query)."""
+def held_releases(*, trainings: Iterable[object]) -> dict[object, dict[tuple[int, int | None], datetime]]:
+    """The latest release of each recipient's held pushes, by training then (player, guardian) (one
+    query)."""
     rows = (
         Push.objects.filter(training_id__in=list(trainings), status=PushStatus.HELD)
-        .values_list("training_id", "player_id")
+        .values_list("training_id", "player_id", "guardian_id")
         .annotate(until=Max("release_at"))
     )
-    found: dict[object, dict[int, datetime]] = {}
-    for training_id, player_id, until in rows:
+    found: dict[object, dict[tuple[int, int | None], datetime]] = {}
+    for training_id, player_id, guardian_id, until in rows:
         if until is not None:
-            found.setdefault(training_id, {})[player_id] = until
+            found.setdefault(training_id, {})[player_id, guardian_id] = until
     return found
 
 
@@ -200,7 +201,7 @@ def held_pushes_release(
         held = list(
             Push.objects.select_for_update(of=("self",))
             .filter(training=training, status=PushStatus.HELD, release_at__lte=now)
-            .select_related("player", "rule")
+            .select_related("player", "guardian", "rule")
             .order_by("fire_at", "pk")
         )
         repeat = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
@@ -234,12 +235,12 @@ def held_pushes_release(
                     _settle(push, *_decided(push, training, expires_at, now, gone))
             if push.status == PushStatus.PENDING:
                 rendered = (
-                    moved_render(training=training, player=push.player)
+                    moved_render(training=training, player=push.guardian or push.player)
                     if push.kind == kinds.MOVED.code or rule is None
                     else push_render(
                         templates=templates[rule.pk],
                         training=training,
-                        player=push.player,
+                        player=push.guardian or push.player,  # the recipient's language and zone
                         offset=offset_at(training=training, kind=rule.kind, now=now),
                     )
                 )
@@ -270,7 +271,8 @@ def _decided(
     if push.player_id in gone:
         return PushStatus.WITHDRAWN, "answered while held"
     if now >= expires_at:
-        zone = ZoneInfo(push.player.time_zone) if is_time_zone(push.player.time_zone) else training.zone
+        person = push.guardian or push.player
+        zone = ZoneInfo(person.time_zone) if is_time_zone(person.time_zone) else training.zone
         release = f"{push.release_at.astimezone(zone):%Y-%m-%d %H:%M}" if push.release_at else "?"
         return PushStatus.SKIPPED, (
             f"held until {release} {zone.key}, of no use after {expires_at.astimezone(zone):%Y-%m-%d %H:%M}"

@@ -123,6 +123,8 @@ class Kind:
     rule: bool = True  # operators may make rules of it
     # What an answer link asks, per language ({title}, {start_date}, {start_time}, {time_zone}).
     questions: Mapping[str, str] = field(default_factory=dict)
+    # The same asked of a guardian about their player (also {player}): trainings/models/guardians.py.
+    guardian_questions: Mapping[str, str] = field(default_factory=dict)
     open_from_creation: bool = False  # its answer window opens when the training exists
 
     def __post_init__(self) -> None:
@@ -213,6 +215,11 @@ PRE = register(
             "({time_zone}).",
             "fr": "Ton questionnaire avant {title}, le {start_date} à {start_time} ({time_zone}).",
         },
+        guardian_questions={
+            "en": "{player}'s pre-training questionnaire for {title} on {start_date} at {start_time} "
+            "({time_zone}).",
+            "fr": "Questionnaire de {player} avant {title}, le {start_date} à {start_time} ({time_zone}).",
+        },
     )
 )
 POST = register(
@@ -227,6 +234,10 @@ POST = register(
         questions={
             "en": "Your post-training questionnaire for {title} of {start_date} ({time_zone}).",
             "fr": "Ton questionnaire après {title} du {start_date} ({time_zone}).",
+        },
+        guardian_questions={
+            "en": "{player}'s post-training questionnaire for {title} of {start_date} ({time_zone}).",
+            "fr": "Questionnaire de {player} après {title} du {start_date} ({time_zone}).",
         },
     )
 )
@@ -243,6 +254,10 @@ INVITATION = register(
         questions={
             "en": "Will you come to {title} on {start_date} at {start_time} ({time_zone})?",
             "fr": "Viendras-tu à {title} le {start_date} à {start_time} ({time_zone}) ?",
+        },
+        guardian_questions={
+            "en": "Will {player} come to {title} on {start_date} at {start_time} ({time_zone})?",
+            "fr": "{player} viendra-t-il ou elle à {title} le {start_date} à {start_time} ({time_zone}) ?",
         },
         open_from_creation=True,
     )

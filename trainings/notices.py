@@ -106,7 +106,7 @@ def _moved_pushes(delivery: Delivery, training: Training, players: list[Player])
     pushes = []
     for player in players:
         status, release_at, reason = quiet_status(
-            player, training, delivery.fire_at, expires_at, held_until=held_until.get(player.pk)
+            player, training, delivery.fire_at, expires_at, held_until=held_until.get((player.pk, None))
         )
         if status == PushStatus.SKIPPED:  # the window ends after the new start: this one goes through
             status, release_at = PushStatus.PENDING, None

@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from django.core.exceptions import ValidationError
+
 _OFFSET = re.compile(r"^([1-9][0-9]{0,4})([mhd])$")
 _UNIT_NAMES = {"m": "min", "h": "h", "d": "d"}
 _UNIT_MINUTES = {"m": 1, "h": 60, "d": 1440}
@@ -100,3 +102,9 @@ def is_time_zone(name: str) -> bool:
     except (ZoneInfoNotFoundError, ValueError):
         return False
     return True
+
+
+def validate_time_zone(value: str) -> None:
+    """A model field's validator: an IANA zone name."""
+    if not is_time_zone(value):
+        raise ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")

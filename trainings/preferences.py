@@ -1,20 +1,27 @@
-"""Players' own choices per reminder kind (ReminderPreference): which channels, or muted. Writes are named
-`preference_<action>`; the gateway and the fire path read them."""
+"""Players' (and guardians') own choices per reminder kind (ReminderPreference): which channels, or muted.
+Writes are named `preference_<action>`; the gateway and the fire path read them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from trainings.kinds import rule_choices
-from trainings.models import ChannelChoice, Player, ReminderPreference, ReminderRule
+from trainings.models import ChannelChoice, Guardian, Player, ReminderPreference, ReminderRule
 
 
 def preference_set(
-    *, player_id: int, kind: str, channels: str | None = None, muted: bool | None = None
+    *,
+    kind: str,
+    player_id: int | None = None,
+    guardian_id: int | None = None,
+    channels: str | None = None,
+    muted: bool | None = None,
 ) -> ReminderPreference | None:
-    """Set what is given of a player's preference for `kind` (the rest stays); None when the player is gone.
+    """Set what is given of a player's (or, with `guardian_id`, a guardian's) preference for `kind` (the
+    rest stays); None when that person is gone.
 
     One statement either way (an upsert), so a one-click unsubscribe repeated by a mail client is harmless."""
     codes = [code for code, _ in rule_choices()]
@@ -22,39 +29,47 @@ def preference_set(
         raise ValueError(f"kind: one of {codes}")
     if channels is not None and channels not in ChannelChoice.values:
         raise ValueError(f"channels: one of {ChannelChoice.values}")
-    if not Player.objects.filter(pk=player_id).exists():
+    if (player_id is None) == (guardian_id is None):
+        raise ValueError("one of player_id and guardian_id")
+    owner: dict[str, Any] = {"player_id": player_id} if guardian_id is None else {"guardian_id": guardian_id}
+    if guardian_id is not None:
+        exists = Guardian.objects.filter(pk=guardian_id).exists()
+    else:
+        exists = Player.objects.filter(pk=player_id or 0).exists()
+    if not exists:
         return None
     values: dict[str, Any] = {}
     if channels is not None:
         values["channels"] = channels
     if muted is not None:
         values["muted"] = muted
-    preference, _ = ReminderPreference.objects.update_or_create(
-        player_id=player_id, kind=kind, defaults=values
-    )
+    preference, _ = ReminderPreference.objects.update_or_create(**owner, kind=kind, defaults=values)
     return preference
 
 
-def preferences_read(*, player: Player) -> dict[str, Any]:
-    """Every kind's preference (the default where the player set none) and the player's quiet hours."""
-    stored = {p.kind: p for p in player.preferences.all()}
+def preferences_read(*, person: Player | Guardian) -> dict[str, Any]:
+    """Every kind's preference (the default where the person set none) and their own quiet hours."""
+    stored = {p.kind: p for p in person.preferences.all()}
     kinds = [
         {"kind": kind, "channels": stored[kind].channels if kind in stored else ChannelChoice.DEFAULT,
          "muted": stored[kind].muted if kind in stored else False}
         for kind in [code for code, _ in rule_choices()]
     ]  # fmt: skip
-    return {"kinds": kinds, "quiet_start": player.quiet_start, "quiet_end": player.quiet_end}
+    return {"kinds": kinds, "quiet_start": person.quiet_start, "quiet_end": person.quiet_end}
 
 
-def preferences_update(*, player: Player, kinds: list[dict[str, Any]] | None = None, **quiet: Any) -> None:
-    """Change the given kinds' preferences and, when given, the player's own quiet hours (both or none)."""
+def preferences_update(
+    *, person: Player | Guardian, kinds: list[dict[str, Any]] | None = None, **quiet: Any
+) -> None:
+    """Change the given kinds' preferences and, when given, the person's own quiet hours (both or none)."""
+    owner = {"guardian_id": person.pk} if isinstance(person, Guardian) else {"player_id": person.pk}
     with transaction.atomic():
         for item in kinds or []:
-            preference_set(player_id=player.pk, kind=item["kind"], channels=item.get("channels"),
+            preference_set(**owner, kind=item["kind"], channels=item.get("channels"),
                            muted=item.get("muted"))  # fmt: skip
         if "quiet_start" in quiet:
-            player.quiet_start, player.quiet_end = quiet["quiet_start"], quiet["quiet_end"]
-            player.save(update_fields=["quiet_start", "quiet_end"])
+            person.quiet_start, person.quiet_end = quiet["quiet_start"], quiet["quiet_end"]
+            person.save(update_fields=["quiet_start", "quiet_end"])
 
 
 def rules_critical(slugs: set[str]) -> set[str]:
@@ -62,13 +77,30 @@ def rules_critical(slugs: set[str]) -> set[str]:
     return set(ReminderRule.objects.filter(slug__in=slugs, critical=True).values_list("slug", flat=True))
 
 
-def preferences_of(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], tuple[str, bool]]:
-    """(channels, muted) per (player id, kind) that has a row: one query for a round of pushes."""
-    if not pairs:
+_Asked = tuple[int, int | None, str]  # (player id, guardian id or None, kind): a push's recipient and kind
+
+
+def preferences_of(asked: set[_Asked]) -> dict[_Asked, tuple[str, bool]]:
+    """(channels, muted) per (player id, guardian id, kind) that has a row: the player's own preference for
+    a push to the player, the guardian's for one to a guardian. One query for a round of pushes."""
+    if not asked:
         return {}
-    players = {player for player, _ in pairs}
-    kinds = {kind for _, kind in pairs}
-    rows = ReminderPreference.objects.filter(player_id__in=players, kind__in=kinds).values_list(
-        "player_id", "kind", "channels", "muted"
-    )
-    return {(p, k): (c, m) for p, k, c, m in rows if (p, k) in pairs}
+    players = {player for player, guardian, _ in asked if guardian is None}
+    guardians = {guardian for _, guardian, _ in asked if guardian is not None}
+    kinds = {kind for _, _, kind in asked}
+    rows = ReminderPreference.objects.filter(
+        Q(player_id__in=players) | Q(guardian_id__in=guardians), kind__in=kinds
+    ).values_list("player_id", "guardian_id", "kind", "channels", "muted")
+    wards: dict[int, set[int]] = {}  # a guardian's pushes of this round, by player
+    for player, guardian, _ in asked:
+        if guardian is not None:
+            wards.setdefault(guardian, set()).add(player)
+    found: dict[_Asked, tuple[str, bool]] = {}
+    for player_id, guardian_id, kind, channels, muted in rows:
+        keys = (
+            [(player_id, None, kind)]
+            if guardian_id is None
+            else [(p, guardian_id, kind) for p in wards[guardian_id]]
+        )
+        found.update((key, (channels, muted)) for key in keys if key in asked)
+    return found

@@ -35,7 +35,7 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
     """Insert these pending, held or skipped pushes, in this order; returns the ids of those inserted now,
     by key.
 
-    A row whose key (or occurrence and player) is already there is left as it is: it comes from an earlier
+    A row whose key (or occurrence and recipient) is already there is left as it is: it comes from an earlier
     attempt of the same occurrence, or from a worker running it at the same time (PostgreSQL makes this
     insert wait for that one's transaction). Plain SQL rather than `bulk_create`: that one says neither
     which rows it inserted nor costs less per row than the whole rest of a push (bench/ 6b). On PostgreSQL
@@ -90,6 +90,7 @@ def push_message(row: PushRow) -> dict[str, object]:
         "schema": "trainings.push/2",
         "idempotency_key": row.key,
         "player": row.player_id,
+        **({"guardian": row.guardian_id} if row.guardian_id is not None else {}),
         "title": row.title,
         "body": row.body,
         "language": row.language,
@@ -132,8 +133,8 @@ def _publish_and_mark(pending: Sequence[_Pending], messages: Sequence[PushMessag
 class _Bodies(dict[tuple[object, ...], bytes]):
     """The published JSON of pushes just built: `push_message(row)` encoded as `PushMessage.json_body` would.
 
-    The pushes of one occurrence for one language and zone differ only in their key and player, which
-    come first: what follows them is encoded once.
+    The pushes of one occurrence for one language and zone differ only in their key and recipient (player,
+    guardian), which come first: what follows them is encoded once.
     """
 
     def __call__(self, row: PushRow) -> bytes:
@@ -142,10 +143,13 @@ class _Bodies(dict[tuple[object, ...], bytes]):
         rest = self.get(shared)
         if rest is None:
             document = push_message(row)
-            for first in ("schema", "idempotency_key", "player"):
-                del document[first]
+            for first in ("schema", "idempotency_key", "player", "guardian"):
+                document.pop(first, None)
             rest = self[shared] = b"," + json_compact(document)[1:]
-        return b"".join((_HEAD, json_compact(row.key), b',"player":', b"%d" % row.player_id, rest))
+        recipient = b"%d" % row.player_id
+        if row.guardian_id is not None:
+            recipient += b',"guardian":%d' % row.guardian_id
+        return b"".join((_HEAD, json_compact(row.key), b',"player":', recipient, rest))
 
 
 _HEAD = b'{"schema":"trainings.push/2","idempotency_key":'

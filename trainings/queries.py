@@ -88,7 +88,7 @@ def pushes_insert_values(fields: Sequence[Field], rows: int) -> str:
 ANSWER_LINK_TARGET = f"""
 SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
        tm.name, tm.time_zone,
-       i.id, i.status, i.responded_at, i.response_source,
+       i.id, i.status, i.responded_at, i.response_source, i.responded_by_id,
        p.id, p.name, p.language, p.time_zone
   FROM {Training._meta.db_table} t
   JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
@@ -97,36 +97,39 @@ SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.ca
  WHERE t.id = %s
 """  # noqa: S608 - table names from the models; the values are bound parameters
 
-# Record an invitation's response unless it is the one already there; returns (changed, the row as it now
-# stands) either way (an unchanged answer keeps its time and source: the link is idempotent).
+# Record an invitation's response (and the guardian who gave it, or NULL) unless it is the one already
+# there; returns (changed, the row as it now stands) either way (an unchanged answer keeps its time, source
+# and giver: the link is idempotent).
 INVITATION_ANSWER_RECORD = f"""
 WITH changed AS (
     UPDATE {Invitation._meta.db_table} SET status = %(status)s, responded_at = %(now)s,
-           response_source = %(source)s
+           response_source = %(source)s, responded_by_id = %(by)s
      WHERE id = %(id)s AND status <> %(status)s
- RETURNING status, responded_at, response_source
+ RETURNING status, responded_at, response_source, responded_by_id
 )
-SELECT true, status, responded_at, response_source FROM changed
+SELECT true, status, responded_at, response_source, responded_by_id FROM changed
  UNION ALL
-SELECT false, status, responded_at, response_source FROM {Invitation._meta.db_table}
+SELECT false, status, responded_at, response_source, responded_by_id FROM {Invitation._meta.db_table}
  WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM changed)
 """  # noqa: S608 - the table name from the model; the values are bound parameters
 
-# Record a questionnaire's answers unless they are the ones already there; returns (changed, the row as it
+# Record a questionnaire's answers (and the guardian who gave them, or NULL) unless they are the ones
+# already there; returns (changed, the row as it
 # now stands) either way.
 QUESTIONNAIRE_ANSWER_RECORD = f"""
 WITH changed AS (
     INSERT INTO {QuestionnaireAnswer._meta.db_table} AS a (training_id, player_id, phase, answers,
-                answered_at, source)
-    VALUES (%(training)s, %(player)s, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s)
+                answered_at, source, answered_by_id)
+    VALUES (%(training)s, %(player)s, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s, %(by)s)
     ON CONFLICT (training_id, player_id, phase) DO UPDATE
-       SET answers = EXCLUDED.answers, answered_at = EXCLUDED.answered_at, source = EXCLUDED.source
+       SET answers = EXCLUDED.answers, answered_at = EXCLUDED.answered_at, source = EXCLUDED.source,
+           answered_by_id = EXCLUDED.answered_by_id
      WHERE a.answers IS DISTINCT FROM EXCLUDED.answers
- RETURNING answers, answered_at, source
+ RETURNING answers, answered_at, source, answered_by_id
 )
-SELECT true, answers, answered_at, source FROM changed
+SELECT true, answers, answered_at, source, answered_by_id FROM changed
  UNION ALL
-SELECT false, answers, answered_at, source FROM {QuestionnaireAnswer._meta.db_table}
+SELECT false, answers, answered_at, source, answered_by_id FROM {QuestionnaireAnswer._meta.db_table}
  WHERE training_id = %(training)s AND player_id = %(player)s AND phase = %(phase)s
    AND NOT EXISTS (SELECT 1 FROM changed)
 """  # noqa: S608 - the table name from the model; the values are bound parameters

@@ -22,7 +22,7 @@ _FALLBACK_BODY = "Reminder: {title} starts {start_date} at {start_time}."
 
 
 class Addressee(Protocol):
-    """Who a push is for: a `Player`, or a `trainings.selectors.Recipient` read for a due minute."""
+    """Who a push is for: a `Player`, or a `trainings.recipients.Recipient` read for a due minute."""
 
     @property
     def pk(self) -> Any: ...
@@ -151,6 +151,7 @@ class PushRow(NamedTuple):
     occurrence_id: int | None
     training_id: UUID
     player_id: int
+    guardian_id: int | None  # a guardian of the player's, when the push goes to them
     rule_id: int | None
     rule_slug: str | None  # for the message, not a column
     kind: str
@@ -178,14 +179,18 @@ def push_for(
     status: str = PushStatus.PENDING,
     release_at: datetime | None = None,
     status_reason: str = "",
+    guardian_id: int | None = None,
 ) -> PushRow:
-    """A player's push for a fired occurrence, keyed by occurrence and player so a re-fire adds none."""
+    """A player's push for a fired occurrence (or their guardian's: `guardian_id`, the `player`'s language
+    and zone then being the guardian's), keyed by occurrence and recipient so a re-fire adds none."""
+    recipient = f"{player.pk}" if guardian_id is None else f"{player.pk}.g{guardian_id}"
     return PushRow(
-        f"{delivery.idempotency_key}.{player.pk}",
+        f"{delivery.idempotency_key}.{recipient}",
         delivery.idempotency_key,
         delivery.occurrence_id,
         training.pk,
         player.pk,
+        guardian_id,
         rule.pk if rule is not None else None,
         rule.slug if rule is not None else None,
         kind,

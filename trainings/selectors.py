@@ -7,17 +7,14 @@ users too (that is what lets them into the admin).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, time
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import (
-    BooleanField,
     Count,
     Exists,
-    ExpressionWrapper,
     IntegerField,
     Min,
     OuterRef,
@@ -32,6 +29,8 @@ from trainings import kinds
 from trainings.delivery import push_outcomes
 from trainings.models import (
     AnswerSource,
+    Guardian,
+    Guardianship,
     Invitation,
     InvitationStatus,
     Membership,
@@ -78,74 +77,15 @@ def players_visible_to(user: User) -> QuerySet[Player]:
     return Player.objects.filter(memberships__team__in=teams_visible_to(user)).distinct()
 
 
+def guardians_visible_to(user: User) -> QuerySet[Guardian]:
+    """Operators see every guardian; a coach, the guardians of their teams' players."""
+    if user_sees_all_teams(user):
+        return Guardian.objects.all()
+    return Guardian.objects.filter(players__in=players_visible_to(user)).distinct()
+
+
 def active_member_ids(team: Team) -> set[int]:
     return set(Membership.objects.filter(team=team, active=True).values_list("player_id", flat=True))
-
-
-def reminder_recipients(*, training: Training, rule: ReminderRule) -> QuerySet[Player]:
-    """Who this rule still has to chase for this training, asked of the database at fire time: the
-    active team members whose invitation meets the kind's recipient rule (`Kind.pending`)."""
-    chased = Invitation.objects.filter(training=training, player=OuterRef("pk")).filter(
-        kinds.of(rule.kind).pending()
-    )
-    players = Player.objects.filter(memberships__team_id=training.team_id, memberships__active=True)
-    return players.filter(Exists(chased))
-
-
-class Recipient(NamedTuple):
-    """A player a reminder still chases, with what their push needs (no model instance: a due minute has
-    thousands of them)."""
-
-    pk: int
-    language: str
-    time_zone: str
-    quiet_start: time | None
-    quiet_end: time | None
-
-
-def reminder_recipients_many(pairs: Iterable[tuple[Training, str]]) -> dict[tuple[Any, str], list[Recipient]]:
-    """`reminder_recipients` for many (training, rule kind) pairs in one query, keyed by (training id, kind).
-
-    One row per invitation of these trainings whose player is an active member of the training's team, with
-    a column per kind asked saying whether it chases them: each kind's `pending()`, the condition
-    `reminder_recipients` asks. Players come ordered by id.
-    """
-    wanted = {(training.pk, kind) for training, kind in pairs}
-    result: dict[tuple[Any, str], list[Recipient]] = {pair: [] for pair in wanted}
-    if not wanted:
-        return result
-    codes = sorted({kind for _, kind in wanted})
-    member = Membership.objects.filter(
-        team_id=OuterRef("training__team_id"), player_id=OuterRef("player_id"), active=True
-    )
-    chased = {
-        f"chased_{code.lower()}": ExpressionWrapper(kinds.of(code).pending(), BooleanField())
-        for code in codes
-    }
-    rows = (
-        Invitation.objects.filter(Exists(member), training_id__in={pk for pk, _ in wanted})
-        .annotate(**chased)
-        .order_by("player_id")
-        .values_list(
-            "training_id",
-            *chased,
-            "player_id",
-            "player__language",
-            "player__time_zone",
-            "player__quiet_start",
-            "player__quiet_end",
-        )
-    )
-    kinds_of: dict[Any, list[tuple[str, int]]] = {}
-    for pk, code in wanted:
-        kinds_of.setdefault(pk, []).append((code, 1 + codes.index(code)))
-    for row in rows:
-        recipient: Recipient | None = None
-        for code, column in kinds_of[row[0]]:
-            if row[column]:
-                recipient = recipient or Recipient(*row[-5:])
-                result[row[0], code].append(recipient)
-    return result
 
 
 # The namespace of the trainings app's job keys, reserved to it at the API (trainings/handlers.py).
@@ -266,17 +206,24 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
     """One row per invited player, by name: RSVP, answers (and how each came), reminders that reached a
     device and the last push's outcome on the phone side.
 
-    Four queries: invitations with players, answers, pushes (the training's indexes), their send rows.
+    Five queries: invitations with players, answers, pushes (the training's indexes), their send rows,
+    and the guardians who answered (one, when any did).
     """
     invitations = list(training.invitations.select_related("player").order_by("player__name"))
     answered = {
-        (player_id, phase): (at, source)
-        for player_id, phase, at, source in training.answers.values_list(
-            "player_id", "phase", "answered_at", "source"
+        (player_id, phase): (at, source, by)
+        for player_id, phase, at, source, by in training.answers.values_list(
+            "player_id", "phase", "answered_at", "source", "answered_by_id"
         )
     }
+    by_guardian = _answered_by(
+        {(i.player_id, i.responded_by_id) for i in invitations if i.responded_by_id is not None}
+        | {(player_id, by) for (player_id, _), (_, _, by) in answered.items() if by is not None},
+        names={i.player_id: i.player.name for i in invitations},
+    )
     pushes = list(
         training.pushes.order_by("created_at", "pk").only(
+            "training",  # read by push_outcomes: deferred, it cost a statement per push
             "key",
             "player_id",
             "status",
@@ -303,8 +250,8 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
     for invitation in invitations:
         pid = invitation.player_id
         last_text, outcome_at = last.get(pid, ("", None))
-        pre_at, pre_source = answered.get((pid, kinds.PRE.code), (None, ""))
-        post_at, post_source = answered.get((pid, kinds.POST.code), (None, ""))
+        pre_at, pre_source, pre_by = answered.get((pid, kinds.PRE.code), (None, "", None))
+        post_at, post_source, post_by = answered.get((pid, kinds.POST.code), (None, "", None))
         rows.append(
             PlayerRow(
                 player=invitation.player.name,
@@ -320,23 +267,53 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
                     invitation.response_source,
                     invitation.responded_at,
                     sent_of.get((pid, kinds.INVITATION.code)),
+                    by=by_guardian.get((pid, invitation.responded_by_id), ""),
                 ),
-                pre_how=answer_how(pre_source, pre_at, sent_of.get((pid, kinds.PRE.code))),
-                post_how=answer_how(post_source, post_at, sent_of.get((pid, kinds.POST.code))),
+                pre_how=answer_how(
+                    pre_source,
+                    pre_at,
+                    sent_of.get((pid, kinds.PRE.code)),
+                    by=by_guardian.get((pid, pre_by), ""),
+                ),
+                post_how=answer_how(
+                    post_source,
+                    post_at,
+                    sent_of.get((pid, kinds.POST.code)),
+                    by=by_guardian.get((pid, post_by), ""),
+                ),
             )
         )
     return rows
 
 
-def answer_how(source: str, at: datetime | None, sent: list[tuple[datetime, str]] | None) -> str:
-    """How an answer came, for a coach: its source, and how long after which reminder (the last one of its
-    kind published before it), e.g. "from the notification, 3 min after the 60-min reminder"."""
+def _answered_by(pairs: set[tuple[int, int | None]], *, names: dict[int, str]) -> dict[tuple[int, Any], str]:
+    """ "Alice's mother (Maria)" per (player, guardian) who answered for them (one query, none when no
+    guardian answered). A guardian no longer the player's is still named, as "a guardian"."""
+    wanted = {(player, guardian) for player, guardian in pairs if guardian is not None}
+    if not wanted:
+        return {}
+    found = {
+        (g.player_id, g.guardian_id): g.answered_by(names.get(g.player_id, "the player"))
+        for g in Guardianship.objects.select_related("guardian").filter(
+            player_id__in={p for p, _ in wanted}, guardian_id__in={g for _, g in wanted}
+        )
+    }
+    return {pair: found.get(pair, f"{names.get(pair[0], 'the player')}'s guardian") for pair in wanted}
+
+
+def answer_how(
+    source: str, at: datetime | None, sent: list[tuple[datetime, str]] | None, *, by: str = ""
+) -> str:
+    """How an answer came, for a coach: its source, how long after which reminder (the last one of its kind
+    published before it), and who gave it when a guardian did, e.g. "from the notification, 3 min after the
+    60-min reminder, answered by Alice's mother (Maria)"."""
     if at is None or not source:
         return ""
     text = AnswerSource(source).label
+    who = f", answered by {by}" if by else ""
     before = [(when, offset) for when, offset in sent or () if when <= at]
     if not before:
-        return text
+        return text + who
     when, offset = max(before)
     minutes = int((at - when).total_seconds() // 60)
     after = (
@@ -347,7 +324,7 @@ def answer_how(source: str, at: datetime | None, sent: list[tuple[datetime, str]
         else f"{minutes // 1440} d"
     )
     reminder = f"the {Offset.parse(offset).human().replace(' ', '-')} reminder" if offset else "a reminder"
-    return f"{text}, {after} after {reminder}"
+    return f"{text}, {after} after {reminder}{who}"
 
 
 def trainings_next_reminder(trainings: list[Training]) -> dict[object, datetime]:

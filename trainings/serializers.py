@@ -246,8 +246,8 @@ class DeviceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Device
-        fields = ["id", "player", "platform", "provider", "token", "app_id", "enabled", "created_at",
-                  "last_success_at", "disabled_at", "disabled_reason"]  # fmt: skip
+        fields = ["id", "player", "guardian", "platform", "provider", "token", "app_id", "enabled",
+                  "created_at", "last_success_at", "disabled_at", "disabled_reason"]  # fmt: skip
         read_only_fields = fields
 
     def to_representation(self, instance: Device) -> dict[str, Any]:

@@ -5,12 +5,19 @@ from rest_framework.routers import SimpleRouter
 
 from trainings.analytics.views import EffectivenessView, PlayersView
 from trainings.answers.views import AnswerLinkView
+from trainings.guardians.views import (
+    GuardianDeviceViewSet,
+    GuardianPreferencesView,
+    GuardianTrainingsView,
+    GuardianViewSet,
+)
 from trainings.views import PlayerDeviceViewSet, PlayerPreferencesView, ReminderRuleViewSet, TrainingViewSet
 
 # SimpleRouter: the reminders router already serves the API root at /api/.
 router = SimpleRouter()
 router.register("trainings", TrainingViewSet, basename="training")
 router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
+router.register("guardians", GuardianViewSet, basename="guardian")
 
 urlpatterns = [
     *router.urls,
@@ -30,5 +37,24 @@ urlpatterns = [
         "players/<int:player_pk>/devices/<int:pk>/",
         PlayerDeviceViewSet.as_view({"delete": "destroy"}),
         name="player-device",
+    ),
+    # A guardian's own devices, preferences and players' trainings (trainings/guardians/).
+    path(
+        "guardians/<int:guardian_pk>/devices/",
+        GuardianDeviceViewSet.as_view({"get": "list", "post": "create"}),
+        name="guardian-devices",
+    ),
+    path(
+        "guardians/<int:guardian_pk>/devices/<int:pk>/",
+        GuardianDeviceViewSet.as_view({"delete": "destroy"}),
+        name="guardian-device",
+    ),
+    path(
+        "guardians/<int:guardian_pk>/preferences/",
+        GuardianPreferencesView.as_view(),
+        name="guardian-preferences",
+    ),
+    path(
+        "guardians/<int:guardian_pk>/trainings/", GuardianTrainingsView.as_view(), name="guardian-trainings"
     ),
 ]

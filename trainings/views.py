@@ -308,7 +308,7 @@ class PlayerPreferencesView(APIView):
         return player
 
     def _body(self, player: Player) -> Response:
-        return Response(PreferencesSerializer(preferences_read(player=player)).data)
+        return Response(PreferencesSerializer(preferences_read(person=player)).data)
 
     @extend_schema(responses={200: PreferencesSerializer})
     def get(self, request: Request, player_pk: int) -> Response:
@@ -328,7 +328,7 @@ class PlayerPreferencesView(APIView):
             raise PermissionDenied("Only the player changes their preferences.")
         data = PreferencesSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        preferences_update(player=player, **data.validated_data)
+        preferences_update(person=player, **data.validated_data)
         return self._body(player)
 
     patch = put

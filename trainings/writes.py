@@ -241,8 +241,9 @@ def answer_record(
         training=training,
         player=player,
         phase=phase,
-        defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source},
-    )
+        defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source,
+                  "answered_by": None},
+    )  # fmt: skip
     return answer
 
 
@@ -259,7 +260,8 @@ def invitation_respond(
     invitation.status = status
     invitation.responded_at = responded_at or timezone.now()
     invitation.response_source = source
-    invitation.save(update_fields=["status", "responded_at", "response_source"])
+    invitation.responded_by = None  # a coach recorded it, not a guardian
+    invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
     return invitation
 
 

@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -289,6 +289,59 @@ def assert_every_occurrence_arrived(arrivals: Arrivals, total: int) -> None:
     assert not split, f"duplicates with different message ids: {list(split.items())[:3]}"
     expected = {fire_at.isoformat(): {key} for key, fire_at in keys.items()}
     assert per_fire_at == expected
+
+
+# --- the database's clock, moved forward for the workers ------------------------------------------------
+
+
+class DatabaseClock:
+    """The database's clock as the scenario's worker processes see it: the real one plus a shift the test
+    moves, so an outage of a minute passes for the engine in an instant instead of a minute.
+
+    The engine takes every decision by PostgreSQL's `clock_timestamp()` (reminders/engine/clock.py). A worker
+    started with `env=clock.worker_env(name)` connects with the search path `fault_clock, public,
+    pg_catalog`, so the unqualified `clock_timestamp()` it calls is `fault_clock.clock_timestamp()`: naming
+    pg_catalog last is PostgreSQL's documented way to let a function shadow a built-in (unnamed, it is
+    searched first). The engine's code is untouched; this test process, RabbitMQ and Celery's kick expiry
+    keep the real clock. Made in the scenario's transactional test database and dropped after it.
+    """
+
+    SCHEMA = "fault_clock"  # the name the SQL below spells out
+
+    def __init__(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE SCHEMA fault_clock")
+            cursor.execute("CREATE TABLE fault_clock.shift (seconds double precision NOT NULL)")
+            cursor.execute("INSERT INTO fault_clock.shift VALUES (0)")
+            cursor.execute(
+                """CREATE FUNCTION fault_clock.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE
+                   AS $$ SELECT pg_catalog.clock_timestamp()
+                                + make_interval(secs => (SELECT seconds FROM fault_clock.shift)) $$"""
+            )
+
+    def worker_env(self, name: str) -> dict[str, str]:
+        """The environment of a WorkerProcess whose database connections read this clock."""
+        options = quote(f"-c search_path={self.SCHEMA},public,pg_catalog")
+        return {"DATABASE_URL": f"{worker_database_url(f'fault-{name}')}&options={options}"}
+
+    def now(self) -> datetime:
+        """The time the workers' database connections read now."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT fault_clock.clock_timestamp()")
+            return cursor.fetchone()[0]
+
+    def set(self, instant: datetime) -> None:
+        """From now on the workers' clock reads `instant`, and runs on from it at the real pace."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE fault_clock.shift"
+                " SET seconds = EXTRACT(EPOCH FROM %s - pg_catalog.clock_timestamp())",
+                [instant],
+            )
+
+    def drop(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP SCHEMA IF EXISTS fault_clock CASCADE")
 
 
 # --- PostgreSQL backends of the workers ----------------------------------------------------------------

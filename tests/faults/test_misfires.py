@@ -4,23 +4,25 @@ Four schedules share one outage that spans a whole minute: `@every 10s` and `* *
 `fire_once` and `skip`. The worker is killed and the kicker (beat's stand-in) stopped right after the
 `@every` schedules' first on-time event; beat comes back just after the minute boundary that follows the
 crontab's stored point, so that point is 60 s stale and the next one has just come due, while the latest
-missed `@every` run is 7-8 s old. A consumer then counts each schedule's events on its queue:
+missed `@every` run is 5-10 s old. A consumer then counts each schedule's events on its queue:
 
 - `@every` fire_once: one event for the outage, labelled with the latest missed run (not the stored one);
 - `@every` skip: nothing stale; the next future run;
 - crontab, either policy: the run that just came due, not the stale stored one.
 
-Real time throughout, so the test waits for a minute boundary (up to a minute) and the outage lasts a
-minute: a crontab cannot fire more often. The replacement worker process is started a few seconds
-before beat comes back (it does nothing without a kick), so its boot time does not blur the instant the
-scan resumes.
+Real worker processes throughout, on the database's clock as the engine reads it, moved by the test
+(harness.DatabaseClock): the schedules are made at second 35 of a minute, the first `@every` run fires in
+real time 10 s later, and the outage's minute passes in an instant while both processes are down, so the
+scenario waits for no minute boundary. The replacement worker is started and ready before the clock is
+moved and beat comes back, so its boot time does not blur the instant the scan resumes; from that instant
+the scan may take up to 5 s to run before the outcome would be another (the crontab's run older than the
+grace, or a newer `@every` run missed).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -48,8 +50,11 @@ def queues(fault_queue: str) -> Iterator[dict[str, str]]:
         harness.delete_queue(name)
 
 
-def _sleep_until(instant: dt.datetime) -> None:
-    time.sleep(max(0.0, (instant - timezone.now()).total_seconds()))
+@pytest.fixture
+def clock(transactional_db: None) -> Iterator[harness.DatabaseClock]:
+    made = harness.DatabaseClock()
+    yield made
+    made.drop()
 
 
 def _delivered(key: str) -> list[dt.datetime]:
@@ -65,23 +70,24 @@ def _unix(instant: dt.datetime) -> int:
 
 
 def test_misfire_policies_after_the_worker_and_beat_were_down_for_a_minute(
-    workers: Callable[..., harness.WorkerProcess], queues: dict[str, str]
+    workers: Callable[..., harness.WorkerProcess], queues: dict[str, str], clock: harness.DatabaseClock
 ) -> None:
-    before = workers("misfire-before")
+    before = workers("misfire-before", **clock.worker_env("misfire-before"))
     before.start()
-    now = timezone.now()
-    created = now.replace(second=42, microsecond=0)
-    if created < now:
-        created += dt.timedelta(minutes=1)
-    _sleep_until(created)
+    minute = timezone.now().replace(second=0, microsecond=0)
+    created = minute + dt.timedelta(seconds=35)
+    clock.set(created)
 
     with harness.Kicker():
         for case, (expression, policy) in CASES.items():
-            schedule_create(key=case, expression=expression, misfire_policy=policy, queue=queues[case])
+            schedule_create(
+                key=case, expression=expression, misfire_policy=policy, queue=queues[case], now=created
+            )
         anchor = Schedule.objects.get(key="every-once").anchor_at
+        assert anchor == created
         assert Schedule.objects.get(key="every-skip").anchor_at == anchor
         stored_cron = Schedule.objects.get(key="cron-once").next_fire_at
-        assert stored_cron is not None
+        assert stored_cron == minute + dt.timedelta(minutes=1)
         harness.wait_for(
             lambda: all(_delivered(case) for case in ("every-once", "every-skip")),
             timeout=20,
@@ -89,17 +95,19 @@ def test_misfire_policies_after_the_worker_and_beat_were_down_for_a_minute(
             worker=before,
         )
     before.kill()  # the outage: no worker, no beat
-    stopped = timezone.now()
+    stopped = clock.now()
+    period = dt.timedelta(seconds=10)
+    # The second @every run (claimed up to the look-ahead, 2 s, before its instant) and the crontab's stored
+    # point were still ahead: the outage, not the worker before it, is what they meet.
+    assert stopped < anchor + 2 * period - dt.timedelta(seconds=2), f"killed at {stopped.time()}: too late"
     assert stopped < stored_cron
 
-    restart = stored_cron + dt.timedelta(minutes=1, seconds=0.3)  # the next crontab run just came due
-    _sleep_until(restart - dt.timedelta(seconds=10))
-    after = workers("misfire-after")
+    after = workers("misfire-after", **clock.worker_env("misfire-after"))
     after.start()
-    _sleep_until(restart)
-    period = dt.timedelta(seconds=10)
+    restart = stored_cron + dt.timedelta(minutes=1, seconds=0.2)  # the next crontab run just came due
     latest_every = anchor + period * ((restart - anchor) // period)  # the latest @every run missed
     assert restart - latest_every > dt.timedelta(seconds=5)  # older than the grace: stale for `skip`
+    clock.set(restart)
     with harness.Kicker():
         harness.wait_for(
             lambda: latest_every + period in _delivered("every-skip") and _delivered("cron-skip")[-1:] != [],
@@ -137,7 +145,8 @@ def test_misfire_policies_after_the_worker_and_beat_were_down_for_a_minute(
     }
     harness.record(
         "misfires after downtime",
-        f"worker killed and beat stopped for {(restart - stopped).total_seconds():.0f} s across a minute",
+        f"worker killed and beat stopped for {(restart - stopped).total_seconds():.0f} s across a minute "
+        "(of the database's clock, moved forward)",
         "@every 10s fire_once: 1 event for the outage (latest missed run); skip: none stale, "
         "next future run; "
         "* * * * * either policy: the run that just came due, not the stale stored one",

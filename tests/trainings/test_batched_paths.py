@@ -31,7 +31,7 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.selectors import reminder_recipients, reminder_recipients_many
+from trainings.recipients import reminder_recipients, reminder_recipients_many
 from trainings.services import (
     HANDLER_NAME,
     QUIET_RELEASE_HANDLER,
@@ -193,7 +193,7 @@ def test_the_set_based_recipients_match_the_per_training_query(team, rules) -> N
     many = reminder_recipients_many(pairs)
     for training, rule in ((t, r) for t in trainings for r in rules.values()):
         expected = [
-            (p.pk, p.language, p.time_zone, p.quiet_start, p.quiet_end)
+            (p.pk, p.language, p.time_zone, p.quiet_start, p.quiet_end, None)
             for p in reminder_recipients(training=training, rule=rule).order_by("pk")
         ]
         assert many[training.pk, rule.kind] == expected

@@ -33,7 +33,8 @@ from trainings.models import (
     Training,
 )
 from trainings.push.messages import PushMessage
-from trainings.selectors import job_key, reminder_recipients, reminder_recipients_many
+from trainings.recipients import reminder_recipients, reminder_recipients_many
+from trainings.selectors import job_key
 from trainings.services import answer_record, invitation_respond
 from trainings.windows import CLOSED, NOT_YET, OPEN, window_state
 

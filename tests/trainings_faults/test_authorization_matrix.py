@@ -27,11 +27,19 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
+from tests.factories import (
+    GuardianFactory,
+    MembershipFactory,
+    PlayerFactory,
+    TeamFactory,
+    UserFactory,
+    training_made,
+)
 from tests.fault_table import record
 from trainings.models import (
     DeliveredPush,
     Device,
+    Guardian,
     Player,
     Push,
     PushSend,
@@ -72,12 +80,13 @@ def _fault_table_row() -> Iterator[None]:
 
 @dataclass
 class Side:
-    """One coach's corner: their team, a training of it, a player on it."""
+    """One coach's corner: their team, a training of it, a player on it and the player's guardian."""
 
     coach: Any
     team: Team
     training: Training
     player: Player
+    guardian: Guardian
 
 
 @dataclass
@@ -94,7 +103,8 @@ def _side(name: str, player_name: str) -> Side:
     player = PlayerFactory(name=player_name)
     MembershipFactory(team=team, player=player)
     training = training_made(team, START, minutes=60, title=f"Session {name.upper()}")
-    return Side(coach=coach, team=team, training=training, player=player)
+    guardian = GuardianFactory(name=f"{player_name}'s mother", player=player)
+    return Side(coach=coach, team=team, training=training, player=player, guardian=guardian)
 
 
 @pytest.fixture
@@ -124,6 +134,10 @@ def _training_body(side: Side) -> dict[str, Any]:
 
 def _detail(side: Side, suffix: str = "") -> str:
     return f"/api/trainings/{side.training.pk}/{suffix}"
+
+
+def _guardian(side: Side, suffix: str = "") -> str:
+    return f"/api/guardians/{side.guardian.pk}/{suffix}"
 
 
 # What each route is asked, for the given side's objects: (path, JSON body or None).
@@ -165,6 +179,34 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
         f"/api/players/{s.player.pk}/devices/{s.player.devices.get().pk}/",
         None,
     ),
+    ("guardian-list", "GET"): lambda s: ("/api/guardians/", None),
+    ("guardian-list", "POST"): lambda s: (
+        "/api/guardians/",
+        {"name": "New", "players": [{"player": s.player.pk}]},
+    ),
+    ("guardian-detail", "GET"): lambda s: (_guardian(s), None),
+    ("guardian-detail", "PUT"): lambda s: (
+        _guardian(s),
+        {"name": "Renamed", "players": [{"player": s.player.pk, "relation": "father"}]},
+    ),
+    ("guardian-detail", "PATCH"): lambda s: (_guardian(s), {"name": "Renamed"}),
+    ("guardian-detail", "DELETE"): lambda s: (_guardian(s), None),
+    ("guardian-devices", "GET"): lambda s: (_guardian(s, "devices/"), None),
+    ("guardian-devices", "POST"): lambda s: (
+        _guardian(s, "devices/"),
+        {"platform": "ios", "provider": "apns", "token": "new-token"},
+    ),
+    ("guardian-device", "DELETE"): lambda s: (_guardian(s, f"devices/{s.guardian.devices.get().pk}/"), None),
+    ("guardian-preferences", "GET"): lambda s: (_guardian(s, "preferences/"), None),
+    ("guardian-preferences", "PUT"): lambda s: (
+        _guardian(s, "preferences/"),
+        {"kinds": [{"kind": "PRE", "muted": True}]},
+    ),
+    ("guardian-preferences", "PATCH"): lambda s: (
+        _guardian(s, "preferences/"),
+        {"quiet_start": "21:00", "quiet_end": "08:00"},
+    ),
+    ("guardian-trainings", "GET"): lambda s: (_guardian(s, "trainings/"), None),
     ("analytics-offsets", "GET"): lambda s: (f"/api/analytics/offsets/?team={s.team.pk}", None),
     ("analytics-players", "GET"): lambda s: (f"/api/analytics/players/?team={s.team.pk}", None),
 }
@@ -202,10 +244,27 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("player-preferences", "PATCH"):       (401,      403,     404,          404,        403,      403),
     ("player-devices", "POST"):            (401,      403,     404,          404,        403,      403),
     ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      403),
+    # Guardians: coaches of their players and operators manage them; only the guardian (an account linked
+    # to them) registers devices and writes preferences (tests/trainings/test_guardians_api.py).
+    ("guardian-list", "GET"):              (401,      LISTED,  HIDDEN,       HIDDEN,     LISTED,   LISTED),
+    ("guardian-list", "POST"):             (401,      201,     400,          400,        201,      201),
+    ("guardian-detail", "GET"):            (401,      200,     404,          404,        200,      200),
+    ("guardian-detail", "PUT"):            (401,      200,     404,          404,        200,      200),
+    ("guardian-detail", "PATCH"):          (401,      200,     404,          404,        200,      200),
+    ("guardian-detail", "DELETE"):         (401,      204,     404,          404,        204,      204),
+    ("guardian-devices", "GET"):           (401,      200,     404,          404,        200,      200),
+    ("guardian-devices", "POST"):          (401,      403,     404,          404,        403,      403),
+    ("guardian-device", "DELETE"):         (401,      403,     404,          404,        403,      403),
+    ("guardian-preferences", "GET"):       (401,      200,     404,          404,        200,      200),
+    ("guardian-preferences", "PUT"):       (401,      403,     404,          404,        403,      403),
+    ("guardian-preferences", "PATCH"):     (401,      403,     404,          404,        403,      403),
+    ("guardian-trainings", "GET"):         (401,      200,     404,          404,        200,      200),
     # Analytics: a team the caller may not see is a 400 on `team`, like any other bad field.
     ("analytics-offsets", "GET"):          (401,      200,     400,          400,        200,      200),
     ("analytics-players", "GET"):          (401,      200,     400,          400,        200,      200),
 }
+# The field a 400 names: the team (not one of yours), or a guardian's players (not yours).
+BAD_FIELD = {("guardian-list", "POST"): "players"}
 # fmt: on
 CASES = [
     pytest.param(
@@ -240,6 +299,11 @@ def _state(side: Side) -> tuple[Any, ...]:
         list(side.player.devices.order_by("pk").values_list("token", "disabled_at")),
         list(side.player.preferences.order_by("kind").values_list("kind", "channels", "muted")),
         Player.objects.filter(pk=side.player.pk).values_list("quiet_start", "quiet_end").get(),
+        list(Guardian.objects.filter(pk=side.guardian.pk).values_list("name", "quiet_start", "quiet_end")),
+        list(Guardian.objects.filter(players=side.player).values_list("name", flat=True)),
+        list(side.guardian.devices.order_by("pk").values_list("token", "disabled_at")),
+        list(side.guardian.preferences.order_by("kind").values_list("kind", "channels", "muted")),
+        list(side.guardian.guardianships.values_list("player", "relation")),
     )
 
 
@@ -258,15 +322,17 @@ def test_api_matrix(
 
     if expected in (LISTED, HIDDEN):
         assert response.status_code == 200
-        ids = {row["id"] for row in response.json()["results"]}
-        assert (str(side.training.pk) in ids) is (expected == LISTED), ids
+        ids = {str(row["id"]) for row in response.json()["results"]}
+        own = side.guardian.pk if route.startswith("guardian") else side.training.pk
+        assert (str(own) in ids) is (expected == LISTED), ids
         _PASSED["api"] += 1
         return
     assert response.status_code == expected, response.content[:500]
     if expected >= 400:
         assert _state(side) == before  # refused means nothing written
     if expected == 400:
-        assert "team" in response.json()  # the team is not one of yours: named like any other bad field
+        # Not one of yours: named like any other bad field.
+        assert BAD_FIELD.get((route, method), "team") in response.json()
     _PASSED["api"] += 1
 
 
@@ -506,6 +572,7 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
         SUPERUSERS,
     ),
     Device: (lambda s: s.player.devices.get(), SCOPED),
+    Guardian: (lambda s: s.guardian, SCOPED),
     PushSend: (_send, SUPERUSERS),  # coaches read a push's sends on the push's own page
 }
 

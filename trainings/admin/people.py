@@ -71,10 +71,21 @@ class MembershipInline(ScopedChoices, admin.TabularInline):
     fields = ["player", "active", "joined_at"]
     readonly_fields = ["joined_at"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
+        return super().get_queryset(request).select_related("player", "team")  # each row's title names both
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        """The player list is read once for the page, not once per member's row (a statement per row)."""
+        formset = super().get_formset(request, obj, **kwargs)
+        player = formset.form.base_fields.get("player")
+        if isinstance(player, forms.ModelChoiceField):
+            player.choices = list(player.choices)  # type: ignore[arg-type]  # a ModelChoiceIterator
+        return formset
+
 
 @admin.register(Team)
 class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
-    list_display = ["name", "time_zone"]
+    list_display = ["name", "time_zone", "reminds"]
     search_fields = ["name"]
     filter_horizontal = ["coaches"]
     inlines = [MembershipInline]
@@ -116,9 +127,20 @@ USER_HELP = (
 class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
     search_fields = ["name"]
+    # Read-only here: a guardian is linked on the guardian's page (trainings/admin/guardians.py), so this
+    # form keeps no formset a client must post.
+    readonly_fields = ["guardians_list"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
         return players_visible_to(request.user)
+
+    @admin.display(description="Guardians")
+    def guardians_list(self, player: Player) -> str:
+        """Who guards the player: "Maria (mother)"."""
+        if player.pk is None:
+            return "none yet"
+        rows = player.guardianships.select_related("guardian").order_by("guardian__name")
+        return ", ".join(f"{g.guardian.name} ({g.relation or 'guardian'})" for g in rows) or "none"
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "user":

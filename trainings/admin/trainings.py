@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
 from trainings import kinds
+from trainings.admin import guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
 from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
@@ -39,8 +40,8 @@ from trainings.models import (
     ReminderRule,
     Training,
 )
+from trainings.recipients import reminder_recipients
 from trainings.selectors import (
-    reminder_recipients,
     teams_visible_to,
     trainings_next_reminder,
     trainings_visible_to,

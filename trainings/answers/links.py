@@ -4,9 +4,10 @@ session, from a push action or an email.
 The token is Django's signing (HMAC-SHA256 over the SECRET_KEY, verified against SECRET_KEY_FALLBACKS
 too, so keys rotate without breaking the links already sent) with a salt of its own, so no other signed
 value of the site is ever accepted as a link. It names the player, the training, the kind and the channel
-it was sent through; it carries no expiry of its own: it works until that kind's window closes for the
-training as it is when the link is followed (a training moved later keeps its links working), and never
-on a cancelled one (trainings/answers/recording.py checks both).
+it was sent through (and the guardian, for a link sent to one of the player's guardians); it carries no
+expiry of its own: it works until that kind's window closes for the training as it is when the link is
+followed (a training moved later keeps its links working), and never on a cancelled one
+(trainings/answers/recording.py checks both).
 
 What the app receives with each push (documented in docs/app-contract.md): `answer_url`, the APNs category
 and the actions of the kind's answer (trainings/kinds.py): for an invitation TRAINING_INVITATION with
@@ -47,6 +48,7 @@ class AnswerLink:
     training_id: UUID
     kind: str
     channel: str  # "p" (push) or "e" (email)
+    guardian_id: int | None = None  # minted for this guardian of the player's: they answer for the player
 
     @property
     def source(self) -> str:
@@ -66,22 +68,37 @@ def expects_response(kind: str) -> bool:
     return answer is not None and answer.expects == "response"
 
 
-def answer_token(*, player_id: int, training_id: UUID | str, kind: str, channel: str = "push") -> str:
-    """The signed token of one player's answer to one kind of one training, sent through `channel`."""
+def answer_token(
+    *,
+    player_id: int,
+    training_id: UUID | str,
+    kind: str,
+    channel: str = "push",
+    guardian_id: int | None = None,
+) -> str:
+    """The signed token of one player's answer to one kind of one training, sent through `channel`; with
+    `guardian_id`, sent to that guardian of the player's (it records who answered, and works only while
+    they are the player's guardian)."""
     if not answerable(kind):
         raise ValueError(f"reminders of kind {kind!r} wait for no answer")
     hex_id = training_id.hex if isinstance(training_id, UUID) else UUID(str(training_id)).hex
-    return signing.dumps([player_id, hex_id, kind, CHANNELS[channel]], salt=SALT, compress=False)
+    value: list[object] = [player_id, hex_id, kind, CHANNELS[channel]]
+    if guardian_id is not None:
+        value.append(guardian_id)
+    return signing.dumps(value, salt=SALT, compress=False)
 
 
 def answer_link_read(token: str) -> AnswerLink:
     """The link a token names; LinkInvalid for anything this site did not sign as one."""
     try:
         value = signing.loads(token, salt=SALT, max_age=MAX_AGE_SECONDS)
-        player_id, hex_id, kind, channel = value
+        player_id, hex_id, kind, channel, *guardian = value
+        guardian_id = guardian[0] if guardian else None
         if not (isinstance(player_id, int) and answerable(kind) and channel in _SOURCE_OF):
             raise ValueError
-        return AnswerLink(player_id, UUID(hex=hex_id), kind, channel)
+        if len(guardian) > 1 or not (guardian_id is None or isinstance(guardian_id, int)):
+            raise ValueError
+        return AnswerLink(player_id, UUID(hex=hex_id), kind, channel, guardian_id)
     except (signing.BadSignature, ValueError, TypeError, AttributeError):
         raise LinkInvalid("not a valid answer link") from None
 
@@ -100,7 +117,9 @@ def answer_url(token: str) -> str:
     return f"{head}{token}{tail}"
 
 
-def answer_push_fields(*, player_id: int, training_id: str, kind: str) -> dict[str, Any]:
+def answer_push_fields(
+    *, player_id: int, training_id: str, kind: str, guardian_id: int | None = None
+) -> dict[str, Any]:
     """What a push of this kind carries for answering in one tap: `category`, `answer_url`, and for an
     invitation the `actions` (id, the response it records, the URL to POST it to). Empty for a kind that
     waits for no answer (a "training moved" notice)."""
@@ -108,7 +127,9 @@ def answer_push_fields(*, player_id: int, training_id: str, kind: str) -> dict[s
         return {}
     answer = kinds.of(kind).answer
     assert answer is not None  # answerable
-    url = answer_url(answer_token(player_id=player_id, training_id=training_id, kind=kind))
+    url = answer_url(
+        answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
+    )
     fields: dict[str, Any] = {"category": answer.category, "answer_url": url}
     if answer.actions:
         fields["actions"] = [{"id": action, "response": response, "url": url}

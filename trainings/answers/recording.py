@@ -2,7 +2,9 @@
 
 A link is refused (LinkGone, HTTP 410) when its training was deleted or cancelled, when the kind's window
 has closed (the training's start for an invitation or the pre-training questionnaire, the questionnaire's
-close after the end for the post-training one), or when the player is no longer on the training's list.
+close after the end for the post-training one), when the player is no longer on the training's list, or,
+for a link sent to a guardian, when they are no longer the player's guardian. A guardian's answer is the
+player's (one invitation, one answer per phase) and records who gave it (`responded_by`, `answered_by`).
 Recording is idempotent: the same answer twice changes nothing (not even its time); a different one
 replaces it while the window is open. The next reminder's fire-time re-check then skips the player.
 """
@@ -23,6 +25,7 @@ from trainings.answers.links import AnswerLink, answer_link_read, expects_respon
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,
+    Guardianship,
     Invitation,
     InvitationStatus,
     Player,
@@ -55,6 +58,12 @@ class LinkTarget:
     training: Training
     invitation: Invitation
     closes_at: datetime
+    guardianship: Guardianship | None = None  # a link sent to a guardian of the player's
+
+    @property
+    def reader(self) -> Any:
+        """Who follows the link: the guardian it was sent to, or the player (their language and zone)."""
+        return self.guardianship.guardian if self.guardianship else self.invitation.player
 
 
 def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
@@ -82,7 +91,16 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
         raise LinkGone("closed", "The time to answer this has passed.")
     if invitation is None:
         raise LinkGone("not_invited", "You are no longer on this training's list.")
-    return LinkTarget(link, training, invitation, closes_at)
+    guardianship = None
+    if link.guardian_id is not None:
+        guardianship = (
+            Guardianship.objects.select_related("guardian")
+            .filter(guardian_id=link.guardian_id, player_id=link.player_id)
+            .first()
+        )
+        if guardianship is None:
+            raise LinkGone("not_guardian", "You are no longer this player's guardian.")
+    return LinkTarget(link, training, invitation, closes_at, guardianship)
 
 
 def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
@@ -93,8 +111,8 @@ def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
     if row is None:
         return None, None
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
-     invitation_id, status, responded_at, source, player_id, player_name, language, player_zone,
-     ) = row  # fmt: skip
+     invitation_id, status, responded_at, source, responded_by, player_id, player_name, language,
+     player_zone) = row  # fmt: skip
     team = Team(id=team_id, name=team_name, time_zone=team_zone)
     training = Training(id=training_id, team=team, title=title, start=start, end=end, time_zone=zone,
                         location=location, cancelled=cancelled)  # fmt: skip
@@ -102,7 +120,8 @@ def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
         return training, None
     player = Player(id=player_id, name=player_name, language=language, time_zone=player_zone)
     invitation = Invitation(id=invitation_id, training=training, player=player, status=status,
-                            responded_at=responded_at, response_source=source)  # fmt: skip
+                            responded_at=responded_at, response_source=source,
+                            responded_by_id=responded_by)  # fmt: skip
     return training, invitation
 
 
@@ -125,19 +144,20 @@ def answer_link_record(
     answer as it now stands."""
     now = now or timezone.now()
     source = source or target.link.source
+    by = target.link.guardian_id  # None: the player themself
     if expects_response(target.link.kind):
         if response not in RESPONSES:
             raise ValueError("response")
         status = RESPONSES[response]
         if connection.vendor == "postgresql":
-            return _invitation_record(target.invitation.pk, status, now, source)
+            return _invitation_record(target, status, now, source)
         changed = (
             Invitation.objects.filter(pk=target.invitation.pk)
             .exclude(status=status)
-            .update(status=status, responded_at=now, response_source=source)
+            .update(status=status, responded_at=now, response_source=source, responded_by=by)
         )
         if changed:
-            return Recorded(True, {"response": response, "at": now, "source": source})
+            return Recorded(True, {"response": response, "at": now, "source": source, "by": _by(target)})
         current = Invitation.objects.get(pk=target.invitation.pk)
         return Recorded(False, _invitation_answer(current))
     if not isinstance(answers, dict):
@@ -149,23 +169,32 @@ def answer_link_record(
             training_id=target.training.pk,
             player_id=target.link.player_id,
             phase=target.link.kind,
-            defaults={"answers": answers, "answered_at": now, "source": source},
+            defaults={"answers": answers, "answered_at": now, "source": source, "answered_by_id": by},
         )
         changed = created or answer.answers != answers
         if changed and not created:
-            answer.answers, answer.answered_at, answer.source = answers, now, source
-            answer.save(update_fields=["answers", "answered_at", "source"])
+            answer.answers, answer.answered_at, answer.source, answer.answered_by_id = (
+                answers,
+                now,
+                source,
+                by,
+            )
+            answer.save(update_fields=["answers", "answered_at", "source", "answered_by"])
     return Recorded(changed, _questionnaire_answer(answer))
 
 
-def _invitation_record(invitation_id: int, status: str, now: datetime, source: str) -> Recorded:
+def _invitation_record(target: LinkTarget, status: str, now: datetime, source: str) -> Recorded:
+    params: dict[str, Any] = {"status": status, "now": now, "source": source, "id": target.invitation.pk,
+              "by": target.link.guardian_id}  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(
-            queries.INVITATION_ANSWER_RECORD,
-            {"status": status, "now": now, "source": source, "id": invitation_id},
-        )
-        changed, status, responded_at, response_source = cursor.fetchone()
-    invitation = Invitation(status=status, responded_at=responded_at, response_source=response_source)
+        cursor.execute(queries.INVITATION_ANSWER_RECORD, params)
+        changed, status, responded_at, response_source, by = cursor.fetchone()
+    if changed:  # given now, by this link's reader: no query for their name
+        answer = _invitation_answer(Invitation(status=status, responded_at=responded_at,
+                                               response_source=response_source))  # fmt: skip
+        return Recorded(changed, {**answer, "by": _by(target)})
+    invitation = Invitation(player_id=target.link.player_id, status=status, responded_at=responded_at,
+                            response_source=response_source, responded_by_id=by)  # fmt: skip
     return Recorded(changed, _invitation_answer(invitation))
 
 
@@ -174,12 +203,14 @@ def _questionnaire_record(
 ) -> Recorded:
     link = target.link
     params: dict[str, Any] = {"training": target.training.pk, "player": link.player_id, "phase": link.kind,
-                              "answers": json.dumps(answers), "now": now, "source": source}  # fmt: skip
+                              "answers": json.dumps(answers), "now": now, "source": source,
+                              "by": link.guardian_id}  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(queries.QUESTIONNAIRE_ANSWER_RECORD, params)
-        changed, stored, answered_at, stored_source = cursor.fetchone()
+        changed, stored, answered_at, stored_source, by = cursor.fetchone()
     value = json.loads(stored) if isinstance(stored, str) else stored
-    return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source})
+    who = _by(target) if changed else _guardian_by(link.player_id, by)
+    return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who})
 
 
 def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
@@ -195,13 +226,35 @@ def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
 
 def _invitation_answer(invitation: Invitation) -> dict[str, Any]:
     if invitation.status == InvitationStatus.PENDING:
-        return {"response": None, "at": None, "source": None}
+        return {"response": None, "at": None, "source": None, "by": None}
     response = "accepted" if invitation.status == InvitationStatus.ACCEPTED else "denied"
-    return {"response": response, "at": invitation.responded_at, "source": invitation.response_source or None}
+    return {"response": response, "at": invitation.responded_at, "source": invitation.response_source or None,
+            "by": _guardian_by(invitation.player_id, invitation.responded_by_id)}  # fmt: skip
 
 
 def _questionnaire_answer(answer: QuestionnaireAnswer) -> dict[str, Any]:
-    return {"answers": answer.answers, "at": answer.answered_at, "source": answer.source}
+    return {"answers": answer.answers, "at": answer.answered_at, "source": answer.source,
+            "by": _guardian_by(answer.player_id, answer.answered_by_id)}  # fmt: skip
+
+
+def _by(target: LinkTarget) -> dict[str, Any] | None:
+    """Who gave the answer, when a guardian did: their id, name and what they are to the player."""
+    ship = target.guardianship
+    if ship is None:
+        return None
+    return {"guardian": ship.guardian_id, "name": ship.guardian.name, "relation": ship.relation}
+
+
+def _guardian_by(player_id: int, guardian_id: int | None) -> dict[str, Any] | None:
+    if guardian_id is None:
+        return None
+    ship = Guardianship.objects.select_related("guardian").filter(
+        player_id=player_id, guardian_id=guardian_id
+    )
+    found = ship.first()
+    if found is None:  # no longer their guardian: still who answered
+        return {"guardian": guardian_id, "name": "", "relation": ""}
+    return {"guardian": guardian_id, "name": found.guardian.name, "relation": found.relation}
 
 
 def answers_check(value: Any) -> dict[str, Any]:
@@ -219,13 +272,15 @@ def answers_check(value: Any) -> dict[str, Any]:
 
 
 def answer_question(target: LinkTarget) -> tuple[str, str]:
-    """(language, the question) in the player's language (English otherwise) and zone."""
-    player = target.invitation.player
-    language = player.language.lower().split("-")[0]
-    questions = kinds.of(target.link.kind).questions
+    """(language, the question) in the reader's language (English otherwise) and zone: the player's, or
+    the guardian's, asked about the player ("Will Anna come to …?", the kind's `guardian_questions`)."""
+    reader = target.reader
+    language = reader.language.lower().split("-")[0]
+    kind = kinds.of(target.link.kind)
+    questions = kind.guardian_questions if target.guardianship else kind.questions
     language = language if language in questions else "en"
     training = target.training
-    zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
+    zone_name = reader.time_zone if is_time_zone(reader.time_zone) else training.time_zone
     local_start = training.start.astimezone(ZoneInfo(zone_name))
     with translation.override(language):
         values = {
@@ -233,8 +288,9 @@ def answer_question(target: LinkTarget) -> tuple[str, str]:
             "start_time": formats.time_format(local_start, "TIME_FORMAT"),
             "start_date": formats.date_format(local_start, "DATE_FORMAT"),
             "time_zone": zone_name,
+            "player": target.invitation.player.name,
         }
-    question = questions.get(language) or f"{kinds.of(target.link.kind).label}: {{title}}, {{start_date}}."
+    question = questions.get(language) or f"{kind.label}: {{title}}, {{start_date}}."
     return language, render_template(question, values)
 
 

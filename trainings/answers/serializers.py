@@ -6,6 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from trainings.answers.links import expects_response
+
 
 class AnswerLinkInputSerializer(serializers.Serializer):
     """`response` for an invitation's link, `answers` for a questionnaire's; never both."""
@@ -31,7 +33,7 @@ class AnswerLinkInputSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        invitation = self.context["kind"] == "INVITATION"
+        invitation = expects_response(self.context["kind"])
         wanted, other = ("response", "answers") if invitation else ("answers", "response")
         if other in attrs:
             raise serializers.ValidationError({other: f"this link takes `{wanted}`, not `{other}`."})
@@ -56,21 +58,35 @@ class _LinkPlayerSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
+class _LinkGuardianSerializer(serializers.Serializer):
+    guardian = serializers.IntegerField(help_text="The guardian's id.")
+    name = serializers.CharField(allow_blank=True)
+    relation = serializers.CharField(allow_blank=True, help_text='What they are to the player: "mother".')
+
+
 class _LinkAnswerSerializer(serializers.Serializer):
     response = serializers.CharField(required=False, allow_null=True)
     answers = serializers.JSONField(required=False)
     at = serializers.DateTimeField(allow_null=True)
     source = serializers.CharField(allow_null=True)  # type: ignore[assignment]
+    by = _LinkGuardianSerializer(
+        allow_null=True, required=False, help_text="The guardian who gave it; null: the player (or a coach)."
+    )
 
 
 class AnswerLinkSerializer(serializers.Serializer):
     kind = serializers.CharField(help_text="INVITATION, PRE or POST.")
     expects = serializers.ChoiceField(choices=["response", "answers"], help_text="What a POST carries.")
     responses = serializers.ListField(child=serializers.CharField(), required=False)
-    question = serializers.CharField(help_text="What is asked, in the player's language and zone.")
+    question = serializers.CharField(
+        help_text="What is asked, in the reader's (player's or guardian's) language and zone."
+    )
     language = serializers.CharField()
     training = _LinkTrainingSerializer()
     player = _LinkPlayerSerializer()
+    guardian = _LinkGuardianSerializer(
+        required=False, help_text="A link sent to a guardian: they answer for `player`."
+    )
     closes_at = serializers.DateTimeField(help_text="After this the link answers 410.")
     answer = _LinkAnswerSerializer(allow_null=True, help_text="The answer already given, if any.")
     changed = serializers.BooleanField(

@@ -54,7 +54,8 @@ _LINK_ERRORS = {
     400: OpenApiResponse(description="Not a valid answer link (nothing more is said), or a field error."),
     410: OpenApiResponse(
         description="The link no longer works: `code` is `gone` (training deleted), `cancelled`, `closed` "
-        "(the window to answer has passed) or `not_invited` (no longer on the list)."
+        "(the window to answer has passed), `not_invited` (no longer on the list) or `not_guardian` (a "
+        "guardian's link, and they are no longer the player's guardian)."
     ),
     429: OpenApiResponse(description="Followed too often; Retry-After says when to try again."),
 }
@@ -142,17 +143,23 @@ def _link_body(target: LinkTarget, answer: dict[str, Any] | None) -> dict[str, A
             "time_zone": training.time_zone,
         },
         "player": {"id": player.pk, "name": player.name},
-        "closes_at": _when(target.closes_at),
-        "answer": None if answer is None else _answer_body(answer),
     })  # fmt: skip
+    if target.guardianship is not None:  # the serializer's order: after `player`
+        ship = target.guardianship
+        body["guardian"] = {
+            "guardian": ship.guardian_id,
+            "name": ship.guardian.name,
+            "relation": ship.relation,
+        }
+    body.update(closes_at=_when(target.closes_at), answer=None if answer is None else _answer_body(answer))
     return body
 
 
 def _answer_body(answer: dict[str, Any]) -> dict[str, Any]:
     """As _LinkAnswerSerializer gives it: `response` always (null for a questionnaire), `answers` when
-    there are some."""
+    there are some, and who gave it (`by`: the guardian, null for the player)."""
     body: dict[str, Any] = {"response": answer.get("response")}
     if "answers" in answer:
         body["answers"] = answer["answers"]
-    body.update(at=_when(answer.get("at")), source=answer.get("source"))
+    body.update(at=_when(answer.get("at")), source=answer.get("source"), by=answer.get("by"))
     return body

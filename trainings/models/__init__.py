@@ -32,15 +32,14 @@ from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
 from trainings.models.devices import PushMinute as PushMinute
 from trainings.models.devices import PushSend as PushSend
 from trainings.models.devices import SendStatus as SendStatus
+from trainings.models.guardians import Guardian as Guardian
+from trainings.models.guardians import Guardianship as Guardianship
+from trainings.models.guardians import Reminds as Reminds
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, parse_stored_offsets, shift
+from trainings.offsets import validate_time_zone as validate_time_zone
 
 PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-
-
-def validate_time_zone(value: str) -> None:
-    if not is_time_zone(value):
-        raise ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")
 
 
 def validate_offsets(value: object) -> None:
@@ -76,6 +75,13 @@ class Team(models.Model):
         null=True, blank=True, help_text="Players get no push from (local time)..."
     )
     quiet_end = models.TimeField(null=True, blank=True, help_text=_QUIET_END_HELP)
+    reminds = models.CharField(
+        max_length=10,
+        choices=Reminds.choices,
+        default=Reminds.PLAYER,
+        db_default=Reminds.PLAYER,
+        help_text="Who a player's reminders go to: youth teams remind the player and their guardians.",
+    )
 
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
@@ -84,7 +90,8 @@ class Team(models.Model):
                 condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
                 | Q(quiet_start__isnull=False, quiet_end__isnull=False),
                 name="team_quiet_hours_both_or_none",
-            )
+            ),
+            models.CheckConstraint(condition=Q(reminds__in=Reminds.values), name="team_reminds_valid"),
         ]
 
     def __str__(self) -> str:
@@ -274,11 +281,21 @@ class PushStatus(models.TextChoices):
 class Push(models.Model):
     """One push for one player from one occurrence. The unique pair is what makes redelivery harmless."""
 
-    key = models.CharField(max_length=300, unique=True, help_text="Idempotency key sent to the gateway.")
+    # Unique by a constraint rather than `unique=True`: no second, LIKE-only index on it, which nothing reads
+    # and every push would write. Likewise the training's lookups use push_training_occ_idx.
+    key = models.CharField(max_length=300, help_text="Idempotency key sent to the gateway.")
     occurrence_key = models.CharField(max_length=255)
     occurrence_id = models.BigIntegerField(null=True, blank=True)
-    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes")
+    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes", db_index=False)
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
+    guardian = models.ForeignKey(
+        Guardian,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="pushes",
+        help_text="Sent to this guardian of the player (none: to the player).",
+    )
     rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL)
     kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices)
     offset = models.CharField(
@@ -302,7 +319,13 @@ class Push(models.Model):
     class Meta:
         verbose_name_plural = "pushes"
         constraints = [
-            models.UniqueConstraint(fields=["occurrence_key", "player"], name="push_unique_per_occurrence"),
+            models.UniqueConstraint(fields=["key"], name="push_unique_key"),
+            # One push per occurrence and recipient: the player (no guardian), or one of their guardians.
+            models.UniqueConstraint(
+                fields=["occurrence_key", "player", "guardian"],
+                name="push_unique_per_occurrence",
+                nulls_distinct=False,
+            ),
             models.CheckConstraint(condition=Q(status__in=PushStatus.values), name="push_status_valid"),
         ]
         indexes = [
@@ -320,7 +343,8 @@ class Push(models.Model):
         ]
 
     def __str__(self) -> str:  # the admin's page title: whose push for which training, not its key
-        return f"{self.get_kind_display().split(' (')[0]} to {self.player.name} for {self.training.title}"
+        to = f"{self.guardian.name} (for {self.player.name})" if self.guardian else self.player.name
+        return f"{self.get_kind_display().split(' (')[0]} to {to} for {self.training.title}"
 
     def message(self) -> dict[str, object]:
         """The JSON published to the push queue (schema `trainings.push/2`, documented in handlers.py)."""
@@ -328,6 +352,7 @@ class Push(models.Model):
             "schema": "trainings.push/2",
             "idempotency_key": self.key,
             "player": self.player_id,
+            **({"guardian": self.guardian_id} if self.guardian_id is not None else {}),
             "title": self.title,
             "body": self.body,
             "language": self.language,
@@ -343,11 +368,12 @@ class DeliveredPush(models.Model):
     """The gateway's record of a push it finished (every device has its `PushSend` outcome, or the push was
     stale, had no device, or was dead-lettered); written before the AMQP ack. `provider` summarises how."""
 
-    key = models.CharField(max_length=300, unique=True)
+    key = models.CharField(max_length=300)  # unique by a constraint: no LIKE-only index written per push
     provider = models.CharField(max_length=50)
     delivered_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["key"], name="deliveredpush_unique_key")]
         # Retention: delivered_at < cutoff (trainings/retention.py).
         indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
         verbose_name_plural = "delivered pushes"
@@ -364,10 +390,15 @@ class ChannelChoice(models.TextChoices):
 
 
 class ReminderPreference(models.Model):
-    """A player's own choice for one reminder kind: the channels it comes through, or muted. No row is
-    the default (push, and email when no device is reached, never muted)."""
+    """A player's (or a guardian's) own choice for one reminder kind: the channels it comes through, or
+    muted. No row is the default (push, and email when no device is reached, never muted)."""
 
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="preferences")
+    player = models.ForeignKey(
+        Player, null=True, blank=True, on_delete=models.CASCADE, related_name="preferences"
+    )
+    guardian = models.ForeignKey(
+        Guardian, null=True, blank=True, on_delete=models.CASCADE, related_name="preferences"
+    )
     kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
     channels = models.CharField(max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT)
     muted = models.BooleanField(default=False, help_text="No reminder of this kind (unless it is critical).")
@@ -376,10 +407,17 @@ class ReminderPreference(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["player", "kind"], name="preference_unique_per_kind"),
+            models.UniqueConstraint(fields=["guardian", "kind"], name="preference_unique_guardian_kind"),
+            models.CheckConstraint(
+                condition=Q(player__isnull=False, guardian__isnull=True)
+                | Q(player__isnull=True, guardian__isnull=False),
+                name="preference_one_owner",
+            ),
             models.CheckConstraint(
                 condition=Q(channels__in=ChannelChoice.values), name="preference_channels_valid"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.player}: {self.kind} via {self.channels}{' (muted)' if self.muted else ''}"
+        muted = " (muted)" if self.muted else ""
+        return f"{self.player or self.guardian}: {self.kind} via {self.channels}{muted}"

@@ -27,6 +27,14 @@ class QuestionnaireAnswer(models.Model):
     source = models.CharField(
         max_length=12, choices=AnswerSource.choices, default=AnswerSource.ADMIN, db_default=AnswerSource.ADMIN
     )
+    answered_by = models.ForeignKey(
+        "trainings.Guardian",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The guardian who answered for the player (none: the player, or a coach).",
+    )
 
     class Meta:
         constraints = [
@@ -58,6 +66,14 @@ class Invitation(models.Model):
     # db_default: the members' invitations are inserted by plain SQL (trainings/writes.py).
     response_source = models.CharField(
         max_length=12, choices=AnswerSource.choices, blank=True, default="", db_default=""
+    )
+    responded_by = models.ForeignKey(
+        "trainings.Guardian",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The guardian who responded for the player (none: the player, or a coach).",
     )
 
     class Meta:

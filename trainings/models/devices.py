@@ -42,7 +42,13 @@ class Device(models.Model):
     """One app install that can receive pushes. A token the provider calls dead is disabled, never deleted,
     so the admin can say why a player stopped getting reminders; registering it again re-enables it."""
 
-    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="devices")
+    # The person it reaches: a player, or a guardian (trainings/models/guardians.py); exactly one.
+    player = models.ForeignKey(
+        "trainings.Player", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
+    )
+    guardian = models.ForeignKey(
+        "trainings.Guardian", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
+    )
     platform = models.CharField(max_length=10, choices=PLATFORM_CHOICES)
     provider = models.CharField(max_length=10, choices=PROVIDER_CHOICES)
     token = models.CharField(max_length=4096)
@@ -73,16 +79,28 @@ class Device(models.Model):
                 | Q(disabled_at__isnull=False) & ~Q(disabled_reason=""),
                 name="device_disabled_has_reason",
             ),
+            models.CheckConstraint(
+                condition=Q(player__isnull=False, guardian__isnull=True)
+                | Q(player__isnull=True, guardian__isnull=False),
+                name="device_one_owner",
+            ),
         ]
         indexes = [
             # The gateway's fan-out: player_id IN (...) AND disabled_at IS NULL.
             models.Index(
                 fields=["player"], condition=Q(disabled_at__isnull=True), name="device_enabled_player_idx"
             ),
+            # The same for guardians' pushes: guardian_id IN (...) AND disabled_at IS NULL.
+            models.Index(
+                fields=["guardian"],
+                condition=Q(disabled_at__isnull=True, guardian__isnull=False),
+                name="device_enabled_guardian_idx",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.provider}:{self.token[:12]}… ({self.player_id})"
+        owner = self.player_id if self.player_id is not None else f"guardian {self.guardian_id}"
+        return f"{self.provider}:{self.token[:12]}… ({owner})"
 
     @property
     def enabled(self) -> bool:
@@ -106,6 +124,9 @@ class PushSend(models.Model):
     push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
     device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
     player_id = models.BigIntegerField(help_text="The push's player (kept when the device row goes).")
+    guardian_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The push's guardian, when it went to one of the player's."
+    )
     provider = models.CharField(
         max_length=10,
         help_text="The channel that served it (trainings/push/channels.py), e.g. apns or logging.",

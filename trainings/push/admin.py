@@ -1,5 +1,6 @@
 """The Device admin: each device with its state (enabled, last success, when and why it was disabled) and
-its latest sends. Read-only (the app registers devices); coaches see their teams' players' devices.
+its latest sends. Read-only (the app registers devices); coaches see their teams' players' devices and
+those of the players' guardians.
 
 Registered from trainings/admin/trainings.py (one import line), kept here so the push code stays in one place.
 """
@@ -9,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from trainings.models import Device
 from trainings.push.devices import token_preview
-from trainings.selectors import players_visible_to
+from trainings.selectors import guardians_visible_to, players_visible_to
 
 
 class DeviceStateFilter(admin.SimpleListFilter):
@@ -36,16 +37,25 @@ class DeviceStateFilter(admin.SimpleListFilter):
 
 @admin.register(Device)
 class DeviceAdmin(admin.ModelAdmin):
-    list_display = ["player", "provider", "platform", "short_token", "state", "last_success_at", "created_at"]
+    list_display = ["owner", "provider", "platform", "short_token", "state", "last_success_at", "created_at"]
     list_filter = [DeviceStateFilter, "provider", "platform"]
-    search_fields = ["player__name", "token"]
-    list_select_related = ["player"]
-    fields = ("player", "provider", "platform", "short_token", "app_id", "state", "created_at",
+    search_fields = ["player__name", "guardian__name", "token"]
+    list_select_related = ["player", "guardian"]
+    fields = ("player", "guardian", "provider", "platform", "short_token", "app_id", "state", "created_at",
               "last_success_at", "disabled_at", "disabled_reason", "recent_sends")  # fmt: skip
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Device]:
-        return super().get_queryset(request).filter(player__in=players_visible_to(request.user))
+        user = request.user
+        visible = Q(player__in=players_visible_to(user)) | Q(guardian__in=guardians_visible_to(user))
+        return super().get_queryset(request).filter(visible)
+
+    @admin.display(description="owner")
+    def owner(self, device: Device) -> str:
+        """The player, or the guardian (and for whom) the device reaches."""
+        if device.guardian is not None:
+            return f"{device.guardian.name} (guardian)"
+        return device.player.name if device.player else ""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -13,7 +13,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from trainings.models import Device, Player
+from trainings.models import Device, Guardian, Player
 from trainings.selectors import players_visible_to
 from trainings.transitions import device_enable
 
@@ -28,6 +28,16 @@ def player_of(user: Any) -> Player | None:
         return None
 
 
+def guardian_of(user: Any) -> Guardian | None:
+    """The guardian a signed-in user is, if any."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    try:
+        return user.guardian
+    except ObjectDoesNotExist:
+        return None
+
+
 def device_players_visible_to(user: Any) -> QuerySet[Player]:
     """Whose devices a user may list: their own, their teams' players, everyone for operators."""
     own = player_of(user)
@@ -38,26 +48,35 @@ def device_players_visible_to(user: Any) -> QuerySet[Player]:
 
 
 def device_register(
-    *, player: Player, provider: str, platform: str, token: str, app_id: str = ""
+    *,
+    player: Player | None = None,
+    guardian: Guardian | None = None,
+    provider: str,
+    platform: str,
+    token: str,
+    app_id: str = "",
 ) -> tuple[Device, bool]:
-    """Register a token for `player`; returns (device, created).
+    """Register a token for `player` (or for `guardian`: a device is one person's); returns (device,
+    created).
 
-    A token already known (to the provider, tokens are unique) is updated in place: it moves to this player
+    A token already known (to the provider, tokens are unique) is updated in place: it moves to this person
     (the phone changed hands, or another account signed in on it) and is re-enabled, since a token the app
     hands us again is one the provider has issued again.
     """
+    if (player is None) == (guardian is None):
+        raise ValueError("a device is a player's or a guardian's")
     with transaction.atomic():
         device, created = Device.objects.select_for_update().get_or_create(
             provider=provider,
             token=token,
-            defaults={"player": player, "platform": platform, "app_id": app_id},
+            defaults={"player": player, "guardian": guardian, "platform": platform, "app_id": app_id},
         )
         if not created:
-            device.player = player
+            device.player, device.guardian = player, guardian
             device.platform = platform
             device.app_id = app_id
             device.full_clean(validate_unique=False)
-            device.save(update_fields=["player", "platform", "app_id"])
+            device.save(update_fields=["player", "guardian", "platform", "app_id"])
             device_enable(device=device)
     return device, created
 

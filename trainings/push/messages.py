@@ -36,6 +36,7 @@ class PushMessage:
     rule: str | None = None
     fire_at: datetime | None = None
     expires_at: datetime | None = None
+    guardian: int | None = None  # the push goes to this guardian of the player's, not to the player
 
     @classmethod
     def from_body(cls, body: Any) -> PushMessage:
@@ -53,9 +54,15 @@ class PushMessage:
                 rule=str(body["rule"]) if body.get("rule") else None,
                 fire_at=_aware(body.get("fire_at")),
                 expires_at=_aware(body.get("expires_at")),
+                guardian=int(body["guardian"]) if body.get("guardian") is not None else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"push message is missing or has a bad field: {exc}") from None
+
+    @property
+    def recipient(self) -> tuple[int, int | None]:
+        """(player, guardian): whose devices and preferences the push goes by."""
+        return self.player, self.guardian
 
     @property
     def collapse_id(self) -> str:
@@ -77,10 +84,12 @@ class PushMessage:
 
     @cached_property
     def answer_fields(self) -> dict[str, Any]:
-        """The answer link for this push's player, training and kind (`category`, `answer_url`, an
-        invitation's `actions`), signed once per push whatever its number of devices."""
+        """The answer link for this push's player (and guardian), training and kind (`category`,
+        `answer_url`, an invitation's `actions`), signed once per push whatever its number of devices."""
         try:
-            return answer_push_fields(player_id=self.player, training_id=self.training, kind=self.kind)
+            return answer_push_fields(
+                player_id=self.player, training_id=self.training, kind=self.kind, guardian_id=self.guardian
+            )
         except ValueError:  # not a training's id (a hand-made message): no link rather than no push
             return {}
 

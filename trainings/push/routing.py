@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from trainings.models import Device
 from trainings.push.channels import fallback_channel_names
-from trainings.push.messages import Target
+from trainings.push.messages import PushMessage, Target
 
 _FALLBACK = fallback_channel_names()
 ACCEPTED = "accepted"
@@ -40,3 +41,28 @@ def route(
     else:  # no other address, or every one answered without accepting: the fallback now
         chosen = primary + fallback
     return [d for d in chosen if d.device_id not in done], [d for d in spare if d.device_id not in done]
+
+
+def addresses_of(pushes: Sequence[PushMessage]) -> dict[tuple[int, int | None], list[Target]]:
+    """The enabled addresses (devices, email) of each push's recipient, by (player, guardian): the player's
+    own for a push to the player, the guardian's for one to a guardian. One query for each of the two, on
+    the enabled-owner indexes."""
+    players = {p.player for p in pushes if p.guardian is None}
+    wards: dict[int, set[int]] = {}
+    for p in pushes:
+        if p.guardian is not None:
+            wards.setdefault(p.guardian, set()).add(p.player)
+    devices: dict[tuple[int, int | None], list[Target]] = {}
+    columns = ("pk", "provider", "platform", "token", "app_id")
+    if players:  # tuples, not model instances: a round reads hundreds
+        enabled = Device.objects.enabled().filter(player_id__in=players).order_by("pk")
+        for player_id, pk, service, platform, token, app_id in enabled.values_list("player_id", *columns):
+            devices.setdefault((player_id, None), []).append(Target(pk, service, platform, token, app_id))
+    if wards:
+        enabled = Device.objects.enabled().filter(guardian_id__in=wards).order_by("pk")
+        for guardian_id, pk, service, platform, token, app_id in enabled.values_list("guardian_id", *columns):
+            for player_id in sorted(wards[guardian_id]):
+                devices.setdefault((player_id, guardian_id), []).append(
+                    Target(pk, service, platform, token, app_id)
+                )
+    return devices

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.preferences import preferences_of, rules_critical
 from trainings.push.providers import (
     AuthFailure,
@@ -42,7 +42,7 @@ from trainings.push.records import (
     pushes_finish,
     sends_record,
 )
-from trainings.push.routing import route
+from trainings.push.routing import addresses_of, route
 from trainings.transitions import devices_disable
 
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
@@ -165,15 +165,8 @@ class PushSender:
             "push_key", "device_id", "status"
         ):
             sent.setdefault(key, {})[device_id] = status
-        devices: dict[int, list[Target]] = {}
-        players = {p.player for p in pushes.values() if p.idempotency_key not in done}
-        enabled = Device.objects.enabled().filter(player_id__in=players).order_by("pk")
-        for pk, player_id, service, platform, token, app_id in enabled.values_list(
-            "pk", "player_id", "provider", "platform", "token", "app_id"
-        ):  # tuples, not model instances: a round reads hundreds
-            devices.setdefault(player_id, []).append(Target(pk, service, platform, token, app_id))
-
-        preferences = preferences_of({(p.player, p.kind) for p in pushes.values()})
+        devices = addresses_of([p for p in pushes.values() if p.idempotency_key not in done])
+        preferences = preferences_of({(*p.recipient, p.kind) for p in pushes.values()})
         critical = rules_critical({p.rule for p in pushes.values() if p.rule}) if any(
             muted for _, muted in preferences.values()) else set()  # fmt: skip
         fallback_waits: set[int] = set()  # pushes with a fallback address if this round's sends all fail
@@ -189,11 +182,11 @@ class PushSender:
             if push.expires_at is not None and push.expires_at <= now:
                 closing.append((i, push, SendStatus.STALE))
                 continue
-            channels, muted = preferences.get((push.player, push.kind), ("default", False))
+            channels, muted = preferences.get((*push.recipient, push.kind), ("default", False))
             if muted and push.rule not in critical:  # recorded, never silently dropped
                 closing.append((i, push, SendStatus.MUTED))
                 continue
-            todo, spare = route(devices.get(push.player, []), done=sent.get(key, {}), channels=channels)
+            todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}), channels=channels)
             if spare:
                 fallback_waits.add(i)
             if not todo:

@@ -36,16 +36,22 @@ def words(language: str) -> dict[str, str]:
     return WORDS.get(language.lower().split("-")[0], WORDS["en"])
 
 
-def unsubscribe_token(*, player_id: int, kind: str) -> str:
-    return signing.dumps([player_id, kind], salt=UNSUBSCRIBE_SALT, compress=False)
+def unsubscribe_token(*, player_id: int, kind: str, guardian_id: int | None = None) -> str:
+    """The player's (or, with `guardian_id`, that guardian's) one-click unsubscribe from `kind` by email."""
+    value: list[object] = [player_id, kind] if guardian_id is None else [player_id, kind, guardian_id]
+    return signing.dumps(value, salt=UNSUBSCRIBE_SALT, compress=False)
 
 
-def unsubscribe_read(token: str) -> tuple[int, str]:
-    """(player id, kind) of a one-click unsubscribe token; signing.BadSignature or ValueError otherwise."""
-    player_id, kind = signing.loads(token, salt=UNSUBSCRIBE_SALT)
-    if not isinstance(player_id, int) or not isinstance(kind, str):
+def unsubscribe_read(token: str) -> tuple[int, str, int | None]:
+    """(player id, kind, guardian id or None) of a one-click unsubscribe token; signing.BadSignature or
+    ValueError otherwise."""
+    player_id, kind, *guardian = signing.loads(token, salt=UNSUBSCRIBE_SALT)
+    guardian_id = guardian[0] if guardian else None
+    if not isinstance(player_id, int) or not isinstance(kind, str) or len(guardian) > 1:
         raise ValueError("not an unsubscribe token")
-    return player_id, kind
+    if guardian_id is not None and not isinstance(guardian_id, int):
+        raise ValueError("not an unsubscribe token")
+    return player_id, kind, guardian_id
 
 
 def _public(path: str) -> str:
@@ -55,11 +61,12 @@ def _public(path: str) -> str:
 def email_links(push: PushMessage) -> dict[str, str]:
     """The links of one reminder email: answer page(s) and the one-click unsubscribe."""
     links = {"unsubscribe": _public(reverse("email-unsubscribe", kwargs={"token": unsubscribe_token(
-        player_id=push.player, kind=push.kind)}))}  # fmt: skip
+        player_id=push.player, kind=push.kind, guardian_id=push.guardian)}))}  # fmt: skip
     if answerable(push.kind):
         token = answer_token(
-            player_id=push.player, training_id=push.training, kind=push.kind, channel="email"
-        )
+            player_id=push.player, training_id=push.training, kind=push.kind, channel="email",
+            guardian_id=push.guardian,
+        )  # fmt: skip
         page = _public(reverse("answer-page", kwargs={"token": token}))
         if expects_response(push.kind):
             links["accept"], links["decline"] = f"{page}?response=accepted", f"{page}?response=denied"

@@ -57,11 +57,12 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
 def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
     """RFC 8058: a POST (`List-Unsubscribe=One-Click`) unsubscribes at once; a GET asks with a button."""
     try:
-        player_id, kind = unsubscribe_read(token)
+        player_id, kind, guardian_id = unsubscribe_read(token)
     except (signing.BadSignature, ValueError, TypeError):
         return _page(request, "This is not a valid unsubscribe link.", status=400)
     if request.method == "POST":
-        if not preference_set(player_id=player_id, kind=kind, channels="push"):
+        owner = (None, guardian_id) if guardian_id is not None else (player_id, None)
+        if not preference_set(player_id=owner[0], guardian_id=owner[1], kind=kind, channels="push"):
             return _page(request, "This player no longer exists.", status=410)
         return _page(request, "You will no longer receive these reminders by email.")
     return render(request, "trainings/email/unsubscribe.html", {"kind": kind})

@@ -1,0 +1,80 @@
+"""Guardians: the parents or carers of (youth) players, reminded for them and answering for them (models of
+the trainings app, re-exported by trainings.models).
+
+A guardian is a person of their own: a login for the app, devices and an email address (`Device` rows
+owned by the guardian), a language, a zone and quiet hours. `Guardianship` says whose guardian they are and
+what they are to the player ("mother"): the coach's page reads "answered by Anna's mother". A team's
+`reminds` says who a pending player's reminders go to (trainings/recipients.py).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from trainings.offsets import validate_time_zone
+
+
+class Reminds(models.TextChoices):
+    """Who a team's reminders go to for a player who still owes an answer."""
+
+    PLAYER = "player", "The player"
+    GUARDIANS = "guardians", "The player's guardians"
+    BOTH = "both", "The player and their guardians (youth teams)"
+
+
+class Guardian(models.Model):
+    """A parent or carer: reminded for their players (when their team says so), and may answer for them."""
+
+    name = models.CharField(max_length=200)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="guardian",
+        help_text="The guardian's own login (for the app).",
+    )
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    language = models.CharField(max_length=10, default="en", help_text="Language of the guardian's pushes.")
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="The guardian's own quiet hours (else the player's team's)."
+    )
+    quiet_end = models.TimeField(null=True, blank=True)
+    players = models.ManyToManyField("trainings.Player", through="Guardianship", related_name="guardians")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
+                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
+                name="guardian_quiet_hours_both_or_none",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Guardianship(models.Model):
+    """One guardian of one player, and what they are to the player ("mother", "father", "carer")."""
+
+    guardian = models.ForeignKey(Guardian, on_delete=models.CASCADE, related_name="guardianships")
+    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="guardianships")
+    relation = models.CharField(max_length=50, blank=True, help_text='What they are to the player: "mother".')
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["player", "guardian"], name="guardianship_unique"),
+        ]
+        # The recipients' expansion: player_id IN (...) (the unique index leads with player).
+
+    def __str__(self) -> str:
+        return f"{self.guardian} ({self.relation or 'guardian'} of {self.player})"
+
+    def answered_by(self, player_name: str) -> str:
+        """How the coach reads who answered: "Anna's mother (Maria)"."""
+        return f"{player_name}'s {self.relation or 'guardian'} ({self.guardian.name})"
