@@ -118,17 +118,23 @@ def _first_accepted(keys: list[str]) -> dict[str, datetime]:
 
 
 def _reminders(trainings: list[Training]) -> list[Reminder]:
+    """One reminder per player and rule offset: its pushes to the player and to their guardians (an answer
+    by any of them is the player's) count once, reached when the first of them was."""
     answered_kinds = [kind.code for kind in kinds.rule_kinds()]
     rows = list(
         Push.objects.filter(training__in=trainings, status=PushStatus.SENT, kind__in=answered_kinds)
         .values_list("key", "training_id", "player_id", "kind", "rule_id", "offset")
     )  # fmt: skip
-    reached = _first_accepted([row[0] for row in rows])
+    accepted = _first_accepted([row[0] for row in rows])
+    reached: dict[tuple[Any, ...], datetime | None] = {}
+    for key, *reminder in rows:
+        at, first = accepted.get(key), reached.get(tuple(reminder))
+        reached[tuple(reminder)] = min(at, first) if at and first else at or first
     rules = rules_last_offset()
     out = []
-    for key, training, player, kind, rule_id, offset in rows:
+    for (training, player, kind, rule_id, offset), at in reached.items():
         slug, last = rules.get(rule_id, ("", ""))
-        out.append(Reminder(training, player, kind, slug, offset, reached.get(key), offset == last != ""))
+        out.append(Reminder(training, player, kind, slug, offset, at, offset == last != ""))
     return out
 
 
