@@ -281,10 +281,12 @@ class PushStatus(models.TextChoices):
 class Push(models.Model):
     """One push for one player from one occurrence. The unique pair is what makes redelivery harmless."""
 
-    key = models.CharField(max_length=300, unique=True, help_text="Idempotency key sent to the gateway.")
+    # Unique by a constraint rather than `unique=True`: no second, LIKE-only index on it, which nothing reads
+    # and every push would write. Likewise the training's lookups use push_training_occ_idx.
+    key = models.CharField(max_length=300, help_text="Idempotency key sent to the gateway.")
     occurrence_key = models.CharField(max_length=255)
     occurrence_id = models.BigIntegerField(null=True, blank=True)
-    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes")
+    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes", db_index=False)
     player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
     guardian = models.ForeignKey(
         Guardian,
@@ -317,6 +319,7 @@ class Push(models.Model):
     class Meta:
         verbose_name_plural = "pushes"
         constraints = [
+            models.UniqueConstraint(fields=["key"], name="push_unique_key"),
             # One push per occurrence and recipient: the player (no guardian), or one of their guardians.
             models.UniqueConstraint(
                 fields=["occurrence_key", "player", "guardian"],
@@ -365,11 +368,12 @@ class DeliveredPush(models.Model):
     """The gateway's record of a push it finished (every device has its `PushSend` outcome, or the push was
     stale, had no device, or was dead-lettered); written before the AMQP ack. `provider` summarises how."""
 
-    key = models.CharField(max_length=300, unique=True)
+    key = models.CharField(max_length=300)  # unique by a constraint: no LIKE-only index written per push
     provider = models.CharField(max_length=50)
     delivered_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["key"], name="deliveredpush_unique_key")]
         # Retention: delivered_at < cutoff (trainings/retention.py).
         indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
         verbose_name_plural = "delivered pushes"
