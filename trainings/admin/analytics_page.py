@@ -20,6 +20,9 @@ from trainings.offsets import Offset, OffsetError
 from trainings.selectors import teams_visible_to
 
 FIELDS = ("since", "until", "team", "kind")
+# Past this many teams (an operator's federation) the team is typed by id: a select of thousands of options
+# would be most of the page's time.
+TEAM_SELECT_MAX = 200
 
 
 def curve_minutes(rows: Iterable[OffsetFigures]) -> int:
@@ -67,10 +70,11 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {
         **admin.site.each_context(request),
         "title": "Reminder effectiveness",
-        "teams": list(teams_visible_to(request.user).order_by("name", "pk")),
+        "teams": list(teams_visible_to(request.user).order_by("name", "pk")[: TEAM_SELECT_MAX + 1]),
         "kinds": kinds.rule_choices(),
         "chosen": data,
     }
+    context["team_by_id"] = len(context["teams"]) > TEAM_SELECT_MAX
     if not query.is_valid():
         context["errors"] = {field: " ".join(map(str, errors)) for field, errors in query.errors.items()}
         return TemplateResponse(request, "admin/analytics.html", context, status=400)
