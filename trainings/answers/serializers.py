@@ -6,6 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from trainings.answers.links import expects_response
+
 
 class AnswerLinkInputSerializer(serializers.Serializer):
     """`response` for an invitation's link, `answers` for a questionnaire's; never both."""
@@ -31,7 +33,7 @@ class AnswerLinkInputSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        invitation = self.context["kind"] == "INVITATION"
+        invitation = expects_response(self.context["kind"])
         wanted, other = ("response", "answers") if invitation else ("answers", "response")
         if other in attrs:
             raise serializers.ValidationError({other: f"this link takes `{wanted}`, not `{other}`."})
