@@ -8,6 +8,10 @@
    chunk of occurrences runs the trainings batch handler, which re-checks who is still pending and
    publishes one push per remaining player to the push queue. Pushes/s, counted on the queue and in the
    Push table.
+3. Guardians: every player gets a guardian, then the next fullest minutes fire in turns, one with the
+   trainings' teams reminding the player only (as in 2) and one with them reminding player and guardian
+   (`Team.reminds = both`: two recipients per pending player), GUARDIAN_ROUNDS of each. Pushes/s of each
+   (median), and their ratio: the cost of the second recipient on the due-minute path.
 """
 
 from __future__ import annotations
@@ -22,16 +26,15 @@ from bench.report import Row, Section
 PLAYERS_PER_TEAM = 20
 TRAININGS_PER_TEAM = 20
 SLOTS = 100  # distinct start times, half an hour apart
+GUARDIAN_ROUNDS = 3  # due minutes fired with guardians, and as many without, in turns
 
 
 def run(h: Harness) -> Section:
     from django.conf import settings
     from django.db import connection
-    from django.utils import timezone
 
     from reminders.engine.dispatch import occurrences_dispatch_batch
     from reminders.models import Occurrence, OccurrenceStatus
-    from trainings import kinds
     from trainings import models as tm
     from trainings.services import training_create
 
@@ -80,32 +83,8 @@ def run(h: Harness) -> Section:
             "WHERE status = 'scheduled' GROUP BY m ORDER BY count(*) DESC, m LIMIT 1"
         )
         minute, in_minute = cursor.fetchone()
-    due = Occurrence.objects.filter(
-        status=OccurrenceStatus.SCHEDULED, fire_at__gte=minute, fire_at__lt=minute + timedelta(minutes=1)
-    )
-    training_ids = {
-        str(p["training"]) for p in due.values_list("job__payload", flat=True) if isinstance(p, dict)
-    }
-    trainings = list(tm.Training.objects.filter(pk__in=training_ids))
     team_index = {team.pk: i for i, team in enumerate(teams)}
-    answered: list[Any] = []
-    for training in trainings:
-        first = team_index[training.team_id] * PLAYERS_PER_TEAM  # teams and players were created in step
-        answered += [(training, player) for player in players[first : first + PLAYERS_PER_TEAM // 4]]
-    now = timezone.now()
-    tm.QuestionnaireAnswer.objects.bulk_create(
-        [
-            tm.QuestionnaireAnswer(training=t, player=p, phase=phase, answers={}, answered_at=now)
-            for t, p in answered
-            for phase in (kinds.PRE.code, kinds.POST.code)
-        ],
-        ignore_conflicts=True,
-    )
-    for t, p in answered:
-        tm.Invitation.objects.filter(training=t, player=p).update(
-            status=tm.InvitationStatus.ACCEPTED, responded_at=now
-        )
-    due.update(next_attempt_at=now)
+    _make_due(minute, teams=team_index, players=players)
 
     start_clock, cpu_fire = time.perf_counter(), time.process_time()
     occurrences = 0
@@ -154,9 +133,115 @@ def run(h: Harness) -> Section:
         "fire_statements": statements.count,
         "fire_cpu_seconds": cpu_fire,
     }
+    section.rows.append(_guardian_rounds(h, teams=team_index, players=players, data=section.data))
     h.delete_queue(push_queue)
     h.truncate_engine()
     return section
+
+
+def _make_due(minute: datetime, *, teams: dict[Any, int], players: list[Any]) -> set[Any]:
+    """Make this minute's scheduled reminders due now, a quarter of their trainings' players having
+    answered (both questionnaires, invitation accepted); returns the trainings' teams."""
+    from django.utils import timezone
+
+    from reminders.models import Occurrence, OccurrenceStatus
+    from trainings import kinds
+    from trainings import models as tm
+
+    due = Occurrence.objects.filter(
+        status=OccurrenceStatus.SCHEDULED, fire_at__gte=minute, fire_at__lt=minute + timedelta(minutes=1)
+    )
+    training_ids = {
+        str(p["training"]) for p in due.values_list("job__payload", flat=True) if isinstance(p, dict)
+    }
+    trainings = list(tm.Training.objects.filter(pk__in=training_ids))
+    answered: list[Any] = []
+    for training in trainings:
+        first = teams[training.team_id] * PLAYERS_PER_TEAM  # teams and players were created in step
+        answered += [(training, player) for player in players[first : first + PLAYERS_PER_TEAM // 4]]
+    now = timezone.now()
+    tm.QuestionnaireAnswer.objects.bulk_create(
+        [
+            tm.QuestionnaireAnswer(training=t, player=p, phase=phase, answers={}, answered_at=now)
+            for t, p in answered
+            for phase in (kinds.PRE.code, kinds.POST.code)
+        ],
+        ignore_conflicts=True,
+    )
+    for t, p in answered:
+        tm.Invitation.objects.filter(training=t, player=p).update(
+            status=tm.InvitationStatus.ACCEPTED, responded_at=now
+        )
+    due.update(next_attempt_at=now)
+    return {training.team_id for training in trainings}
+
+
+def _guardian_rounds(h: Harness, *, teams: dict[Any, int], players: list[Any], data: dict[str, Any]) -> Row:
+    """Step 3: a guardian per player; the next fullest minutes fired in turns without and with them."""
+    import statistics
+
+    from django.conf import settings
+    from django.db import connection
+
+    from reminders.engine.dispatch import occurrences_dispatch_batch
+    from trainings import models as tm
+
+    guardians = tm.Guardian.objects.bulk_create(
+        [tm.Guardian(name=f"bench guardian {i}", language="fr") for i in range(len(players))]
+    )
+    tm.Guardianship.objects.bulk_create(
+        [
+            tm.Guardianship(guardian=g, player=p, relation="mother")
+            for g, p in zip(guardians, players, strict=True)
+        ]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT date_trunc('minute', fire_at) AS m, count(*) FROM reminders_occurrence "
+            "WHERE status = 'scheduled' GROUP BY m ORDER BY count(*) DESC, m LIMIT %s",
+            [2 * GUARDIAN_ROUNDS],
+        )
+        minutes = cursor.fetchall()
+    rates: dict[str, list[float]] = {"player": [], "both": []}
+    per_player: list[float] = []
+    for i, (minute, _) in enumerate(minutes):
+        reminds = tm.Reminds.BOTH if i % 2 else tm.Reminds.PLAYER
+        fired = _make_due(minute, teams=teams, players=players)
+        tm.Team.objects.update(reminds=tm.Reminds.PLAYER)
+        tm.Team.objects.filter(pk__in=fired).update(reminds=reminds)
+        before = tm.Push.objects.filter(status=tm.PushStatus.SENT).count()
+        start = time.perf_counter()
+        while occurrences_dispatch_batch().claimed:
+            pass
+        elapsed = time.perf_counter() - start
+        sent = tm.Push.objects.filter(status=tm.PushStatus.SENT).count() - before
+        rates[reminds].append(sent / elapsed if elapsed else 0.0)
+        if reminds == tm.Reminds.BOTH:
+            in_minute = {"fire_at__gte": minute, "fire_at__lt": minute + timedelta(minutes=1)}
+            to_guardians = tm.Push.objects.filter(guardian__isnull=False, **in_minute).count()
+            per_player.append(sent / max(sent - to_guardians, 1))
+        h.purge_queue(settings.TRAININGS_PUSH_QUEUE)  # the gateway is not part of this scenario
+    both, alone = statistics.median(rates["both"]), statistics.median(rates["player"])
+    data["guardian_rounds"] = {
+        "minutes": [str(m) for m, _ in minutes],
+        "rates": rates,
+        "per_player": per_player,
+    }
+    return Row(
+        f"6c trainings: due minutes with a guardian per player (team reminds both), {GUARDIAN_ROUNDS} rounds",
+        both,
+        alternative=alone,
+        alternative_label="the player only",
+        unit="pushes/s",
+        ratio=both / alone if alone else None,
+        ratio_label="with guardians / player only",
+        target=">= 3,000 pushes/s",
+        passed=both >= 3000,
+        note=f"median of {len(rates['both'])} minutes {both:,.0f} pushes/s vs {alone:,.0f} pushes/s for the "
+        f"same kind of minute reminding the player only, in turns in this run: ratio "
+        f"{both / alone if alone else 0:.2f}x; {statistics.median(per_player) if per_player else 0:.2f} "
+        "recipients per pending player",
+    )
 
 
 class _Statements:

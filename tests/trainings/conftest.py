@@ -13,6 +13,9 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 # The loopback APNs and FCM peers and the sender for the push tests (test_push_*.py).
 from tests.trainings.push_fixtures import apns, fcm, file_broker, sender  # noqa: F401
 from tests.trainings.seeded import rules  # noqa: F401 - autouse: Seed 000's rules in every test
+
+# The loopback SMTP server for the email tests (test_email_channel.py, test_guardian_email.py).
+from tests.trainings.smtp_peer import smtp  # noqa: F401
 from trainings.models import Team
 
 

@@ -81,6 +81,8 @@ def test_a_youth_team_set_to_both_pushes_the_player_and_the_guardian_on_their_ow
     assert ios.token == "maria-iphone"
     link = answer_link_read(ios.body["answer_url"].rstrip("/").rsplit("/", 1)[1])
     assert (link.player_id, link.guardian_id, link.kind) == (maria.players.get().pk, maria.pk, "PRE")
+    assert (ios.body["player"], ios.body["guardian"]) == (str(link.player_id), str(maria.pk))
+    assert ios.headers["apns-collapse-id"].endswith(f":pre:{link.player_id}")  # a sibling's won't replace it
     assert sorted(fcm.tokens()) == ["fcm-alice", "fcm-bruno", "fcm-chloe"]  # Maria's push: not on Alice's
     send = PushSend.objects.get(device__token="maria-iphone")
     assert (send.status, send.guardian_id, send.player_id) == (SendStatus.ACCEPTED, maria.pk, link.player_id)

@@ -66,8 +66,10 @@ class PushMessage:
 
     @property
     def collapse_id(self) -> str:
-        """A newer reminder for the same training and phase replaces the older one on the device."""
-        return f"{self.training}:{self.kind.lower()}"[:64]  # APNs allows 64 bytes
+        """A newer reminder for the same training and phase replaces the older one on the device (on a
+        guardian's, for the same player: a sibling's reminder must not replace it)."""
+        player = f":{self.player}" if self.guardian is not None else ""
+        return f"{self.training}:{self.kind.lower()}{player}"[:64]  # APNs allows 64 bytes
 
     @property
     def data(self) -> dict[str, str]:
@@ -80,6 +82,8 @@ class PushMessage:
             values["screen"] = kind.screen
         if self.rule:
             values["rule"] = self.rule
+        if self.guardian is not None:  # a guardian's app: which of their players it is about
+            values["player"], values["guardian"] = str(self.player), str(self.guardian)
         return values
 
     @cached_property
