@@ -1,4 +1,4 @@
-"""10. Admin pages on the demo data: every page a coach and an operator open, in milliseconds, with its SQL
+"""12. Admin pages on the demo data: every page a coach and an operator open, in milliseconds, with its SQL
 statement count.
 
 The data is `manage.py demo_trainings` (what `make run` shows a newcomer) made to have happened: the coach
@@ -216,7 +216,7 @@ def run(h: Harness) -> Section:
         if page == baseline:
             section.rows.append(
                 Row(
-                    f"10 {who}: {what}, {count} statements)",
+                    f"12 {who}: {what}, {count} statements)",
                     median,
                     unit="ms",
                     note="the alternative of every row below",
@@ -225,7 +225,7 @@ def run(h: Harness) -> Section:
             continue
         section.rows.append(
             Row(
-                f"10 {who}: {what}, {count} statements, {flat})",
+                f"12 {who}: {what}, {count} statements, {flat})",
                 median,
                 floor,
                 "Django's auth group list",

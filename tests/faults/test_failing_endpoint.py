@@ -9,6 +9,7 @@ after REMINDERS_MAX_ATTEMPTS, and both places show it.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import threading
 import time
@@ -23,6 +24,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from reminders.engine import dispatch
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import UserFactory
@@ -36,7 +38,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 BASE = 0.4
 MAX_ATTEMPTS = 4
 READ_TIMEOUT = 0.5
-SLACK = 0.1
 
 
 @dataclass
@@ -100,7 +101,7 @@ def _schedule(api: APIClient, key: str, url: str) -> None:
 
 
 def test_it_retries_a_failing_endpoint_with_growing_delays_then_delivers_or_fails(
-    settings: Any, endpoint: Endpoint
+    settings: Any, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.REMINDERS_HTTP_ALLOW_PRIVATE = True
     settings.REMINDERS_RETRY_BASE_SECONDS = BASE
@@ -108,28 +109,42 @@ def test_it_retries_a_failing_endpoint_with_growing_delays_then_delivers_or_fail
     settings.REMINDERS_MAX_ATTEMPTS = MAX_ATTEMPTS
     settings.REMINDERS_HTTP_CONNECT_TIMEOUT = 1
     settings.REMINDERS_HTTP_READ_TIMEOUT = READ_TIMEOUT
+    # The instant each failure was marked from: the engine's reading of when the delivery call ended, the
+    # instant its backoff counts from. Read where the engine hands it over, so a loaded machine's delay
+    # between the delivery and this test's own clock reading cannot shorten the waits measured.
+    marked_from: dict[tuple[int, int], datetime] = {}
+    mark_failed = dispatch.occurrences_mark_failed
+
+    def recorded(*, failures: Any, now: datetime, **kwargs: Any) -> Any:
+        failures = list(failures)
+        marked_from.update({(f.occurrence_id, f.attempts): now for f in failures})
+        return mark_failed(failures=failures, now=now, **kwargs)
+
+    monkeypatch.setattr(dispatch, "occurrences_mark_failed", recorded)
     owner = UserFactory()
     api = APIClient()
     api.force_authenticate(owner)
     _schedule(api, "flaky-hook", endpoint.url("/flaky"))
     _schedule(api, "down-hook", endpoint.url("/down"))
 
-    # delays[key][attempt] = the wait after that failed attempt, measured from the end and from the start
-    # of the batch that made it.
-    delays: dict[str, dict[int, tuple[float, float]]] = {"flaky-hook": {}, "down-hook": {}}
+    # delays[key][attempt] = the wait after that failed attempt, from the instant its failure was known.
+    delays: dict[str, dict[int, float]] = {"flaky-hook": {}, "down-hook": {}}
     errors: dict[str, list[str]] = {"flaky-hook": [], "down-hook": []}
-    deadline = time.monotonic() + 30
+    known: dict[str, dict[int, tuple[datetime, datetime]]] = {"flaky-hook": {}, "down-hook": {}}
+    deadline = time.monotonic() + 60
     while (
         Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED).exists() and time.monotonic() < deadline
     ):
         started = timezone.now()
         occurrences_dispatch_batch()
         ended = timezone.now()
-        for key, attempts, status, next_attempt_at, error in Occurrence.objects.values_list(
-            "job__key", "attempts", "status", "next_attempt_at", "last_error"
+        for oid, key, attempts, status, next_attempt_at, error in Occurrence.objects.values_list(
+            "id", "job__key", "attempts", "status", "next_attempt_at", "last_error"
         ):
             if status == OccurrenceStatus.SCHEDULED and attempts and attempts not in delays[key]:
-                delays[key][attempts] = (_seconds(next_attempt_at, ended), _seconds(next_attempt_at, started))
+                failed_at = marked_from[(oid, attempts)]
+                delays[key][attempts] = _seconds(next_attempt_at, failed_at)
+                known[key][attempts] = (started, ended)
                 errors[key].append(error)
         time.sleep(0.02)
 
@@ -140,19 +155,23 @@ def test_it_retries_a_failing_endpoint_with_growing_delays_then_delivers_or_fail
     assert down.last_error.startswith("HTTP 500: database is down")
     assert errors["flaky-hook"][0].startswith("HTTP 500") and "timed out" in errors["flaky-hook"][1].lower()
 
-    # Every wait lies in the policy's window for its attempt (half to all of BASE * 2^(n-1)), so they grow.
-    # The engine measures a wait from the end of the delivery call, so `next_attempt_at - ended` is it,
-    # short only by the time the mark took.
+    # Every wait lies in the policy's window for its attempt (half to all of BASE * 2^(n-1)), so they grow;
+    # and it counts from the end of the delivery call: an instant within the batch that made the attempt,
+    # after the read timeout ran out for the timed-out one.
     for key, expected in (("flaky-hook", [1, 2]), ("down-hook", [1, 2, 3])):
         assert sorted(delays[key]) == expected
-        waits = [delays[key][n][0] for n in expected]
+        waits = [delays[key][n] for n in expected]
         for attempt, wait in zip(expected, waits, strict=True):
             ceiling = BASE * 2 ** (attempt - 1)
-            assert ceiling / 2 - SLACK <= wait <= ceiling, (key, attempt, waits)
-        assert all(later >= earlier - SLACK for earlier, later in itertools.pairwise(waits)), (
-            key,
-            waits,
-        )
+            assert ceiling / 2 <= wait <= ceiling, (key, attempt, waits)
+            started, ended = known[key][attempt]
+            failed_at = marked_from[(flaky.id if key == "flaky-hook" else down.id, attempt)]
+            timed_out = key == "flaky-hook" and attempt == 2
+            assert started + dt.timedelta(seconds=READ_TIMEOUT if timed_out else 0) <= failed_at <= ended, (
+                key,
+                attempt,
+            )
+        assert all(later >= earlier for earlier, later in itertools.pairwise(waits)), (key, waits)
     # Requests as the endpoint saw them: one per attempt, each retry under the same Idempotency-Key.
     assert [key for _, key in endpoint.seen["/flaky"]] == [flaky.idempotency_key] * 3
     assert [key for _, key in endpoint.seen["/down"]] == [down.idempotency_key] * MAX_ATTEMPTS
@@ -185,5 +204,5 @@ def _seconds(later: datetime, earlier: datetime) -> float:
     return (later - earlier).total_seconds()
 
 
-def _fmt(delays: dict[int, tuple[float, float]]) -> str:
-    return ", ".join(f"{wait:.2f} s" for _, (wait, _) in sorted(delays.items()))
+def _fmt(delays: dict[int, float]) -> str:
+    return ", ".join(f"{wait:.2f} s" for _, wait in sorted(delays.items()))

@@ -1,22 +1,23 @@
 """Issue 19, defect 3: misfire policies after downtime, with the worker and beat stopped and restarted.
 
-Four schedules share one outage that spans a whole minute: `@every 10s` and `* * * * *`, each with
+Four schedules share one outage that spans a whole minute: `@every 30s` and `* * * * *`, each with
 `fire_once` and `skip`. The worker is killed and the kicker (beat's stand-in) stopped right after the
 `@every` schedules' first on-time event; beat comes back just after the minute boundary that follows the
 crontab's stored point, so that point is 60 s stale and the next one has just come due, while the latest
-missed `@every` run is 5-10 s old. A consumer then counts each schedule's events on its queue:
+missed `@every` run is 25-30 s old. A consumer then counts each schedule's events on its queue:
 
 - `@every` fire_once: one event for the outage, labelled with the latest missed run (not the stored one);
 - `@every` skip: nothing stale; the next future run;
 - crontab, either policy: the run that just came due, not the stale stored one.
 
 Real worker processes throughout, on the database's clock as the engine reads it, moved by the test
-(harness.DatabaseClock): the schedules are made at second 35 of a minute, the first `@every` run fires in
-real time 10 s later, and the outage's minute passes in an instant while both processes are down, so the
-scenario waits for no minute boundary. The replacement worker is started and ready before the clock is
-moved and beat comes back, so its boot time does not blur the instant the scan resumes; from that instant
-the scan may take up to 5 s to run before the outcome would be another (the crontab's run older than the
-grace, or a newer `@every` run missed).
+(harness.DatabaseClock) only while no scan runs: the schedules are made at second 5 of a minute, the clock
+is moved to 3 s before their first `@every` run, which the worker then fires on time, and the outage's
+minute passes in an instant while both processes are down, so the scenario waits for no minute boundary.
+A slow machine has 23 s from that first run to the kill before the next runs are claimed (the look-ahead
+takes them 2 s early). The replacement worker is started and ready before the clock is moved and beat
+comes back, so its boot time does not blur the instant the scan resumes; from that instant the scan may
+take up to 4.8 s before the outcome would be another (the crontab's run older than the 5 s grace).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from tests.faults import harness
 pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.rabbitmq]
 
 CASES = {
-    "every-once": ("@every 10s", MisfirePolicy.FIRE_ONCE),
-    "every-skip": ("@every 10s", MisfirePolicy.SKIP),
+    "every-once": ("@every 30s", MisfirePolicy.FIRE_ONCE),
+    "every-skip": ("@every 30s", MisfirePolicy.SKIP),
     "cron-once": ("* * * * *", MisfirePolicy.FIRE_ONCE),
     "cron-skip": ("* * * * *", MisfirePolicy.SKIP),
 }
@@ -75,19 +76,22 @@ def test_misfire_policies_after_the_worker_and_beat_were_down_for_a_minute(
     before = workers("misfire-before", **clock.worker_env("misfire-before"))
     before.start()
     minute = timezone.now().replace(second=0, microsecond=0)
-    created = minute + dt.timedelta(seconds=35)
+    created = minute + dt.timedelta(seconds=5)
+    period = dt.timedelta(seconds=30)
+    lookahead = dt.timedelta(seconds=2)  # REMINDERS_LOOKAHEAD_SECONDS: rows are claimed this early
     clock.set(created)
+    for case, (expression, policy) in CASES.items():
+        schedule_create(
+            key=case, expression=expression, misfire_policy=policy, queue=queues[case], now=created
+        )
+    anchor = Schedule.objects.get(key="every-once").anchor_at
+    assert anchor == created
+    assert Schedule.objects.get(key="every-skip").anchor_at == anchor
+    stored_cron = Schedule.objects.get(key="cron-once").next_fire_at
+    assert stored_cron == minute + dt.timedelta(minutes=1)
+    clock.set(anchor + period - dt.timedelta(seconds=3))  # no scan ran since the schedules were made
 
     with harness.Kicker():
-        for case, (expression, policy) in CASES.items():
-            schedule_create(
-                key=case, expression=expression, misfire_policy=policy, queue=queues[case], now=created
-            )
-        anchor = Schedule.objects.get(key="every-once").anchor_at
-        assert anchor == created
-        assert Schedule.objects.get(key="every-skip").anchor_at == anchor
-        stored_cron = Schedule.objects.get(key="cron-once").next_fire_at
-        assert stored_cron == minute + dt.timedelta(minutes=1)
         harness.wait_for(
             lambda: all(_delivered(case) for case in ("every-once", "every-skip")),
             timeout=20,
@@ -96,17 +100,17 @@ def test_misfire_policies_after_the_worker_and_beat_were_down_for_a_minute(
         )
     before.kill()  # the outage: no worker, no beat
     stopped = clock.now()
-    period = dt.timedelta(seconds=10)
-    # The second @every run (claimed up to the look-ahead, 2 s, before its instant) and the crontab's stored
-    # point were still ahead: the outage, not the worker before it, is what they meet.
-    assert stopped < anchor + 2 * period - dt.timedelta(seconds=2), f"killed at {stopped.time()}: too late"
-    assert stopped < stored_cron
+    # The second @every run and the crontab's stored point were not claimed yet: the outage, not the worker
+    # before it, is what they meet.
+    assert stopped < anchor + 2 * period - lookahead, f"killed at {stopped.time()}: too late"
+    assert stopped < stored_cron - lookahead, f"killed at {stopped.time()}: too late"
 
     after = workers("misfire-after", **clock.worker_env("misfire-after"))
     after.start()
     restart = stored_cron + dt.timedelta(minutes=1, seconds=0.2)  # the next crontab run just came due
     latest_every = anchor + period * ((restart - anchor) // period)  # the latest @every run missed
     assert restart - latest_every > dt.timedelta(seconds=5)  # older than the grace: stale for `skip`
+    assert latest_every > anchor + 2 * period  # not the stored one
     clock.set(restart)
     with harness.Kicker():
         harness.wait_for(

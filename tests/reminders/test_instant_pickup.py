@@ -18,6 +18,7 @@ from reminders.engine.lookahead import occurrences_fire_for
 from reminders.engine.wakeup import CHANNEL
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_bulk_upsert
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
+from reminders.queries import DUE_LISTEN
 from tests.conftest import drain_queue
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]
@@ -49,6 +50,17 @@ def listening() -> Iterator[psycopg.Connection[Any]]:
 def _received(conn: psycopg.Connection[Any]) -> int:
     time.sleep(0.2)
     return sum(1 for _ in conn.notifies(timeout=0))
+
+
+def _a_scan_is_listening() -> bool:
+    """A backend of the test database other than ours has run the scan's LISTEN."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = %s",
+            [DUE_LISTEN],
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def _callback(queue: str) -> Callback:
@@ -92,7 +104,12 @@ def test_a_job_posted_due_now_is_picked_up_by_a_waiting_scan_without_a_poll(queu
 
     worker = threading.Thread(target=scan)
     worker.start()
-    time.sleep(0.5)  # the scan made its first claim (empty) and waits; its next poll is 30 s away
+    # The scan made its first claim (empty) and waits on LISTEN; its next poll is 30 s away. Waited for,
+    # not slept on: a write committed before the LISTEN would wake nobody, however loaded the machine.
+    deadline = time.monotonic() + 30
+    while not _a_scan_is_listening():
+        assert time.monotonic() < deadline, "the scan never started listening"
+        time.sleep(0.01)
     posted = time.monotonic()
     job_upsert(key="now", schedules=[timezone.now()], callback=_callback(queue_name))
 

@@ -39,16 +39,30 @@ def _held(queue: str, in_seconds: float, **job: Any) -> Occurrence:
     return OccurrenceFactory(job=owner, fire_at=fire_at)
 
 
+def _seconds_until(instant: dt.datetime) -> float:
+    """How long a scan started now must run to end at `instant` (database time): a scan's window is set
+    from when it starts, not from when the test made its rows, which a loaded machine can make seconds
+    apart."""
+    seconds = (instant - DbClock.read().now()).total_seconds()
+    assert seconds > 0, (
+        f"the rows took {-seconds:.2f} s too long to make: the scan would end before its window"
+    )
+    return seconds
+
+
 def _record_publishes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dt.datetime, list[int]]]:
-    """(database time right after the chunk was handed to the broker, its occurrence ids), per chunk."""
+    """(database time when the timer handed the chunk to the broker, its occurrence ids), per chunk.
+
+    Read as the chunk is handed over, not after the broker took it: the publish and the reply to the
+    reading are no part of when the timer fired, and on a loaded machine each can take a good part of
+    the lateness allowed."""
     published: list[tuple[dt.datetime, list[int]]] = []
     transport = get_transport("rabbitmq")
     start = transport.start
 
     def recorded(deliveries: Sequence[Delivery]) -> InFlight:
-        flight = start(deliveries)
         published.append((DbClock.read().at, [d.occurrence_id for d in deliveries]))
-        return flight
+        return start(deliveries)
 
     monkeypatch.setattr(transport, "start", recorded)
     return published
@@ -126,9 +140,9 @@ def test_a_job_replaced_without_the_held_instant_does_not_deliver_it(monkeypatch
 
 
 def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held(queue_name) -> None:
-    soon, after_the_scan = _held(queue_name, 0.2), _held(queue_name, 1.0)
+    soon, after_the_scan = _held(queue_name, 0.5), _held(queue_name, 2.0)
 
-    totals, _ = occurrences_fire_for(seconds=0.5)
+    totals, _ = occurrences_fire_for(seconds=_seconds_until(soon.fire_at + dt.timedelta(seconds=0.5)))
 
     assert (totals.claimed, totals.delivered) == (1, 1)
     soon.refresh_from_db()
@@ -141,11 +155,12 @@ def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held
 def test_with_a_carry_the_rows_due_just_after_the_end_are_published_at_their_instants_by_the_carrier(
     monkeypatch, queue_name
 ) -> None:
-    in_scan, carried, beyond = _held(queue_name, 0.2), _held(queue_name, 0.7), _held(queue_name, 1.4)
+    in_scan, carried, beyond = _held(queue_name, 0.5), _held(queue_name, 1.5), _held(queue_name, 3.0)
     published = _record_publishes(monkeypatch)
     recorded: list[ScanResult] = []
+    end = in_scan.fire_at + dt.timedelta(seconds=0.5)  # carried is due 0.5 s after it, beyond 1.5 s
 
-    totals, _ = occurrences_fire_for(seconds=0.5, carry=0.5, carried=recorded.append)
+    totals, _ = occurrences_fire_for(seconds=_seconds_until(end), carry=1.0, carried=recorded.append)
 
     # The scan returned at its end: the carried row is claimed (under the scan's lease), not yet sent.
     assert (totals.claimed, totals.delivered) == (2, 1)
