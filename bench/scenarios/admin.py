@@ -33,9 +33,20 @@ GROWN_PLAYERS = 40
 
 
 def _demo(h: Harness) -> None:
-    """The demo's data, with its reminders sent: pushes, device sends, a schedule, stuck work."""
+    """The demo's data alone, with its reminders sent: pushes, device sends, a schedule, stuck work.
+
+    What other scenarios of the run left (thousands of players and trainings) is removed first: an
+    operator's player dropdowns list every player, so the pages would measure those scenarios' data."""
     from django.core.management import call_command
+    from django.db import connection
     from django.test import override_settings
+
+    from trainings import models as tm
+
+    h.truncate_engine()
+    tables = [m._meta.db_table for m in (tm.Player, tm.Team, tm.Training, tm.PushSend, tm.DeliveredPush)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
 
     with override_settings(DEBUG=True):
         call_command("demo_trainings", stdout=io.StringIO())
