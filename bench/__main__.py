@@ -25,7 +25,7 @@ SCENARIOS = (
 )  # fmt: skip
 # Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes; the storm
 # schedules 5,000 trainings and sends 300,000 pushes.
-APART = ("scale", "storm")
+APART = ("scale", "storm", "analytics")
 
 
 def _parse() -> argparse.Namespace:
@@ -44,6 +44,13 @@ def _parse() -> argparse.Namespace:
         default=None,
         metavar="N",
         help="reminders at the storm's instant (20 pushes each; default 5,000, 100 with --quick)",
+    )
+    parser.add_argument(
+        "--analytics-pushes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pushes in the analytics scenario's month (default 10,000,000, 200,000 with --quick)",
     )
     parser.add_argument(
         "--database-name", default="bench_reminders", help="database the run creates and drops"
@@ -186,6 +193,10 @@ def _run(h: Harness, name: str, selected: list[str], args: argparse.Namespace) -
         from bench.scenarios import storm
 
         return [storm.run(h, args.storm_reminders)]
+    if name == "analytics":
+        from bench.scenarios import analytics
+
+        return [analytics.run(h, args.analytics_pushes)]
     if name == "push":
         from bench.scenarios import push
 

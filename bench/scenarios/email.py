@@ -1,4 +1,4 @@
-"""9. The email channel: reminder emails per second from the push queue to a local SMTP server.
+"""11. The email channel: reminder emails per second from the push queue to a local SMTP server.
 
 N players (2,000; 500 with --quick) whose only address is an email one get one push each; then
 `manage.py push_gateway` (a child process, the SMTP backend of Django's email framework,
@@ -139,7 +139,7 @@ def run(h: Harness) -> Section:
     raw_cpu = RoundRatios(tuple(s["cpu"] / n * 1e6 for s in smtp)).median
     section.rows.append(
         Row(
-            f"9 email channel through the gateway to local SMTP ({n:,} emails x {rounds} rounds)",
+            f"11 email channel through the gateway to local SMTP ({n:,} emails x {rounds} rounds)",
             rate,
             RoundRatios(tuple(s["rate"] for s in smtp)).median,
             f"raw smtplib, {threads} connections",

@@ -41,8 +41,9 @@ def _held(queue: str, in_seconds: float, **job: Any) -> Occurrence:
 
 def _seconds_until(instant: dt.datetime) -> float:
     """How long a scan started now must run to end at `instant` (database time): a scan's window is set
-    from when it starts, not from when the test made its rows, which a loaded machine can make seconds
-    apart."""
+    from when it starts, not from when the test made its rows, which a loaded machine can make a good part
+    of a second apart (so the rows are made due a second or more ahead: still ahead when the scan starts,
+    so they are held, not sent at once)."""
     seconds = (instant - DbClock.read().now()).total_seconds()
     assert seconds > 0, (
         f"the rows took {-seconds:.2f} s too long to make: the scan would end before its window"
@@ -81,10 +82,10 @@ def _when_held(monkeypatch: pytest.MonkeyPatch, action: Callable[[], Any]) -> No
 
 
 def test_a_held_row_is_published_at_its_instant_not_before(monkeypatch, queue_name) -> None:
-    rows = [_held(queue_name, 0.4), _held(queue_name, 0.8)]
+    rows = [_held(queue_name, 1.0), _held(queue_name, 1.4)]
     published = _record_publishes(monkeypatch)
 
-    totals, _ = occurrences_fire_for(seconds=1.2)
+    totals, _ = occurrences_fire_for(seconds=_seconds_until(rows[1].fire_at + dt.timedelta(seconds=0.4)))
 
     assert (totals.claimed, totals.delivered) == (2, 2)
     # Both were claimed by the first claim (no poll ran after it), each published by its own chunk.
@@ -97,10 +98,10 @@ def test_a_held_row_is_published_at_its_instant_not_before(monkeypatch, queue_na
 
 
 def test_a_job_cancelled_while_its_row_is_held_is_not_delivered(monkeypatch, queue_name) -> None:
-    row = _held(queue_name, 0.3)
+    row = _held(queue_name, 1.0)
     _when_held(monkeypatch, lambda: job_cancel(job=row.job))
 
-    totals, _ = occurrences_fire_for(seconds=0.6)
+    totals, _ = occurrences_fire_for(seconds=_seconds_until(row.fire_at + dt.timedelta(seconds=0.3)))
 
     assert (totals.claimed, totals.delivered, totals.skipped) == (1, 0, 1)
     row.refresh_from_db()
@@ -117,10 +118,10 @@ def _replace(job: Job, instants: list[dt.datetime], payload: dict[str, Any]) -> 
 
 
 def test_a_job_updated_while_its_row_is_held_goes_out_with_the_new_payload(monkeypatch, queue_name) -> None:
-    row = _held(queue_name, 0.3, payload={"v": "old"})
+    row = _held(queue_name, 1.0, payload={"v": "old"})
     _when_held(monkeypatch, lambda: _replace(row.job, [row.fire_at], {"v": "new"}))
 
-    totals, _ = occurrences_fire_for(seconds=0.6)
+    totals, _ = occurrences_fire_for(seconds=_seconds_until(row.fire_at + dt.timedelta(seconds=0.3)))
 
     assert (totals.claimed, totals.delivered) == (1, 1)
     (message,) = drain_queue(queue_name, expect=1)
@@ -128,11 +129,11 @@ def test_a_job_updated_while_its_row_is_held_goes_out_with_the_new_payload(monke
 
 
 def test_a_job_replaced_without_the_held_instant_does_not_deliver_it(monkeypatch, queue_name) -> None:
-    row = _held(queue_name, 0.3, payload={"v": "old"})
+    row = _held(queue_name, 1.0, payload={"v": "old"})
     later = row.fire_at + dt.timedelta(hours=1)
     _when_held(monkeypatch, lambda: _replace(row.job, [later], {"v": "new"}))
 
-    totals, _ = occurrences_fire_for(seconds=0.6)
+    totals, _ = occurrences_fire_for(seconds=_seconds_until(row.fire_at + dt.timedelta(seconds=0.3)))
 
     assert (totals.delivered, totals.skipped) == (0, 1)
     assert drain_queue(queue_name, timeout=0.3) == []
@@ -140,7 +141,7 @@ def test_a_job_replaced_without_the_held_instant_does_not_deliver_it(monkeypatch
 
 
 def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held(queue_name) -> None:
-    soon, after_the_scan = _held(queue_name, 0.5), _held(queue_name, 2.0)
+    soon, after_the_scan = _held(queue_name, 1.0), _held(queue_name, 2.5)
 
     totals, _ = occurrences_fire_for(seconds=_seconds_until(soon.fire_at + dt.timedelta(seconds=0.5)))
 
@@ -155,7 +156,7 @@ def test_the_scan_claims_nothing_due_after_its_end_and_returns_with_nothing_held
 def test_with_a_carry_the_rows_due_just_after_the_end_are_published_at_their_instants_by_the_carrier(
     monkeypatch, queue_name
 ) -> None:
-    in_scan, carried, beyond = _held(queue_name, 0.5), _held(queue_name, 1.5), _held(queue_name, 3.0)
+    in_scan, carried, beyond = _held(queue_name, 1.0), _held(queue_name, 2.0), _held(queue_name, 3.5)
     published = _record_publishes(monkeypatch)
     recorded: list[ScanResult] = []
     end = in_scan.fire_at + dt.timedelta(seconds=0.5)  # carried is due 0.5 s after it, beyond 1.5 s
@@ -182,7 +183,7 @@ def test_with_a_carry_the_rows_due_just_after_the_end_are_published_at_their_ins
 def test_a_mark_that_fails_on_the_marker_thread_is_raised_in_the_scan_and_marked_again_by_its_recover(
     monkeypatch, queue_name
 ) -> None:
-    row = _held(queue_name, 0.2)
+    row = _held(queue_name, 1.0)
     failures: list[str] = []
     mark = dispatch.occurrences_mark_delivered
 
@@ -195,7 +196,7 @@ def test_a_mark_that_fails_on_the_marker_thread_is_raised_in_the_scan_and_marked
     monkeypatch.setattr(dispatch, "occurrences_mark_delivered", fails_once_on_the_marker)
 
     with pytest.raises(OperationalError):
-        occurrences_fire_for(seconds=0.5)
+        occurrences_fire_for(seconds=_seconds_until(row.fire_at + dt.timedelta(seconds=0.3)))
 
     assert failures == ["reminders-marker"]
     row.refresh_from_db()

@@ -152,3 +152,42 @@ def test_the_rebuild_command_fills_the_days_still_kept(start: dt.datetime) -> No
     call_command("analytics_rebuild", stdout=out)
     assert "1 team day(s) recomputed" in out.getvalue()
     assert _figures(Scope((team,)), day) == EXPECTED
+
+
+def test_a_reminder_to_a_player_and_their_guardian_counts_once(start: dt.datetime) -> None:
+    """The player's phone has no device; their mother's phone gets the 90 min reminder at its instant and
+    she answers for him 6 minutes later: one reminder, reached, answered within 15 minutes."""
+    from trainings.models import (
+        Guardian,
+        Guardianship,
+        Push,
+        PushSend,
+        QuestionnaireAnswer,
+        ReminderRule,
+        Training,
+    )
+
+    team = TeamFactory()
+    end = start + dt.timedelta(hours=1)
+    training = Training.objects.create(
+        team=team, title="Youth", start=start, end=end, time_zone="Europe/Paris"
+    )
+    player = Player.objects.create(name="Leo")
+    mother = Guardian.objects.create(name="Leo's mother")
+    Guardianship.objects.create(guardian=mother, player=player, relation="mother")
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+    fire = start - dt.timedelta(minutes=90)
+    for guardian, status in ((None, "no_device"), (mother, "accepted")):
+        push = Push.objects.create(
+            key=f"k-{guardian}", occurrence_key="o", training=training, player=player, guardian=guardian,
+            rule=rule, kind="PRE", offset="90m", language="en", title="t", body="b", fire_at=fire,
+            expires_at=start, status="sent", sent_at=fire,
+        )  # fmt: skip
+        PushSend.objects.create(push_key=push.key, player_id=player.pk, provider="fcm", status=status,
+                                recorded_at=fire)  # fmt: skip
+    QuestionnaireAnswer.objects.create(training=training, player=player, phase="PRE", answered_by=mother,
+                                       answered_at=fire + dt.timedelta(minutes=6))  # fmt: skip
+    day = local_day(training)
+    summaries_rebuild(since=day, until=day)
+
+    assert _figures(Scope((team,)), day) == {"90m": (1, 1, 1, 1, 1, 1, 6)}

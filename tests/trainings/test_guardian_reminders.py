@@ -16,6 +16,7 @@ from tests.factories import GuardianFactory, training_made
 from tests.trainings.conftest import fire
 from trainings.answers.links import answer_link_read
 from trainings.firing import training_remind_now
+from trainings.held import held_pushes_release
 from trainings.models import (
     Guardian,
     Player,
@@ -30,6 +31,7 @@ from trainings.models import (
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.peers import ApnsPeer, FcmPeer
 from trainings.selectors import job_key
+from trainings.services import answer_record
 
 pytestmark = pytest.mark.django_db
 
@@ -120,6 +122,23 @@ def test_a_guardian_has_their_own_quiet_hours(
     assert statuses == {None: PushStatus.SENT, "Maria": PushStatus.HELD}
     held = Push.objects.get(guardian=maria)
     assert held.release_at == dt.datetime(2030, 6, 11, 15, tzinfo=dt.UTC)  # 17:00 in Paris
+    assert held_pushes_release(training_id=training.pk, at=held.release_at)["released"] == 1
+    held.refresh_from_db()
+    assert (held.status, held.language, held.guardian) == (PushStatus.SENT, "fr", maria)  # her language
+
+
+def test_a_guardians_held_reminder_is_withdrawn_when_the_player_answers_meanwhile(
+    team: Team, maria: Guardian, rules: dict[str, ReminderRule], push_queue: str
+) -> None:
+    Team.objects.filter(pk=team.pk).update(reminds="both")
+    Guardian.objects.filter(pk=maria.pk).update(quiet_start=time(16), quiet_end=time(17))
+    training = training_made(team, START)
+    assert fire(_occurrence(training, rules["pre-questionnaire"], dt.timedelta(minutes=90))).delivered == 1
+    answer_record(training=training, player=Player.objects.get(name="Alice"), phase="PRE", answers={})
+    held = Push.objects.get(guardian=maria)
+    assert held_pushes_release(training_id=training.pk, at=held.release_at)["withdrawn"] == 1
+    held.refresh_from_db()
+    assert held.status == PushStatus.WITHDRAWN
 
 
 def test_nobody_gets_the_same_reminder_twice(

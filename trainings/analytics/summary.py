@@ -118,17 +118,23 @@ def _first_accepted(keys: list[str]) -> dict[str, datetime]:
 
 
 def _reminders(trainings: list[Training]) -> list[Reminder]:
+    """One reminder per player and rule offset: its pushes to the player and to their guardians (an answer
+    by any of them is the player's) count once, reached when the first of them was."""
     answered_kinds = [kind.code for kind in kinds.rule_kinds()]
     rows = list(
         Push.objects.filter(training__in=trainings, status=PushStatus.SENT, kind__in=answered_kinds)
         .values_list("key", "training_id", "player_id", "kind", "rule_id", "offset")
     )  # fmt: skip
-    reached = _first_accepted([row[0] for row in rows])
+    accepted = _first_accepted([row[0] for row in rows])
+    reached: dict[tuple[Any, ...], datetime | None] = {}
+    for key, *reminder in rows:
+        at, first = accepted.get(key), reached.get(tuple(reminder))
+        reached[tuple(reminder)] = min(at, first) if at and first else at or first
     rules = rules_last_offset()
     out = []
-    for key, training, player, kind, rule_id, offset in rows:
+    for (training, player, kind, rule_id, offset), at in reached.items():
         slug, last = rules.get(rule_id, ("", ""))
-        out.append(Reminder(training, player, kind, slug, offset, reached.get(key), offset == last != ""))
+        out.append(Reminder(training, player, kind, slug, offset, at, offset == last != ""))
     return out
 
 
@@ -284,7 +290,9 @@ def summaries_refresh(*, now: datetime | None = None) -> int:
     little further, for device sends recorded after their push was due). Returns team days recomputed."""
     now = now or timezone.now()
     mark, _ = SummaryMark.objects.get_or_create(id=1)
-    start = mark.refreshed_until or now - timedelta(days=settings.TRAININGS_PUSH_RETENTION_DAYS)
+    # The first run looks back a day: the days before are `summaries_rebuild`'s (manage.py analytics_rebuild),
+    # never one periodic run's, which would hold the next ones back for as long as it took.
+    start = mark.refreshed_until or now - timedelta(days=1)
     lookback = timedelta(seconds=settings.TRAININGS_GATEWAY_MAX_AGE_SECONDS) + SENDS_SETTLE
     pairs = touched_team_days(start - lookback, now)
     done = team_days_refresh(pairs, today=timezone.localdate(now))
