@@ -83,6 +83,7 @@ def test_an_operator_sees_every_team(built: dict[str, Any]) -> None:
         ({"since": "yesterday"}, "since", "Date has wrong format"),
         ({"kind": "NAP"}, "kind", "not a valid choice"),
         ({"team": "0"}, "team", "greater than or equal to 1"),
+        ({"until": "0001-01-05"}, "until", "too early"),
     ],
 )
 def test_a_bad_query_is_a_400_naming_the_field(

@@ -31,7 +31,10 @@ class AnalyticsQuerySerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         until = attrs.get("until") or timezone.localdate()
-        since = attrs.get("since") or until - timedelta(days=DEFAULT_DAYS - 1)
+        try:
+            since = attrs.get("since") or until - timedelta(days=DEFAULT_DAYS - 1)
+        except OverflowError:  # until in the first days of year 1
+            raise serializers.ValidationError({"until": "too early: give since as well."}) from None
         if until < since:
             raise serializers.ValidationError({"until": f"{until} is before since ({since})."})
         days = (until - since).days + 1
