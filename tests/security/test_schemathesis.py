@@ -64,6 +64,7 @@ BODY_CHECKS = [*CHECKS, negative_data_rejection]
 # every run), which takes most of this test's time: 30 instead of 60 random ones saved only 8% of it
 # (416 s vs 453 s side by side on this loaded machine), so the default stays 60. SCHEMATHESIS_EXAMPLES=300
 # digs deeper on demand.
+FORM_MEDIA_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 RANDOM_EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "60"))
 
 
@@ -80,6 +81,10 @@ RANDOM_EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "60"))
 )
 def test_it_answers_every_generated_request_as_documented(case: Any, token: str) -> None:
     checks = BODY_CHECKS if case.method in ("POST", "PUT", "PATCH") else CHECKS
+    if case.media_type in FORM_MEDIA_TYPES:
+        # A form has no types and no null: DRF reads an empty value of a nullable field as null, so a
+        # "wrongly typed" `window_seconds=` is a valid form. Forms are still held to no 5xx and the schema.
+        checks = CHECKS
     case.call_and_validate(headers={"Authorization": f"Token {token}"}, checks=checks)
 
 

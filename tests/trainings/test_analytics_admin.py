@@ -89,3 +89,16 @@ def test_another_coachs_team_is_refused(built: dict[str, Any]) -> None:
 def test_signed_out_visitors_are_sent_to_the_login(client: Any) -> None:
     response = client.get("/admin/analytics/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_among_hundreds_of_teams_the_team_is_typed_by_id(
+    built: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainings.admin import analytics_page
+
+    operator = logged_in(UserFactory(is_staff=True, is_superuser=True))
+    assert '<select name="team">' in operator.get("/admin/analytics/").content.decode()
+    monkeypatch.setattr(analytics_page, "TEAM_SELECT_MAX", 1)
+    page = operator.get("/admin/analytics/", {"team": built["other"].pk}).content.decode()
+    assert '<select name="team">' not in page
+    assert f'<input type="number" name="team" min="1" value="{built["other"].pk}"' in page

@@ -191,3 +191,24 @@ def test_a_reminder_to_a_player_and_their_guardian_counts_once(start: dt.datetim
     summaries_rebuild(since=day, until=day)
 
     assert _figures(Scope((team,)), day) == {"90m": (1, 1, 1, 1, 1, 1, 6)}
+
+
+def test_a_moved_training_leaves_no_figures_on_its_old_day(start: dt.datetime) -> None:
+    team = TeamFactory()
+    training = known_training(team, start)
+    old_day = local_day(training)
+    summaries_rebuild(since=old_day, until=old_day)
+    summaries_refresh(now=timezone.now())
+
+    training.start += dt.timedelta(days=1)
+    training.end += dt.timedelta(days=1)
+    training.save()
+    summaries_refresh(now=timezone.now() + dt.timedelta(seconds=1))
+
+    new_day = old_day + dt.timedelta(days=1)
+    assert _figures(Scope((team,)), old_day) == {}
+    assert _figures(Scope(None), old_day) == {}
+    # The answers now come a day earlier relative to the start: the counts hold, the window flags may not.
+    moved = {offset: row[:3] for offset, row in EXPECTED.items()}
+    assert {offset: row[:3] for offset, row in _figures(Scope((team,)), new_day).items()} == moved
+    assert {offset: row[:3] for offset, row in _figures(Scope(None), new_day).items()} == moved

@@ -10,16 +10,21 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from trainings import kinds
 from trainings.admin.analytics_charts import answer_rate_chart, colour, time_to_answer_chart
 from trainings.analytics.export import offsets_csv, players_csv
-from trainings.analytics.figures import OffsetFigures, TooManyTeams, effectiveness, players
+from trainings.analytics.figures import OffsetFigures, PlayerFigures, TooManyTeams, effectiveness, players
 from trainings.analytics.serializers import AnalyticsQuerySerializer
 from trainings.offsets import Offset, OffsetError
 from trainings.selectors import teams_visible_to
 
 FIELDS = ("since", "until", "team", "kind")
+# Past this many teams (an operator's federation) the team is typed by id: a select of thousands of options
+# would be most of the page's time.
+TEAM_SELECT_MAX = 200
 
 
 def curve_minutes(rows: Iterable[OffsetFigures]) -> int:
@@ -55,6 +60,23 @@ def _groups(rows: list[OffsetFigures]) -> list[dict[str, Any]]:
     ]
 
 
+def players_table_rows(rows: list[PlayerFigures]) -> SafeString:
+    """The player table's rows, built here rather than by a template loop: a coach of several teams has
+    hundreds, and the template engine's loop was most of the page's time."""
+    return format_html_join(
+        "",
+        '<tr data-player="{}"{}><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+        "<td>{}%</td></tr>",
+        (
+            (row.name, mark_safe(' class="chronic"') if row.chronic else "", row.name,
+             mark_safe(" <strong>chronic</strong>") if row.chronic else "", row.figures.asked,
+             row.figures.before_reminder, row.figures.after_reminder, row.figures.after_last,
+             row.figures.never, round(100 * (row.late_or_never_rate or 0)))
+            for row in rows
+        ),
+    )  # fmt: skip
+
+
 def _csv(body: str, name: str) -> HttpResponse:
     response = HttpResponse(body, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
@@ -67,10 +89,11 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {
         **admin.site.each_context(request),
         "title": "Reminder effectiveness",
-        "teams": list(teams_visible_to(request.user).order_by("name", "pk")),
+        "teams": list(teams_visible_to(request.user).order_by("name", "pk")[: TEAM_SELECT_MAX + 1]),
         "kinds": kinds.rule_choices(),
         "chosen": data,
     }
+    context["team_by_id"] = len(context["teams"]) > TEAM_SELECT_MAX
     if not query.is_valid():
         context["errors"] = {field: " ".join(map(str, errors)) for field, errors in query.errors.items()}
         return TemplateResponse(request, "admin/analytics.html", context, status=400)
@@ -88,6 +111,7 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
     if export == "players" and not players_note:
         return _csv(players_csv(player_rows, since=since, until=until, teams=scope.label),
                     f"reminder-players-{since}-{until}")  # fmt: skip
+    context["players_rows"] = players_table_rows(player_rows)
     context.update(
         since=since, until=until, scope=scope, groups=_groups(result.offsets), unreminded=result.unreminded,
         players=player_rows, players_note=players_note, chronic=sum(p.chronic for p in player_rows),

@@ -49,6 +49,7 @@ TeamDay = tuple[int, date]
 # refresh looks back that far before its previous run, and a little more.
 SENDS_SETTLE = timedelta(minutes=5)
 CHUNK = 200  # team days per transaction
+MOVED_AHEAD_DAYS = 62  # how far ahead a moved training's old day may have been summarised (invitations)
 
 
 def local_day(training: Training) -> date:
@@ -270,7 +271,8 @@ def _offset_row(day: date, team: int, kind: str, rule: str, offset: str, figures
 
 def touched_team_days(since: datetime, until: datetime) -> set[TeamDay]:
     """The team days of trainings something happened to in (since, until]: pushes due or released from
-    quiet hours, answers and invitation responses given. Each through its own index."""
+    quiet hours, answers and invitation responses given, and the summarised days of teams whose trainings
+    were changed (a move leaves a day behind). Each through its own index."""
     ids: set[Any] = set()
     window = {"gt": since, "lte": until}
     for queryset, column in (
@@ -282,7 +284,20 @@ def touched_team_days(since: datetime, until: datetime) -> set[TeamDay]:
         filters = {f"{column}__{op}": value for op, value in window.items()}
         ids.update(queryset.filter(**filters).values_list("training_id", flat=True).distinct())
     trainings = Training.objects.filter(pk__in=ids).only("team_id", "start", "time_zone")
-    return {(t.team_id, local_day(t)) for t in trainings}
+    pairs = {(t.team_id, local_day(t)) for t in trainings}
+    # A training moved (or edited) lately may have left its old day: that team's summarised days come again,
+    # so a day no training is on any more loses its rows. Trainings change far less often than they remind.
+    edited = Training.objects.filter(updated_at__gt=since, updated_at__lte=until)
+    edited_pairs = {(t.team_id, local_day(t)) for t in edited.only("team_id", "start", "time_zone")}
+    pairs |= edited_pairs
+    changed = {team for team, _ in edited_pairs}
+    if changed:
+        around = (timezone.localdate(until) - timedelta(days=settings.TRAININGS_PUSH_RETENTION_DAYS),
+                  timezone.localdate(until) + timedelta(days=MOVED_AHEAD_DAYS))  # fmt: skip
+        pairs |= set(
+            OffsetDay.objects.filter(team_id__in=changed, day__range=around).values_list("team_id", "day")
+        )
+    return pairs
 
 
 def summaries_refresh(*, now: datetime | None = None) -> int:

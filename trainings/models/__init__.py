@@ -155,6 +155,8 @@ class Training(models.Model):
         indexes = [
             # The rule-change rescan: trainings whose end is recent or ahead, walked by id in batches.
             models.Index(fields=["end"], name="training_end_idx"),
+            # The analytics' refresh: trainings changed lately (a move leaves its old day's figures behind).
+            models.Index(fields=["updated_at"], name="training_updated_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(end__gt=F("start")), name="training_ends_after_start")
