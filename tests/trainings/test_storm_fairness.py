@@ -21,7 +21,7 @@ from tests.factories import TeamFactory, training_made
 from trainings import kinds
 from trainings.models import Membership, Player, ReminderRule, Team, Training, TrainingJob
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]  # reads the order off the push queue
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 

@@ -13,7 +13,7 @@ from trainings.offsets import is_time_zone
 class WardSerializer(serializers.Serializer):
     """One of the guardian's players, and what the guardian is to them."""
 
-    player = serializers.IntegerField(help_text="The player's id.")
+    player = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="The player's id.")
     relation = serializers.CharField(max_length=50, required=False, default="", allow_blank=True,
                                      help_text='What the guardian is to the player: "mother".')  # fmt: skip
 
