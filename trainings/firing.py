@@ -16,6 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
+from trainings import kinds
+from trainings.digest.firing import digests_fire
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
@@ -72,6 +74,12 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
+    coaches = [
+        item for item in checked if isinstance(item, _Due) and kinds.of(item.rule.kind).to == "coaches"
+    ]
+    if coaches:  # the coaches' digests: trainings/digest/
+        errors.update(digests_fire(coaches))
+        checked = [item for item in checked if item not in coaches]
     dues = [due for due in checked if isinstance(due, _Due)]
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = recipients_reminded({(due.training.pk, due.rule.pk, str(due.offset)) for due in dues})

@@ -246,7 +246,7 @@ class DeviceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Device
-        fields = ["id", "player", "guardian", "platform", "provider", "token", "app_id", "enabled",
+        fields = ["id", "player", "guardian", "coach", "platform", "provider", "token", "app_id", "enabled",
                   "created_at", "last_success_at", "disabled_at", "disabled_reason"]  # fmt: skip
         read_only_fields = fields
 

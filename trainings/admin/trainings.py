@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
 from trainings import kinds
+from trainings.admin import coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
 from trainings.admin import guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
 from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm

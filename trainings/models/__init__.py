@@ -26,6 +26,10 @@ from trainings.models.answers import AnswerSource as AnswerSource
 from trainings.models.answers import Invitation as Invitation
 from trainings.models.answers import InvitationStatus as InvitationStatus
 from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
+from trainings.models.channels import ChannelChoice as ChannelChoice
+from trainings.models.coaches import Coach as Coach
+from trainings.models.coaches import CoachPush as CoachPush
+from trainings.models.coaches import CoachPushStatus as CoachPushStatus
 from trainings.models.devices import Device as Device
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
@@ -47,6 +51,14 @@ def validate_offsets(value: object) -> None:
         raise ValidationError("a non-empty list of offsets such as ['90m', '6h', '3d'].")
     try:
         parse_offsets(value)
+    except OffsetError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def validate_digest_offset(value: str) -> None:
+    """One offset ("2h", "90m", "1d"): how long before a training a team's coaches hear about it."""
+    try:
+        parse_offsets([value])
     except OffsetError as exc:
         raise ValidationError(str(exc)) from None
 
@@ -81,6 +93,22 @@ class Team(models.Model):
         default=Reminds.PLAYER,
         db_default=Reminds.PLAYER,
         help_text="Who a player's reminders go to: youth teams remind the player and their guardians.",
+    )
+    # The coaches' digests (trainings/digest/): when they come, per team; empty: none of that message.
+    digest_before = models.CharField(
+        max_length=10,
+        blank=True,
+        validators=[validate_digest_offset],
+        help_text='Coaches get who still owes what this long before each training, e.g. "2h".',
+    )
+    digest_morning_at = models.TimeField(
+        null=True, blank=True, help_text="...and a summary of the day's trainings at this time (team's zone)."
+    )
+    decline_alert_within = models.CharField(
+        max_length=10,
+        blank=True,
+        validators=[validate_digest_offset],
+        help_text='Coaches are alerted when a player declines less than this before the start, e.g. "3h".',
     )
 
     class Meta:
@@ -175,7 +203,7 @@ class ReminderRule(models.Model):
     """When to remind whom: its kind (trainings/kinds.py) says from which training time and whom."""
 
     slug = models.SlugField(max_length=50, unique=True, help_text="Part of every job key; do not rename.")
-    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.any_rule_choices)
     offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
     active = models.BooleanField(default=True)
     critical = models.BooleanField(
@@ -196,6 +224,8 @@ class ReminderRule(models.Model):
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
         """Every instant this rule wants for `training`, earliest first, with the offset that gave it."""
         kind = kinds.of(self.kind)
+        if kind.instants is not None:  # a coaches' kind: the training's team says when
+            return kind.instants(training)
         anchor, zone = kind.anchor_of(training), training.zone
         pairs = [
             (shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.parsed_offsets()
@@ -241,6 +271,9 @@ class RunOutcome(models.TextChoices):
     GONE = "gone", "Training or rule deleted"
     STALE = "stale", "Instant no longer wanted (training moved)"
     INACTIVE = "inactive", "Rule deactivated"
+    # The coaches' kinds (trainings/digest/): nobody to tell, or told in the day's summary already.
+    NO_COACH = "no_coach", "No coach with a profile to tell"
+    SUMMARIZED = "summarized", "In the coaches' summary of the day already"
 
 
 class ReminderRun(models.Model):
@@ -382,13 +415,6 @@ class DeliveredPush(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-
-class ChannelChoice(models.TextChoices):
-    DEFAULT = "default", "Push; email when no device is reached"
-    PUSH = "push", "Push only, never email"
-    EMAIL = "email", "Email instead of push"
-    BOTH = "both", "Push and email"
 
 
 class ReminderPreference(models.Model):

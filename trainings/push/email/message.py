@@ -30,6 +30,12 @@ WORDS: dict[str, dict[str, str]] = {
            "e-mail car l'équipe de votre entraîneur envoie des rappels et aucune notification de l'appli "
            "ne vous est parvenue."},
 }  # fmt: skip
+# A coach's digest by email says why instead (no unsubscribe link: the coach's channels and the team's digest
+# times are settings, in the app and the admin).
+COACH_WHY: dict[str, str] = {
+    "en": "You receive this digest as a coach of the team; your channels are in your coach profile.",
+    "fr": "Vous recevez ce résumé en tant qu'entraîneur de l'équipe ; vos canaux sont dans votre profil.",
+}
 
 
 def words(language: str) -> dict[str, str]:
@@ -59,7 +65,10 @@ def _public(path: str) -> str:
 
 
 def email_links(push: PushMessage) -> dict[str, str]:
-    """The links of one reminder email: answer page(s) and the one-click unsubscribe."""
+    """The links of one reminder email: answer page(s) and the one-click unsubscribe; none for a coach's
+    digest."""
+    if push.player is None:
+        return {}
     links = {"unsubscribe": _public(reverse("email-unsubscribe", kwargs={"token": unsubscribe_token(
         player_id=push.player, kind=push.kind, guardian_id=push.guardian)}))}  # fmt: skip
     if answerable(push.kind):
@@ -79,19 +88,24 @@ def email_for(push: PushMessage, device: Target) -> EmailMultiAlternatives:
     """The email of `push` to the address `device.token` (a Message-ID stable per push and address)."""
     language = str(push.raw.get("language") or "en")
     links = email_links(push)
-    context: dict[str, Any] = {"push": push, "links": links, "words": words(language), "language": language}
+    said = words(language)
+    if push.coach is not None:
+        said = {**said, "why": COACH_WHY.get(language.lower().split("-")[0], COACH_WHY["en"])}
+    context: dict[str, Any] = {"push": push, "links": links, "words": said, "language": language}
+    headers = {
+        "Message-ID": f"<{device.send_uuid(push)}@{settings.TRAININGS_EMAIL_DOMAIN}>",
+        "Auto-Submitted": "auto-generated",
+        "Content-Language": language,
+    }
+    if "unsubscribe" in links:
+        headers["List-Unsubscribe"] = f"<{links['unsubscribe']}>"
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     message = EmailMultiAlternatives(
         subject=push.title,
         body=render_to_string("trainings/email/reminder.txt", context),
         from_email=settings.DEFAULT_FROM_EMAIL,
         to=[device.token],
-        headers={
-            "Message-ID": f"<{device.send_uuid(push)}@{settings.TRAININGS_EMAIL_DOMAIN}>",
-            "List-Unsubscribe": f"<{links['unsubscribe']}>",
-            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
-            "Auto-Submitted": "auto-generated",
-            "Content-Language": language,
-        },
+        headers=headers,
     )
     message.attach_alternative(render_to_string("trainings/email/reminder.html", context), "text/html")
     return message
