@@ -345,8 +345,11 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
     """ "Remind the pending players now": one push per player the rule still chases, published at once.
 
     The click's token is part of every push key (unique per occurrence key and player), so a resubmitted
-    click finds its pushes already there and publishes only those not yet sent: once per click.
+    click finds its pushes already there and publishes only those not yet sent: once per click. A
+    coaches' rule (a digest) has no players to remind: ValueError.
     """
+    if kinds.of(rule.kind).to != "players":
+        raise ValueError(f"{rule.slug} is a coaches' rule: it reminds no player")
     now = timezone.now()
     prefix = f"manual-{training.pk}-{rule.slug}-"
     occurrence_key = f"{prefix}{click}"[:255]

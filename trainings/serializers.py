@@ -213,7 +213,7 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
 
 class ReminderRuleInputSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=kinds.live(kinds.rule_choices), required=False)
+    kind = serializers.ChoiceField(choices=kinds.live(kinds.any_rule_choices), required=False)
     offsets = serializers.ListField(
         child=serializers.CharField(max_length=10),
         required=False,
