@@ -10,13 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reminders.api import Delivery, TransportError, keys_reserve, register, register_batch
-from trainings.digest.firing import (
-    COACH_ALERT_HANDLER,
-    COACH_RELEASE_HANDLER,
-    KEY_PREFIX,
-    coach_release,
-    decline_alert_fire,
-)
+from trainings.digest.alerts import decline_alert_fire
+from trainings.digest.firing import COACH_ALERT_HANDLER, COACH_RELEASE_HANDLER, KEY_PREFIX, coach_release
 from trainings.fairness import reminders_order
 from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import (

@@ -108,3 +108,12 @@ def validate_time_zone(value: str) -> None:
     """A model field's validator: an IANA zone name."""
     if not is_time_zone(value):
         raise ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")
+
+
+def validate_offset(value: str) -> None:
+    """A model field's validator: one offset ("2h", "90m", "1d"), e.g. when a team's coaches hear of a
+    training (trainings/digest/)."""
+    try:
+        Offset.parse(value)
+    except OffsetError as exc:
+        raise ValidationError(str(exc)) from None

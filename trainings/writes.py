@@ -20,7 +20,7 @@ from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
-from trainings.digest.firing import decline_alert_on_commit
+from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
     AnswerSource,
     Invitation,

@@ -17,7 +17,7 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserF
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
-from trainings.digest.firing import decline_alert_key, decline_alert_schedule
+from trainings.digest.alerts import decline_alert_key, decline_alert_schedule
 from trainings.digest.schedule import team_digests_reschedule
 from trainings.models import (
     Coach,
@@ -127,7 +127,9 @@ def test_the_digest_reaches_each_coach_in_their_language_and_zone_at_the_teams_i
     (mail,) = smtp.messages  # Sam's email, in English, São Paulo time
     assert (mail["To"], mail["Subject"]) == ("sam@example.com", "U15: who still owes what")
     assert "List-Unsubscribe" not in mail
-    text = str(mail.get_body(preferencelist=("plain",)).get_content())  # type: ignore[union-attr]
+    plain = mail.get_body(preferencelist=("plain",))
+    assert plain is not None
+    text = str(plain.get_content())
     assert (
         "U15 Speed session 1 p.m.: 3 of 4 still owe the pre-training questionnaire: Anna, ben, Chloé; "
         "2 of 5 still owe an answer to the invitation: Anna, ben; 1 declined"

@@ -22,7 +22,7 @@ from django.utils import formats, timezone, translation
 
 from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
-from trainings.digest.firing import decline_alert_on_commit
+from trainings.digest.alerts import decline_alert_on_commit
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,

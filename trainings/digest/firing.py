@@ -7,7 +7,8 @@ devices and email by the coach's channels).
   and the summary's key names the team and the day, so the earliest training's occurrence sends it and
   the others record `summarized`. Nobody owing anything is recorded (`nobody_left`), not sent.
 - A late-decline alert (`DECLINED`) is an occurrence made when a player declines (trainings/digest/
-  alerts.py); its key names the training and the player, so a player declining twice alerts once.
+  alerts.py, which tells the coaches through `coaches_tell` and `told_record_and_publish` here); its key
+  names the training and the player, so a player declining twice alerts once.
 - The coach's quiet hours (else the team's) hold a message until they end; the release decides it again
   (who owes what then) or skips it with the reason. A critical rule goes through, as a player's does.
 
@@ -18,7 +19,6 @@ reminders do.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from reminders.api import Callback, Delivery, JobSpec, TransportError, jobs_insert, scan_kick_on_commit
@@ -78,7 +78,7 @@ class Due(Protocol):
 
 
 @dataclass
-class _Told:
+class Told:
     """What one occurrence comes to: its outcome, and the messages to record (not yet saved)."""
 
     delivery: Delivery
@@ -127,7 +127,7 @@ def digests_fire(dues: Sequence[Due]) -> dict[int, TransportError]:
         if due.rule.kind == kinds.SUMMARY.code:
             day, owner = summaries[training.team_id, delivery.fire_at]
             if training.pk != owner:
-                told.append(_Told(delivery, training, rule, RunOutcome.SUMMARIZED, []))
+                told.append(Told(delivery, training, rule, RunOutcome.SUMMARIZED, []))
                 continue
             subject, key = list(day.values()), f"coach-summary-{training.team_id}-{_local_day(due)}"
             expires_at = max(item.training.start for item in subject)
@@ -141,9 +141,9 @@ def digests_fire(dues: Sequence[Due]) -> dict[int, TransportError]:
 
         owing = len({player for item in subject for player in item.players})
         told.append(
-            _tell(delivery, training, rule, coaches[training.team_id], render, key, owing, expires_at)
+            coaches_tell(delivery, training, rule, coaches[training.team_id], render, key, owing, expires_at)
         )
-    return _record_and_publish(told)
+    return told_record_and_publish(told)
 
 
 def _local_day(due: Due) -> str:
@@ -178,7 +178,7 @@ def _day_trainings(team: Team, morning: datetime) -> list[Training]:
     )
 
 
-def _tell(
+def coaches_tell(
     delivery: Delivery,
     training: Training,
     rule: ReminderRule,
@@ -188,16 +188,16 @@ def _tell(
     owing: int,
     expires_at: datetime,
     player: Player | None = None,
-) -> _Told:
+) -> Told:
     """One unsaved message per coach (rendered in their language and zone, held through their quiet hours),
     or the outcome that tells nobody."""
     if not coaches:
-        return _Told(delivery, training, rule, RunOutcome.NO_COACH, [])
+        return Told(delivery, training, rule, RunOutcome.NO_COACH, [])
     pushes = []
     for coach in coaches:
         rendered = render(coach)
         if rendered is None:
-            return _Told(delivery, training, rule, RunOutcome.NOBODY_LEFT, [])
+            return Told(delivery, training, rule, RunOutcome.NOBODY_LEFT, [])
         status, release_at, reason = (
             (CoachPushStatus.PENDING, None, "")
             if rule.critical
@@ -224,13 +224,13 @@ def _tell(
                 status_reason=reason,
             )
         )
-    return _Told(delivery, training, rule, RunOutcome.SENT, pushes)
+    return Told(delivery, training, rule, RunOutcome.SENT, pushes)
 
 
 _RUN_FIELDS = ["occurrence_id", "training", "rule", "fire_at", "outcome", "recipients", "attempts", "ran_at"]
 
 
-def _record_and_publish(told: Sequence[_Told]) -> dict[int, TransportError]:
+def told_record_and_publish(told: Sequence[Told]) -> dict[int, TransportError]:
     """Record the messages (a key already there is left as it is: a redelivery, or the day's summary
     already made) and every occurrence's run in one transaction, schedule the held ones' releases, then
     publish what is pending."""
@@ -368,101 +368,3 @@ def _again(push: CoachPush, rule: ReminderRule, now: datetime) -> tuple[Rendered
         subject = [trainings_owed([training])[training.pk]]
     rendered = digest_render(templates=templates, coach=push.coach, trainings=subject)
     return rendered, len({player for item in subject for player in item.players})
-
-
-# --- The late-decline alert ------------------------------------------------------------------------------
-
-
-def decline_alert_key(*, training_id: Any, player_id: int) -> str:
-    return f"{KEY_PREFIX}decline-{training_id}-{player_id}"
-
-
-def decline_alert_schedule(*, training_id: Any, player_id: int, now: datetime | None = None) -> bool:
-    """A player declined: when the training's team wants an alert for a decline this close to the start
-    (`Team.decline_alert_within`) and the alert's rule is active, make its occurrence now, once per
-    training and player (its job's key names both). Returns whether one was made."""
-    now = now or timezone.now()
-    training = Training.objects.select_related("team").filter(pk=training_id).first()
-    if training is None or training.cancelled or not training.team.decline_alert_within:
-        return False
-    within = Offset.parse(training.team.decline_alert_within).approximate()
-    if not (now < training.start <= now + within):
-        return False
-    rule = ReminderRule.objects.filter(kind=kinds.DECLINED.code, active=True).order_by("pk").first()
-    if rule is None:
-        return False
-    key = decline_alert_key(training_id=training.pk, player_id=player_id)
-    if Job.objects.filter(key=key).exists():
-        return False
-    spec = JobSpec(
-        key=key,
-        schedules=[now],
-        callback=Callback(
-            type=CallbackType.HANDLER,
-            target=COACH_ALERT_HANDLER,
-            payload={"training": str(training.pk), "rule": rule.pk, "player": player_id},
-        ),
-        priority=settings.TRAININGS_REMINDER_PRIORITY,
-        deadline_seconds=settings.TRAININGS_REMINDER_DEADLINE_SECONDS,
-    )
-    try:
-        with transaction.atomic():
-            jobs_insert(specs=[spec])
-            scan_kick_on_commit(now)
-    except IntegrityError:  # made by a concurrent answer of the same player: that one alerts
-        return False
-    return True
-
-
-def decline_alert_on_commit(*, training_id: Any, player_id: int) -> None:
-    """`decline_alert_schedule` once the answer's transaction commits (an alert never for a rolled-back
-    answer; a failure to schedule it never undoes the answer)."""
-
-    def schedule() -> None:
-        try:
-            decline_alert_schedule(training_id=training_id, player_id=player_id)
-        except Exception:
-            logger.exception("late-decline alert for %s/%s not scheduled", training_id, player_id)
-
-    transaction.on_commit(schedule)
-
-
-def decline_alert_fire(*, delivery: Delivery) -> ReminderRun:
-    """The alert's occurrence: tell the team's coaches that the player declined, if they still have."""
-    payload = delivery.payload if isinstance(delivery.payload, dict) else {}
-    try:
-        training_id, rule_id, player_id = (
-            uuid.UUID(str(payload["training"])),
-            payload["rule"],
-            payload["player"],
-        )
-    except (KeyError, ValueError):
-        training_id, rule_id, player_id = None, None, None
-    training = Training.objects.select_related("team").filter(pk=training_id).first() if training_id else None
-    rule = ReminderRule.objects.prefetch_related("templates").filter(pk=rule_id).first() if rule_id else None
-    player = Player.objects.filter(pk=player_id).first() if player_id else None
-    if training is None or rule is None or player is None:
-        told = _Told(delivery, training, rule, RunOutcome.GONE, [])
-    elif training.cancelled:
-        told = _Told(delivery, training, rule, RunOutcome.CANCELLED, [])
-    elif not rule.active:
-        told = _Told(delivery, training, rule, RunOutcome.INACTIVE, [])
-    elif not Invitation.objects.filter(
-        training=training, player=player, status=InvitationStatus.DENIED
-    ).exists():
-        told = _Told(delivery, training, rule, RunOutcome.NOBODY_LEFT, [])  # accepted again meanwhile
-    else:
-        templates = list(rule.templates.all())
-        before = training.start - delivery.fire_at
-
-        def render(coach: Coach) -> Rendered:
-            return decline_render(templates=templates, coach=coach, training=training, player=player.name,
-                                  before=before)  # fmt: skip
-
-        coaches = team_coaches({training.team_id})[training.team_id]
-        key = f"coach-decline-{training.pk}-{player.pk}"
-        told = _tell(delivery, training, rule, coaches, render, key, 1, training.start, player=player)
-    errors = _record_and_publish([told])
-    if errors:
-        raise next(iter(errors.values()))
-    return ReminderRun.objects.get(occurrence_key=delivery.idempotency_key)

@@ -8,24 +8,6 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-def seed(apps, schema_editor):
-    from trainings.defaults import COACH_RULES, rules_seed
-
-    rules_seed(
-        apps.get_model("trainings", "ReminderRule"),
-        apps.get_model("trainings", "ReminderTemplate"),
-        COACH_RULES,
-    )
-
-
-def unseed(apps, schema_editor):
-    from trainings.defaults import COACH_RULES
-
-    apps.get_model("trainings", "ReminderRule").objects.filter(
-        slug__in=[r["slug"] for r in COACH_RULES]
-    ).delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("trainings", "0023_training_updated_index"),
@@ -148,9 +130,9 @@ class Migration(migrations.Migration):
             name="decline_alert_within",
             field=models.CharField(
                 blank=True,
-                help_text='Coaches are alerted when a player declines less than this before the start, e.g. "3h".',
+                help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".',
                 max_length=10,
-                validators=[trainings.models.validate_digest_offset],
+                validators=[trainings.offsets.validate_offset],
             ),
         ),
         migrations.AddField(
@@ -160,7 +142,7 @@ class Migration(migrations.Migration):
                 blank=True,
                 help_text='Coaches get who still owes what this long before each training, e.g. "2h".',
                 max_length=10,
-                validators=[trainings.models.validate_digest_offset],
+                validators=[trainings.offsets.validate_offset],
             ),
         ),
         migrations.AddField(
@@ -326,5 +308,4 @@ class Migration(migrations.Migration):
                 name="coachpush_status_valid",
             ),
         ),
-        migrations.RunPython(seed, unseed),
     ]

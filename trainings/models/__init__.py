@@ -39,7 +39,15 @@ from trainings.models.devices import SendStatus as SendStatus
 from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
-from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, parse_stored_offsets, shift
+from trainings.offsets import (
+    Offset,
+    OffsetError,
+    is_time_zone,
+    parse_offsets,
+    parse_stored_offsets,
+    shift,
+    validate_offset,
+)
 from trainings.offsets import validate_time_zone as validate_time_zone
 
 PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
@@ -51,14 +59,6 @@ def validate_offsets(value: object) -> None:
         raise ValidationError("a non-empty list of offsets such as ['90m', '6h', '3d'].")
     try:
         parse_offsets(value)
-    except OffsetError as exc:
-        raise ValidationError(str(exc)) from None
-
-
-def validate_digest_offset(value: str) -> None:
-    """One offset ("2h", "90m", "1d"): how long before a training a team's coaches hear about it."""
-    try:
-        parse_offsets([value])
     except OffsetError as exc:
         raise ValidationError(str(exc)) from None
 
@@ -95,21 +95,12 @@ class Team(models.Model):
         help_text="Who a player's reminders go to: youth teams remind the player and their guardians.",
     )
     # The coaches' digests (trainings/digest/): when they come, per team; empty: none of that message.
-    digest_before = models.CharField(
-        max_length=10,
-        blank=True,
-        validators=[validate_digest_offset],
-        help_text='Coaches get who still owes what this long before each training, e.g. "2h".',
-    )
-    digest_morning_at = models.TimeField(
-        null=True, blank=True, help_text="...and a summary of the day's trainings at this time (team's zone)."
-    )
-    decline_alert_within = models.CharField(
-        max_length=10,
-        blank=True,
-        validators=[validate_digest_offset],
-        help_text='Coaches are alerted when a player declines less than this before the start, e.g. "3h".',
-    )
+    digest_before = models.CharField(max_length=10, blank=True, validators=[validate_offset],
+        help_text='Coaches get who still owes what this long before each training, e.g. "2h".')  # fmt: skip
+    digest_morning_at = models.TimeField(null=True, blank=True,
+        help_text="...and a summary of the day's trainings at this time (team's zone).")  # fmt: skip
+    decline_alert_within = models.CharField(max_length=10, blank=True, validators=[validate_offset],
+        help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".')  # fmt: skip
 
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
