@@ -145,7 +145,8 @@ def test_the_coachs_list_and_grid_show_its_answers_in_a_column_of_their_own(
     coach.force_login(UserFactory(is_staff=True, is_superuser=True))
 
     listing = coach.get("/admin/trainings/training/").content.decode()
-    assert "<span>Lineup answers</span>" in listing and "<span>Pre answers</span>" in listing  # beside the others, not instead
+    # Beside the others, not instead of them.
+    assert "<span>Lineup answers</span>" in listing and "<span>Pre answers</span>" in listing
     row = listing.split("Match day", 1)[1].split("</tr>", 1)[0]
     lineup_cell = row.split('class="field-lineup_questionnaire"', 1)[1].split("</td>", 1)[0]
     assert "1 ✓" in lineup_cell and "1 owed" in lineup_cell  # Bruno; Chloe has not accepted: not asked
