@@ -145,6 +145,11 @@ class Kind:
         return (None if self.open_from_creation else anchor), anchor + span
 
     @property
+    def short(self) -> str:
+        """Its name in a column heading of the coach's pages ("pre" answers, "lineup" questionnaire)."""
+        return self.code.lower().replace("_", " ")
+
+    @property
     def when(self) -> str:
         """Where its offsets are, in words: "before the start", "after the end"."""
         return f"{'before' if self.sign < 0 else 'after'} the {self.anchor}"
@@ -191,8 +196,13 @@ def push_choices() -> list[tuple[str, str]]:
     return [(kind.code, kind.label) for kind in KINDS.values()]
 
 
+def questionnaire_kinds() -> list[Kind]:
+    """The kinds answered by a questionnaire, in table order: one column group each on the coach's pages."""
+    return [kind for kind in KINDS.values() if isinstance(kind.answer, Questionnaire)]
+
+
 def questionnaire_choices() -> list[tuple[str, str]]:
-    return [(kind.code, kind.label) for kind in KINDS.values() if isinstance(kind.answer, Questionnaire)]
+    return [(kind.code, kind.label) for kind in questionnaire_kinds()]
 
 
 def live(choices: Callable[[], list[tuple[str, str]]]) -> Sequence[tuple[str, str]]:
