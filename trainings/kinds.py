@@ -126,12 +126,17 @@ class Kind:
     # The same asked of a guardian about their player (also {player}): trainings/models/guardians.py.
     guardian_questions: Mapping[str, str] = field(default_factory=dict)
     open_from_creation: bool = False  # its answer window opens when the training exists
+    # A notice's (title, body) per language, English the fallback ({title}, {start_date}, {start_time},
+    # {time_zone}): trainings/rendering.py, `notice_render`. Rules' texts are their templates instead.
+    notice: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _CODE.match(self.code):
             raise ValueError(f"kind code {self.code!r}: 1-{CODE_MAX_LENGTH} of A-Z, 0-9, _ (a letter first)")
         if self.rule and self.answer is None:
             raise ValueError(f"kind {self.code}: a rule's reminders wait for an answer")
+        if not self.rule and "en" not in self.notice:
+            raise ValueError(f"kind {self.code}: a notice says something, in English at least")
 
     def anchor_of(self, training: TrainingTimes) -> datetime:
         return training.end if self.anchor == "end" else training.start
@@ -283,5 +288,15 @@ MOVED = register(
         answer=None,
         screen="training",
         rule=False,
+        notice={
+            "en": (
+                "Training moved: {title}",
+                "{title} now starts on {start_date} at {start_time} ({time_zone}).",
+            ),
+            "fr": (
+                "Entraînement déplacé : {title}",
+                "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
+            ),
+        },
     )
 )

@@ -197,6 +197,9 @@ def test_a_kind_is_refused_when_its_code_does_not_fit_or_it_waits_for_nothing() 
         kinds.Kind(
             code="LINEUP", label="", anchor="start", sign=-1, closes=kinds.at_start, answer=None, screen=""
         )
+    with pytest.raises(ValueError, match="notice says something"):
+        kinds.Kind(code="CANCELLED", label="", anchor="start", sign=-1, closes=kinds.at_start, answer=None,
+                   screen="", rule=False, notice={"fr": ("Annulé", "{title} est annulé.")})  # fmt: skip
     with pytest.raises(ValueError, match="already registered"):
         kinds.register(kinds.Kind(code="PRE", label="Other", anchor="end", sign=1, closes=kinds.at_start,
                                   answer=kinds.Response(), screen=""))  # fmt: skip
