@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
 from trainings import kinds
-from trainings.digest.firing import digests_fire
+from trainings.digest.firing import digests_take
+from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
@@ -74,12 +75,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
-    coaches = [
-        item for item in checked if isinstance(item, _Due) and kinds.of(item.rule.kind).to == "coaches"
-    ]
-    if coaches:  # the coaches' digests: trainings/digest/
-        errors.update(digests_fire(coaches))
-        checked = [item for item in checked if item not in coaches]
+    checked = digests_take(checked, errors, due=_Due)  # the coaches' digests: trainings/digest/
     dues = [due for due in checked if isinstance(due, _Due)]
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = recipients_reminded({(due.training.pk, due.rule.pk, str(due.offset)) for due in dues})
@@ -110,6 +106,9 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
+        for f in firings:
+            if f.rule is not None and f.rule.experiment_id is not None and f.assigned:
+                assignments_record(f.rule.experiment_id, f.assigned, arms=len(f.rule.arm_offsets()), now=now)
         quiet_releases_schedule(
             (f.training, f.rule, p.release_at)
             for f in firings
@@ -149,6 +148,7 @@ class Firing:
     outcome: RunOutcome
     recipients: Sequence[Addressee] = field(default_factory=list)
     pushes: list[PushRow] = field(default_factory=list)
+    assigned: list[int] = field(default_factory=list)  # players a running experiment met
 
     def run(self, now: datetime) -> ReminderRun:
         return ReminderRun(
@@ -206,8 +206,14 @@ def _firing(
     start_texts: StartTexts,
     held_until: dict[tuple[int, int | None], datetime],
 ) -> Firing:
-    """The pending players' recipients minus those already reminded at this offset; one push each."""
+    """The pending players' recipients minus those already reminded at this offset, and, while the rule
+    runs an experiment, minus those whose arm does not remind at it; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
+    assigned: list[int] = []
+    if rule.experiment_id is not None:
+        arms, count = rule.arms_at(due.offset), len(rule.arm_offsets())
+        assigned = sorted({person.pk for person in pending})
+        pending = [p for p in pending if arm_of(rule.experiment_id, p.pk, count) in arms]
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
     already = {
         recipient
@@ -216,8 +222,10 @@ def _firing(
     }
     recipients = [person for person in pending if (person.pk, person.guardian) not in already]
     if not recipients:
-        return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
-    return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+        return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT, assigned=assigned)
+    firing = _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+    firing.assigned = assigned
+    return firing
 
 
 def _recipients_pushes(
@@ -345,10 +353,9 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
     """ "Remind the pending players now": one push per player the rule still chases, published at once.
 
     The click's token is part of every push key (unique per occurrence key and player), so a resubmitted
-    click finds its pushes already there and publishes only those not yet sent: once per click. A
-    coaches' rule (a digest) has no players to remind: ValueError.
+    click finds its pushes already there and publishes only those not yet sent: once per click.
     """
-    if kinds.of(rule.kind).to != "players":
+    if kinds.of(rule.kind).to != "players":  # a coaches' rule (a digest) reminds no player
         raise ValueError(f"{rule.slug} is a coaches' rule: it reminds no player")
     now = timezone.now()
     prefix = f"manual-{training.pk}-{rule.slug}-"

@@ -19,7 +19,8 @@ from django.db import models
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from trainings.models import CoachPush, CoachPushStatus, Device, Push, PushStatus
+from trainings.models import CoachPush, Device, Push, PushStatus
+from trainings.models.coaches import CoachPushStatus
 
 PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
     # Published (and marked sent with the broker's commit), or the player answered before it was.

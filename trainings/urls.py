@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 from trainings.analytics.views import EffectivenessView, PlayersView
 from trainings.answers.views import AnswerLinkView
 from trainings.digest.views import CoachDeviceViewSet, CoachProfileView
+from trainings.experiments.views import ExperimentViewSet
 from trainings.guardians.views import (
     GuardianDeviceViewSet,
     GuardianPreferencesView,
@@ -19,6 +20,7 @@ router = SimpleRouter()
 router.register("trainings", TrainingViewSet, basename="training")
 router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
 router.register("guardians", GuardianViewSet, basename="guardian")
+router.register("experiments", ExperimentViewSet, basename="experiment")
 
 urlpatterns = [
     *router.urls,

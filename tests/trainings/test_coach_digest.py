@@ -22,7 +22,6 @@ from trainings.digest.schedule import team_digests_reschedule
 from trainings.models import (
     Coach,
     CoachPush,
-    CoachPushStatus,
     Device,
     Invitation,
     InvitationStatus,
@@ -34,6 +33,7 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.models.coaches import CoachPushStatus
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.peers import ApnsPeer
 from trainings.selectors import job_key

@@ -38,7 +38,6 @@ from trainings.held import quiet_status
 from trainings.models import (
     Coach,
     CoachPush,
-    CoachPushStatus,
     Invitation,
     InvitationStatus,
     Player,
@@ -48,6 +47,7 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.models.coaches import CoachPushStatus
 from trainings.offsets import Offset, is_time_zone
 from trainings.push.queue import PushMessage, push_queue_publisher
 from trainings.rendering import Rendered
@@ -114,6 +114,17 @@ def team_coaches(team_ids: set[Any]) -> dict[Any, list[Coach]]:
         if user_id in profiles:
             found[team_id].append(profiles[user_id])
     return found
+
+
+def digests_take(checked: list[Any], errors: dict[int, TransportError], *, due: type[Any]) -> list[Any]:
+    """Fire the coaches' occurrences among a chunk's checked ones (those of the `due` type, trainings.
+    firing's: still wanted) and return the others, for the players' path; their errors go to `errors`."""
+    coaches: list[Any] = [
+        item for item in checked if isinstance(item, due) and kinds.of(item.rule.kind).to == "coaches"
+    ]
+    if coaches:
+        errors.update(digests_fire(coaches))
+    return [item for item in checked if item not in coaches]
 
 
 def digests_fire(dues: Sequence[Due]) -> dict[int, TransportError]:

@@ -29,38 +29,26 @@ from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
 from trainings.models.channels import ChannelChoice as ChannelChoice
 from trainings.models.coaches import Coach as Coach
 from trainings.models.coaches import CoachPush as CoachPush
-from trainings.models.coaches import CoachPushStatus as CoachPushStatus
+from trainings.models.coaches import DigestTimes
 from trainings.models.devices import Device as Device
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
 from trainings.models.devices import PushMinute as PushMinute
 from trainings.models.devices import PushSend as PushSend
 from trainings.models.devices import SendStatus as SendStatus
+from trainings.models.experiments import Experiment as Experiment
+from trainings.models.experiments import ExperimentAssignment as ExperimentAssignment
+from trainings.models.experiments import ExperimentStatus as ExperimentStatus
+from trainings.models.experiments import Variant as Variant
 from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
-from trainings.offsets import (
-    Offset,
-    OffsetError,
-    is_time_zone,
-    parse_offsets,
-    parse_stored_offsets,
-    shift,
-    validate_offset,
-)
+from trainings.offsets import Offset, is_time_zone, parse_stored_offsets, shift
+from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
 
 PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-
-
-def validate_offsets(value: object) -> None:
-    if not isinstance(value, list) or not value:
-        raise ValidationError("a non-empty list of offsets such as ['90m', '6h', '3d'].")
-    try:
-        parse_offsets(value)
-    except OffsetError as exc:
-        raise ValidationError(str(exc)) from None
 
 
 def validate_template(value: str) -> None:
@@ -77,7 +65,7 @@ def render_template(text: str, values: dict[str, str]) -> str:
 _QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
 
 
-class Team(models.Model):
+class Team(DigestTimes, models.Model):
     name = models.CharField(max_length=200)
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
@@ -94,13 +82,6 @@ class Team(models.Model):
         db_default=Reminds.PLAYER,
         help_text="Who a player's reminders go to: youth teams remind the player and their guardians.",
     )
-    # The coaches' digests (trainings/digest/): when they come, per team; empty: none of that message.
-    digest_before = models.CharField(max_length=10, blank=True, validators=[validate_offset],
-        help_text='Coaches get who still owes what this long before each training, e.g. "2h".')  # fmt: skip
-    digest_morning_at = models.TimeField(null=True, blank=True,
-        help_text="...and a summary of the day's trainings at this time (team's zone).")  # fmt: skip
-    decline_alert_within = models.CharField(max_length=10, blank=True, validators=[validate_offset],
-        help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".')  # fmt: skip
 
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
@@ -200,6 +181,22 @@ class ReminderRule(models.Model):
     critical = models.BooleanField(
         default=False, help_text="Operators: players' mute and quiet hours cannot hide these reminders."
     )
+    # Set and cleared by trainings/experiments/control.py only (never in a form).
+    experiment = models.ForeignKey(
+        "trainings.Experiment",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The timing experiment running on this rule.",
+    )
+    variant_offsets = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="The running experiment's variants' offsets, arm 1 first (arm 0 is `offsets`).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
     history = AuditedHistory()
 
@@ -212,15 +209,27 @@ class ReminderRule(models.Model):
     def parsed_offsets(self) -> list[Offset]:
         return parse_stored_offsets(self.offsets)
 
+    def arm_offsets(self) -> list[list[Offset]]:
+        """Each arm's offsets: the rule's own (arm 0), then a running experiment's variants'."""
+        if self.experiment_id is None:
+            return [self.parsed_offsets()]
+        return [self.parsed_offsets(), *(parse_stored_offsets(offsets) for offsets in self.variant_offsets)]
+
+    def all_offsets(self) -> list[Offset]:
+        """Every offset some arm reminds at: what the rule's jobs hold."""
+        return sorted({offset for arm in self.arm_offsets() for offset in arm}, key=lambda o: o.approximate())
+
+    def arms_at(self, offset: Offset) -> frozenset[int]:
+        """The arms that remind at `offset` (only arm 0 when no experiment runs)."""
+        return frozenset(arm for arm, offsets in enumerate(self.arm_offsets()) if offset in offsets)
+
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
-        """Every instant this rule wants for `training`, earliest first, with the offset that gave it."""
+        """Every instant this rule wants for `training` (any arm's), earliest first, with its offset."""
         kind = kinds.of(self.kind)
         if kind.instants is not None:  # a coaches' kind: the training's team says when
             return kind.instants(training)
         anchor, zone = kind.anchor_of(training), training.zone
-        pairs = [
-            (shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.parsed_offsets()
-        ]
+        pairs = [(shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.all_offsets()]
         return sorted(pairs)
 
 
@@ -262,7 +271,6 @@ class RunOutcome(models.TextChoices):
     GONE = "gone", "Training or rule deleted"
     STALE = "stale", "Instant no longer wanted (training moved)"
     INACTIVE = "inactive", "Rule deactivated"
-    # The coaches' kinds (trainings/digest/): nobody to tell, or told in the day's summary already.
     NO_COACH = "no_coach", "No coach with a profile to tell"
     SUMMARIZED = "summarized", "In the coaches' summary of the day already"
 

@@ -16,7 +16,21 @@ from django.db.models import Q
 
 from trainings import kinds
 from trainings.models.channels import ChannelChoice
-from trainings.offsets import validate_time_zone
+from trainings.offsets import validate_offset, validate_time_zone
+
+
+class DigestTimes(models.Model):
+    """When a team's coaches hear of its trainings (trainings/digest/timing.py); empty: not that message."""
+
+    digest_before = models.CharField(max_length=10, blank=True, validators=[validate_offset],
+        help_text='Coaches get who still owes what this long before each training, e.g. "2h".')  # fmt: skip
+    digest_morning_at = models.TimeField(null=True, blank=True,
+        help_text="...and a summary of the day's trainings at this time (team's zone).")  # fmt: skip
+    decline_alert_within = models.CharField(max_length=10, blank=True, validators=[validate_offset],
+        help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".')  # fmt: skip
+
+    class Meta:
+        abstract = True
 
 
 class Coach(models.Model):

@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("trainings", "0023_training_updated_index"),
+        ("trainings", "0024_timing_experiments"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
