@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0023_training_updated_index'),
+        ('trainings', '0024_timing_experiments'),
     ]
 
     operations = [
