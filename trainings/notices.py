@@ -26,7 +26,7 @@ from trainings.models import (
     Training,
 )
 from trainings.publishing import pushes_publish, pushes_record
-from trainings.rendering import PushRow, moved_render, push_for
+from trainings.rendering import PushRow, notice_render, push_for
 from trainings.transitions import pushes_withdraw
 
 
@@ -116,7 +116,7 @@ def _moved_pushes(delivery: Delivery, training: Training, players: list[Player])
                 delivery,
                 training=training,
                 player=player,
-                rendered=moved_render(training=training, player=player),
+                rendered=notice_render(kind=kinds.MOVED, training=training, player=player),
                 kind=kinds.MOVED.code,
                 expires_at=expires_at,
                 status=status,
