@@ -99,7 +99,7 @@ class _LinkSigner(signing.TimestampSigner):
 
     def __init__(self, key: str) -> None:
         super().__init__(key=key, salt=SALT)
-        derived = hashlib.sha256(force_bytes(self.salt + "signer") + force_bytes(key)).digest()
+        derived = hashlib.sha256(force_bytes(SALT + "signer") + force_bytes(key)).digest()
         self._mac = hmac.new(derived, digestmod=hashlib.sha256)
 
     def signature(self, value: str | bytes, key: str | bytes | None = None) -> str:
