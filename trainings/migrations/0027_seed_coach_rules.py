@@ -23,6 +23,6 @@ class Migration(migrations.Migration):
     """The coaches' default rules (trainings/defaults.py, COACH_RULES): apart from 0024's tables, so a
     rollback deletes the rules before it drops what refers to them (PostgreSQL refuses both in one go)."""
 
-    dependencies = [("trainings", "0025_coaches_and_digests")]
+    dependencies = [("trainings", "0026_coaches_and_digests")]
 
     operations = [migrations.RunPython(seed, unseed)]

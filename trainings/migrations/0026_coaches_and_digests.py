@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("trainings", "0024_timing_experiments"),
+        ("trainings", "0025_device_choices_from_channels"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
