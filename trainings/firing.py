@@ -16,7 +16,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
-from trainings import kinds
 from trainings.digest.firing import digests_take
 from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
@@ -64,8 +63,8 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
        occurrence with a push the broker did not take gets a TransportError (that push is recorded
        pending): the engine retries it and the retry publishes only what is not sent, with the same
        idempotency keys.
-    Returns the errors keyed by occurrence id (the batch handler contract,
-    reminders/engine/handler_registry.py).
+    The coaches' kinds' occurrences are taken out first (trainings/digest/). Returns the errors keyed by
+    occurrence id (the batch handler contract, reminders/engine/handler_registry.py).
     """
     errors: dict[int, TransportError] = {}
     targets = _fire_targets(deliveries)
@@ -77,8 +76,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
-    checked = digests_take(checked, errors, due=_Due)  # the coaches' digests: trainings/digest/
-    dues = [due for due in checked if isinstance(due, _Due)]
+    checked, dues = digests_take(checked, errors, due=_Due)  # the coaches' go to trainings/digest/
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = recipients_reminded({(due.training.pk, due.rule.pk, str(due.offset)) for due in dues})
     held = held_releases(trainings={due.training.pk for due in dues}) if dues else {}
@@ -361,8 +359,6 @@ def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -
     The click's token is part of every push key (unique per occurrence key and player), so a resubmitted
     click finds its pushes already there and publishes only those not yet sent: once per click.
     """
-    if kinds.of(rule.kind).to != "players":  # a coaches' rule (a digest) reminds no player
-        raise ValueError(f"{rule.slug} is a coaches' rule: it reminds no player")
     now = timezone.now()
     prefix = f"manual-{training.pk}-{rule.slug}-"
     occurrence_key = f"{prefix}{click}"[:255]

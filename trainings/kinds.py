@@ -171,8 +171,10 @@ class Kind:
         """The recipient rule over `Invitation` rows: asked, and the answer still missing.
 
         `trainings.selectors` runs it for one training and for a chunk of them; being on the team is the
-        selectors' condition for every kind.
+        selectors' condition for every kind. A coaches' kind chases no player.
         """
+        if self.to == "coaches":
+            return Q(pk__in=[])
         if self.answer is None:
             return self.audience
         return self.audience & self.answer.missing()

@@ -1,6 +1,6 @@
 """A coach's own digest settings in the API: read and change their profile (a 400 names the field and
-changes nothing), register their devices; anyone who coaches no team gets a 404. The admin's remind-now
-never offers a coaches' rule."""
+changes nothing), register their devices; anyone who coaches no team gets a 404. A coaches' rule
+reminds no player."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from tests.clients import api_as
-from tests.factories import TeamFactory, UserFactory, training_made
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from trainings.firing import training_remind_now
 from trainings.models import Coach, ReminderRule
+from trainings.recipients import reminder_recipients
 
 pytestmark = pytest.mark.django_db
 
@@ -80,12 +81,15 @@ def test_someone_who_coaches_no_team_has_no_coach_profile() -> None:
     assert client.get("/api/coach/devices/").status_code == 404
 
 
-def test_remind_now_refuses_a_coaches_rule(coach_user: Any) -> None:
+def test_remind_now_reminds_no_player_of_a_coaches_rule(coach_user: Any) -> None:
     import datetime as dt
 
     from django.utils import timezone
 
     team = coach_user.coached_teams.get()
+    MembershipFactory(team=team, player=PlayerFactory(name="Anna"))
     training = training_made(team, timezone.now() + dt.timedelta(days=1))
-    with pytest.raises(ValueError, match="coaches' rule"):
-        training_remind_now(training=training, rule=ReminderRule.objects.get(slug="coach-digest"), click="c1")
+    pre = ReminderRule.objects.get(slug="pre-questionnaire")
+    assert reminder_recipients(training=training, rule=pre).count() == 1
+    digest = ReminderRule.objects.get(slug="coach-digest")
+    assert training_remind_now(training=training, rule=digest, click="c1").recipients == 0

@@ -116,15 +116,18 @@ def team_coaches(team_ids: set[Any]) -> dict[Any, list[Coach]]:
     return found
 
 
-def digests_take(checked: list[Any], errors: dict[int, TransportError], *, due: type[Any]) -> list[Any]:
+def digests_take(
+    checked: list[Any], errors: dict[int, TransportError], *, due: type[Any]
+) -> tuple[list[Any], list[Any]]:
     """Fire the coaches' occurrences among a chunk's checked ones (those of the `due` type, trainings.
-    firing's: still wanted) and return the others, for the players' path; their errors go to `errors`."""
-    coaches: list[Any] = [
-        item for item in checked if isinstance(item, due) and kinds.of(item.rule.kind).to == "coaches"
-    ]
+    firing's: still wanted; their errors go to `errors`) and return the others for the players' path, with
+    those of them that are due."""
+    dues = [item for item in checked if isinstance(item, due)]
+    coaches = [item for item in dues if kinds.of(item.rule.kind).to == "coaches"]
     if coaches:
         errors.update(digests_fire(coaches))
-    return [item for item in checked if item not in coaches]
+    taken = {id(item) for item in coaches}
+    return [item for item in checked if id(item) not in taken], [item for item in dues if id(item) not in taken]
 
 
 def digests_fire(dues: Sequence[Due]) -> dict[int, TransportError]:
