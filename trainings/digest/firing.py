@@ -127,7 +127,9 @@ def digests_take(
     if coaches:
         errors.update(digests_fire(coaches))
     taken = {id(item) for item in coaches}
-    return [item for item in checked if id(item) not in taken], [item for item in dues if id(item) not in taken]
+    return [item for item in checked if id(item) not in taken], [
+        item for item in dues if id(item) not in taken
+    ]
 
 
 def digests_fire(dues: Sequence[Due]) -> dict[int, TransportError]:
