@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
+from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
@@ -102,6 +103,9 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
+        for f in firings:
+            if f.rule is not None and f.rule.experiment_id is not None and f.assigned:
+                assignments_record(f.rule.experiment_id, f.assigned, arms=len(f.rule.arm_offsets()), now=now)
         quiet_releases_schedule(
             (f.training, f.rule, p.release_at)
             for f in firings
@@ -141,6 +145,7 @@ class Firing:
     outcome: RunOutcome
     recipients: Sequence[Addressee] = field(default_factory=list)
     pushes: list[PushRow] = field(default_factory=list)
+    assigned: list[int] = field(default_factory=list)  # players a running experiment met
 
     def run(self, now: datetime) -> ReminderRun:
         return ReminderRun(
@@ -198,8 +203,14 @@ def _firing(
     start_texts: StartTexts,
     held_until: dict[tuple[int, int | None], datetime],
 ) -> Firing:
-    """The pending players' recipients minus those already reminded at this offset; one push each."""
+    """The pending players' recipients minus those already reminded at this offset, and, while the rule
+    runs an experiment, minus those whose arm does not remind at it; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
+    assigned: list[int] = []
+    if rule.experiment_id is not None:
+        arms, count = rule.arms_at(due.offset), len(rule.arm_offsets())
+        assigned = sorted({person.pk for person in pending})
+        pending = [p for p in pending if arm_of(rule.experiment_id, p.pk, count) in arms]
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
     already = {
         recipient
@@ -208,8 +219,10 @@ def _firing(
     }
     recipients = [person for person in pending if (person.pk, person.guardian) not in already]
     if not recipients:
-        return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
-    return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+        return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT, assigned=assigned)
+    firing = _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+    firing.assigned = assigned
+    return firing
 
 
 def _recipients_pushes(

@@ -28,7 +28,7 @@ from trainings.models import (
 )
 from trainings.publishing import pushes_publish, pushes_record
 from trainings.recipients import Recipient, recipients_expand
-from trainings.rendering import PushRow, moved_render, push_for
+from trainings.rendering import PushRow, notice_render, push_for
 from trainings.transitions import pushes_withdraw
 
 
@@ -128,7 +128,7 @@ def _moved_pushes(delivery: Delivery, training: Training, recipients: list[Recip
                 delivery,
                 training=training,
                 player=person,
-                rendered=moved_render(training=training, player=person),
+                rendered=notice_render(kind=kinds.MOVED, training=training, player=person),
                 kind=kinds.MOVED.code,
                 expires_at=expires_at,
                 status=status,
