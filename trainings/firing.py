@@ -56,10 +56,12 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     2. In one transaction: one Push per remaining player, unique per (occurrence, player), so a redelivered
        occurrence finds them already there and never creates a second one; pending pushes of players who
        answered since an earlier attempt are withdrawn; one ReminderRun per occurrence.
-    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent: those
-       just inserted as they were built, any left pending by an earlier attempt as stored. An occurrence
-       with a push the broker did not take gets a TransportError: the engine retries it and the retry
-       publishes only what is not sent, with the same idempotency keys.
+    3. In that same transaction, publish every still-pending push of the chunk in one AMQP transaction:
+       those just inserted as they were built (inserted sent, one write a push), any left pending by an
+       earlier attempt as stored (then marked sent); the database commits once the broker has. An
+       occurrence with a push the broker did not take gets a TransportError (that push is recorded
+       pending): the engine retries it and the retry publishes only what is not sent, with the same
+       idempotency keys.
     Returns the errors keyed by occurrence id (the batch handler contract,
     reminders/engine/handler_registry.py).
     """
@@ -95,7 +97,9 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     now = timezone.now()
     with transaction.atomic():
         # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
-        inserted = pushes_record(sorted((p for f in firings for p in f.pushes), key=lambda p: p.key))
+        # The pending pushes go in sent: they are published below, before this transaction commits.
+        pushes = sorted((p for f in firings for p in f.pushes), key=lambda p: p.key)
+        inserted = pushes_record(pushes, published_at=now)
         earlier = _pushes_withdraw(firings, set(inserted.values()))
         ReminderRun.objects.bulk_create(
             sorted((f.run(now) for f in firings), key=lambda r: r.occurrence_key),
@@ -112,15 +116,17 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             for p in f.pushes
             if p.status == PushStatus.HELD and p.release_at and f.training and f.rule
         )
-    # An occurrence with no push pending from before has exactly the pending ones inserted now to publish.
-    recorded = {
-        f.delivery.idempotency_key: [
-            (inserted[p.key], p) for p in f.pushes if p.status == PushStatus.PENDING and p.key in inserted
-        ]
-        for f in firings
-        if f.delivery.idempotency_key not in earlier
-    }
-    errors.update(pushes_publish(deliveries=[f.delivery for f in firings], recorded=recorded))
+        # An occurrence with no push pending from before has exactly the pending ones inserted now to
+        # publish. The transaction commits once the broker has taken them (or has recorded again as
+        # pending those it refused): a crash before leaves no push written and nothing marked run.
+        recorded = {
+            f.delivery.idempotency_key: [
+                (inserted[p.key], p) for p in f.pushes if p.status == PushStatus.PENDING and p.key in inserted
+            ]
+            for f in firings
+            if f.delivery.idempotency_key not in earlier
+        }
+        errors.update(pushes_publish(deliveries=[f.delivery for f in firings], recorded=recorded))
     return errors
 
 
