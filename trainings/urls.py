@@ -5,6 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from trainings.analytics.views import EffectivenessView, PlayersView
 from trainings.answers.views import AnswerLinkView
+from trainings.experiments.views import ExperimentViewSet
 from trainings.guardians.views import (
     GuardianDeviceViewSet,
     GuardianPreferencesView,
@@ -18,6 +19,7 @@ router = SimpleRouter()
 router.register("trainings", TrainingViewSet, basename="training")
 router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
 router.register("guardians", GuardianViewSet, basename="guardian")
+router.register("experiments", ExperimentViewSet, basename="experiment")
 
 urlpatterns = [
     *router.urls,
