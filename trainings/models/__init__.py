@@ -43,6 +43,7 @@ from trainings.models.experiments import Variant as Variant
 from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
+from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import Offset, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
@@ -86,11 +87,7 @@ class Team(DigestTimes, models.Model):
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
-                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
-                name="team_quiet_hours_both_or_none",
-            ),
+            quiet_hours_both_or_none("team"),
             models.CheckConstraint(condition=Q(reminds__in=Reminds.values), name="team_reminds_valid"),
         ]
 
@@ -112,13 +109,7 @@ class Player(models.Model):
     quiet_end = models.TimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
-                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
-                name="player_quiet_hours_both_or_none",
-            )
-        ]
+        constraints = [quiet_hours_both_or_none("player")]
 
     def __str__(self) -> str:
         return self.name
