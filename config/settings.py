@@ -346,6 +346,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "OccurrenceStatusEnum": "reminders.models.OccurrenceStatus",
     "InvitationStatusEnum": "trainings.models.InvitationStatus",
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
+    # A rule's kind: the players' kinds and the coaches' (trainings/kinds.py); "kind" elsewhere is a player's.
+    "RuleKindEnum": "trainings.kinds.any_rule_choices",
 }
 
 # --- Operations: metrics, health, abuse limits, log format (reminders/ops/: metrics.py, health.py,
