@@ -2,7 +2,8 @@
 
 Needs DATABASE_URL=postgres://... (only its server is used: the run creates and drops its own database,
 `bench_reminders` by default) and CELERY_BROKER_URL=amqp://... (queues named bench.<run id>.*, deleted
-afterwards). Child processes, queues and the database are removed however the run ends, Ctrl-C included.
+afterwards). Child processes, queues and the database are removed however the run ends, Ctrl-C included;
+with --keep-data the database stays, and a later --keep-data run with the same --database-name reuses it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def _parse() -> argparse.Namespace:
         "--database-name", default="bench_reminders", help="database the run creates and drops"
     )
     parser.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="keep the run's database afterwards, and reuse it when an earlier --keep-data run finished its "
+        "data (the analytics scenario then times the pages without filling again)",
+    )
+    parser.add_argument(
         "--maintenance-database",
         default="postgres",
         help="existing database to connect to while creating and dropping the run's (on a shared server)",
@@ -106,6 +113,7 @@ def main() -> int:
         broker_url=broker_url,
         database_name=args.database_name,
         maintenance_database=args.maintenance_database,
+        keep_database=args.keep_data,
     )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _raise_interrupt)

@@ -121,6 +121,8 @@ class Harness:
     queues: set[str] = field(default_factory=set)
     exchanges: set[str] = field(default_factory=set)
     database_created: bool = False
+    keep_database: bool = False
+    database_reused: bool = False
 
     def __post_init__(self) -> None:
         self.sizes = Sizes.for_run(self.quick)
@@ -159,10 +161,54 @@ class Harness:
         return psycopg.connect(url.replace("postgresql://", "postgres://", 1), autocommit=True)
 
     def create_database(self) -> None:
+        """A fresh database; with `keep_database`, the one a finished earlier run kept, when there is one.
+
+        A kept database is one whose scenario finished writing its data (the `bench_kept` table, see
+        `kept` and `keep`); one without it (a fill cut short) is made afresh."""
+        if self.keep_database and self._has_kept_data():
+            self.database_reused = True
+            return
         with self._maintenance() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.database_name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{self.database_name}"')
-        self.database_created = True
+        self.database_created = not self.keep_database
+
+    def _has_kept_data(self) -> bool:
+        import psycopg
+
+        with self._maintenance() as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [self.database_name])
+            if not found.fetchone():
+                return False
+        url = self.database_url.replace("postgresql://", "postgres://", 1)
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass('bench_kept') IS NOT NULL").fetchone()
+            return bool(row and row[0])
+
+    def kept(self, scenario: str) -> dict[str, Any] | None:
+        """What `keep` recorded for the scenario in this (reused) database, or None."""
+        from django.db import connection
+
+        if not self.database_reused:
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT data FROM bench_kept WHERE scenario = %s", [scenario])
+            row = cursor.fetchone()
+        return None if row is None else dict(json.loads(row[0]) if isinstance(row[0], str) else row[0])
+
+    def keep(self, scenario: str, data: dict[str, Any]) -> None:
+        """Mark the scenario's data complete, with what a later run needs to time it again unfilled."""
+        from django.db import connection
+
+        if not self.keep_database:
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE TABLE IF NOT EXISTS bench_kept (scenario text PRIMARY KEY, data jsonb)")
+            cursor.execute(
+                "INSERT INTO bench_kept VALUES (%s, %s)"
+                " ON CONFLICT (scenario) DO UPDATE SET data = EXCLUDED.data",
+                [scenario, json.dumps(data, default=str)],
+            )
 
     def drop_database(self) -> None:
         if not self.database_created:

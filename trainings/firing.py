@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
+from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
@@ -55,10 +56,12 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     2. In one transaction: one Push per remaining player, unique per (occurrence, player), so a redelivered
        occurrence finds them already there and never creates a second one; pending pushes of players who
        answered since an earlier attempt are withdrawn; one ReminderRun per occurrence.
-    3. Publish every still-pending push of the chunk in one AMQP transaction, then mark them sent: those
-       just inserted as they were built, any left pending by an earlier attempt as stored. An occurrence
-       with a push the broker did not take gets a TransportError: the engine retries it and the retry
-       publishes only what is not sent, with the same idempotency keys.
+    3. In that same transaction, publish every still-pending push of the chunk in one AMQP transaction:
+       those just inserted as they were built (inserted sent, one write a push), any left pending by an
+       earlier attempt as stored (then marked sent); the database commits once the broker has. An
+       occurrence with a push the broker did not take gets a TransportError (that push is recorded
+       pending): the engine retries it and the retry publishes only what is not sent, with the same
+       idempotency keys.
     Returns the errors keyed by occurrence id (the batch handler contract,
     reminders/engine/handler_registry.py).
     """
@@ -94,7 +97,9 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     now = timezone.now()
     with transaction.atomic():
         # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
-        inserted = pushes_record(sorted((p for f in firings for p in f.pushes), key=lambda p: p.key))
+        # The pending pushes go in sent: they are published below, before this transaction commits.
+        pushes = sorted((p for f in firings for p in f.pushes), key=lambda p: p.key)
+        inserted = pushes_record(pushes, published_at=now)
         earlier = _pushes_withdraw(firings, set(inserted.values()))
         ReminderRun.objects.bulk_create(
             sorted((f.run(now) for f in firings), key=lambda r: r.occurrence_key),
@@ -102,21 +107,26 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
+        for f in firings:
+            if f.rule is not None and f.rule.experiment_id is not None and f.assigned:
+                assignments_record(f.rule.experiment_id, f.assigned, arms=len(f.rule.arm_offsets()), now=now)
         quiet_releases_schedule(
             (f.training, f.rule, p.release_at)
             for f in firings
             for p in f.pushes
             if p.status == PushStatus.HELD and p.release_at and f.training and f.rule
         )
-    # An occurrence with no push pending from before has exactly the pending ones inserted now to publish.
-    recorded = {
-        f.delivery.idempotency_key: [
-            (inserted[p.key], p) for p in f.pushes if p.status == PushStatus.PENDING and p.key in inserted
-        ]
-        for f in firings
-        if f.delivery.idempotency_key not in earlier
-    }
-    errors.update(pushes_publish(deliveries=[f.delivery for f in firings], recorded=recorded))
+        # An occurrence with no push pending from before has exactly the pending ones inserted now to
+        # publish. The transaction commits once the broker has taken them (or has recorded again as
+        # pending those it refused): a crash before leaves no push written and nothing marked run.
+        recorded = {
+            f.delivery.idempotency_key: [
+                (inserted[p.key], p) for p in f.pushes if p.status == PushStatus.PENDING and p.key in inserted
+            ]
+            for f in firings
+            if f.delivery.idempotency_key not in earlier
+        }
+        errors.update(pushes_publish(deliveries=[f.delivery for f in firings], recorded=recorded))
     return errors
 
 
@@ -141,6 +151,7 @@ class Firing:
     outcome: RunOutcome
     recipients: Sequence[Addressee] = field(default_factory=list)
     pushes: list[PushRow] = field(default_factory=list)
+    assigned: list[int] = field(default_factory=list)  # players a running experiment met
 
     def run(self, now: datetime) -> ReminderRun:
         return ReminderRun(
@@ -198,8 +209,14 @@ def _firing(
     start_texts: StartTexts,
     held_until: dict[tuple[int, int | None], datetime],
 ) -> Firing:
-    """The pending players' recipients minus those already reminded at this offset; one push each."""
+    """The pending players' recipients minus those already reminded at this offset, and, while the rule
+    runs an experiment, minus those whose arm does not remind at it; one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
+    assigned: list[int] = []
+    if rule.experiment_id is not None:
+        arms, count = rule.arms_at(due.offset), len(rule.arm_offsets())
+        assigned = sorted({person.pk for person in pending})
+        pending = [p for p in pending if arm_of(rule.experiment_id, p.pk, count) in arms]
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
     already = {
         recipient
@@ -208,8 +225,10 @@ def _firing(
     }
     recipients = [person for person in pending if (person.pk, person.guardian) not in already]
     if not recipients:
-        return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT)
-    return _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+        return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT, assigned=assigned)
+    firing = _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+    firing.assigned = assigned
+    return firing
 
 
 def _recipients_pushes(

@@ -29,7 +29,6 @@ from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from trainings import kinds
 from trainings.models import (
     Invitation,
-    InvitationStatus,
     Push,
     PushStatus,
     ReminderRule,
@@ -41,7 +40,7 @@ from trainings.publishing import pushes_publish
 from trainings.push import metrics
 from trainings.push.quiet import quiet_hours_for
 from trainings.recipients import reminder_recipients
-from trainings.rendering import Addressee, moved_render, offset_at, push_render
+from trainings.rendering import Addressee, notice_render, offset_at, push_render
 from trainings.transitions import held_push_decide, held_pushes_save
 
 logger = logging.getLogger(__name__)
@@ -207,17 +206,19 @@ def held_pushes_release(
         repeat = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
         chased: dict[int, set[int]] = {}
         templates: dict[int, list[ReminderTemplate]] = {}
-        declined = set(
-            Invitation.objects.filter(training=training, status=InvitationStatus.DENIED).values_list(
-                "player_id", flat=True
-            )
-        )
+        left_out: dict[str, set[int]] = {}  # per notice kind: invited players its audience leaves out
         for push in held:
             rule = push.rule
+            kind = kinds.of(push.kind)
             if training.cancelled:
                 _settle(push, PushStatus.WITHDRAWN, "training cancelled while held")
-            elif push.kind == kinds.MOVED.code:
-                _settle(push, *_decided(push, training, training.start, now, declined))
+            elif not kind.rule:  # a notice (the training moved): no rule to ask again, its audience only
+                if kind.code not in left_out:
+                    invited = Invitation.objects.filter(training=training)
+                    left_out[kind.code] = set(invited.values_list("player_id", flat=True)) - set(
+                        invited.filter(kind.audience).values_list("player_id", flat=True)
+                    )
+                _settle(push, *_decided(push, training, kind.closes(training), now, left_out[kind.code]))
             elif rule is None or not rule.active:
                 _settle(push, PushStatus.WITHDRAWN, "rule removed or deactivated while held")
             else:
@@ -235,8 +236,8 @@ def held_pushes_release(
                     _settle(push, *_decided(push, training, expires_at, now, gone))
             if push.status == PushStatus.PENDING:
                 rendered = (
-                    moved_render(training=training, player=push.guardian or push.player)
-                    if push.kind == kinds.MOVED.code or rule is None
+                    notice_render(kind=kind, training=training, player=push.guardian or push.player)
+                    if not kind.rule or rule is None
                     else push_render(
                         templates=templates[rule.pk],
                         training=training,

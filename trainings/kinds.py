@@ -126,12 +126,17 @@ class Kind:
     # The same asked of a guardian about their player (also {player}): trainings/models/guardians.py.
     guardian_questions: Mapping[str, str] = field(default_factory=dict)
     open_from_creation: bool = False  # its answer window opens when the training exists
+    # A notice's (title, body) per language, English the fallback ({title}, {start_date}, {start_time},
+    # {time_zone}): trainings/rendering.py, `notice_render`. Rules' texts are their templates instead.
+    notice: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _CODE.match(self.code):
             raise ValueError(f"kind code {self.code!r}: 1-{CODE_MAX_LENGTH} of A-Z, 0-9, _ (a letter first)")
         if self.rule and self.answer is None:
             raise ValueError(f"kind {self.code}: a rule's reminders wait for an answer")
+        if not self.rule and "en" not in self.notice:
+            raise ValueError(f"kind {self.code}: a notice says something, in English at least")
 
     def anchor_of(self, training: TrainingTimes) -> datetime:
         return training.end if self.anchor == "end" else training.start
@@ -143,6 +148,11 @@ class Kind:
         if self.sign < 0:
             return (None if self.open_from_creation else anchor - span), anchor
         return (None if self.open_from_creation else anchor), anchor + span
+
+    @property
+    def short(self) -> str:
+        """Its name in a column heading of the coach's pages ("pre" answers, "lineup" questionnaire)."""
+        return self.code.lower().replace("_", " ")
 
     @property
     def when(self) -> str:
@@ -191,8 +201,13 @@ def push_choices() -> list[tuple[str, str]]:
     return [(kind.code, kind.label) for kind in KINDS.values()]
 
 
+def questionnaire_kinds() -> list[Kind]:
+    """The kinds answered by a questionnaire, in table order: one column group each on the coach's pages."""
+    return [kind for kind in KINDS.values() if isinstance(kind.answer, Questionnaire)]
+
+
 def questionnaire_choices() -> list[tuple[str, str]]:
-    return [(kind.code, kind.label) for kind in KINDS.values() if isinstance(kind.answer, Questionnaire)]
+    return [(kind.code, kind.label) for kind in questionnaire_kinds()]
 
 
 def live(choices: Callable[[], list[tuple[str, str]]]) -> Sequence[tuple[str, str]]:
@@ -273,5 +288,15 @@ MOVED = register(
         answer=None,
         screen="training",
         rule=False,
+        notice={
+            "en": (
+                "Training moved: {title}",
+                "{title} now starts on {start_date} at {start_time} ({time_zone}).",
+            ),
+            "fr": (
+                "Entraînement déplacé : {title}",
+                "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
+            ),
+        },
     )
 )

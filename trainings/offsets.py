@@ -108,3 +108,12 @@ def validate_time_zone(value: str) -> None:
     """A model field's validator: an IANA zone name."""
     if not is_time_zone(value):
         raise ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")
+
+
+def validate_offsets(value: object) -> None:
+    if not isinstance(value, list) or not value:
+        raise ValidationError("a non-empty list of offsets such as ['90m', '6h', '3d'].")
+    try:
+        parse_offsets(value)
+    except OffsetError as exc:
+        raise ValidationError(str(exc)) from None

@@ -1,4 +1,5 @@
-"""Push rows: recorded, then published to the push queue and marked sent. The one place that does either."""
+"""Push rows: recorded, then published to the push queue and marked sent (or, for a fired reminder, recorded
+sent in the transaction that publishes them). The one place that does either."""
 
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ from trainings.transitions import pushes_mark_sent
 _COLUMNS = tuple(name for name in PushRow._fields if name != "rule_slug")
 Push._meta.get_field("id").register_lookup(AnyOf)  # `pk__any=[...]`: one array, not an IN list
 
-# Rows per INSERT elsewhere than on PostgreSQL: 17 parameters each stays under SQLite's 32,766.
+# Rows per INSERT elsewhere than on PostgreSQL: 18 parameters each stays under SQLite's 32,766.
 _INSERT_BATCH = 1000
 
 
-def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
+def pushes_record(rows: Sequence[PushRow], *, published_at: datetime | None = None) -> dict[str, int]:
     """Insert these pending, held or skipped pushes, in this order; returns the ids of those inserted now,
     by key.
 
@@ -41,9 +42,16 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
     which rows it inserted nor costs less per row than the whole rest of a push (bench/ 6b). On PostgreSQL
     the rows travel as one JSON array parameter: psycopg merges parameters into the statement on the
     client, and splitting a statement of 17 placeholders a row cost more than encoding the rows.
+
+    `published_at`: the pending rows go in as sent at that time, in their final state (one write a push,
+    not an insert and then an update): the caller publishes them with `pushes_publish(recorded=...)` in
+    the same transaction, which commits only once the broker has taken them, and which records again as
+    pending those the broker refused.
     """
     if not rows:
         return {}
+    if published_at is not None:
+        rows = [row._replace(status=_SENT) if row.status == PushStatus.PENDING else row for row in rows]
     by_attname = {f.attname: f for f in Push._meta.concrete_fields}
     fields = [by_attname[name] for name in _COLUMNS]
     now = timezone.now()
@@ -52,19 +60,28 @@ def pushes_record(rows: Sequence[PushRow]) -> dict[str, int]:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             sql = queries.pushes_insert_json(fields, [i + (i >= slug) for i in range(len(fields))])
-            cursor.execute(sql, [now, json.dumps(rows, separators=(",", ":"), default=_JsonValues())])
+            cursor.execute(
+                sql, [now, published_at, json.dumps(rows, separators=(",", ":"), default=_JsonValues())]
+            )
             inserted.update(cursor.fetchall())
             return inserted
+        sent_at = connection.ops.adapt_datetimefield_value(published_at)
         for start in range(0, len(rows), _INSERT_BATCH):
             part = rows[start : start + _INSERT_BATCH]
             params: list[Any] = []
             for row in part:
                 values = (*row[:slug], *row[slug + 1 :])
                 params += [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
-                params.append(connection.ops.adapt_datetimefield_value(now))
+                params += [
+                    connection.ops.adapt_datetimefield_value(now),
+                    sent_at if row.status == _SENT else None,
+                ]
             cursor.execute(queries.pushes_insert_values(fields, len(part)), params)
             inserted.update(cursor.fetchall())
     return inserted
+
+
+_SENT = str(PushStatus.SENT)
 
 
 class _JsonValues(dict[object, str]):
@@ -106,25 +123,36 @@ class _Refused(Exception):
     """The broker did not take every message: the mark of all of them as sent is rolled back."""
 
 
-def _publish_and_mark(pending: Sequence[_Pending], messages: Sequence[PushMessage]) -> Refusals:
+def _publish_and_mark(
+    pending: Sequence[_Pending], messages: Sequence[PushMessage], recorded: Mapping[str, PushRow]
+) -> Refusals:
     """Publish these pushes' messages, and mark the pushes the broker took as sent.
 
-    The mark is written while the broker commits its transaction and committed once `commit-ok` says it
-    did: the database and the broker work at the same time. A push not taken stays pending, so the retry
-    publishes it; a crash before the mark commits leaves them all pending (published again: at least
-    once, the gateway drops the second by its idempotency key), as a crash before the mark always did.
+    The pushes read from the database are marked while the broker commits its transaction, and the mark is
+    committed once `commit-ok` says it did: the database and the broker work at the same time. A push not
+    taken stays pending, so the retry publishes it; a crash before the mark commits leaves them all pending
+    (published again: at least once, the gateway drops the second by its idempotency key), as a crash
+    before the mark always did. The pushes in `recorded` (by key) were recorded sent in the caller's
+    transaction, which commits after this: a refused one is recorded again, pending, in its place (nobody
+    saw it sent), and a crash before that commit leaves no row, so the retry records and publishes it anew.
     """
+    stored = [push for push in pending if push.key not in recorded]
     flight = push_queue_publisher().start(messages)
     try:
         with transaction.atomic():
-            pushes_mark_sent(Push.objects.filter(pk__any=[push.pk for push in pending]))
+            if stored:
+                pushes_mark_sent(Push.objects.filter(pk__any=[push.pk for push in stored]))
             if flight.wait():
                 raise _Refused
     except _Refused:
         refused = flight.wait()
-        pushes_mark_sent(
-            Push.objects.filter(pk__any=[push.pk for push in pending if push.key not in refused])
-        )
+        taken = [push.pk for push in stored if push.key not in refused]
+        if taken:
+            pushes_mark_sent(Push.objects.filter(pk__any=taken))
+        again = [recorded[key] for key in refused if key in recorded]
+        if again:
+            Push.objects.filter(key__in=[row.key for row in again]).delete()
+            pushes_record(sorted(again, key=lambda row: row.key))
     finally:
         flight.wait()  # a second wait returns the first outcome; the first gives the channel back
     return flight.wait()
@@ -171,8 +199,9 @@ def pushes_publish(
     """Publish the pending pushes of these occurrences in one AMQP transaction; mark the accepted ones sent.
 
     `recorded`: the occurrences whose pending pushes the caller has just inserted, every one of them (by
-    occurrence key, with their ids); those are published as they are. The other occurrences' pending
-    pushes are read from the database.
+    occurrence key, with their ids), recorded sent (`pushes_record(published_at=...)`) in the transaction
+    the caller holds open around this call; those are published as they are. The other occurrences'
+    pending pushes are read from the database.
 
     Returns a TransportError per occurrence (keyed by its id) that has a push the broker did not take.
     """
@@ -210,7 +239,8 @@ def pushes_publish(
         )
         for push in pending
     ]
-    refused = _publish_and_mark(pending, messages)
+    rows = {row.key: row for key in by_key for _, row in recorded.get(key, ())}
+    refused = _publish_and_mark(pending, messages, rows)
     metrics.pushes_queued(push.kind for push in pending if push.key not in refused)
     per_occurrence: dict[str, list[_Pending]] = {}
     for push in pending:

@@ -57,7 +57,7 @@ ON CONFLICT (minute) DO UPDATE SET accepted = {_PUSH_MINUTE}.accepted + excluded
 def _pushes_insert_head(fields: Sequence[Field]) -> str:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column or f.attname) for f in fields)
-    return f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at)"
+    return f"INSERT INTO {quote(Push._meta.db_table)} ({columns}, created_at, sent_at)"
 
 
 def _pushes_insert_tail() -> str:
@@ -66,20 +66,24 @@ def _pushes_insert_tail() -> str:
 
 
 def pushes_insert_json(fields: Sequence[Field], positions: Sequence[int]) -> str:
-    """Insert pushes (these columns, then created_at: the first parameter) from one JSON array of rows
-    (the second), in their order, skipping any already there (by key, or occurrence and player); returns
-    (key, id) of those inserted. `positions`: where each column's value is in a row. PostgreSQL."""
+    """Insert pushes (these columns, then created_at: the first parameter, and sent_at: the second, for
+    the rows whose status is `sent`) from one JSON array of rows (the third), in their order, skipping any
+    already there (by key, or occurrence and player); returns (key, id) of those inserted. `positions`:
+    where each column's value is in a row. PostgreSQL."""
     picks = ", ".join(
         f"(r->>{at})::{f.cast_db_type(connection)}" for at, f in zip(positions, fields, strict=True)
     )
+    status = next(at for at, f in zip(positions, fields, strict=True) if f.attname == "status")
+    sent_at = f"CASE WHEN r->>{status} = 'sent' THEN %s::timestamptz END"
     elements = "jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n)"
     head, tail = _pushes_insert_head(fields), _pushes_insert_tail()
-    return f"{head} SELECT {picks}, %s FROM {elements} ORDER BY n{tail}"  # noqa: S608 - model names
+    return f"{head} SELECT {picks}, %s, {sent_at} FROM {elements} ORDER BY n{tail}"  # noqa: S608
 
 
 def pushes_insert_values(fields: Sequence[Field], rows: int) -> str:
-    """The same for `rows` rows of VALUES (each row: its columns, then created_at); any database."""
-    row = f"({', '.join(['%s'] * (len(fields) + 1))})"
+    """The same for `rows` rows of VALUES (each row: its columns, then created_at and sent_at); any
+    database."""
+    row = f"({', '.join(['%s'] * (len(fields) + 2))})"
     return f"{_pushes_insert_head(fields)} VALUES {', '.join([row] * rows)}{_pushes_insert_tail()}"
 
 

@@ -115,18 +115,9 @@ def offset_at(*, training: Training, kind: str, now: datetime) -> Offset:
     return Offset(round(minutes / 1440), "d")
 
 
-_MOVED = {
-    "en": ("Training moved: {title}", "{title} now starts on {start_date} at {start_time} ({time_zone})."),
-    "fr": (
-        "Entraînement déplacé : {title}",
-        "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
-    ),
-}
-
-
-def moved_render(*, training: Training, player: Addressee) -> Rendered:
-    """The "training moved" push, in the player's language (English otherwise) and zone."""
-    language = player.language if player.language in _MOVED else "en"
+def notice_render(*, kind: kinds.Kind, training: Training, player: Addressee) -> Rendered:
+    """A notice of this kind (the training moved), in the player's language (English otherwise) and zone."""
+    language = player.language if player.language in kind.notice else "en"
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
     local_start = training.start.astimezone(ZoneInfo(zone_name))
     with translation.override(language):
@@ -136,7 +127,7 @@ def moved_render(*, training: Training, player: Addressee) -> Rendered:
             "start_date": formats.date_format(local_start, "DATE_FORMAT"),
             "time_zone": zone_name,
         }
-    title, body = _MOVED[language]
+    title, body = kind.notice[language]
     return Rendered(
         language=language, title=render_template(title, values), body=render_template(body, values)
     )

@@ -7,7 +7,7 @@ users too (that is what lets them into the admin).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -170,19 +170,35 @@ def _owed(kind: kinds.Kind) -> Coalesce:
 def trainings_with_counts(queryset: QuerySet[Training]) -> QuerySet[Training]:
     """The coach's list columns as correlated subqueries: one query for the page, whatever its length.
 
-    Each count runs on the (training, player) unique indexes of invitations and answers.
+    The invitations' three counts, then answered and owed for each questionnaire kind of the kinds table
+    (`answered_owed` reads them). Each count runs on the (training, player) unique indexes of invitations
+    and answers.
     """
     invitations = Invitation.objects.filter(training=OuterRef("pk"))
     answers = QuestionnaireAnswer.objects.filter(training=OuterRef("pk"))
+    per_kind: dict[str, Coalesce] = {}
+    for kind in kinds.questionnaire_kinds():
+        per_kind[f"n_{kind.code}_answered"] = _count(answers.filter(phase=kind.code))
+        per_kind[f"n_{kind.code}_owed"] = _owed(kind)
     return queryset.annotate(
         n_accepted=_count(invitations.filter(status=InvitationStatus.ACCEPTED)),
         n_declined=_count(invitations.filter(status=InvitationStatus.DENIED)),
         n_pending=_count(invitations.filter(status=InvitationStatus.PENDING)),
-        n_pre_answered=_count(answers.filter(phase=kinds.PRE.code)),
-        n_pre_owed=_owed(kinds.PRE),
-        n_post_answered=_count(answers.filter(phase=kinds.POST.code)),
-        n_post_owed=_owed(kinds.POST),
+        **per_kind,
     )
+
+
+def answered_owed(training: Training, kind: kinds.Kind) -> tuple[int, int]:
+    """A kind's (answered, owed) on a training read through `trainings_with_counts` (0, 0 otherwise)."""
+    return getattr(training, f"n_{kind.code}_answered", 0), getattr(training, f"n_{kind.code}_owed", 0)
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One questionnaire kind's cell of a player's row: when it was answered (None: not yet) and how."""
+
+    at: datetime | None
+    how: str = ""  # "from the notification, 3 min after the 60-min reminder" ("" when none)
 
 
 @dataclass(frozen=True)
@@ -190,21 +206,19 @@ class PlayerRow:
     player: str
     invitation: str
     responded_at: datetime | None
-    pre_answered_at: datetime | None
-    post_answered_at: datetime | None
     declined: bool
     reminders_received: int
     last_push: str
     last_push_at: datetime | None
-    # How each answer came: "from the notification, 3 min after the 60-min reminder" ("" when none).
+    # How the invitation's answer came: "from the notification, 3 min after the 60-min reminder" or "".
     invitation_how: str = ""
-    pre_how: str = ""
-    post_how: str = ""
+    # One cell per questionnaire kind (`kinds.questionnaire_kinds()`), by its code.
+    answers: dict[str, Answered] = field(default_factory=dict)
 
 
 def training_player_grid(*, training: Training) -> list[PlayerRow]:
-    """One row per invited player, by name: RSVP, answers (and how each came), reminders that reached a
-    device and the last push's outcome on the phone side.
+    """One row per invited player, by name: RSVP, each questionnaire kind's answer (and how it came),
+    reminders that reached a device and the last push's outcome on the phone side.
 
     Five queries: invitations with players, answers, pushes (the training's indexes), their send rows,
     and the guardians who answered (one, when any did).
@@ -246,19 +260,23 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
         if push.status == PushStatus.SENT and push.sent_at is not None:
             sent_of.setdefault((push.player_id, push.kind), []).append((push.sent_at, push.offset))
         last[push.player_id] = (outcome.text, outcome.at)
+    questionnaires = kinds.questionnaire_kinds()
+
+    def cell(pid: int, code: str) -> Answered:
+        at, source, by = answered.get((pid, code), (None, "", None))
+        return Answered(
+            at, answer_how(source, at, sent_of.get((pid, code)), by=by_guardian.get((pid, by), ""))
+        )
+
     rows = []
     for invitation in invitations:
         pid = invitation.player_id
         last_text, outcome_at = last.get(pid, ("", None))
-        pre_at, pre_source, pre_by = answered.get((pid, kinds.PRE.code), (None, "", None))
-        post_at, post_source, post_by = answered.get((pid, kinds.POST.code), (None, "", None))
         rows.append(
             PlayerRow(
                 player=invitation.player.name,
                 invitation=invitation.get_status_display(),
                 responded_at=invitation.responded_at,
-                pre_answered_at=pre_at,
-                post_answered_at=post_at,
                 declined=invitation.status == InvitationStatus.DENIED,
                 reminders_received=received.get(pid, 0),
                 last_push=last_text,
@@ -269,18 +287,7 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
                     sent_of.get((pid, kinds.INVITATION.code)),
                     by=by_guardian.get((pid, invitation.responded_by_id), ""),
                 ),
-                pre_how=answer_how(
-                    pre_source,
-                    pre_at,
-                    sent_of.get((pid, kinds.PRE.code)),
-                    by=by_guardian.get((pid, pre_by), ""),
-                ),
-                post_how=answer_how(
-                    post_source,
-                    post_at,
-                    sent_of.get((pid, kinds.POST.code)),
-                    by=by_guardian.get((pid, post_by), ""),
-                ),
+                answers={kind.code: cell(pid, kind.code) for kind in questionnaires},
             )
         )
     return rows

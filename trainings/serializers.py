@@ -21,9 +21,8 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.models.devices import PLATFORM_CHOICES, PROVIDER_CHOICES
 from trainings.offsets import OffsetError, is_time_zone, parse_offsets
-from trainings.push.channels import BY_NAME, PLATFORMS
+from trainings.push.channels import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
 from trainings.push.devices import token_preview
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 
@@ -258,8 +257,8 @@ class DeviceSerializer(serializers.ModelSerializer):
 
 
 class DeviceInputSerializer(serializers.Serializer):
-    platform = serializers.ChoiceField(choices=PLATFORM_CHOICES)
-    provider = serializers.ChoiceField(choices=PROVIDER_CHOICES)
+    platform = serializers.ChoiceField(choices=kinds.live(device_platform_choices))
+    provider = serializers.ChoiceField(choices=kinds.live(device_provider_choices))
     token = serializers.CharField(max_length=4096, trim_whitespace=False)
     app_id = serializers.CharField(
         max_length=255,

@@ -31,8 +31,9 @@ PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
     PushStatus.SKIPPED: frozenset(),
 }
 
-# The statuses a push is recorded in (quiet hours decide which).
-PUSH_INITIAL = (PushStatus.PENDING, PushStatus.HELD, PushStatus.SKIPPED)
+# The statuses a push is recorded in (quiet hours decide which; a fired reminder's pending pushes go in sent,
+# in the transaction that publishes them and commits once the broker took them: trainings/firing.py).
+PUSH_INITIAL = (PushStatus.PENDING, PushStatus.HELD, PushStatus.SKIPPED, PushStatus.SENT)
 
 
 def _push_move(rows: QuerySet[Push], *, source: str, to: str, **fields: Any) -> int:

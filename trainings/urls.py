@@ -4,6 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from trainings.analytics.views import EffectivenessView, PlayersView
+from trainings.experiments.views import ExperimentViewSet
 from trainings.guardians.views import (
     GuardianDeviceViewSet,
     GuardianPreferencesView,
@@ -17,6 +18,7 @@ router = SimpleRouter()
 router.register("trainings", TrainingViewSet, basename="training")
 router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
 router.register("guardians", GuardianViewSet, basename="guardian")
+router.register("experiments", ExperimentViewSet, basename="experiment")
 
 urlpatterns = [
     *router.urls,

@@ -23,7 +23,7 @@ def _span(rules: Iterable[ReminderRule], kind: str) -> timedelta:
     for rule in rules:
         if rule.kind == kind and rule.active:
             try:
-                spans += [offset.approximate() for offset in rule.parsed_offsets()]
+                spans += [offset.approximate() for offset in rule.all_offsets()]
             except OffsetError:
                 continue
     return max(spans, default=timedelta(0))

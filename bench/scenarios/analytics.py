@@ -12,6 +12,10 @@ of rounds, through Django's test client): the operator's page and API over every
 5 teams (with the player list). Beside each, the alternative measured in the same run: the same figures
 computed live from the pushes, sends and answers (`_tallies`, the rebuild's own code) for that scope.
 The plans of the page's statements go to bench/analytics_explain.txt.
+
+With `--keep-data` (and a `--database-name` of its own) the filled, rebuilt month is kept; a later run with
+the same options times the views again on it in minutes, for the days it was filled for, and reports the
+fill, the rebuild and the live alternative as they were measured when the data was made.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -209,23 +213,48 @@ def run(h: Harness, pushes: int | None = None) -> Section:
     from trainings.models import OffsetDay, PlayerDay, Team
 
     pushes = pushes or (200_000 if h.quick else 10_000_000)
-    counts = _fill(pushes)
-    print(f"  filled {counts} ", flush=True)
-    today = timezone.localdate()
-    since, until = today - timedelta(days=DAYS), today - timedelta(days=1)
-    started = time.perf_counter()
-    team_days = summaries_rebuild(since=since, until=until)
-    rebuild_s = time.perf_counter() - started
-    summary_rows = (OffsetDay.objects.count(), PlayerDay.objects.count())
-    with connection.cursor() as cursor:  # as autovacuum would after the rebuild's inserts
-        for model in (OffsetDay, PlayerDay):
-            cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
-    print(f"  rebuilt {team_days:,} team days in {rebuild_s:.1f} s; summary rows {summary_rows}", flush=True)
+    kept = h.kept("analytics")
+    if kept is not None and kept["requested"] != pushes:
+        raise RuntimeError(
+            f"the kept database holds {kept['requested']:,} requested pushes, not {pushes:,}: pass "
+            f"--analytics-pushes {kept['requested']} or another --database-name"
+        )
+    if kept is None:
+        counts = _fill(pushes)
+        print(f"  filled {counts} ", flush=True)
+        today = timezone.localdate()
+        since, until = today - timedelta(days=DAYS), today - timedelta(days=1)
+        started = time.perf_counter()
+        team_days = summaries_rebuild(since=since, until=until)
+        rebuild_s = time.perf_counter() - started
+        summary_rows = (OffsetDay.objects.count(), PlayerDay.objects.count())
+        with connection.cursor() as cursor:  # as autovacuum would after the rebuild's inserts
+            for model in (OffsetDay, PlayerDay):
+                cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
+        print(f"  rebuilt {team_days:,} team days in {rebuild_s:.1f} s; summary rows {summary_rows}")
+        kept = {
+            "requested": pushes,
+            "counts": counts,
+            "since": since.isoformat(),
+            "until": until.isoformat(),
+            "team_days": team_days,
+            "rebuild_seconds": rebuild_s,
+            "summary_rows": summary_rows,
+            "live_ms": {},
+        }
+        h.keep("analytics", kept)
+    else:
+        counts, team_days, rebuild_s = kept["counts"], kept["team_days"], kept["rebuild_seconds"]
+        summary_rows = tuple(kept["summary_rows"])
+        since, until = date.fromisoformat(kept["since"]), date.fromisoformat(kept["until"])
+        print(f"  reusing the kept data: {counts}, days {since} to {until}", flush=True)
 
     django.conf.settings.ALLOWED_HOSTS = [*django.conf.settings.ALLOWED_HOSTS, "testserver"]
     users = get_user_model()
-    operator = users.objects.create(username="bench-operator", is_staff=True, is_superuser=True)
-    coach = users.objects.create(username="bench-coach", is_staff=True)
+    operator, _ = users.objects.get_or_create(
+        username="bench-operator", defaults={"is_staff": True, "is_superuser": True}
+    )
+    coach, _ = users.objects.get_or_create(username="bench-coach", defaults={"is_staff": True})
     teams = list(Team.objects.order_by("pk")[:5])
     for team in teams:
         team.coaches.add(coach)
@@ -246,10 +275,17 @@ def run(h: Harness, pushes: int | None = None) -> Section:
     section = Section("analytics")
     live_rounds = 1 if counts["Push"] > 500_000 else 3
     load = f"load {os.getloadavg()[0]:.1f}"
+    if h.database_reused:
+        load += "; kept data: fill, rebuild and live as measured when it was made"
     for number, label, call, scope_teams in views:
         assert call().status_code == 200
         ours, times = _median_ms(call, ROUNDS)
-        live, _ = _median_ms(_live(scope_teams, since, until), live_rounds, warm=live_rounds > 1)
+        if number in kept["live_ms"]:  # measured when the kept data was made: minutes each at 10 M
+            live = kept["live_ms"][number]
+        else:
+            live, _ = _median_ms(_live(scope_teams, since, until), live_rounds, warm=live_rounds > 1)
+            kept["live_ms"][number] = live
+            h.keep("analytics", kept)
         print(
             f"  {label}: median {ours:.1f} ms (rounds {', '.join(f'{x:.0f}' for x in times)}); "
             f"computed live {live:.0f} ms",

@@ -18,16 +18,16 @@ import sys
 import time
 import uuid
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.harness import Harness
+from bench.peers import KEY_ID, TEAM_ID, TOPIC, Peers, peers_start
 from bench.report import Row, Section
 
 TARGET = 1_000.0
 
 
-def _send_path(n: int, *, apns: Any, fcm: Any, key_path: Path, account: Path) -> dict[str, Any]:
+def _send_path(n: int, peers: Peers) -> dict[str, Any]:
     """7b: the providers alone, as the gateway's sending thread drives them (100 workers on one event
     loop), without the database and the queue: what the HTTP/2 path itself costs per send."""
     import asyncio
@@ -38,11 +38,11 @@ def _send_path(n: int, *, apns: Any, fcm: Any, key_path: Path, account: Path) ->
     from trainings.push.fcm import FcmProvider
     from trainings.push.messages import PushMessage, PushProvider, Target, Verdict
 
-    with override_settings(PUSH_TLS_CA_FILE=str(apns.ca_file)):
+    with override_settings(PUSH_TLS_CA_FILE=str(peers.apns.ca_file)):
         providers: dict[str, PushProvider] = {
-            "apns": ApnsProvider(key_file=str(key_path), key_id="BENCHKEY01", team_id="BENCHTEAM1",
-                                 topic="com.example.bench", base_url=apns.url),
-            "fcm": FcmProvider(credentials_file=str(account), base_url=fcm.url),
+            "apns": ApnsProvider(key_file=str(peers.key_path), key_id=KEY_ID, team_id=TEAM_ID, topic=TOPIC,
+                                 base_url=peers.apns.url),
+            "fcm": FcmProvider(credentials_file=str(peers.account), base_url=peers.fcm.url),
         }  # fmt: skip
     providers["fcm"].prepare()
     now = time.time()
@@ -161,7 +161,6 @@ def run(h: Harness) -> Section:
     from django.utils import timezone
 
     from trainings import models as tm
-    from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
 
     section = Section("push")
     n = 1_000 if h.quick else 4_000
@@ -181,27 +180,13 @@ def run(h: Harness) -> Section:
     def drain(label: str, **env: str) -> dict[str, Any]:
         return gateway_drain(h, label, players, training=training, expires_at=start, **env)
 
-    workdir = Path(h.log_dir) / "push-peers"
-    workdir.mkdir(parents=True, exist_ok=True)
-    key_path, public_key = apns_key(workdir)
-    apns = ApnsPeer(workdir, public_key=public_key, key_id="BENCHKEY01", team_id="BENCHTEAM1",
-                    topic="com.example.bench", record=False)  # fmt: skip
-    fcm = FcmPeer(workdir, project_id="bench-project", record=False)
-    account, account_key = service_account(workdir, token_uri=fcm.token_uri, project_id="bench-project")
-    fcm.trust(account_key)
+    loopback = peers_start(h, "push-peers")
     try:
-        peers = drain(
-            "peers",
-            PUSH_APNS_BASE_URL=apns.url, PUSH_APNS_KEY_FILE=str(key_path), PUSH_APNS_KEY_ID="BENCHKEY01",
-            PUSH_APNS_TEAM_ID="BENCHTEAM1", PUSH_APNS_TOPIC="com.example.bench",
-            PUSH_TLS_CA_FILE=str(apns.ca_file),
-            PUSH_FCM_BASE_URL=fcm.url, PUSH_FCM_CREDENTIALS_FILE=str(account),
-        )  # fmt: skip
-        peers["apns_requests"], peers["fcm_requests"] = apns.count, fcm.count
-        sends = _send_path(n, apns=apns, fcm=fcm, key_path=key_path, account=account)
+        peers = drain("peers", **loopback.env)
+        peers["apns_requests"], peers["fcm_requests"] = loopback.apns.count, loopback.fcm.count
+        sends = _send_path(n, loopback)
     finally:
-        apns.stop()
-        fcm.stop()
+        loopback.stop()
     logging_run = drain("logging")
 
     rate = peers["rate"]

@@ -25,13 +25,13 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.cpu import CpuMeter, children, named
 from bench.harness import Harness, quantile
+from bench.peers import Peers, peers_start
 from bench.report import Row, Section
 
 PLAYERS = 20
@@ -53,20 +53,6 @@ class Storm:
     rule: Any
     pushes: int
     rounds: int = 0
-
-
-@dataclass
-class Peers:
-    apns: Any
-    fcm: Any
-    env: dict[str, str] = field(default_factory=dict)
-
-    def accepted(self) -> list[float]:
-        return sorted(self.apns.accepted_at + self.fcm.accepted_at)
-
-    def clear(self) -> None:
-        self.apns.accepted_at.clear()
-        self.fcm.accepted_at.clear()
 
 
 def _setup(n: int) -> Storm:
@@ -267,25 +253,6 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _peers(h: Harness) -> Peers:
-    from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
-
-    workdir = Path(h.log_dir) / "storm-peers"
-    workdir.mkdir(parents=True, exist_ok=True)
-    key_path, public_key = apns_key(workdir)
-    apns = ApnsPeer(workdir, public_key=public_key, key_id="BENCHKEY01", team_id="BENCHTEAM1",
-                    topic="com.example.bench", record=False)  # fmt: skip
-    fcm = FcmPeer(workdir, project_id="bench-project", record=False)
-    account, account_key = service_account(workdir, token_uri=fcm.token_uri, project_id="bench-project")
-    fcm.trust(account_key)
-    env = dict(
-        PUSH_APNS_BASE_URL=apns.url, PUSH_APNS_KEY_FILE=str(key_path), PUSH_APNS_KEY_ID="BENCHKEY01",
-        PUSH_APNS_TEAM_ID="BENCHTEAM1", PUSH_APNS_TOPIC="com.example.bench",
-        PUSH_TLS_CA_FILE=str(apns.ca_file), PUSH_FCM_BASE_URL=fcm.url, PUSH_FCM_CREDENTIALS_FILE=str(account),
-    )  # fmt: skip
-    return Peers(apns, fcm, env)
-
-
 # Processes of the project whose CPU the target counts (RabbitMQ's broker is reported apart).
 _PROJECT = ("worker", "beat", "gateway", "postgresql")
 
@@ -313,7 +280,7 @@ def run(h: Harness, reminders: int | None = None) -> Section:
     storm = _setup(n)
     print(f"  {n:,} trainings of {PLAYERS} players scheduled in {time.perf_counter() - setup_start:.0f} s",
           flush=True)  # fmt: skip
-    peers = _peers(h)
+    peers = peers_start(h, "storm-peers")
     try:
         raw_count = min(storm.pushes, 20_000)
         raw_seconds, _ = _raw_publish(h, raw_count, per_transaction=500)
@@ -333,8 +300,7 @@ def run(h: Harness, reminders: int | None = None) -> Section:
                 flush=True,
             )
     finally:
-        peers.apns.stop()
-        peers.fcm.stop()
+        peers.stop()
     ours, logging_run, scaled = rounds
     section.rows += _rows(n, storm.pushes, raw, raw_count, ours, logging_run, scaled)
     section.data = {"reminders": n, "pushes": storm.pushes, "raw_publish": raw, "rounds": rounds}

@@ -246,6 +246,30 @@ def test_the_published_message_is_the_stored_push_message(training, rules, push_
     assert all(body == stored[body["idempotency_key"]] for body in bodies)
 
 
+@pytest.mark.postgres
+@pytest.mark.rabbitmq
+def test_a_fired_push_is_written_once_already_sent(training, rules, push_queue) -> None:
+    """One write a push: inserted sent in the transaction that publishes it, never updated afterwards."""
+    from django.db import connection
+
+    def writes() -> tuple[int, int]:  # this connection's transaction's inserts and updates of pushes so far
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+                [Push._meta.db_table],
+            )
+            return cursor.fetchone()
+
+    at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
+    before = writes()
+    fire(at_15)
+    after = writes()
+    assert len(drain_queue(push_queue, expect=3)) == 3
+    assert set(Push.objects.values_list("status", flat=True)) == {PushStatus.SENT}
+    assert Push.objects.filter(sent_at__isnull=True).count() == 0
+    assert (after[0] - before[0], after[1] - before[1]) == (3, 0)
+
+
 @pytest.mark.parametrize("payload", [{}, {"training": "not-a-uuid", "rule": 1}, {"training": None}, ["x"]])
 def test_a_payload_naming_nothing_is_recorded_as_gone_not_retried(payload) -> None:
     delivery = Delivery(1, "occ-gone", "training-x-y", START, 1, "trainings.reminder", payload)

@@ -145,7 +145,7 @@ def test_a_guardians_questionnaire_answer_by_email_counts_for_the_player(
     answer = QuestionnaireAnswer.objects.get(training=training, player=alice, phase="PRE")
     assert (answer.source, answer.answered_by) == (AnswerSource.EMAIL_LINK, maria)
     grid = {r.player: r for r in training_player_grid(training=training)}
-    assert grid["Alice"].pre_how == "from the email, answered by Alice's mother (Maria)"
+    assert grid["Alice"].answers["PRE"].how == "from the email, answered by Alice's mother (Maria)"
     first = _occurrence(training, rules["pre-questionnaire"], dt.timedelta(minutes=90))
     assert fire(first).delivered == 1
     assert "Alice" not in " ".join(_pushed(first))

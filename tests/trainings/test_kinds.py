@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from reminders.models import Occurrence, OccurrenceStatus
@@ -130,6 +132,33 @@ def test_its_answer_and_its_rule_are_accepted_where_the_others_are(team: Team, l
     assert states == [NOT_YET, OPEN, CLOSED]
 
 
+def test_the_coachs_list_and_grid_show_its_answers_in_a_column_of_their_own(
+    team: Team, lineup: ReminderRule
+) -> None:
+    training = training_made(team, timezone.now() + dt.timedelta(hours=1), title="Match day")
+    for name in ("Alice", "Bruno"):
+        invitation_respond(
+            invitation=training.invitations.get(player__name=name), status=InvitationStatus.ACCEPTED
+        )
+    answer_record(training=training, player=_player("Alice"), phase=LINEUP.code, answers={"confirmed": True})
+    coach = Client()
+    coach.force_login(UserFactory(is_staff=True, is_superuser=True))
+
+    listing = coach.get("/admin/trainings/training/").content.decode()
+    # Beside the others, not instead of them.
+    assert "<span>Lineup answers</span>" in listing and "<span>Pre answers</span>" in listing
+    row = listing.split("Match day", 1)[1].split("</tr>", 1)[0]
+    lineup_cell = row.split('class="field-lineup_questionnaire"', 1)[1].split("</td>", 1)[0]
+    assert "1 ✓" in lineup_cell and "1 owed" in lineup_cell  # Bruno; Chloe has not accepted: not asked
+
+    page = coach.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    grid = page.split('class="player-grid"', 1)[1].split("</table>", 1)[0]
+    headings = [h.split("</th>", 1)[0] for h in grid.split("<th>")[1:]]
+    assert headings[2:5] == ["pre questionnaire", "post questionnaire", "lineup questionnaire"]
+    rows = {r.split("<td>", 2)[1].split("</td>", 1)[0]: r.split("<td>")[1:] for r in grid.split("<tr>")[2:]}
+    assert "grid-ok" in rows["Alice"][4] and "grid-owed" in rows["Bruno"][4]
+
+
 def test_a_code_no_kind_has_is_refused_at_the_boundaries(team: Team) -> None:
     with pytest.raises(ValidationError, match="kind"):
         ReminderRule(slug="lineup-copy", kind="LINEUP", offsets=["1h"]).full_clean()
@@ -168,6 +197,9 @@ def test_a_kind_is_refused_when_its_code_does_not_fit_or_it_waits_for_nothing() 
         kinds.Kind(
             code="LINEUP", label="", anchor="start", sign=-1, closes=kinds.at_start, answer=None, screen=""
         )
+    with pytest.raises(ValueError, match="notice says something"):
+        kinds.Kind(code="CANCELLED", label="", anchor="start", sign=-1, closes=kinds.at_start, answer=None,
+                   screen="", rule=False, notice={"fr": ("Annulé", "{title} est annulé.")})  # fmt: skip
     with pytest.raises(ValueError, match="already registered"):
         kinds.register(kinds.Kind(code="PRE", label="Other", anchor="end", sign=1, closes=kinds.at_start,
                                   answer=kinds.Response(), screen=""))  # fmt: skip

@@ -183,15 +183,22 @@ def _quiet_now(team: Team, *, before: int, after: int) -> dt.datetime:
     return now + dt.timedelta(minutes=after)
 
 
-def test_a_moved_notice_in_quiet_hours_is_held_until_they_end(
+def _notice_held(
     training: Training, rules: dict[str, ReminderRule], push_queue: str, team: Team
-) -> None:
+) -> tuple[Training, dt.datetime]:
+    """Everyone reminded, then the training moved in their quiet hours: its notice held until they end."""
     fire(_pre(training, rules, 90))
     drain_queue(push_queue, expect=3)
     end = _quiet_now(team, before=60, after=120)
-
     training = _move(training, 20)
     fire(_notice(training))
+    return training, end
+
+
+def test_a_moved_notice_in_quiet_hours_is_held_until_they_end(
+    training: Training, rules: dict[str, ReminderRule], push_queue: str, team: Team
+) -> None:
+    training, end = _notice_held(training, rules, push_queue, team)
 
     assert drain_queue(push_queue) == []
     moved = Push.objects.filter(kind=kinds.MOVED.code)
@@ -202,6 +209,24 @@ def test_a_moved_notice_in_quiet_hours_is_held_until_they_end(
     bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
     assert {b["kind"] for b in bodies} == {kinds.MOVED.code}
     assert {p.status for p in Push.objects.filter(kind=kinds.MOVED.code)} == {PushStatus.SENT}
+
+
+def test_a_held_moved_notice_is_withdrawn_for_a_player_who_declines_while_it_is_held(
+    training: Training, rules: dict[str, ReminderRule], push_queue: str, team: Team
+) -> None:
+    training, _ = _notice_held(training, rules, push_queue, team)
+    alice = training.invitations.get(player__name="Alice")
+    invitation_respond(invitation=alice, status=InvitationStatus.DENIED)
+
+    fire(Occurrence.objects.get(job__key=quiet_release_key(training_id=training.pk, rule=None)))
+
+    bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=2)]
+    assert alice.player_id not in {b["player"] for b in bodies}
+    withdrawn = Push.objects.get(kind=kinds.MOVED.code, player=alice.player_id)
+    assert (withdrawn.status, withdrawn.status_reason) == (PushStatus.WITHDRAWN, "answered while held")
+    sent = Push.objects.filter(kind=kinds.MOVED.code, status=PushStatus.SENT)
+    texts = {"Training moved: Speed session", "Entraînement déplacé : Speed session"}  # their languages
+    assert len(sent) == 2 and {p.title for p in sent} <= texts
 
 
 def test_a_move_to_before_the_quiet_hours_end_breaks_through_with_the_reason(

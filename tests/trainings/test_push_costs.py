@@ -97,6 +97,29 @@ def test_the_bearer_token_is_indexed_by_hpack_and_per_request_values_are_not() -
     assert all(f"{n:064x}".encode() in block for n, block in enumerate(blocks))
     names = [entry[0] for entry in encoder.header_table.dynamic_entries]
     assert b"authorization" in names and b":path" not in names and b"apns-id" not in names
+    assert b"content-length" not in names
+
+
+def test_pushes_of_many_trainings_leave_the_apns_hpack_table_to_the_values_that_repeat(
+    apns: ApnsPeer, sender: PushSender
+) -> None:
+    """A storm interleaves thousands of trainings: their collapse ids and expirations are never indexed, so
+    the dynamic table (which hpack walks for every header of every request) keeps only what repeats."""
+    players = [PlayerFactory(devices=[]) for _ in range(30)]
+    for n, player in enumerate(players):
+        DeviceFactory(player=player, provider="apns", platform="ios", token=f"{n:064x}")
+    bodies = [
+        message(f"occ.{n}", player.pk, training=f"00000000-0000-4000-8000-{n:012d}", expires_in=600 + n)
+        for n, player in enumerate(players)
+    ]
+    assert {r.outcome for r in sender.handle(bodies)} == {Outcome.DELIVERED}
+    assert len({r.headers["apns-collapse-id"] for r in apns.received}) == 30  # each still sent
+    connection = _apns(sender)._http._connection
+    assert connection is not None
+    entries = connection.h2.encoder.header_table.dynamic_entries
+    repeating = {b":authority", b"authorization", b"apns-topic", b"apns-push-type", b"apns-priority",
+                 b"content-type"}  # fmt: skip
+    assert {name for name, _ in entries} == repeating
 
 
 def test_a_round_records_every_device_outcome_with_one_statement_per_kind(

@@ -3,6 +3,7 @@ reminder timeline shown on a training's page."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -15,7 +16,7 @@ from reminders.api import occurrence_state
 from trainings import kinds
 from trainings.delivery import timeline_reached
 from trainings.models import ReminderRule, RunOutcome, Training
-from trainings.selectors import training_player_grid, training_timeline
+from trainings.selectors import Answered, PlayerRow, training_player_grid, training_timeline
 from trainings.windows import CLOSED, NOT_YET, OPEN
 
 # The seeded rules' slugs (trainings/defaults.py): their kind's name says it all.
@@ -66,8 +67,9 @@ def answers_html(answers: Any) -> SafeString:
     )
 
 
-def player_grid_html(training: Training, pre_window: str = OPEN, post_window: str = OPEN) -> SafeString:
-    """Each invited player's answers and pushes for the training's change page.
+def player_grid_html(training: Training, windows: Mapping[str, str] | None = None) -> SafeString:
+    """Each invited player's answers and pushes for the training's change page: a column per questionnaire
+    kind of the kinds table (`windows`: each kind's answer window by code, open when not given).
 
     An answer is "owed" only while its questionnaire is open: "not yet" before, "missed" after, and on a
     cancelled training nothing is owed.
@@ -75,10 +77,14 @@ def player_grid_html(training: Training, pre_window: str = OPEN, post_window: st
     if training.pk is None or training._state.adding:
         return format_html("<p>{}</p>", "Shown once the training is saved.")
     zone = training.zone
+    questionnaires = kinds.questionnaire_kinds()
+    windows = windows or {}
 
-    def answered(at: datetime | None, declined: bool, window: str, how: str = "") -> SafeString:
-        if at is not None:
-            return format_html('<span class="grid-ok">✓ {}</span>{}', local_time(at, zone), _how(how))
+    def answered(cell: Answered, declined: bool, window: str) -> SafeString:
+        if cell.at is not None:
+            return format_html(
+                '<span class="grid-ok">✓ {}</span>{}', local_time(cell.at, zone), _how(cell.how)
+            )
         if declined or training.cancelled:
             return format_html("<span>{}</span>", "—")
         if window == NOT_YET:
@@ -87,30 +93,40 @@ def player_grid_html(training: Training, pre_window: str = OPEN, post_window: st
             return format_html('<span class="grid-missed">{}</span>', "missed")
         return format_html('<span class="grid-owed">{}</span>', "owed")
 
+    def cells(row: PlayerRow) -> Iterator[SafeString]:
+        yield format_html("{}", row.player)
+        yield (
+            format_html(
+                "{} ({}){}", row.invitation, local_time(row.responded_at, zone), _how(row.invitation_how)
+            )
+            if row.responded_at
+            else format_html("{}", row.invitation)
+        )
+        for kind in questionnaires:
+            yield answered(row.answers[kind.code], row.declined, windows.get(kind.code, OPEN))
+        yield format_html("{}", row.reminders_received)
+        yield format_html(
+            "{}", f"{row.last_push}, {local_time(row.last_push_at, zone)}" if row.last_push else "—"
+        )
+
     rows = format_html_join(
         "",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        "<tr>{}</tr>",
         (
-            (
-                row.player,
-                format_html(
-                    "{} ({}){}", row.invitation, local_time(row.responded_at, zone), _how(row.invitation_how)
-                )
-                if row.responded_at
-                else row.invitation,
-                answered(row.pre_answered_at, row.declined, pre_window, row.pre_how),
-                answered(row.post_answered_at, row.declined, post_window, row.post_how),
-                row.reminders_received,
-                f"{row.last_push}, {local_time(row.last_push_at, zone)}" if row.last_push else "—",
-            )
+            (format_html_join("", "<td>{}</td>", ((c,) for c in cells(row))),)
             for row in training_player_grid(training=training)
         ),
     )
+    headings = [
+        "player",
+        "invitation",
+        *(f"{kind.short} questionnaire" for kind in questionnaires),
+        "reminders that reached a phone",
+        "last push, on the phone side",
+    ]
     return format_html(
-        '<table class="player-grid"><thead><tr><th>player</th><th>invitation</th>'
-        "<th>pre questionnaire</th><th>post questionnaire</th><th>reminders that reached a phone</th>"
-        "<th>last push, on the phone side</th></tr></thead>"
-        "<tbody>{}</tbody></table>",
+        '<table class="player-grid"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+        format_html_join("", "<th>{}</th>", ((h,) for h in headings)),
         rows,
     )
 

@@ -10,6 +10,7 @@ reminders are rescheduled in the admin's own transaction.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -42,6 +43,7 @@ from trainings.models import (
 )
 from trainings.recipients import reminder_recipients
 from trainings.selectors import (
+    answered_owed,
     teams_visible_to,
     trainings_next_reminder,
     trainings_visible_to,
@@ -67,10 +69,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         "local_start",
         "next_reminder",
         "invitations",
-        "pre_questionnaire",
-        "post_questionnaire",
         "state",
-    ]
+    ]  # and before "state", a column per questionnaire kind (`get_list_display`)
     list_filter = ["cancelled", "start"]
     search_fields = ["title", "team__name"]
     date_hierarchy = "start"
@@ -330,23 +330,20 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             '<span title="answered">{} ✓</span> <span class="pending">{} owed</span>', answered, owed
         )
 
-    @admin.display(description="pre answers")
-    def pre_questionnaire(self, training: Training) -> SafeString:
-        return self._answered_owed(
-            training,
-            kinds.PRE.code,
-            getattr(training, "n_pre_answered", 0),
-            getattr(training, "n_pre_owed", 0),
-        )
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        """The list's columns, with answered and owed for each questionnaire kind of the kinds table."""
+        columns: list[Any] = list(super().get_list_display(request))
+        at = columns.index("state")
+        columns[at:at] = [self._answers_column(kind) for kind in kinds.questionnaire_kinds()]
+        return columns
 
-    @admin.display(description="post answers")
-    def post_questionnaire(self, training: Training) -> SafeString:
-        return self._answered_owed(
-            training,
-            kinds.POST.code,
-            getattr(training, "n_post_answered", 0),
-            getattr(training, "n_post_owed", 0),
-        )
+    def _answers_column(self, kind: kinds.Kind) -> Callable[[Training], SafeString]:
+        @admin.display(description=f"{kind.short} answers")
+        def column(training: Training) -> SafeString:
+            return self._answered_owed(training, kind.code, *answered_owed(training, kind))
+
+        column.__name__ = f"{kind.short.replace(' ', '_')}_questionnaire"  # the column's CSS class
+        return column
 
     @admin.display(description="status", ordering="cancelled")
     def state(self, training: Training) -> SafeString:
@@ -360,7 +357,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     @admin.display(description="Player grid")
     def player_grid(self, training: Training) -> SafeString:
         return player_grid_html(
-            training, self._window(training, kinds.PRE.code), self._window(training, kinds.POST.code)
+            training, {kind.code: self._window(training, kind.code) for kind in kinds.questionnaire_kinds()}
         )
 
     @admin.display(description="Reminder timeline")

@@ -16,6 +16,8 @@ and the actions of the kind's answer (trainings/kinds.py): for an invitation TRA
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +27,7 @@ from uuid import UUID
 from django.conf import settings
 from django.core import signing
 from django.urls import reverse
+from django.utils.encoding import force_bytes
 
 from trainings import kinds
 
@@ -85,7 +88,32 @@ def answer_token(
     value: list[object] = [player_id, hex_id, kind, CHANNELS[channel]]
     if guardian_id is not None:
         value.append(guardian_id)
-    return signing.dumps(value, salt=SALT, compress=False)
+    return _signer(settings.SECRET_KEY).sign_object(value)
+
+
+class _LinkSigner(signing.TimestampSigner):
+    """`signing.dumps(value, salt=SALT)` as the gateway signs a link per push: Django's TimestampSigner,
+    whose every signature derives the HMAC key from the salt and SECRET_KEY again (`salted_hmac`) and
+    which is built again per call; here the keyed HMAC is made once and copied per signature. The same
+    tokens, read back by `signing.loads` (and any key in SECRET_KEY_FALLBACKS still reads older ones)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key=key, salt=SALT)
+        derived = hashlib.sha256(force_bytes(SALT + "signer") + force_bytes(key)).digest()
+        self._mac = hmac.new(derived, digestmod=hashlib.sha256)
+
+    def signature(self, value: str | bytes, key: str | bytes | None = None) -> str:
+        if key is not None and key != self.key:
+            return super().signature(value, key)
+        mac = self._mac.copy()
+        mac.update(force_bytes(value))
+        return signing.b64_encode(mac.digest()).decode()
+
+
+@cache
+def _signer(key: str) -> _LinkSigner:
+    """One signer per SECRET_KEY (a test, or a rotation, may change it while the process runs)."""
+    return _LinkSigner(key)
 
 
 def answer_link_read(token: str) -> AnswerLink:

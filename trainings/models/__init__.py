@@ -32,23 +32,19 @@ from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
 from trainings.models.devices import PushMinute as PushMinute
 from trainings.models.devices import PushSend as PushSend
 from trainings.models.devices import SendStatus as SendStatus
+from trainings.models.experiments import Experiment as Experiment
+from trainings.models.experiments import ExperimentAssignment as ExperimentAssignment
+from trainings.models.experiments import ExperimentStatus as ExperimentStatus
+from trainings.models.experiments import Variant as Variant
 from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
-from trainings.offsets import Offset, OffsetError, is_time_zone, parse_offsets, parse_stored_offsets, shift
+from trainings.offsets import Offset, is_time_zone, parse_stored_offsets, shift
+from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
 
 PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-
-
-def validate_offsets(value: object) -> None:
-    if not isinstance(value, list) or not value:
-        raise ValidationError("a non-empty list of offsets such as ['90m', '6h', '3d'].")
-    try:
-        parse_offsets(value)
-    except OffsetError as exc:
-        raise ValidationError(str(exc)) from None
 
 
 def validate_template(value: str) -> None:
@@ -181,6 +177,22 @@ class ReminderRule(models.Model):
     critical = models.BooleanField(
         default=False, help_text="Operators: players' mute and quiet hours cannot hide these reminders."
     )
+    # Set and cleared by trainings/experiments/control.py only (never in a form).
+    experiment = models.ForeignKey(
+        "trainings.Experiment",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The timing experiment running on this rule.",
+    )
+    variant_offsets = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="The running experiment's variants' offsets, arm 1 first (arm 0 is `offsets`).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
     history = AuditedHistory()
 
@@ -193,13 +205,25 @@ class ReminderRule(models.Model):
     def parsed_offsets(self) -> list[Offset]:
         return parse_stored_offsets(self.offsets)
 
+    def arm_offsets(self) -> list[list[Offset]]:
+        """Each arm's offsets: the rule's own (arm 0), then a running experiment's variants'."""
+        if self.experiment_id is None:
+            return [self.parsed_offsets()]
+        return [self.parsed_offsets(), *(parse_stored_offsets(offsets) for offsets in self.variant_offsets)]
+
+    def all_offsets(self) -> list[Offset]:
+        """Every offset some arm reminds at: what the rule's jobs hold."""
+        return sorted({offset for arm in self.arm_offsets() for offset in arm}, key=lambda o: o.approximate())
+
+    def arms_at(self, offset: Offset) -> frozenset[int]:
+        """The arms that remind at `offset` (only arm 0 when no experiment runs)."""
+        return frozenset(arm for arm, offsets in enumerate(self.arm_offsets()) if offset in offsets)
+
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
-        """Every instant this rule wants for `training`, earliest first, with the offset that gave it."""
+        """Every instant this rule wants for `training` (any arm's), earliest first, with its offset."""
         kind = kinds.of(self.kind)
         anchor, zone = kind.anchor_of(training), training.zone
-        pairs = [
-            (shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.parsed_offsets()
-        ]
+        pairs = [(shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.all_offsets()]
         return sorted(pairs)
 
 

@@ -15,21 +15,24 @@ from trainings.push.channels import (
     device_provider_choices,
 )
 
-# The channels' table (trainings/push/channels.py) says which providers and platforms a device may have.
-PROVIDER_CHOICES = device_provider_choices()
-PLATFORM_CHOICES = device_platform_choices()
 
-
-def _channel_platform_constraints() -> list[models.CheckConstraint]:
-    """A channel whose addresses live on some platforms only (APNs: Apple's) refuses a device elsewhere."""
-    used = {value for value, _ in PLATFORM_CHOICES}
+def channel_constraints() -> list[models.CheckConstraint]:
+    """The device checks the channels' table (trainings/push/channels.py) makes: the platforms and providers
+    a device may have, and a channel whose addresses live on some platforms only (APNs: Apple's) refuses a
+    device elsewhere. A new channel changes them: `manage.py makemigrations` writes that migration."""
+    platforms = [value for value, _ in device_platform_choices()]
+    providers = [value for value, _ in device_provider_choices()]
     return [
-        models.CheckConstraint(
-            condition=~Q(provider=c.name) | Q(platform__in=[p for p in PLATFORMS if p in c.platforms]),
-            name=f"device_{c.name}_platforms",
-        )
-        for c in address_channels()
-        if not used <= set(c.platforms)
+        models.CheckConstraint(condition=Q(platform__in=platforms), name="device_platform_valid"),
+        models.CheckConstraint(condition=Q(provider__in=providers), name="device_provider_valid"),
+        *(
+            models.CheckConstraint(
+                condition=~Q(provider=c.name) | Q(platform__in=[p for p in PLATFORMS if p in c.platforms]),
+                name=f"device_{c.name}_platforms",
+            )
+            for c in address_channels()
+            if not set(platforms) <= set(c.platforms)
+        ),
     ]
 
 
@@ -49,8 +52,9 @@ class Device(models.Model):
     guardian = models.ForeignKey(
         "trainings.Guardian", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
     )
-    platform = models.CharField(max_length=10, choices=PLATFORM_CHOICES)
-    provider = models.CharField(max_length=10, choices=PROVIDER_CHOICES)
+    # Read from the channels' table when asked (callables: the choices need no migration of their own).
+    platform = models.CharField(max_length=10, choices=device_platform_choices)
+    provider = models.CharField(max_length=10, choices=device_provider_choices)
     token = models.CharField(max_length=4096)
     app_id = models.CharField(
         max_length=255,
@@ -67,13 +71,7 @@ class Device(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["provider", "token"], name="device_unique_token_per_provider"),
-            models.CheckConstraint(
-                condition=Q(platform__in=[v for v, _ in PLATFORM_CHOICES]), name="device_platform_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(provider__in=[v for v, _ in PROVIDER_CHOICES]), name="device_provider_valid"
-            ),
-            *_channel_platform_constraints(),
+            *channel_constraints(),
             models.CheckConstraint(
                 condition=Q(disabled_at__isnull=True, disabled_reason="")
                 | Q(disabled_at__isnull=False) & ~Q(disabled_reason=""),

@@ -13,9 +13,10 @@ Per request the costs are HPACK's and the socket's, so both are kept small (py-s
 encoding headers was most of the sending thread's time):
 - Header indexing is chosen here, not by h2's defaults. A value that repeats on a connection (the
   `authorization` bearer token, the topic, the push type) is indexed: after the first request it costs one
-  byte. A value that is new on every request (`:path` with the device token, the caller's
-  `per_request_headers` such as `apns-id`) is sent never-indexed, so it neither churns the 4 KiB dynamic
-  table (evicting the token) nor slows hpack's linear table search. h2 itself never indexes
+  byte. A value that is new on every request or nearly (`:path` with the device token, `content-length`,
+  the caller's `per_request_headers` such as `apns-id`) is sent never-indexed, so it neither churns the
+  4 KiB dynamic table (evicting the token) nor slows hpack's table search, which walks every dynamic
+  entry for every header of every request. h2 itself never indexes
   `authorization` (its default guards against compression oracles); that guard is for values an attacker
   can probe with guesses in the same compression context, and HPACK only matches whole values: nobody but
   this client sets `authorization` on the connection, and the value is a signed JWT / a random access
@@ -284,7 +285,7 @@ class H2Client:
                 raise H2BadRequest(f"header {name[:40]!r}: a control character or surrounding white space")
             kind = NeverIndexedHeaderTuple if name in self.per_request_headers else HeaderTuple
             block.append(kind(name.encode(), value.encode()))
-        block.append(HeaderTuple(b"content-length", str(len(body)).encode()))
+        block.append(NeverIndexedHeaderTuple(b"content-length", str(len(body)).encode()))
         return block
 
     async def post(self, path: str, *, headers: dict[str, str], body: bytes) -> H2Response:

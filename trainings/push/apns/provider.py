@@ -56,7 +56,11 @@ class ApnsProvider:
             0.0  # time.monotonic() when it was signed (a wall-clock step neither ages nor renews it)
         )
         self.token_seconds = float(APNS_TOKEN_SECONDS)
-        self._http = h2_connect(base_url, per_request_headers=("apns-id",))
+        # A send's id is new on every request; its collapse id and expiration are its training's, and a
+        # storm interleaves thousands of trainings: indexed, they would churn the HPACK table (h2client.py).
+        self._http = h2_connect(
+            base_url, per_request_headers=("apns-id", "apns-collapse-id", "apns-expiration")
+        )
 
     def prepare(self) -> None:
         pass

@@ -1,0 +1,10 @@
+"""Timing experiments: a rule's alternative offset lists tried side by side, and which works better.
+
+- assignment.py: which arm a player is in (a stable hash of experiment and player), and its record;
+- control.py: an operator starts, stops and promotes (the rule and its trainings' schedules follow);
+- statistics.py: Wilson intervals and the difference of two rates (pure);
+- results.py: the arms' answer rates and times to answer, compared with the rule's.
+
+Scheduling (trainings/scheduling.py) gives a rule's jobs every arm's instants; firing (trainings/firing.py)
+reminds at each instant only the players whose arm has that offset. docs/analytics.md explains the figures.
+"""

@@ -1,0 +1,94 @@
+"""Timing experiments (trainings/experiments/): a rule's alternative offset lists, tried on a share of the
+players each, and who was given which.
+
+While an experiment runs its rule names it (`ReminderRule.experiment`) and carries its variants' offsets
+(`ReminderRule.variant_offsets`), so scheduling and firing read everything from the rule row they already
+load. Arm 0 is the rule's own offsets; arm n is the variant at `arm = n`.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from trainings.offsets import validate_offsets
+
+
+class ExperimentStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    STOPPED = "stopped", "Stopped (everyone back on the rule)"
+    PROMOTED = "promoted", "Promoted (a variant's offsets became the rule's)"
+
+
+class Experiment(models.Model):
+    """One comparison of a rule's offsets against one or more variants, from `started_at` to `stopped_at`."""
+
+    rule = models.ForeignKey("trainings.ReminderRule", on_delete=models.CASCADE, related_name="experiments")
+    name = models.CharField(max_length=100)
+    status = models.CharField(
+        max_length=10, choices=ExperimentStatus.choices, default=ExperimentStatus.RUNNING
+    )
+    control_offsets = models.JSONField(
+        validators=[validate_offsets], help_text="The rule's offsets when the experiment started (arm 0)."
+    )
+    started_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    promoted = models.ForeignKey(
+        "trainings.Variant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule"], condition=Q(status="running"), name="experiment_one_running_per_rule"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=ExperimentStatus.values), name="experiment_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="running", stopped_at__isnull=True)
+                | (~Q(status="running") & Q(stopped_at__isnull=False)),
+                name="experiment_stopped_when_not_running",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.rule_id and self.rule.slug})"
+
+
+class Variant(models.Model):
+    """An alternative offset list of an experiment's rule; `arm` numbers it from 1 (0 is the rule)."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="variants")
+    arm = models.PositiveSmallIntegerField()
+    label = models.CharField(max_length=50, blank=True)
+    offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["120m", "45m", "15m"]')
+
+    class Meta:
+        ordering = ["experiment", "arm"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "arm"], name="variant_unique_arm"),
+            models.CheckConstraint(condition=Q(arm__gte=1), name="variant_arm_from_one"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label or f"variant {self.arm}"
+
+
+class ExperimentAssignment(models.Model):
+    """Which arm of an experiment a player is in: recorded for the team members when it starts and for
+    anyone it reminds later. Always `arm_of(experiment, player)` (trainings/experiments/assignment.py)."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="assignments")
+    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="+")
+    arm = models.PositiveSmallIntegerField()
+    assigned_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "player"], name="assignment_unique_player"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.player_id} in arm {self.arm} of {self.experiment_id}"
