@@ -17,7 +17,15 @@ from django.utils import timezone
 
 from trainings.answers.links import answer_token, answer_url, answerable
 from trainings.held import push_expiry
-from trainings.models import Guardian, Guardianship, Invitation, InvitationStatus, Player, Training
+from trainings.models import (
+    Guardian,
+    Guardianship,
+    Invitation,
+    InvitationStatus,
+    Player,
+    QuestionnaireAnswer,
+    Training,
+)
 from trainings.push.devices import guardian_of
 from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams
 
@@ -99,8 +107,6 @@ def guardian_trainings(*, guardian: Guardian, now: datetime | None = None) -> li
 
 
 def _answered(invitations: QuerySet[Invitation]) -> set[tuple[Any, int, str]]:
-    from trainings.models import QuestionnaireAnswer
-
     pairs = invitations.values("training_id", "player_id")
     rows = QuestionnaireAnswer.objects.filter(
         training_id__in=pairs.values("training_id"), player_id__in=pairs.values("player_id")
