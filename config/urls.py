@@ -5,14 +5,14 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from reminders.admin.preferences import time_zone_view
+from reminders.admin.time_zone import time_zone_view
 from reminders.ops import views as ops_views
 from trainings.admin.analytics_page import analytics_view
 from trainings.admin.dead_letters import dead_letters_replay_view, dead_letters_view
 from trainings.admin.status_page import status_retry_view, status_retrying_view, status_view
 
 urlpatterns = [
-    # --- Admin pages for coaches and operators (issue 15), before admin/ whose catch-all would take them.
+    # --- Admin pages for coaches and operators, before admin/ whose catch-all would take them.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/status/", admin.site.admin_view(status_view), name="admin-status"),
     path("admin/status/retry/", admin.site.admin_view(status_retry_view), name="admin-status-retry"),

@@ -212,7 +212,7 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
 
 class ReminderRuleInputSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=kinds.live(kinds.rule_choices), required=False)
+    kind = serializers.ChoiceField(choices=kinds.live(kinds.any_rule_choices), required=False)
     offsets = serializers.ListField(
         child=serializers.CharField(max_length=10),
         required=False,
@@ -245,7 +245,7 @@ class DeviceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Device
-        fields = ["id", "player", "guardian", "platform", "provider", "token", "app_id", "enabled",
+        fields = ["id", "player", "guardian", "coach", "platform", "provider", "token", "app_id", "enabled",
                   "created_at", "last_success_at", "disabled_at", "disabled_reason"]  # fmt: skip
         read_only_fields = fields
 

@@ -5,6 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from trainings.analytics.views import EffectivenessView, PlayersView
 from trainings.answers.views import AnswerLinkView
+from trainings.digest.views import CoachDeviceViewSet, CoachProfileView
 from trainings.experiments.views import ExperimentViewSet
 from trainings.guardians.views import (
     GuardianDeviceViewSet,
@@ -40,6 +41,12 @@ urlpatterns = [
         PlayerDeviceViewSet.as_view({"delete": "destroy"}),
         name="player-device",
     ),
+    # A coach's own digest settings and devices (trainings/digest/).
+    path("coach/", CoachProfileView.as_view(), name="coach-profile"),
+    path(
+        "coach/devices/", CoachDeviceViewSet.as_view({"get": "list", "post": "create"}), name="coach-devices"
+    ),
+    path("coach/devices/<int:pk>/", CoachDeviceViewSet.as_view({"delete": "destroy"}), name="coach-device"),
     # A guardian's own devices, preferences and players' trainings (trainings/guardians/).
     path(
         "guardians/<int:guardian_pk>/devices/",

@@ -34,11 +34,19 @@ TARGET = 500.0
 
 
 class _Counter:
-    """aiosmtpd handler: accepts every message and counts it (no parsing: the server must cost little)."""
+    """aiosmtpd handler: accepts every message and counts it (no parsing: the server must cost little).
+    It offers PIPELINING (RFC 2920) as Postfix and Exim do: aiosmtpd reads commands line by line, so it
+    serves pipelined ones; it only does not say so."""
 
     def __init__(self) -> None:
         self.count = 0
         self.lock = threading.Lock()
+
+    async def handle_EHLO(
+        self, server: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
+    ) -> list[str]:
+        session.host_name = hostname
+        return [*responses[:-1], "250-PIPELINING", responses[-1]]
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         with self.lock:
@@ -145,6 +153,10 @@ def run(h: Harness) -> Section:
         "training": training, "kind": "PRE", "rule": "pre-questionnaire", "expires_at": start.isoformat(),
     })  # fmt: skip
     raw_bytes = as_bytes(email_of(sample, Target(players[0].pk, "email", "email", "player0@example.com")))
+    cpu = _children_cpu()  # a gateway's start-up and stop alone: subtracted to give CPU per email
+    alone = [sys.executable, "manage.py", "push_gateway", "--max-messages", "0"]
+    h.start("push-gateway-email-startup", alone, **env).wait(timeout=300)
+    startup = _children_cpu() - cpu
     gateway: list[dict[str, Any]] = []
     two: list[dict[str, Any]] = []
     smtp: list[dict[str, Any]] = []
@@ -175,7 +187,8 @@ def run(h: Harness) -> Section:
         ratios = RoundRatios(tuple(g / s["rate"] for g, s in zip(rates, smtp, strict=True)))
         rate = RoundRatios(tuple(rates)).median
         all_ok = all(g["accepted"] == n and g["received"] == n for g in runs)
-        cpu = RoundRatios(tuple(g["cpu"] / n * 1e6 for g in runs)).median
+        processes = 1 if runs is gateway else 2
+        cpu = RoundRatios(tuple(max(0.0, g["cpu"] - processes * startup) / n * 1e6 for g in runs)).median
         section.rows.append(
             Row(
                 f"{name}, to local SMTP ({n:,} emails x {rounds} rounds)",
@@ -190,9 +203,10 @@ def run(h: Harness) -> Section:
                 note=f"gateway/raw {ratios.describe()}; rates {', '.join(f'{x:,.0f}' for x in rates)}/s; "
                 f"every round {n:,} recorded sends accepted and received: {all_ok} (raw: {raw_ok}); email "
                 f"of {len(raw_bytes):,} bytes (HTML and text); CPU per email: gateway(s) {cpu:,.0f} µs "
-                f"(start-up included), raw client {raw_cpu:,.0f} µs (this process, the SMTP server's share "
-                "included)",
+                f"(each process's start-up, {startup:.2f} s measured alone, subtracted), raw client "
+                f"{raw_cpu:,.0f} µs (this process, the SMTP server's share included)",
             )
         )
-    section.data = {"gateway": gateway, "two_gateways": two, "smtplib": smtp, "email_bytes": len(raw_bytes)}
+    section.data = {"gateway": gateway, "two_gateways": two, "smtplib": smtp, "email_bytes": len(raw_bytes),
+                    "startup_cpu": startup}  # fmt: skip
     return section

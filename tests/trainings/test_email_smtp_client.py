@@ -100,7 +100,7 @@ def test_many_emails_share_the_pool_s_connections_and_a_refusal_leaves_them_usab
     server.pipelining = pipelining
     server.refuse.add("gone@example.com")
     addresses = [f"p{i}@example.com" for i in range(12)]
-    results = _send(EmailProvider(threads=2), *addresses[:6], "gone@example.com", *addresses[6:])
+    results = _send(EmailProvider(connections=2), *addresses[:6], "gone@example.com", *addresses[6:])
     verdicts = [r.verdict for r in results]
     assert verdicts.count(Verdict.ACCEPTED) == 12
     assert results[6].verdict == Verdict.TOKEN_DEAD and results[6].error.startswith("SMTP 550")
@@ -109,7 +109,7 @@ def test_many_emails_share_the_pool_s_connections_and_a_refusal_leaves_them_usab
 
 
 def test_a_dropped_connection_is_retried_and_the_next_email_opens_a_new_one(server: Server) -> None:
-    provider = EmailProvider(threads=1)
+    provider = EmailProvider(connections=1)
     server.drop_next = True
 
     async def run() -> list[SendResult]:
@@ -148,7 +148,7 @@ def tls_server(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_starttls_and_auth_as_the_settings_say(tls_server: Server) -> None:
-    (result,) = _send(EmailProvider(threads=1), "anna@example.com")
+    (result,) = _send(EmailProvider(connections=1), "anna@example.com")
     assert result.verdict == Verdict.ACCEPTED
     ((_, mail),) = tls_server.messages
     assert mail["To"] == "anna@example.com" and mail["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
@@ -156,5 +156,5 @@ def test_starttls_and_auth_as_the_settings_say(tls_server: Server) -> None:
 
 def test_refused_credentials_stop_the_gateway(tls_server: Server, settings: Any) -> None:
     settings.EMAIL_HOST_PASSWORD = "wrong"
-    (result,) = _send(EmailProvider(threads=1), "anna@example.com")
+    (result,) = _send(EmailProvider(connections=1), "anna@example.com")
     assert result.verdict == Verdict.AUTH and tls_server.messages == [], result.error

@@ -17,6 +17,7 @@ from django.urls import URLPattern, path, reverse
 from common.admin_widgets import LongSelect, zone_field
 from reminders.api import default_zone_register
 from trainings.access import users_linkable_search, users_linkable_to_player
+from trainings.digest.schedule import DIGEST_FIELDS, team_digests_reschedule
 from trainings.models import Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
 
@@ -95,6 +96,12 @@ class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Team | None = None) -> list[str]:
         return [] if user_sees_all_teams(request.user) else ["coaches"]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
+        """A change of the coaches' digest times reschedules the team's trainings to come."""
+        super().save_model(request, obj, form, change)
+        if change and set(form.changed_data) & set(DIGEST_FIELDS):
+            team_digests_reschedule(team=obj)
 
 
 class PlayerAddForm(ModelForm):

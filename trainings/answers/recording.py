@@ -22,6 +22,7 @@ from django.utils import formats, timezone, translation
 
 from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
+from trainings.digest.alerts import decline_alert_on_commit
 from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,
@@ -149,17 +150,10 @@ def answer_link_record(
         if response not in RESPONSES:
             raise ValueError("response")
         status = RESPONSES[response]
-        if connection.vendor == "postgresql":
-            return _invitation_record(target, status, now, source)
-        changed = (
-            Invitation.objects.filter(pk=target.invitation.pk)
-            .exclude(status=status)
-            .update(status=status, responded_at=now, response_source=source, responded_by=by)
-        )
-        if changed:
-            return Recorded(True, {"response": response, "at": now, "source": source, "by": _by(target)})
-        current = Invitation.objects.get(pk=target.invitation.pk)
-        return Recorded(False, _invitation_answer(current))
+        recorded = _invitation_respond(target, response, now, source)
+        if recorded.changed and status == InvitationStatus.DENIED:  # the coaches may want to know now
+            decline_alert_on_commit(training_id=target.training.pk, player_id=target.link.player_id)
+        return recorded
     if not isinstance(answers, dict):
         raise ValueError("answers")
     if connection.vendor == "postgresql":
@@ -181,6 +175,21 @@ def answer_link_record(
             )
             answer.save(update_fields=["answers", "answered_at", "source", "answered_by"])
     return Recorded(changed, _questionnaire_answer(answer))
+
+
+def _invitation_respond(target: LinkTarget, response: str, now: datetime, source: str) -> Recorded:
+    status, by = RESPONSES[response], target.link.guardian_id
+    if connection.vendor == "postgresql":
+        return _invitation_record(target, status, now, source)
+    changed = (
+        Invitation.objects.filter(pk=target.invitation.pk)
+        .exclude(status=status)
+        .update(status=status, responded_at=now, response_source=source, responded_by=by)
+    )
+    if changed:
+        return Recorded(True, {"response": response, "at": now, "source": source, "by": _by(target)})
+    current = Invitation.objects.get(pk=target.invitation.pk)
+    return Recorded(False, _invitation_answer(current))
 
 
 def _invitation_record(target: LinkTarget, status: str, now: datetime, source: str) -> Recorded:

@@ -52,6 +52,9 @@ class Device(models.Model):
     guardian = models.ForeignKey(
         "trainings.Guardian", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
     )
+    coach = models.ForeignKey(
+        "trainings.Coach", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
+    )
     # Read from the channels' table when asked (callables: the choices need no migration of their own).
     platform = models.CharField(max_length=10, choices=device_platform_choices)
     provider = models.CharField(max_length=10, choices=device_provider_choices)
@@ -78,8 +81,9 @@ class Device(models.Model):
                 name="device_disabled_has_reason",
             ),
             models.CheckConstraint(
-                condition=Q(player__isnull=False, guardian__isnull=True)
-                | Q(player__isnull=True, guardian__isnull=False),
+                condition=Q(player__isnull=False, guardian__isnull=True, coach__isnull=True)
+                | Q(player__isnull=True, guardian__isnull=False, coach__isnull=True)
+                | Q(player__isnull=True, guardian__isnull=True, coach__isnull=False),
                 name="device_one_owner",
             ),
         ]
@@ -94,10 +98,22 @@ class Device(models.Model):
                 condition=Q(disabled_at__isnull=True, guardian__isnull=False),
                 name="device_enabled_guardian_idx",
             ),
+            # The same for coaches' digests: coach_id IN (...) AND disabled_at IS NULL.
+            models.Index(
+                fields=["coach"],
+                condition=Q(disabled_at__isnull=True, coach__isnull=False),
+                name="device_enabled_coach_idx",
+            ),
         ]
 
     def __str__(self) -> str:
-        owner = self.player_id if self.player_id is not None else f"guardian {self.guardian_id}"
+        owner = (
+            self.player_id
+            if self.player_id is not None
+            else f"guardian {self.guardian_id}"
+            if self.guardian_id is not None
+            else f"coach {self.coach_id}"
+        )
         return f"{self.provider}:{self.token[:12]}… ({owner})"
 
     @property
@@ -121,7 +137,10 @@ class PushSend(models.Model):
 
     push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
     device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
-    player_id = models.BigIntegerField(help_text="The push's player (kept when the device row goes).")
+    player_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The push's player (kept when the device row goes); none: a coach's."
+    )
+    coach_id = models.BigIntegerField(null=True, blank=True, help_text="The coach a coach's digest went to.")
     guardian_id = models.BigIntegerField(
         null=True, blank=True, help_text="The push's guardian, when it went to one of the player's."
     )

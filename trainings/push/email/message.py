@@ -40,6 +40,14 @@ WORDS: dict[str, dict[str, str]] = {
 }  # fmt: skip
 
 
+# A coach's digest by email says why instead (no unsubscribe link: the coach's channels and the team's digest
+# times are settings, in the app and the admin).
+COACH_WHY: dict[str, str] = {
+    "en": "You receive this digest as a coach of the team; your channels are in your coach profile.",
+    "fr": "Vous recevez ce résumé en tant qu'entraîneur de l'équipe ; vos canaux sont dans votre profil.",
+}
+
+
 def words(language: str) -> dict[str, str]:
     return WORDS.get(language.lower().split("-")[0], WORDS["en"])
 
@@ -94,7 +102,10 @@ def _links(
 
 
 def email_links(push: PushMessage) -> dict[str, str]:
-    """The links of one reminder email: answer page(s) and the one-click unsubscribe."""
+    """The links of one reminder email: answer page(s) and the one-click unsubscribe; none for a coach's
+    digest."""
+    if push.player is None:
+        return {}
     hour = int(time.time() // 3600)
     return dict(
         _links(settings.TRAININGS_PUBLIC_URL, hour, push.player, push.guardian, push.training, push.kind)
@@ -117,20 +128,20 @@ def email_of(push: PushMessage, device: Target) -> Email:
     language = str(push.raw.get("language") or "en")
     links = email_links(push)
     said = words(language)
+    if push.coach is not None:
+        said = {**said, "why": COACH_WHY.get(language.lower().split("-")[0], COACH_WHY["en"])}
     text, html = skeletons(language, tuple(sorted(links)), tuple(said.items()))
     values = {"title": push.title, "body": push.body, **links}
+    headers = {"Message-ID": f"<{device.send_uuid(push)}@{settings.TRAININGS_EMAIL_DOMAIN}>"}
+    if "unsubscribe" in links:
+        headers["List-Unsubscribe"] = f"<{links['unsubscribe']}>"
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     return Email(
         to=device.token,
         subject=push.title.replace("\r", " ").replace("\n", " "),  # one line, as a header must be
         text=text.fill(values),
         html=html.fill(values),
-        headers={
-            "Message-ID": f"<{device.send_uuid(push)}@{settings.TRAININGS_EMAIL_DOMAIN}>",
-            "List-Unsubscribe": f"<{links['unsubscribe']}>",
-            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
-            "Auto-Submitted": "auto-generated",
-            "Content-Language": language,
-        },
+        headers={**headers, "Auto-Submitted": "auto-generated", "Content-Language": language},
     )
 
 

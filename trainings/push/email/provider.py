@@ -45,8 +45,8 @@ _SMTP_SETTINGS = ("EMAIL_BACKEND", "EMAIL_HOST", "EMAIL_PORT", "EMAIL_HOST_USER"
 class EmailProvider:
     name = "email"
 
-    def __init__(self, *, threads: int) -> None:
-        self.connections = threads
+    def __init__(self, *, connections: int) -> None:
+        self.connections = connections  # open SMTP connections at most (or threads, for another backend)
         self._smtp: SmtpPool | None = None
         self._smtp_key: tuple[Any, ...] = ()
         self._retired: list[SmtpPool] = []
