@@ -433,7 +433,7 @@ TRAININGS_PUSH_RETENTION_DAYS = env_int("TRAININGS_PUSH_RETENTION_DAYS", 30, min
 TRAININGS_RUN_RETENTION_DAYS = env_int("TRAININGS_RUN_RETENTION_DAYS", 90, minimum=1)
 TRAININGS_DELIVERED_PUSH_RETENTION_DAYS = env_int("TRAININGS_DELIVERED_PUSH_RETENTION_DAYS", 7, minimum=1)
 
-# --- Admin for coaches and operators (issue 15) ----------------------------------------------------------
+# --- Admin for coaches and operators --------------------------------------------------------------------
 # Project templates (admin index with the status link, the status page, a friendly 403) come first.
 TEMPLATES[0]["DIRS"] = [BASE_DIR / "templates"]
 # Swagger UI from our own static files (no CDN), so /api/docs/ renders offline.
@@ -452,7 +452,7 @@ LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
 }
 LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")
 
-# --- Audit history (issue 16.7, common/history.py) ---------------------------------------------------
+# --- Audit history (common/history.py) ---------------------------------------------------------------
 # Who changed a job, schedule, throttle policy, rule, template or training: django-simple-history rows,
 # attributed to the request's user (admin session or API token), shown on each object's History page.
 INSTALLED_APPS += ["simple_history"]

@@ -339,3 +339,16 @@ def test_the_start_form_names_the_bad_field(
     assert response.status_code == 200
     assert reason in str(response.context["adminform"].form.errors[field])
     assert not Experiment.objects.exists()
+
+
+def test_a_rules_offsets_do_not_change_under_a_running_experiment(rules: dict[str, ReminderRule]) -> None:
+    pre = rules["pre-questionnaire"]
+    experiment = _started(pre)
+    api = api_as(UserFactory(is_staff=True, is_superuser=True))
+    response = api.patch(f"/api/reminder-rules/{pre.slug}/", {"offsets": ["10m"]}, format="json")
+    assert response.status_code == 400 and "offsets" in response.json(), response.content
+    assert api.patch(f"/api/reminder-rules/{pre.slug}/", {"critical": True}, format="json").status_code == 200
+    experiment_stop(experiment=experiment)
+    assert (
+        api.patch(f"/api/reminder-rules/{pre.slug}/", {"offsets": ["10m"]}, format="json").status_code == 200
+    )

@@ -40,6 +40,7 @@ from trainings.models.experiments import Experiment as Experiment
 from trainings.models.experiments import ExperimentAssignment as ExperimentAssignment
 from trainings.models.experiments import ExperimentStatus as ExperimentStatus
 from trainings.models.experiments import Variant as Variant
+from trainings.models.experiments import rule_change_check
 from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
@@ -172,22 +173,15 @@ class ReminderRule(models.Model):
     critical = models.BooleanField(
         default=False, help_text="Operators: players' mute and quiet hours cannot hide these reminders."
     )
-    # Set and cleared by trainings/experiments/control.py only (never in a form).
-    experiment = models.ForeignKey(
-        "trainings.Experiment",
-        null=True,
-        blank=True,
-        editable=False,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        help_text="The timing experiment running on this rule.",
-    )
+    # The running timing experiment and its variants' offsets (arm 1 first; arm 0 is `offsets`), set and
+    # cleared by trainings/experiments/control.py only.
+    experiment = models.ForeignKey("trainings.Experiment", null=True, blank=True, editable=False,
+                                   on_delete=models.SET_NULL, related_name="+",
+                                   help_text="The timing experiment running on this rule.")  # fmt: skip
     variant_offsets = models.JSONField(
-        default=list,
-        blank=True,
-        editable=False,
+        default=list, blank=True, editable=False,
         help_text="The running experiment's variants' offsets, arm 1 first (arm 0 is `offsets`).",
-    )
+    )  # fmt: skip
     updated_at = models.DateTimeField(auto_now=True)
     history = AuditedHistory()
 
@@ -196,6 +190,9 @@ class ReminderRule(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        rule_change_check(self)  # not the kind or offsets an experiment compares with (experiments.py)
 
     def parsed_offsets(self) -> list[Offset]:
         return parse_stored_offsets(self.offsets)
