@@ -3,9 +3,9 @@ publish them to the push queue the players' pushes go through (the gateway sends
 devices and email by the coach's channels).
 
 - A digest (`DIGEST`) tells who still owes what for its training; a morning summary (`SUMMARY`) for every
-  training of the team's day, once: each of the day's trainings has its own occurrence at that instant,
-  and the summary's key names the team and the day, so the earliest training's occurrence sends it and
-  the others record `summarized`. Nobody owing anything is recorded (`nobody_left`), not sent.
+  training of the team's day, once: each of the day's trainings has its own occurrence at that instant;
+  the first to fire makes the summary (its key names the team and the day) and the others record
+  `summarized`. Nobody owing anything is recorded (`nobody_left`), not sent.
 - A late-decline alert (`DECLINED`) is an occurrence made when a player declines (trainings/digest/
   alerts.py, which tells the coaches through `coaches_tell` and `told_record_and_publish` here); its key
   names the training and the player, so a player declining twice alerts once.
@@ -136,16 +136,18 @@ def digests_fire(dues: Sequence[Due]) -> dict[int, TransportError]:
     """Fire a chunk's digests and morning summaries (the coaches' kinds that fire at instants); returns a
     TransportError per occurrence that has a message the broker did not take (the engine retries it)."""
     coaches = team_coaches({due.training.team_id for due in dues})
-    summaries = _day_summaries([due for due in dues if due.rule.kind == kinds.SUMMARY.code])
+    summarized: set[tuple[Any, datetime]] = set()  # (team, instant) of the day's summaries made
     told = []
     for due in dues:
         training, rule, delivery = due.training, due.rule, due.delivery
         if due.rule.kind == kinds.SUMMARY.code:
-            day, owner = summaries[training.team_id, delivery.fire_at]
-            if training.pk != owner:
+            at = (training.team_id, delivery.fire_at)
+            if at in summarized or _summary_made(*at):  # another of the day's trainings' occurrences made it
                 told.append(Told(delivery, training, rule, RunOutcome.SUMMARIZED, []))
                 continue
-            subject, key = list(day.values()), f"coach-summary-{training.team_id}-{_local_day(due)}"
+            summarized.add(at)
+            day = _day_trainings(training.team, delivery.fire_at) or [training]
+            subject, key = list(trainings_owed(day).values()), f"coach-summary-{at[0]}-{_local_day(due)}"
             expires_at = max(item.training.start for item in subject)
         else:
             subject = [trainings_owed([training])[training.pk]]
@@ -168,18 +170,9 @@ def _local_day(due: Due) -> str:
     return due.delivery.fire_at.astimezone(zone).date().isoformat()
 
 
-def _day_summaries(dues: Sequence[Due]) -> dict[tuple[Any, datetime], tuple[dict[Any, Any], Any]]:
-    """Per (team, summary instant): what each of the team's trainings that day still waits for, and the
-    training whose occurrence sends the summary (the day's first)."""
-    found: dict[tuple[Any, datetime], tuple[dict[Any, Any], Any]] = {}
-    for due in dues:
-        at = (due.training.team_id, due.delivery.fire_at)
-        if at not in found:
-            day = _day_trainings(due.training.team, due.delivery.fire_at)
-            owed = trainings_owed(day)
-            owner = min(day, key=lambda t: (t.start, str(t.pk))).pk if day else due.training.pk
-            found[at] = (owed or trainings_owed([due.training]), owner)
-    return found
+def _summary_made(team_id: Any, at: datetime) -> bool:
+    """Whether the team's summary of this instant's day was made (its rows; on the fire-time index)."""
+    return CoachPush.objects.filter(fire_at=at, team_id=team_id, kind=kinds.SUMMARY.code).exists()
 
 
 def _day_trainings(team: Team, morning: datetime) -> list[Training]:
