@@ -1,4 +1,4 @@
-"""Audit history: who changed a job, schedule, throttle policy, rule or training, and what (issue 16.7).
+"""Audit history: who changed a job, schedule, throttle policy, rule or training, and what.
 
 django-simple-history keeps one row per save of each audited model in its "historical" table, with the
 user of the request that made it (HistoryRequestMiddleware; DRF sets the token's user on the same request)

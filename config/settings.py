@@ -323,7 +323,7 @@ EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Reminders <reminders@localhost>")
 # The domain of each email's Message-ID (<uuid of the push and address>@domain).
 TRAININGS_EMAIL_DOMAIN = env_str("TRAININGS_EMAIL_DOMAIN", "reminders.localhost")
-# Emails in flight at once: each on its own thread with one open connection to the server.
+# Emails in flight at once per gateway: SMTP connections kept open (threads, for a backend that is not SMTP).
 TRAININGS_EMAIL_CONNECTIONS = env_int("TRAININGS_EMAIL_CONNECTIONS", 8, minimum=1, maximum=100)
 # django-anymail: the provider's credentials and the key its tracking webhook is signed with
 # (POST /email/anymail/mailgun/tracking/: bounces and complaints disable the address).
@@ -346,6 +346,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "OccurrenceStatusEnum": "reminders.models.OccurrenceStatus",
     "InvitationStatusEnum": "trainings.models.InvitationStatus",
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
+    # A rule's kind: the players' kinds and the coaches' (trainings/kinds.py); "kind" elsewhere is a player's.
+    "RuleKindEnum": "trainings.kinds.any_rule_choices",
 }
 
 # --- Operations: metrics, health, abuse limits, log format (reminders/ops/: metrics.py, health.py,
@@ -431,7 +433,7 @@ TRAININGS_PUSH_RETENTION_DAYS = env_int("TRAININGS_PUSH_RETENTION_DAYS", 30, min
 TRAININGS_RUN_RETENTION_DAYS = env_int("TRAININGS_RUN_RETENTION_DAYS", 90, minimum=1)
 TRAININGS_DELIVERED_PUSH_RETENTION_DAYS = env_int("TRAININGS_DELIVERED_PUSH_RETENTION_DAYS", 7, minimum=1)
 
-# --- Admin for coaches and operators (issue 15) ----------------------------------------------------------
+# --- Admin for coaches and operators --------------------------------------------------------------------
 # Project templates (admin index with the status link, the status page, a friendly 403) come first.
 TEMPLATES[0]["DIRS"] = [BASE_DIR / "templates"]
 # Swagger UI from our own static files (no CDN), so /api/docs/ renders offline.
@@ -450,7 +452,7 @@ LOGGING.setdefault("filters", {})["forbidden_quietly"] = {
 }
 LOGGING["loggers"].setdefault("django.request", {}).setdefault("filters", []).append("forbidden_quietly")
 
-# --- Audit history (issue 16.7, common/history.py) ---------------------------------------------------
+# --- Audit history (common/history.py) ---------------------------------------------------------------
 # Who changed a job, schedule, throttle policy, rule, template or training: django-simple-history rows,
 # attributed to the request's user (admin session or API token), shown on each object's History page.
 INSTALLED_APPS += ["simple_history"]

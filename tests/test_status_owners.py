@@ -30,7 +30,7 @@ OWNERS = frozenset({"reminders/engine/occurrences.py", "trainings/transitions.py
 # Functions (or named statements) that write a `status` of another model, with which.
 OTHER_MODELS = {
     "invitation_respond": "Invitation.status, the player's RSVP (a coach records it)",
-    "answer_link_record": "Invitation.status, the player's RSVP (through an answer link)",
+    "_invitation_respond": "Invitation.status, the player's RSVP (through an answer link)",
     "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
 }
 

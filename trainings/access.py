@@ -23,6 +23,8 @@ _COACH_PERMISSIONS = {
     "device": ("view",),
     "guardian": ("view", "add", "change"),
     "guardianship": ("view", "add", "change", "delete"),
+    "coach": ("view", "change"),  # their own profile (the admin's queryset)
+    "coachpush": ("view",),
 }
 
 

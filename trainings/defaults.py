@@ -59,7 +59,43 @@ RULES: list[dict[str, Any]] = [
 ]
 
 
-def rules_seed(rule_model: Any, template_model: Any, specs: list[dict[str, Any]] = RULES) -> None:
+# The coaches' kinds: when they fire is each team's setting (Team.digest_before, digest_morning_at,
+# decline_alert_within; none by default), so their offsets are unused. The title is the message's; the body
+# heads each training's line, which trainings/digest/texts.py completes with who still owes what.
+COACH_RULES: list[dict[str, Any]] = [
+    {
+        "slug": "coach-digest",
+        "kind": "DIGEST",
+        "offsets": ["2h"],
+        "templates": {
+            "en": ("{team}: who still owes what", "{team} {title} {start_time}"),
+            "fr": ("{team} : qui doit encore répondre", "{team} {title} {start_time}"),
+        },
+    },
+    {
+        "slug": "coach-morning",
+        "kind": "SUMMARY",
+        "offsets": ["12h"],
+        "templates": {
+            "en": ("{team}: today's trainings", "{title} {start_time}"),
+            "fr": ("{team} : les entraînements du jour", "{title} {start_time}"),
+        },
+    },
+    {
+        "slug": "coach-late-decline",
+        "kind": "DECLINED",
+        "offsets": ["3h"],
+        "templates": {
+            "en": ("{team}: a player declined", "{title} {start_time}"),
+            "fr": ("{team} : un joueur s'est désisté", "{title} {start_time}"),
+        },
+    },
+]
+# Every default rule: migration 0002 seeded the players' (`RULES`), 0024 the coaches'.
+ALL_RULES = RULES + COACH_RULES
+
+
+def rules_seed(rule_model: Any, template_model: Any, specs: list[dict[str, Any]] = ALL_RULES) -> None:
     """Create the default rules and templates that are missing; never overwrite an operator's edits."""
     for spec in specs:
         rule, _ = rule_model.objects.get_or_create(

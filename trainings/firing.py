@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
+from trainings.digest.firing import digests_take
 from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
@@ -62,8 +63,8 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
        occurrence with a push the broker did not take gets a TransportError (that push is recorded
        pending): the engine retries it and the retry publishes only what is not sent, with the same
        idempotency keys.
-    Returns the errors keyed by occurrence id (the batch handler contract,
-    reminders/engine/handler_registry.py).
+    The coaches' kinds' occurrences are taken out first (trainings/digest/). Returns the errors keyed by
+    occurrence id (the batch handler contract, reminders/engine/handler_registry.py).
     """
     errors: dict[int, TransportError] = {}
     targets = _fire_targets(deliveries)
@@ -75,7 +76,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", delivery.idempotency_key)
             errors[delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
-    dues = [due for due in checked if isinstance(due, _Due)]
+    checked, dues = digests_take(checked, errors, due=_Due)  # the coaches' go to trainings/digest/
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = recipients_reminded({(due.training.pk, due.rule.pk, str(due.offset)) for due in dues})
     held = held_releases(trainings={due.training.pk for due in dues}) if dues else {}

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reminders.api import Delivery, TransportError, keys_reserve, register, register_batch
+from trainings.digest.alerts import decline_alert_fire
+from trainings.digest.firing import COACH_ALERT_HANDLER, COACH_RELEASE_HANDLER, KEY_PREFIX, coach_release
 from trainings.fairness import reminders_order
 from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import (
@@ -24,6 +26,7 @@ from trainings.services import (
 # nor name the handler (it pushes to any training's players).
 keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
 keys_reserve(r"trainings-(quiet-release|moved-notice)-", owner="the trainings app (held and moved pushes)")
+keys_reserve(KEY_PREFIX, owner="the trainings app (coaches' digests and alerts)")
 
 
 @register_batch("trainings.reminder", api=False, order=reminders_order)
@@ -41,3 +44,15 @@ def training_quiet_release(delivery: Delivery) -> None:
 def training_moved_notice(delivery: Delivery) -> None:
     """The training moved: tell the players already reminded (payload: the training and its new start)."""
     training_moved_notify(delivery=delivery)
+
+
+@register(COACH_RELEASE_HANDLER)
+def training_coach_release(delivery: Delivery) -> None:
+    """A coach's quiet hours ended: decide their held digest again and publish it (payload: the message)."""
+    coach_release(delivery=delivery)
+
+
+@register(COACH_ALERT_HANDLER)
+def training_coach_alert(delivery: Delivery) -> None:
+    """A player declined late: tell the team's coaches (payload: the training, the rule, the player)."""
+    decline_alert_fire(delivery=delivery)

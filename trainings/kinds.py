@@ -20,12 +20,15 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 from django.apps import apps
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils.choices import CallableChoiceIterator
+
+from trainings.digest import timing
+from trainings.offsets import Offset
 
 
 class TrainingTimes(Protocol):
@@ -126,6 +129,11 @@ class Kind:
     # The same asked of a guardian about their player (also {player}): trainings/models/guardians.py.
     guardian_questions: Mapping[str, str] = field(default_factory=dict)
     open_from_creation: bool = False  # its answer window opens when the training exists
+    # Who its messages go to: the players (their guardians too), or the team's coaches (trainings/digest/).
+    to: Literal["players", "coaches"] = "players"
+    # A coaches' kind's instants for a training, from its team's settings (trainings/digest/timing.py);
+    # a players' kind's are its rule's offsets.
+    instants: Callable[[Any], list[tuple[datetime, Offset]]] | None = None
     # A notice's (title, body) per language, English the fallback ({title}, {start_date}, {start_time},
     # {time_zone}): trainings/rendering.py, `notice_render`. Rules' texts are their templates instead.
     notice: Mapping[str, tuple[str, str]] = field(default_factory=dict)
@@ -133,7 +141,7 @@ class Kind:
     def __post_init__(self) -> None:
         if not _CODE.match(self.code):
             raise ValueError(f"kind code {self.code!r}: 1-{CODE_MAX_LENGTH} of A-Z, 0-9, _ (a letter first)")
-        if self.rule and self.answer is None:
+        if self.rule and self.answer is None and self.to == "players":
             raise ValueError(f"kind {self.code}: a rule's reminders wait for an answer")
         if not self.rule and "en" not in self.notice:
             raise ValueError(f"kind {self.code}: a notice says something, in English at least")
@@ -163,8 +171,10 @@ class Kind:
         """The recipient rule over `Invitation` rows: asked, and the answer still missing.
 
         `trainings.selectors` runs it for one training and for a chunk of them; being on the team is the
-        selectors' condition for every kind.
+        selectors' condition for every kind. A coaches' kind chases no player.
         """
+        if self.to == "coaches":
+            return Q(pk__in=[])
         if self.answer is None:
             return self.audience
         return self.audience & self.answer.missing()
@@ -189,12 +199,23 @@ def of(code: str) -> Kind:
 
 
 def rule_kinds() -> Iterator[Kind]:
-    return (kind for kind in KINDS.values() if kind.rule)
+    """The players' reminder kinds (what players answer, mute and are counted for)."""
+    return (kind for kind in KINDS.values() if kind.rule and kind.to == "players")
+
+
+def coach_kinds() -> Iterator[Kind]:
+    """The coaches' kinds (the digest, the morning summary, the late-decline alert)."""
+    return (kind for kind in KINDS.values() if kind.rule and kind.to == "coaches")
 
 
 # Choices of the columns that store codes, read when asked (callables: a new kind needs no migration).
 def rule_choices() -> list[tuple[str, str]]:
     return [(kind.code, f"{kind.label} ({kind.when.replace('the ', '')})") for kind in rule_kinds()]
+
+
+def any_rule_choices() -> list[tuple[str, str]]:
+    """A rule's kind: the players' kinds and the coaches'."""
+    return rule_choices() + [(kind.code, f"{kind.label} (coaches)") for kind in coach_kinds()]
 
 
 def push_choices() -> list[tuple[str, str]]:
@@ -298,5 +319,48 @@ MOVED = register(
                 "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
             ),
         },
+    )
+)
+
+# The coaches' kinds (trainings/digest/): to a team's coaches, at the team's times (`Team.digest_*`).
+DIGEST = register(
+    Kind(
+        code="DIGEST",
+        label="Coach's digest before a training",
+        anchor="start",
+        sign=-1,
+        closes=at_start,
+        answer=None,
+        screen="coach_digest",
+        to="coaches",
+        instants=timing.digest_instants,
+    )
+)
+SUMMARY = register(
+    Kind(
+        code="SUMMARY",
+        label="Coach's morning summary",
+        anchor="start",
+        sign=-1,
+        closes=at_start,
+        answer=None,
+        screen="coach_digest",
+        to="coaches",
+        instants=timing.morning_instants,
+    )
+)
+# Fires on the answer (trainings/digest/alerts.py): a player declined less than `Team.decline_alert_within`
+# before the start.
+DECLINED = register(
+    Kind(
+        code="DECLINED",
+        label="Late decline alert",
+        anchor="start",
+        sign=-1,
+        closes=at_start,
+        answer=None,
+        screen="coach_digest",
+        to="coaches",
+        instants=timing.never,
     )
 )

@@ -1,4 +1,5 @@
-"""A "training moved" notice: one per player already reminded, a few seconds after the last move of a burst.
+"""A "training moved" notice: one per player already reminded, a few seconds after the last move of a burst,
+to whom the team reminds for that player (the player, their guardians, or both: `Team.reminds`).
 
 The notice is an engine job of its own (key `trainings-moved-notice-…`), so it is as durable as a reminder
 and runs through the same handler path; quiet hours hold it like a reminder (trainings.held).
@@ -26,6 +27,7 @@ from trainings.models import (
     Training,
 )
 from trainings.publishing import pushes_publish, pushes_record
+from trainings.recipients import Recipient, recipients_expand
 from trainings.rendering import PushRow, notice_render, push_for
 from trainings.transitions import pushes_withdraw
 
@@ -55,8 +57,10 @@ MOVED_NOTICE_HANDLER = "trainings.moved_notice"
 
 
 def training_moved_notify(*, delivery: Delivery) -> int:
-    """One "training moved" push, with the new local time, to each player a reminder of this training
-    already reached before the move (and who has not declined this training). Returns how many.
+    """One "training moved" push, with the new local time, for each player a reminder of this training
+    already reached before the move (themself or a guardian of theirs; and who has not declined this
+    training), to each of that player's recipients as the team's `reminds` says: the player, their
+    guardians, or both (trainings/recipients.py). Returns how many pushes.
 
     Quiet hours hold it like a reminder, except when the training now starts before the player's window
     ends: then it goes at once (the one push allowed through quiet hours, with the reason recorded). A
@@ -77,19 +81,23 @@ def training_moved_notify(*, delivery: Delivery) -> int:
         .values("player_id")
     )
     declined = Invitation.objects.filter(training=training, status=InvitationStatus.DENIED)
-    players = list(
-        Player.objects.filter(pk__in=reminded)
+    players = [
+        Recipient(*row)
+        for row in Player.objects.filter(pk__in=reminded)
         .filter(invitations__training=training, memberships__team=training.team, memberships__active=True)
         .exclude(pk__in=declined.values("player_id"))
         .distinct()
         .order_by("pk")
-    )
+        .values_list("pk", "language", "time_zone", "quiet_start", "quiet_end")
+    ]
+    notice = (training.pk, kinds.MOVED.code)
+    recipients = recipients_expand({notice: players}, {training.pk: training.team.reminds})[notice]
     with transaction.atomic():
         earlier = Push.objects.filter(
             training=training, kind=kinds.MOVED.code, player__in=[p.pk for p in players]
         ).exclude(occurrence_key=delivery.idempotency_key)
         pushes_withdraw(earlier, source=PushStatus.HELD, reason="replaced by the notice of a later move")
-        pushes = _moved_pushes(delivery, training, players)
+        pushes = _moved_pushes(delivery, training, recipients)
         pushes_record(sorted(pushes, key=lambda p: p.key))
         quiet_releases_schedule(
             (training, None, p.release_at) for p in pushes if p.status == PushStatus.HELD and p.release_at
@@ -100,13 +108,17 @@ def training_moved_notify(*, delivery: Delivery) -> int:
     return len(pushes)
 
 
-def _moved_pushes(delivery: Delivery, training: Training, players: list[Player]) -> list[PushRow]:
+def _moved_pushes(delivery: Delivery, training: Training, recipients: list[Recipient]) -> list[PushRow]:
     held_until = held_releases(trainings=[training.pk]).get(training.pk, {})
     expires_at = kinds.MOVED.closes(training)
     pushes = []
-    for player in players:
+    for person in recipients:  # a player, or a guardian of theirs (their own language, zone, quiet hours)
         status, release_at, reason = quiet_status(
-            player, training, delivery.fire_at, expires_at, held_until=held_until.get((player.pk, None))
+            person,
+            training,
+            delivery.fire_at,
+            expires_at,
+            held_until=held_until.get((person.pk, person.guardian)),
         )
         if status == PushStatus.SKIPPED:  # the window ends after the new start: this one goes through
             status, release_at = PushStatus.PENDING, None
@@ -115,13 +127,14 @@ def _moved_pushes(delivery: Delivery, training: Training, players: list[Player])
             push_for(
                 delivery,
                 training=training,
-                player=player,
-                rendered=notice_render(kind=kinds.MOVED, training=training, player=player),
+                player=person,
+                rendered=notice_render(kind=kinds.MOVED, training=training, player=person),
                 kind=kinds.MOVED.code,
                 expires_at=expires_at,
                 status=status,
                 release_at=release_at,
                 status_reason=reason,
+                guardian_id=person.guardian,
             )
         )
     return pushes

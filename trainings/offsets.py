@@ -117,3 +117,12 @@ def validate_offsets(value: object) -> None:
         parse_offsets(value)
     except OffsetError as exc:
         raise ValidationError(str(exc)) from None
+
+
+def validate_offset(value: str) -> None:
+    """A model field's validator: one offset ("2h", "90m", "1d"), e.g. when a team's coaches hear of a
+    training (trainings/digest/)."""
+    try:
+        Offset.parse(value)
+    except OffsetError as exc:
+        raise ValidationError(str(exc)) from None

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from trainings.kinds import rule_choices
-from trainings.models import ChannelChoice, Guardian, Player, ReminderPreference, ReminderRule
+from trainings.models import ChannelChoice, Coach, Guardian, Player, ReminderPreference, ReminderRule
 
 
 def preference_set(
@@ -77,30 +77,40 @@ def rules_critical(slugs: set[str]) -> set[str]:
     return set(ReminderRule.objects.filter(slug__in=slugs, critical=True).values_list("slug", flat=True))
 
 
-_Asked = tuple[int, int | None, str]  # (player id, guardian id or None, kind): a push's recipient and kind
+# A push's recipient (player, guardian, coach; trainings/push/messages.py) and kind.
+_Asked = tuple[int | None, int | None, int | None, str]
 
 
 def preferences_of(asked: set[_Asked]) -> dict[_Asked, tuple[str, bool]]:
-    """(channels, muted) per (player id, guardian id, kind) that has a row: the player's own preference for
-    a push to the player, the guardian's for one to a guardian. One query for a round of pushes."""
+    """(channels, muted) per (player id, guardian id, coach id, kind) that has a choice: the player's own
+    preference for a push to the player, the guardian's for one to a guardian (one query for a round of
+    pushes), and a coach's channels for their digests (one more, when the round has one)."""
     if not asked:
         return {}
-    players = {player for player, guardian, _ in asked if guardian is None}
-    guardians = {guardian for _, guardian, _ in asked if guardian is not None}
-    kinds = {kind for _, _, kind in asked}
+    players = {player for player, guardian, coach, _ in asked if guardian is None and coach is None}
+    guardians = {guardian for _, guardian, _, _ in asked if guardian is not None}
+    coaches = {coach for _, _, coach, _ in asked if coach is not None}
+    kinds = {kind for *_, kind in asked}
+    found: dict[_Asked, tuple[str, bool]] = {}
+    if coaches:
+        chosen = dict(Coach.objects.filter(pk__in=coaches).values_list("pk", "channels"))
+        found.update(
+            (key, (chosen[key[2]], False)) for key in asked if key[2] is not None and key[2] in chosen
+        )
+    if not players and not guardians:
+        return found
     rows = ReminderPreference.objects.filter(
         Q(player_id__in=players) | Q(guardian_id__in=guardians), kind__in=kinds
     ).values_list("player_id", "guardian_id", "kind", "channels", "muted")
-    wards: dict[int, set[int]] = {}  # a guardian's pushes of this round, by player
-    for player, guardian, _ in asked:
+    wards: dict[int, set[int | None]] = {}  # a guardian's pushes of this round, by player
+    for player, guardian, _, _ in asked:
         if guardian is not None:
             wards.setdefault(guardian, set()).add(player)
-    found: dict[_Asked, tuple[str, bool]] = {}
     for player_id, guardian_id, kind, channels, muted in rows:
-        keys = (
-            [(player_id, None, kind)]
+        keys: list[_Asked] = (
+            [(player_id, None, None, kind)]
             if guardian_id is None
-            else [(p, guardian_id, kind) for p in wards[guardian_id]]
+            else [(p, guardian_id, None, kind) for p in wards[guardian_id]]
         )
         found.update((key, (channels, muted)) for key in keys if key in asked)
     return found

@@ -21,9 +21,8 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.models.devices import PLATFORM_CHOICES, PROVIDER_CHOICES
 from trainings.offsets import OffsetError, is_time_zone, parse_offsets
-from trainings.push.channels import BY_NAME, PLATFORMS
+from trainings.push.channels import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
 from trainings.push.devices import token_preview
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 
@@ -213,7 +212,7 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
 
 class ReminderRuleInputSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=kinds.live(kinds.rule_choices), required=False)
+    kind = serializers.ChoiceField(choices=kinds.live(kinds.any_rule_choices), required=False)
     offsets = serializers.ListField(
         child=serializers.CharField(max_length=10),
         required=False,
@@ -246,7 +245,7 @@ class DeviceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Device
-        fields = ["id", "player", "guardian", "platform", "provider", "token", "app_id", "enabled",
+        fields = ["id", "player", "guardian", "coach", "platform", "provider", "token", "app_id", "enabled",
                   "created_at", "last_success_at", "disabled_at", "disabled_reason"]  # fmt: skip
         read_only_fields = fields
 
@@ -258,8 +257,8 @@ class DeviceSerializer(serializers.ModelSerializer):
 
 
 class DeviceInputSerializer(serializers.Serializer):
-    platform = serializers.ChoiceField(choices=PLATFORM_CHOICES)
-    provider = serializers.ChoiceField(choices=PROVIDER_CHOICES)
+    platform = serializers.ChoiceField(choices=kinds.live(device_platform_choices))
+    provider = serializers.ChoiceField(choices=kinds.live(device_provider_choices))
     token = serializers.CharField(max_length=4096, trim_whitespace=False)
     app_id = serializers.CharField(
         max_length=255,

@@ -1,4 +1,5 @@
-"""Every change of a push's status and of a device's state: the one module that writes either.
+"""Every change of a push's status (a player's `Push`, a coach's `CoachPush`) and of a device's state: the
+one module that writes either.
 
 Each function makes one move of PUSH_TRANSITIONS or DEVICE_TRANSITIONS and refuses any other. A move is
 one conditional UPDATE (`WHERE status = <from>`, or the device's `disabled_at` test) that sets only the
@@ -18,7 +19,8 @@ from django.db import models
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from trainings.models import Device, Push, PushStatus
+from trainings.models import CoachPush, Device, Push, PushStatus
+from trainings.models.coaches import CoachPushStatus
 
 PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
     # Published (and marked sent with the broker's commit), or the player answered before it was.
@@ -70,6 +72,34 @@ def held_pushes_save(pushes: Sequence[Push], *, fields: Sequence[str]) -> int:
     """Write the moves `held_push_decide` made, with `fields` the release rewrote, to rows still held."""
     held = Push.objects.filter(status=PushStatus.HELD)
     return held.bulk_update(pushes, ["status", "status_reason", *fields], batch_size=500)
+
+
+COACH_PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
+    # Published (and marked sent with the broker's commit).
+    CoachPushStatus.PENDING: frozenset({CoachPushStatus.SENT}),
+    # The coach's quiet hours are over: released, or skipped (of no use any more, nobody owes anything).
+    CoachPushStatus.HELD: frozenset({CoachPushStatus.PENDING, CoachPushStatus.SKIPPED}),
+    CoachPushStatus.SENT: frozenset(),
+    CoachPushStatus.SKIPPED: frozenset(),
+}
+
+
+def coach_pushes_mark_sent(rows: QuerySet[CoachPush], *, now: datetime | None = None) -> int:
+    """pending -> sent: the broker took these coaches' digests."""
+    return rows.filter(status=CoachPushStatus.PENDING).update(
+        status=CoachPushStatus.SENT, sent_at=now or timezone.now()
+    )
+
+
+def coach_push_release(push: CoachPush, *, status: str, reason: str, **texts: Any) -> bool:
+    """held -> pending (with its texts written again, `texts`: title, body, language, owing) or skipped, if
+    it is still held. Returns whether it moved."""
+    if status not in COACH_PUSH_TRANSITIONS[CoachPushStatus.HELD]:
+        raise ValueError(f"a coach's digest cannot move from held to {status}")
+    moved = CoachPush.objects.filter(pk=push.pk, status=CoachPushStatus.HELD).update(
+        status=status, status_reason=reason[:200], **texts
+    )
+    return bool(moved)
 
 
 class DeviceState(models.TextChoices):

@@ -15,16 +15,16 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
-from rest_framework.generics import get_object_or_404
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from trainings.models import Device, Player, ReminderRule, Training
+from trainings.models import Guardian, Player, ReminderRule, Training
 from trainings.preferences import preferences_read, preferences_update
-from trainings.push.devices import device_players_visible_to, device_register, device_remove, player_of
+from trainings.push.device_views import PersonDeviceViewSet
+from trainings.push.devices import device_players_visible_to, player_of
 from trainings.selectors import training_timeline, trainings_visible_to, user_sees_all_teams
 from trainings.serializers import (
     AnswerInputSerializer,
@@ -248,50 +248,23 @@ class ReminderRuleViewSet(
         description="Remove one of your devices (the app signed out).",
     ),
 )
-class PlayerDeviceViewSet(
-    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
-):
-    serializer_class = DeviceSerializer
-    pagination_class = None  # a player has a handful
+class PlayerDeviceViewSet(PersonDeviceViewSet):
+    owner = "player"
 
-    def _player(self) -> Player:
-        player = device_players_visible_to(self.request.user).filter(pk=self.kwargs["player_pk"]).first()
-        if player is None:
-            raise NotFound("No such player.")
-        return player
+    def person(self) -> Player:
+        return _device_player(self.request, self.kwargs["player_pk"])
 
-    def _is_owner(self, player: Player) -> bool:
+    def is_self(self, person: Player | Guardian) -> bool:
         own = player_of(self.request.user)
-        return own is not None and own.pk == player.pk
+        return own is not None and own == person
 
-    def get_queryset(self) -> QuerySet[Device]:
-        if getattr(self, "swagger_fake_view", False):
-            return Device.objects.none()
-        return Device.objects.filter(player=self._player()).order_by("created_at", "id")
 
-    def get_serializer_context(self) -> dict[str, Any]:
-        context = dict(super().get_serializer_context())
-        if not getattr(self, "swagger_fake_view", False) and "player_pk" in self.kwargs:
-            context["owner"] = self._is_owner(self._player())
-        return context
-
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        player = self._player()
-        if not self._is_owner(player):
-            raise PermissionDenied("Only the player registers their own devices.")
-        data = DeviceInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        device, created = device_register(player=player, **data.validated_data)
-        body = DeviceSerializer(device, context={"owner": True}).data
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
-
-    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        player = self._player()
-        if not self._is_owner(player):
-            raise PermissionDenied("Only the player removes their own devices.")
-        device = get_object_or_404(Device, pk=kwargs["pk"], player=player)
-        device_remove(device=device)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+def _device_player(request: Request, pk: int) -> Player:
+    """A player whose devices and preferences the caller may read (themself, their coaches, operators)."""
+    player = device_players_visible_to(request.user).filter(pk=pk).first()
+    if player is None:
+        raise NotFound("No such player.")
+    return player
 
 
 # --- A player's own preferences (trainings/preferences.py) ----------------------------------------------
@@ -302,10 +275,7 @@ class PlayerPreferencesView(APIView):
     screen. The player changes them; coaches of their teams and operators read them."""
 
     def _player(self) -> Player:
-        player = device_players_visible_to(self.request.user).filter(pk=self.kwargs["player_pk"]).first()
-        if player is None:
-            raise NotFound("No such player.")
-        return player
+        return _device_player(self.request, self.kwargs["player_pk"])
 
     def _body(self, player: Player) -> Response:
         return Response(PreferencesSerializer(preferences_read(person=player)).data)

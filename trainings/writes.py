@@ -20,6 +20,7 @@ from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
+from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
     AnswerSource,
     Invitation,
@@ -262,6 +263,8 @@ def invitation_respond(
     invitation.response_source = source
     invitation.responded_by = None  # a coach recorded it, not a guardian
     invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+    if status == InvitationStatus.DENIED:  # the coaches may want to know now (trainings/digest/)
+        decline_alert_on_commit(training_id=invitation.training_id, player_id=invitation.player_id)
     return invitation
 
 

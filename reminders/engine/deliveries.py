@@ -47,8 +47,8 @@ class DeliveryJob:
 
 
 def delivery_jobs(job_ids: Iterable[int]) -> dict[int, DeliveryJob]:
-    """The claimed rows' jobs as plain tuples: building model instances (with the schedule joined) was a
-    tenth of the scan loop's time at a thousand rows per batch (bench/, dispatch scenario, py-spy)."""
+    """The claimed rows' jobs as plain tuples: model instances (with the schedule joined) cost a large share
+    of the scan loop at a full batch (docs/benchmarks.md)."""
     rows = Job.objects.filter(id__any=list(job_ids)).values_list(
         "id",
         "key",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from functools import cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -138,11 +139,19 @@ def test_a_zero_step_is_still_refused() -> None:
         timeline_for("0 0 6-6/0 * *", zone="UTC", anchor=START)
 
 
-def _terms(low: int, high: int, names: list[str], base: int) -> st.SearchStrategy[str]:
-    def token(value: int) -> st.SearchStrategy[str]:
-        named = [names[value - base]] if names and 0 <= value - base < len(names) else []
-        return st.sampled_from([str(value), *named, *[n.lower() for n in named]])
+@cache
+def _terms(index: int) -> st.SearchStrategy[str]:
+    """One term of field `index`: a value, a one-value range with a step, a range, a stepped range; each
+    number spelled as a number or, where the field has names, as its name in either case. Built once per
+    field: the spellings are looked up, not made into a new strategy at every draw."""
+    _, low, high, names, base = FIELDS[index]
 
+    def spelled(value: int) -> list[str]:
+        named = names[value - base] if 0 <= value - base < len(names) else None
+        return [str(value), named, named.lower()] if named else [str(value)]
+
+    spellings = {value: st.sampled_from(spelled(value)) for value in range(low, high + 1)}
+    token = spellings.__getitem__
     value = st.integers(low, high)
     step = st.integers(1, high + 1).map(str)
     single = value.flatmap(token)
@@ -157,10 +166,10 @@ def _terms(low: int, high: int, names: list[str], base: int) -> st.SearchStrateg
 
 @st.composite
 def field_texts(draw: st.DrawFn, index: int) -> str:
-    _, low, high, names, base = FIELDS[index]
+    high = FIELDS[index][2]
     if draw(st.integers(0, 3)) == 0:
         return draw(st.sampled_from(["*", f"*/{draw(st.integers(1, high))}"]))
-    return ",".join(draw(st.lists(_terms(low, high, names, base), min_size=1, max_size=3)))
+    return ",".join(draw(st.lists(_terms(index), min_size=1, max_size=3)))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.clients import api_as
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
+from tests.factories import TeamFactory, UserFactory, training_made
 from tests.trainings.conftest import fire
+from tests.trainings.experiment_data import VARIANT, known_training, squad
 from trainings.experiments.assignment import arm_of
 from trainings.experiments.control import experiment_promote, experiment_start, experiment_stop
 from trainings.experiments.results import Arm, Outcome, arms_compare, experiment_results
@@ -23,10 +24,8 @@ from trainings.models import (
     Experiment,
     ExperimentAssignment,
     ExperimentStatus,
-    Player,
     Push,
     PushStatus,
-    QuestionnaireAnswer,
     ReminderRule,
     Team,
     Training,
@@ -36,7 +35,6 @@ from trainings.selectors import job_key
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
 MINUTE = dt.timedelta(minutes=1)
-VARIANT = ["120m", "45m", "15m"]  # against the seeded 90/75/60/45/30/15
 
 
 # --- The arm: stable and fair --------------------------------------------------------------------------
@@ -137,26 +135,13 @@ def _pending(training: Training, rule: ReminderRule) -> list[int]:
     return sorted(int((training.start - at) / MINUTE) for at in rows)
 
 
-def _squad(team: Team, experiment: Experiment, per_arm: int) -> dict[int, list[Player]]:
-    """Members of `team` made until each of the experiment's two arms has `per_arm` (players are created
-    one by one; a player whose arm is full is not made a member)."""
-    arms: dict[int, list[Player]] = {0: [], 1: []}
-    while min(len(players) for players in arms.values()) < per_arm:
-        player = PlayerFactory()
-        arm = arm_of(experiment.pk, player.pk, 2)
-        if len(arms[arm]) < per_arm:
-            MembershipFactory(team=team, player=player)
-            arms[arm].append(player)
-    return arms
-
-
 def test_a_running_experiment_schedules_every_arms_instants_and_reminds_each_player_at_their_own(
     rules: dict[str, ReminderRule],
 ) -> None:
     pre = rules["pre-questionnaire"]
     experiment = _started(pre)
     team = TeamFactory()
-    arms = _squad(team, experiment, per_arm=2)
+    arms = squad(team, experiment, per_arm=2)
     training = training_made(team, START)
     assert _pending(training, pre) == [15, 30, 45, 60, 75, 90, 120]
 
@@ -245,43 +230,14 @@ def test_a_second_experiment_on_a_running_rule_is_refused(rules: dict[str, Remin
 
 # --- Results on data with known answering -------------------------------------------------------------------
 
-# Per arm, each player's behaviour: "before" answers before any reminder, "second" 5 min after the arm's
-# second reminder, "never" not at all, "late" 10 min after the start (the window closed at the start).
+# Per arm, each player's behaviour (tests/trainings/experiment_data.py).
 BEHAVIOUR = {0: ["before", "second", "never", "second", "late"], 1: ["before", "never", "never", "second"]}
 # arm: (asked, in time, median minutes from the first reminder, answers timed)
 EXPECTED = {0: (5, 3, 20.0, 2), 1: (4, 2, 80.0, 1)}  # 90 -> 75+5 min: 20; 120 -> 45+5 min: 80
 
 
 def _known(experiment: Experiment, rule: ReminderRule, start: dt.datetime = START) -> Training:
-    """A past training of a new team whose players answer as BEHAVIOUR says, with the pushes each arm's
-    reminders would have sent them (all six, or the variant's three, up to their answer)."""
-    team = TeamFactory()
-    squad = _squad(team, experiment, per_arm=5)
-    training = training_made(team, start)
-    offsets = {0: [90, 75, 60, 45, 30, 15], 1: [120, 45, 15]}
-    for arm, behaviours in BEHAVIOUR.items():
-        for player, behaviour in zip(squad[arm], behaviours, strict=False):
-            answer = {
-                "before": start - 150 * MINUTE,
-                "second": start - (offsets[arm][1] - 5) * MINUTE,
-                "never": None,
-                "late": start + 10 * MINUTE,
-            }[behaviour]
-            for minutes in offsets[arm]:
-                at = start - minutes * MINUTE
-                if answer is None or at < answer:
-                    Push.objects.create(
-                        key=f"k-{player.pk}-{minutes}", occurrence_key=f"o-{minutes}", training=training,
-                        player=player, rule=rule, kind="PRE", offset=f"{minutes}m", language="en", title="t",
-                        body="b", fire_at=at, expires_at=start, status=PushStatus.SENT, sent_at=at,
-                    )  # fmt: skip
-            if answer is not None:
-                QuestionnaireAnswer.objects.create(
-                    training=training, player=player, phase="PRE", answered_at=answer
-                )
-        for player in squad[arm][len(behaviours) :]:  # the fifth of arm 1: not on this training's list
-            training.invitations.filter(player=player).delete()
-    return training
+    return known_training(experiment, rule, start, BEHAVIOUR)
 
 
 def test_the_reported_rates_and_medians_equal_the_constructed_ones(rules: dict[str, ReminderRule]) -> None:
@@ -339,3 +295,60 @@ def test_the_api_gives_the_results_and_names_a_bad_field(rules: dict[str, Remind
 def test_a_coach_may_not_read_experiments(rules: dict[str, ReminderRule], coach: Any) -> None:
     _started(rules["pre-questionnaire"])
     assert api_as(coach).get("/api/experiments/").status_code == 403
+
+
+# --- The admin ----------------------------------------------------------------------------------------------
+
+
+def test_an_operator_starts_reads_and_stops_an_experiment_in_the_admin(
+    rules: dict[str, ReminderRule], operator: Any
+) -> None:
+    pre = rules["pre-questionnaire"]
+    form = {
+        "rule": pre.pk,
+        "name": "Earlier first",
+        "variant_1_label": "early",
+        "variant_1_offsets": "120m, 45m 15m",
+    }
+    response = operator.post("/admin/trainings/experiment/add/", form)
+    assert response.status_code == 302, response.content
+    experiment = Experiment.objects.get()
+    assert [v.offsets for v in experiment.variants.all()] == [VARIANT]
+    page = operator.get(f"/admin/trainings/experiment/{experiment.pk}/change/").content.decode()
+    assert 'id="experiment-results"' in page and 'id="stop-form"' in page and 'id="promote-form"' in page
+    assert operator.get(f"/admin/trainings/experiment/{experiment.pk}/stop/").status_code == 403  # POST only
+    assert operator.post(f"/admin/trainings/experiment/{experiment.pk}/stop/").status_code == 302
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.STOPPED
+    assert (
+        'id="stop-form"'
+        not in operator.get(f"/admin/trainings/experiment/{experiment.pk}/change/").content.decode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("offsets", "field", "reason"),
+    [("soon", "variant_1_offsets", "is not an offset"),
+     ("90m 75m 60m 45m 30m 15m", "variant_1_offsets", "The same offsets as the rule")],
+)  # fmt: skip
+def test_the_start_form_names_the_bad_field(
+    rules: dict[str, ReminderRule], operator: Any, offsets: str, field: str, reason: str
+) -> None:
+    form = {"rule": rules["pre-questionnaire"].pk, "name": "x", "variant_1_offsets": offsets}
+    response = operator.post("/admin/trainings/experiment/add/", form)
+    assert response.status_code == 200
+    assert reason in str(response.context["adminform"].form.errors[field])
+    assert not Experiment.objects.exists()
+
+
+def test_a_rules_offsets_do_not_change_under_a_running_experiment(rules: dict[str, ReminderRule]) -> None:
+    pre = rules["pre-questionnaire"]
+    experiment = _started(pre)
+    api = api_as(UserFactory(is_staff=True, is_superuser=True))
+    response = api.patch(f"/api/reminder-rules/{pre.slug}/", {"offsets": ["10m"]}, format="json")
+    assert response.status_code == 400 and "offsets" in response.json(), response.content
+    assert api.patch(f"/api/reminder-rules/{pre.slug}/", {"critical": True}, format="json").status_code == 200
+    experiment_stop(experiment=experiment)
+    assert (
+        api.patch(f"/api/reminder-rules/{pre.slug}/", {"offsets": ["10m"]}, format="json").status_code == 200
+    )

@@ -1,4 +1,5 @@
 """The trainings admin for coaches and operators, and the operator's status page. Importing the package
 registers the admins."""
 
+from trainings.admin import experiments as _experiments  # noqa: F401  (registers the experiments' admin)
 from trainings.admin import trainings as _trainings  # noqa: F401  (registers the admins)

@@ -17,6 +17,7 @@ from django.urls import URLPattern, path, reverse
 from common.admin_widgets import LongSelect, zone_field
 from reminders.api import default_zone_register
 from trainings.access import users_linkable_search, users_linkable_to_player
+from trainings.digest.schedule import DIGEST_FIELDS, team_digests_reschedule
 from trainings.models import Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
 
@@ -89,12 +90,25 @@ class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     search_fields = ["name"]
     filter_horizontal = ["coaches"]
     inlines = [MembershipInline]
+    fieldsets = [
+        (None, {"fields": ["name", "time_zone", "quiet_start", "quiet_end", "reminds", "coaches"]}),
+        (
+            "Coaches' digest (empty: none)",
+            {"fields": ["digest_before", "digest_morning_at", "decline_alert_within"]},
+        ),
+    ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
         return teams_visible_to(request.user)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Team | None = None) -> list[str]:
         return [] if user_sees_all_teams(request.user) else ["coaches"]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
+        """A change of the coaches' digest times reschedules the team's trainings to come."""
+        super().save_model(request, obj, form, change)
+        if change and set(form.changed_data) & set(DIGEST_FIELDS):
+            team_digests_reschedule(team=obj)
 
 
 class PlayerAddForm(ModelForm):

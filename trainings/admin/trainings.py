@@ -26,6 +26,7 @@ from django.utils.safestring import SafeString
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
 from trainings import kinds
+from trainings.admin import coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
 from trainings.admin import guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
 from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
@@ -58,6 +59,12 @@ from trainings.services import (
     training_reminders_schedule,
 )
 from trainings.windows import CLOSED, NOT_YET, open_kind, window_state
+
+
+def _players_rules() -> QuerySet[ReminderRule]:
+    """The active rules a coach may fire now for a training: the players' (a coach's digest is not theirs
+    to push to players)."""
+    return ReminderRule.objects.filter(active=True, kind__in=[kind.code for kind in kinds.rule_kinds()])
 
 
 @admin.register(Training)
@@ -165,7 +172,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
 
     def _remind_choices(self, training: Training) -> list[tuple[int, str, int, bool]]:
         """(rule, label, pending players, preselected): the open phase's rule first and selected."""
-        rules = list(ReminderRule.objects.filter(active=True).order_by("kind", "slug"))
+        rules = list(_players_rules().order_by("kind", "slug"))
         kind = open_kind(training, rules, timezone.now())
         choices = [
             (
@@ -215,7 +222,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         if training is None:
             return self._missing(request, object_id)
         click = request.POST.get("click", "")
-        rule = ReminderRule.objects.filter(pk=request.POST.get("rule") or 0, active=True).first()
+        rule = _players_rules().filter(pk=request.POST.get("rule") or 0).first()
         if rule is None or not click.isalnum() or len(click) > 64:
             self.message_user(request, "Choose a reminder rule to send.", messages.ERROR)
         else:

@@ -15,9 +15,17 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from trainings.answers.links import answer_token, answer_url, answerable
-from trainings.held import push_expiry
-from trainings.models import Guardian, Guardianship, Invitation, InvitationStatus, Player, Training
+from trainings import kinds
+from trainings.answers.links import answer_token, answer_url
+from trainings.models import (
+    Guardian,
+    Guardianship,
+    Invitation,
+    InvitationStatus,
+    Player,
+    QuestionnaireAnswer,
+    Training,
+)
 from trainings.push.devices import guardian_of
 from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams
 
@@ -99,8 +107,6 @@ def guardian_trainings(*, guardian: Guardian, now: datetime | None = None) -> li
 
 
 def _answered(invitations: QuerySet[Invitation]) -> set[tuple[Any, int, str]]:
-    from trainings.models import QuestionnaireAnswer
-
     pairs = invitations.values("training_id", "player_id")
     rows = QuestionnaireAnswer.objects.filter(
         training_id__in=pairs.values("training_id"), player_id__in=pairs.values("player_id")
@@ -111,19 +117,20 @@ def _answered(invitations: QuerySet[Invitation]) -> set[tuple[Any, int, str]]:
 def _open_links(
     guardian: Guardian, invitation: Invitation, answered: set[tuple[Any, int, str]], now: datetime
 ) -> list[dict[str, Any]]:
-    """The kinds the player may still answer on this training (window open), with the guardian's link."""
+    """The kinds the player may still answer on this training (window open), with the guardian's link, in
+    the kinds table's order."""
     links = []
     training = invitation.training
-    for kind in ("INVITATION", "PRE", "POST"):
-        if not answerable(kind) or now >= push_expiry(training=training, kind=kind):
+    for kind in kinds.rule_kinds():
+        if kind.answer is None or now >= kind.closes(training):
             continue
         done = (
             invitation.status != InvitationStatus.PENDING
-            if kind == "INVITATION"
-            else (training.pk, invitation.player_id, kind) in answered
+            if kind.answer.expects == "response"
+            else (training.pk, invitation.player_id, kind.code) in answered
         )
         token = answer_token(
-            player_id=invitation.player_id, training_id=training.pk, kind=kind, guardian_id=guardian.pk
+            player_id=invitation.player_id, training_id=training.pk, kind=kind.code, guardian_id=guardian.pk
         )
-        links.append({"kind": kind, "answered": done, "answer_url": answer_url(token)})
+        links.append({"kind": kind.code, "answered": done, "answer_url": answer_url(token)})
     return links

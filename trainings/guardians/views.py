@@ -11,9 +11,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from rest_framework import status, viewsets
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
-from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -30,9 +29,10 @@ from trainings.guardians.services import (
     guardian_trainings,
     guardians_readable_by,
 )
-from trainings.models import Device, Guardian
+from trainings.models import Guardian, Player
 from trainings.preferences import preferences_read, preferences_update
-from trainings.push.devices import device_register, device_remove, guardian_of
+from trainings.push.device_views import PersonDeviceViewSet
+from trainings.push.devices import guardian_of
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer
 
 _ERRORS = {400: OpenApiResponse(description="Field errors."), 403: OpenApiResponse(description="Not yours.")}
@@ -113,43 +113,16 @@ def _guardian(request: Request, pk: int) -> Guardian:
     destroy=extend_schema(responses={204: None, 403: _ERRORS[403]},
                           description="Remove one of your devices."),
 )  # fmt: skip
-class GuardianDeviceViewSet(
-    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
-):
-    """A guardian's devices: the same shape as a player's (`/api/players/<id>/devices/`)."""
+class GuardianDeviceViewSet(PersonDeviceViewSet):
+    """A guardian's devices: the same as a player's (`/api/players/<id>/devices/`)."""
 
-    serializer_class = DeviceSerializer
-    pagination_class = None
+    owner = "guardian"
 
-    def get_queryset(self) -> Any:
-        if getattr(self, "swagger_fake_view", False):
-            return Device.objects.none()
-        return Device.objects.filter(guardian=_guardian(self.request, self.kwargs["guardian_pk"])).order_by(
-            "pk"
-        )
+    def person(self) -> Guardian:
+        return _guardian(self.request, self.kwargs["guardian_pk"])
 
-    def get_serializer_context(self) -> dict[str, Any]:
-        context = dict(super().get_serializer_context())
-        if not getattr(self, "swagger_fake_view", False) and "guardian_pk" in self.kwargs:
-            context["owner"] = _is_self(self.request, _guardian(self.request, self.kwargs["guardian_pk"]))
-        return context
-
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        guardian = _guardian(request, kwargs["guardian_pk"])
-        if not _is_self(request, guardian):
-            raise PermissionDenied("Only the guardian registers their own devices.")
-        data = DeviceInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        device, created = device_register(guardian=guardian, **data.validated_data)
-        body = DeviceSerializer(device, context={"owner": True}).data
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
-
-    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        guardian = _guardian(request, kwargs["guardian_pk"])
-        if not _is_self(request, guardian):
-            raise PermissionDenied("Only the guardian removes their own devices.")
-        device_remove(device=get_object_or_404(Device, pk=kwargs["pk"], guardian=guardian))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def is_self(self, person: Player | Guardian) -> bool:
+        return isinstance(person, Guardian) and _is_self(self.request, person)
 
 
 class GuardianPreferencesView(APIView):

@@ -2,9 +2,11 @@ from django.db import migrations
 
 
 def seed(apps, schema_editor):
-    from trainings.defaults import rules_seed
+    from trainings.defaults import RULES, rules_seed
 
-    rules_seed(apps.get_model("trainings", "ReminderRule"), apps.get_model("trainings", "ReminderTemplate"))
+    rules_seed(
+        apps.get_model("trainings", "ReminderRule"), apps.get_model("trainings", "ReminderTemplate"), RULES
+    )
 
 
 def unseed(apps, schema_editor):

@@ -26,6 +26,10 @@ from trainings.models.answers import AnswerSource as AnswerSource
 from trainings.models.answers import Invitation as Invitation
 from trainings.models.answers import InvitationStatus as InvitationStatus
 from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
+from trainings.models.channels import ChannelChoice as ChannelChoice
+from trainings.models.coaches import Coach as Coach
+from trainings.models.coaches import CoachPush as CoachPush
+from trainings.models.coaches import DigestTimes
 from trainings.models.devices import Device as Device
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
@@ -36,9 +40,11 @@ from trainings.models.experiments import Experiment as Experiment
 from trainings.models.experiments import ExperimentAssignment as ExperimentAssignment
 from trainings.models.experiments import ExperimentStatus as ExperimentStatus
 from trainings.models.experiments import Variant as Variant
+from trainings.models.experiments import rule_change_check
 from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
+from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import Offset, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
@@ -61,7 +67,7 @@ def render_template(text: str, values: dict[str, str]) -> str:
 _QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
 
 
-class Team(models.Model):
+class Team(DigestTimes, models.Model):
     name = models.CharField(max_length=200)
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
@@ -82,11 +88,7 @@ class Team(models.Model):
     class Meta:
         permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
-                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
-                name="team_quiet_hours_both_or_none",
-            ),
+            quiet_hours_both_or_none("team"),
             models.CheckConstraint(condition=Q(reminds__in=Reminds.values), name="team_reminds_valid"),
         ]
 
@@ -108,13 +110,7 @@ class Player(models.Model):
     quiet_end = models.TimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
-                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
-                name="player_quiet_hours_both_or_none",
-            )
-        ]
+        constraints = [quiet_hours_both_or_none("player")]
 
     def __str__(self) -> str:
         return self.name
@@ -171,28 +167,21 @@ class ReminderRule(models.Model):
     """When to remind whom: its kind (trainings/kinds.py) says from which training time and whom."""
 
     slug = models.SlugField(max_length=50, unique=True, help_text="Part of every job key; do not rename.")
-    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
+    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.any_rule_choices)
     offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
     active = models.BooleanField(default=True)
     critical = models.BooleanField(
         default=False, help_text="Operators: players' mute and quiet hours cannot hide these reminders."
     )
-    # Set and cleared by trainings/experiments/control.py only (never in a form).
-    experiment = models.ForeignKey(
-        "trainings.Experiment",
-        null=True,
-        blank=True,
-        editable=False,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        help_text="The timing experiment running on this rule.",
-    )
+    # The running timing experiment and its variants' offsets (arm 1 first; arm 0 is `offsets`), set and
+    # cleared by trainings/experiments/control.py only.
+    experiment = models.ForeignKey("trainings.Experiment", null=True, blank=True, editable=False,
+                                   on_delete=models.SET_NULL, related_name="+",
+                                   help_text="The timing experiment running on this rule.")  # fmt: skip
     variant_offsets = models.JSONField(
-        default=list,
-        blank=True,
-        editable=False,
+        default=list, blank=True, editable=False,
         help_text="The running experiment's variants' offsets, arm 1 first (arm 0 is `offsets`).",
-    )
+    )  # fmt: skip
     updated_at = models.DateTimeField(auto_now=True)
     history = AuditedHistory()
 
@@ -201,6 +190,9 @@ class ReminderRule(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        rule_change_check(self)  # not the kind or offsets an experiment compares with (experiments.py)
 
     def parsed_offsets(self) -> list[Offset]:
         return parse_stored_offsets(self.offsets)
@@ -222,6 +214,8 @@ class ReminderRule(models.Model):
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
         """Every instant this rule wants for `training` (any arm's), earliest first, with its offset."""
         kind = kinds.of(self.kind)
+        if kind.instants is not None:  # a coaches' kind: the training's team says when
+            return kind.instants(training)
         anchor, zone = kind.anchor_of(training), training.zone
         pairs = [(shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.all_offsets()]
         return sorted(pairs)
@@ -265,6 +259,8 @@ class RunOutcome(models.TextChoices):
     GONE = "gone", "Training or rule deleted"
     STALE = "stale", "Instant no longer wanted (training moved)"
     INACTIVE = "inactive", "Rule deactivated"
+    NO_COACH = "no_coach", "No coach with a profile to tell"
+    SUMMARIZED = "summarized", "In the coaches' summary of the day already"
 
 
 class ReminderRun(models.Model):
@@ -406,13 +402,6 @@ class DeliveredPush(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-
-class ChannelChoice(models.TextChoices):
-    DEFAULT = "default", "Push; email when no device is reached"
-    PUSH = "push", "Push only, never email"
-    EMAIL = "email", "Email instead of push"
-    BOTH = "both", "Push and email"
 
 
 class ReminderPreference(models.Model):

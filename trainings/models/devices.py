@@ -15,21 +15,24 @@ from trainings.push.channels import (
     device_provider_choices,
 )
 
-# The channels' table (trainings/push/channels.py) says which providers and platforms a device may have.
-PROVIDER_CHOICES = device_provider_choices()
-PLATFORM_CHOICES = device_platform_choices()
 
-
-def _channel_platform_constraints() -> list[models.CheckConstraint]:
-    """A channel whose addresses live on some platforms only (APNs: Apple's) refuses a device elsewhere."""
-    used = {value for value, _ in PLATFORM_CHOICES}
+def channel_constraints() -> list[models.CheckConstraint]:
+    """The device checks the channels' table (trainings/push/channels.py) makes: the platforms and providers
+    a device may have, and a channel whose addresses live on some platforms only (APNs: Apple's) refuses a
+    device elsewhere. A new channel changes them: `manage.py makemigrations` writes that migration."""
+    platforms = [value for value, _ in device_platform_choices()]
+    providers = [value for value, _ in device_provider_choices()]
     return [
-        models.CheckConstraint(
-            condition=~Q(provider=c.name) | Q(platform__in=[p for p in PLATFORMS if p in c.platforms]),
-            name=f"device_{c.name}_platforms",
-        )
-        for c in address_channels()
-        if not used <= set(c.platforms)
+        models.CheckConstraint(condition=Q(platform__in=platforms), name="device_platform_valid"),
+        models.CheckConstraint(condition=Q(provider__in=providers), name="device_provider_valid"),
+        *(
+            models.CheckConstraint(
+                condition=~Q(provider=c.name) | Q(platform__in=[p for p in PLATFORMS if p in c.platforms]),
+                name=f"device_{c.name}_platforms",
+            )
+            for c in address_channels()
+            if not set(platforms) <= set(c.platforms)
+        ),
     ]
 
 
@@ -49,8 +52,12 @@ class Device(models.Model):
     guardian = models.ForeignKey(
         "trainings.Guardian", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
     )
-    platform = models.CharField(max_length=10, choices=PLATFORM_CHOICES)
-    provider = models.CharField(max_length=10, choices=PROVIDER_CHOICES)
+    coach = models.ForeignKey(
+        "trainings.Coach", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
+    )
+    # Read from the channels' table when asked (callables: the choices need no migration of their own).
+    platform = models.CharField(max_length=10, choices=device_platform_choices)
+    provider = models.CharField(max_length=10, choices=device_provider_choices)
     token = models.CharField(max_length=4096)
     app_id = models.CharField(
         max_length=255,
@@ -67,21 +74,16 @@ class Device(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["provider", "token"], name="device_unique_token_per_provider"),
-            models.CheckConstraint(
-                condition=Q(platform__in=[v for v, _ in PLATFORM_CHOICES]), name="device_platform_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(provider__in=[v for v, _ in PROVIDER_CHOICES]), name="device_provider_valid"
-            ),
-            *_channel_platform_constraints(),
+            *channel_constraints(),
             models.CheckConstraint(
                 condition=Q(disabled_at__isnull=True, disabled_reason="")
                 | Q(disabled_at__isnull=False) & ~Q(disabled_reason=""),
                 name="device_disabled_has_reason",
             ),
             models.CheckConstraint(
-                condition=Q(player__isnull=False, guardian__isnull=True)
-                | Q(player__isnull=True, guardian__isnull=False),
+                condition=Q(player__isnull=False, guardian__isnull=True, coach__isnull=True)
+                | Q(player__isnull=True, guardian__isnull=False, coach__isnull=True)
+                | Q(player__isnull=True, guardian__isnull=True, coach__isnull=False),
                 name="device_one_owner",
             ),
         ]
@@ -96,10 +98,22 @@ class Device(models.Model):
                 condition=Q(disabled_at__isnull=True, guardian__isnull=False),
                 name="device_enabled_guardian_idx",
             ),
+            # The same for coaches' digests: coach_id IN (...) AND disabled_at IS NULL.
+            models.Index(
+                fields=["coach"],
+                condition=Q(disabled_at__isnull=True, coach__isnull=False),
+                name="device_enabled_coach_idx",
+            ),
         ]
 
     def __str__(self) -> str:
-        owner = self.player_id if self.player_id is not None else f"guardian {self.guardian_id}"
+        owner = (
+            self.player_id
+            if self.player_id is not None
+            else f"guardian {self.guardian_id}"
+            if self.guardian_id is not None
+            else f"coach {self.coach_id}"
+        )
         return f"{self.provider}:{self.token[:12]}… ({owner})"
 
     @property
@@ -123,7 +137,10 @@ class PushSend(models.Model):
 
     push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
     device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
-    player_id = models.BigIntegerField(help_text="The push's player (kept when the device row goes).")
+    player_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The push's player (kept when the device row goes); none: a coach's."
+    )
+    coach_id = models.BigIntegerField(null=True, blank=True, help_text="The coach a coach's digest went to.")
     guardian_id = models.BigIntegerField(
         null=True, blank=True, help_text="The push's guardian, when it went to one of the player's."
     )

@@ -8,6 +8,9 @@ load. Arm 0 is the rule's own offsets; arm n is the variant at `arm = n`.
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -92,3 +95,17 @@ class ExperimentAssignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.player_id} in arm {self.arm} of {self.experiment_id}"
+
+
+def rule_change_check(rule: Any) -> None:
+    """A rule running an experiment keeps the kind and offsets its variants are compared with: stop the
+    experiment, or promote a variant, first. (`ReminderRule.clean`, so the API and the admin both ask.)"""
+    if rule.experiment_id is None:
+        return
+    experiment = Experiment.objects.filter(pk=rule.experiment_id).select_related("rule").first()
+    if experiment is None or experiment.rule_id != rule.pk:
+        return
+    if rule.offsets != experiment.control_offsets:
+        raise ValidationError({"offsets": f"experiment {experiment.name!r} compares these; stop it first."})
+    if rule.kind != experiment.rule.kind:
+        raise ValidationError({"kind": f"experiment {experiment.name!r} runs on this rule; stop it first."})

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 
+from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import validate_time_zone
 
 
@@ -46,13 +46,7 @@ class Guardian(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
-                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
-                name="guardian_quiet_hours_both_or_none",
-            )
-        ]
+        constraints = [quiet_hours_both_or_none("guardian")]
 
     def __str__(self) -> str:
         return self.name

@@ -19,9 +19,17 @@ def push_dead_lettered(*, push: PushMessage, error: str, sends: dict[int, int]) 
     requests each was sent, `sends`), the push is finished (a redelivery of the original is a duplicate)."""
     now = timezone.now()
     recorded = set(PushSend.objects.filter(push_key=push.idempotency_key).values_list("device_id", flat=True))
-    left = Device.objects.enabled().filter(player_id=push.player).exclude(pk__in=[r for r in recorded if r])
+    owner = (
+        Q(coach_id=push.coach)
+        if push.coach is not None
+        else Q(guardian_id=push.guardian)
+        if push.guardian is not None
+        else Q(player_id=push.player)
+    )
+    left = Device.objects.enabled().filter(owner).exclude(pk__in=[r for r in recorded if r])
     rows = [
         PushSend(push_key=push.idempotency_key, device=device, player_id=push.player,
+                 guardian_id=push.guardian, coach_id=push.coach,
                  provider=device.provider, status=SendStatus.FAILED, error=f"dead-lettered: {error}"[:500],
                  attempts=sends.get(device.pk, 0), recorded_at=now)
         for device in left

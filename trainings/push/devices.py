@@ -13,7 +13,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from trainings.models import Device, Guardian, Player
+from trainings.models import Coach, Device, Guardian, Player
 from trainings.selectors import players_visible_to
 from trainings.transitions import device_enable
 
@@ -51,32 +51,34 @@ def device_register(
     *,
     player: Player | None = None,
     guardian: Guardian | None = None,
+    coach: Coach | None = None,
     provider: str,
     platform: str,
     token: str,
     app_id: str = "",
 ) -> tuple[Device, bool]:
-    """Register a token for `player` (or for `guardian`: a device is one person's); returns (device,
-    created).
+    """Register a token for `player` (or for `guardian`, or `coach`: a device is one person's); returns
+    (device, created).
 
     A token already known (to the provider, tokens are unique) is updated in place: it moves to this person
     (the phone changed hands, or another account signed in on it) and is re-enabled, since a token the app
     hands us again is one the provider has issued again.
     """
-    if (player is None) == (guardian is None):
-        raise ValueError("a device is a player's or a guardian's")
+    if [player, guardian, coach].count(None) != 2:
+        raise ValueError("a device is a player's, a guardian's or a coach's")
+    owners = {"player": player, "guardian": guardian, "coach": coach}
     with transaction.atomic():
         device, created = Device.objects.select_for_update().get_or_create(
             provider=provider,
             token=token,
-            defaults={"player": player, "guardian": guardian, "platform": platform, "app_id": app_id},
+            defaults={**owners, "platform": platform, "app_id": app_id},
         )
         if not created:
-            device.player, device.guardian = player, guardian
+            device.player, device.guardian, device.coach = player, guardian, coach
             device.platform = platform
             device.app_id = app_id
             device.full_clean(validate_unique=False)
-            device.save(update_fields=["player", "guardian", "platform", "app_id"])
+            device.save(update_fields=["player", "guardian", "coach", "platform", "app_id"])
             device_enable(device=device)
     return device, created
 

@@ -27,7 +27,7 @@ class PushMessage:
     """A parsed push message (schema in trainings/handlers.py)."""
 
     idempotency_key: str
-    player: int
+    player: int | None  # None: a coach's digest (`coach`)
     title: str
     body: str
     training: str
@@ -37,15 +37,19 @@ class PushMessage:
     fire_at: datetime | None = None
     expires_at: datetime | None = None
     guardian: int | None = None  # the push goes to this guardian of the player's, not to the player
+    coach: int | None = None  # a coach's digest (trainings/digest/): to the coach's devices, no player
 
     @classmethod
     def from_body(cls, body: Any) -> PushMessage:
         if not isinstance(body, dict):
             raise ValueError("push message is not a JSON object")
         try:
+            player, coach = _optional_id(body.get("player")), _optional_id(body.get("coach"))
+            if (player is None) == (coach is None):
+                raise ValueError("one of player and coach")
             return cls(
                 idempotency_key=str(body["idempotency_key"]),
-                player=int(body["player"]),
+                player=player,
                 title=str(body["title"]),
                 body=str(body["body"]),
                 training=str(body["training"]),
@@ -54,15 +58,16 @@ class PushMessage:
                 rule=str(body["rule"]) if body.get("rule") else None,
                 fire_at=_aware(body.get("fire_at")),
                 expires_at=_aware(body.get("expires_at")),
-                guardian=int(body["guardian"]) if body.get("guardian") is not None else None,
+                guardian=_optional_id(body.get("guardian")),
+                coach=coach,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"push message is missing or has a bad field: {exc}") from None
 
     @property
-    def recipient(self) -> tuple[int, int | None]:
-        """(player, guardian): whose devices and preferences the push goes by."""
-        return self.player, self.guardian
+    def recipient(self) -> Recipient:
+        """(player, guardian, coach): whose devices and preferences the push goes by."""
+        return self.player, self.guardian, self.coach
 
     @property
     def collapse_id(self) -> str:
@@ -84,12 +89,19 @@ class PushMessage:
             values["rule"] = self.rule
         if self.guardian is not None:  # a guardian's app: which of their players it is about
             values["player"], values["guardian"] = str(self.player), str(self.guardian)
+        if self.coach is not None:  # a coach's app: whose digest, about which team
+            values["coach"] = str(self.coach)
+            if self.raw.get("team") is not None:
+                values["team"] = str(self.raw["team"])
         return values
 
     @cached_property
     def answer_fields(self) -> dict[str, Any]:
         """The answer link for this push's player (and guardian), training and kind (`category`,
-        `answer_url`, an invitation's `actions`), signed once per push whatever its number of devices."""
+        `answer_url`, an invitation's `actions`), signed once per push whatever its number of devices; none
+        for a coach's digest (nothing to answer)."""
+        if self.player is None:
+            return {}
         try:
             return answer_push_fields(
                 player_id=self.player, training_id=self.training, kind=self.kind, guardian_id=self.guardian
@@ -99,6 +111,14 @@ class PushMessage:
 
     def ttl_seconds(self, now: float) -> int:
         return max(0, int(self.expires_at.timestamp() - now)) if self.expires_at else 86400
+
+
+# Whose push it is: (player, guardian, coach); a player's has no coach, a coach's no player or guardian.
+Recipient = tuple[int | None, int | None, int | None]
+
+
+def _optional_id(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _aware(value: Any) -> datetime | None:

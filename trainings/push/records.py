@@ -81,7 +81,7 @@ class Round:
 
 
 # A PushSend row as the gateway writes it (common/rows_insert.py: one statement for a round's rows).
-_SEND_COLUMNS = ("push_key", "device_id", "player_id", "guardian_id", "provider", "status",
+_SEND_COLUMNS = ("push_key", "device_id", "player_id", "guardian_id", "coach_id", "provider", "status",
                  "provider_message_id", "error", "attempts", "recorded_at")  # fmt: skip
 _FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
           Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
@@ -100,8 +100,9 @@ def sends_record(
         if status is None:
             continue
         rows.append(
-            (push.idempotency_key, device.device_id, push.player, push.guardian, channel_of(device),
-             str(status), result.message_id[:300], result.error[:500], attempts, recorded_at)
+            (push.idempotency_key, device.device_id, push.player, push.guardian, push.coach,
+             channel_of(device), str(status), result.message_id[:300], result.error[:500], attempts,
+             recorded_at)
         )  # fmt: skip
         if result.verdict == Verdict.ACCEPTED:
             accepted.append(device.device_id)
@@ -132,7 +133,7 @@ def pushes_finish(
 ) -> None:
     """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
     rows = [
-        (push.idempotency_key, None, push.player, push.guardian, "", str(status), "", "", 0, now)
+        (push.idempotency_key, None, push.player, push.guardian, push.coach, "", str(status), "", "", 0, now)
         for _, push, status in closing
         if status in PUSH_LEVEL
     ]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from trainings.models import Device
 from trainings.push.channels import fallback_channel_names
-from trainings.push.messages import PushMessage, Target
+from trainings.push.messages import PushMessage, Recipient, Target
 
 _FALLBACK = fallback_channel_names()
 ACCEPTED = "accepted"
@@ -43,26 +43,35 @@ def route(
     return [d for d in chosen if d.device_id not in done], [d for d in spare if d.device_id not in done]
 
 
-def addresses_of(pushes: Sequence[PushMessage]) -> dict[tuple[int, int | None], list[Target]]:
-    """The enabled addresses (devices, email) of each push's recipient, by (player, guardian): the player's
-    own for a push to the player, the guardian's for one to a guardian. One query for each of the two, on
-    the enabled-owner indexes."""
-    players = {p.player for p in pushes if p.guardian is None}
-    wards: dict[int, set[int]] = {}
+def addresses_of(pushes: Sequence[PushMessage]) -> dict[Recipient, list[Target]]:
+    """The enabled addresses (devices, email) of each push's recipient, by (player, guardian, coach): the
+    player's own for a push to the player, the guardian's for one to a guardian, the coach's for a coach's
+    digest. One query for each kind of owner, on the enabled-owner indexes."""
+    players = {p.player for p in pushes if p.player is not None and p.guardian is None and p.coach is None}
+    coaches = {p.coach for p in pushes if p.coach is not None}
+    wards: dict[int, set[int | None]] = {}
     for p in pushes:
         if p.guardian is not None:
             wards.setdefault(p.guardian, set()).add(p.player)
-    devices: dict[tuple[int, int | None], list[Target]] = {}
+    devices: dict[Recipient, list[Target]] = {}
     columns = ("pk", "provider", "platform", "token", "app_id")
     if players:  # tuples, not model instances: a round reads hundreds
         enabled = Device.objects.enabled().filter(player_id__in=players).order_by("pk")
         for player_id, pk, service, platform, token, app_id in enabled.values_list("player_id", *columns):
-            devices.setdefault((player_id, None), []).append(Target(pk, service, platform, token, app_id))
+            devices.setdefault((player_id, None, None), []).append(
+                Target(pk, service, platform, token, app_id)
+            )
     if wards:
         enabled = Device.objects.enabled().filter(guardian_id__in=wards).order_by("pk")
         for guardian_id, pk, service, platform, token, app_id in enabled.values_list("guardian_id", *columns):
-            for player_id in sorted(wards[guardian_id]):
-                devices.setdefault((player_id, guardian_id), []).append(
+            for player_id in sorted(wards[guardian_id], key=lambda p: p or 0):
+                devices.setdefault((player_id, guardian_id, None), []).append(
                     Target(pk, service, platform, token, app_id)
                 )
+    if coaches:
+        enabled = Device.objects.enabled().filter(coach_id__in=coaches).order_by("pk")
+        for coach_id, pk, service, platform, token, app_id in enabled.values_list("coach_id", *columns):
+            devices.setdefault((None, None, coach_id), []).append(
+                Target(pk, service, platform, token, app_id)
+            )
     return devices

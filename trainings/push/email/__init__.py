@@ -22,7 +22,7 @@ __all__ = ["EmailProvider", "address_error", "from_settings"]
 
 
 def from_settings(*, in_flight: int) -> PushProvider | None:
-    return EmailProvider(threads=min(in_flight, settings.TRAININGS_EMAIL_CONNECTIONS))
+    return EmailProvider(connections=min(in_flight, settings.TRAININGS_EMAIL_CONNECTIONS))
 
 
 def address_error(address: str) -> str | None:

@@ -1,45 +1,105 @@
-"""Sending one reminder email through Django's email framework (SMTP, a django-anymail provider, or the
-console under `make run`), on threads of its own: the backends are blocking, the gateway's loop is not.
+"""Sending one reminder email: with Django's SMTP backend (the default), on the gateway's event loop through a
+pool of open SMTP connections (smtp.py), the email written as bytes (message.py `as_bytes`); with any other
+backend (a django-anymail provider, the console under `make run`), through that backend on threads of
+their own, since those backends block and the gateway's loop must not.
 
-Each thread keeps one open connection and reuses it for every email it sends; a connection that fails is
-closed and opened again on the next email. What the server answers becomes the gateway's verdict: a
-recipient refused permanently (SMTP 5xx on RCPT, anymail's "rejected"/"invalid") disables the address
-like a dead token; a temporary refusal (4xx), a dropped connection or a provider's 429/5xx is retried;
-refused credentials stop the gateway.
+With SMTP, the connection settings are the backend's (EMAIL_HOST, EMAIL_USE_TLS, …) and the bytes are the
+message Django would send (tests/trainings/test_email_mime.py); TRAININGS_EMAIL_CONNECTIONS connections at
+most, each reused for every email it sends. On threads, each thread keeps one open connection of the
+backend; a connection that fails is closed and opened again on the next email.
+
+What the server answers becomes the gateway's verdict: a recipient refused permanently (SMTP 5xx on RCPT,
+anymail's "rejected"/"invalid") disables the address like a dead token; a temporary refusal (4xx), a
+dropped connection or a provider's 429/5xx is retried; refused credentials stop the gateway; a push that
+cannot be an email (a header value with a line break, an address Django cannot write) fails for that
+address alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import smtplib
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from email.utils import parseaddr
 from typing import Any
 
+from django.conf import settings
 from django.core.mail import get_connection
+from django.core.mail.backends.smtp import EmailBackend as SmtpBackend
+from django.core.mail.message import sanitize_address
 
-from trainings.push.email.message import email_for
+from trainings.push.email import mime
+from trainings.push.email.message import as_bytes, email_for, email_of
+from trainings.push.email.smtp import SmtpPool, SmtpRefused, SmtpSettings, SmtpUnreachable
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
+
+# The settings an SMTP connection depends on: a change (a test's) makes a new pool.
+_SMTP_SETTINGS = ("EMAIL_BACKEND", "EMAIL_HOST", "EMAIL_PORT", "EMAIL_HOST_USER", "EMAIL_HOST_PASSWORD",
+                  "EMAIL_USE_TLS", "EMAIL_USE_SSL", "EMAIL_TIMEOUT", "EMAIL_SSL_KEYFILE",
+                  "EMAIL_SSL_CERTFILE")  # fmt: skip
 
 
 class EmailProvider:
     name = "email"
 
-    def __init__(self, *, threads: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="email")
+    def __init__(self, *, connections: int) -> None:
+        self.connections = connections  # open SMTP connections at most (or threads, for another backend)
+        self._smtp: SmtpPool | None = None
+        self._smtp_key: tuple[Any, ...] = ()
+        self._retired: list[SmtpPool] = []
+        self._threads: ThreadPoolExecutor | None = None  # for a backend that is not SMTP
         self._local = threading.local()
-        self._connections: list[Any] = []
+        self._backends: list[Any] = []
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
         pass
 
     async def send(self, push: PushMessage, device: Target) -> SendResult:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._send, push, device)
+        pool = self._smtp_pool()
+        if pool is None:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(max_workers=self.connections, thread_name_prefix="email")
+            return await asyncio.get_running_loop().run_in_executor(self._threads, self._send, push, device)
+        try:
+            email = email_of(push, device)
+            message, to = as_bytes(email), mime.address(email.to)
+            recipient = to if to == email.to else parseaddr(to)[1]  # a plain address is its own envelope
+        except ValueError as exc:  # a header value with a line break, an address Django cannot write
+            return SendResult(Verdict.FAILED, error=f"not an email: {exc}"[:200])
+        try:
+            await pool.send(_envelope(settings.DEFAULT_FROM_EMAIL), recipient, message)
+        except SmtpRefused as exc:
+            if exc.command == "AUTH" and exc.code >= 500:
+                return SendResult(Verdict.AUTH, error=f"SMTP {exc.code} authentication refused")
+            return _smtp_verdict(exc.code, exc.text, dead=exc.command == "RCPT")
+        except SmtpUnreachable as exc:
+            return SendResult(Verdict.RETRY, error=f"SMTP unreachable: {exc}"[:200])
+        return SendResult(Verdict.ACCEPTED, message_id=email.headers["Message-ID"])
 
     async def aclose(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._close_all)
+        for pool in [*self._retired, *([self._smtp] if self._smtp else [])]:
+            await pool.aclose()
+        if self._threads is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._close_all)
+
+    def _smtp_pool(self) -> SmtpPool | None:
+        """The SMTP pool when EMAIL_BACKEND is Django's SMTP backend, else None (the backend on threads)."""
+        key = tuple(getattr(settings, name, None) for name in _SMTP_SETTINGS)
+        if key != self._smtp_key:
+            if self._smtp is not None:
+                self._retired.append(self._smtp)
+            backend = get_connection(fail_silently=False)
+            self._smtp = (
+                SmtpPool(SmtpSettings.of(backend), size=self.connections)
+                if isinstance(backend, SmtpBackend)
+                else None
+            )
+            self._smtp_key = key
+        return self._smtp
 
     def _connection(self) -> Any:
         connection = getattr(self._local, "connection", None)
@@ -47,7 +107,7 @@ class EmailProvider:
             connection = self._local.connection = get_connection(fail_silently=False)
             connection.open()
             with self._lock:
-                self._connections.append(connection)
+                self._backends.append(connection)
         return connection
 
     def _drop(self) -> None:
@@ -58,16 +118,18 @@ class EmailProvider:
                 connection.close()
 
     def _close_all(self) -> None:
-        self._pool.shutdown(wait=True)
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
         with self._lock:
-            for connection in self._connections:
+            for connection in self._backends:
                 with contextlib.suppress(Exception):
                     connection.close()
-            self._connections.clear()
+            self._backends.clear()
 
     def _send(self, push: PushMessage, device: Target) -> SendResult:
-        message = email_for(push, device)
+        """On a thread: the email through a backend that is not SMTP (anymail, the console)."""
         try:
+            message = email_for(push, device)
             message.connection = self._connection()
             message.send()
         except smtplib.SMTPRecipientsRefused as exc:
@@ -81,13 +143,23 @@ class EmailProvider:
             return _smtp_verdict(exc.smtp_code, exc.smtp_error, dead=False)
         except (smtplib.SMTPException, OSError) as exc:  # disconnected, unreachable
             self._drop()
+            if type(exc).__name__.startswith("Anymail"):  # anymail's API errors are requests' (an OSError)
+                return _anymail_verdict(exc)
             return SendResult(Verdict.RETRY, error=f"SMTP unreachable: {type(exc).__name__}")
+        except ValueError as exc:  # this push cannot be an email (a header with a newline, a bad address)
+            return SendResult(Verdict.FAILED, error=f"not an email: {exc}"[:200])
         except Exception as exc:  # an anymail backend's errors, read by name (anymail is optional here)
             self._drop()
             return _anymail_verdict(exc)
         status = getattr(message, "anymail_status", None)
         message_id = str(getattr(status, "message_id", "") or "") or message.extra_headers["Message-ID"]
         return SendResult(Verdict.ACCEPTED, message_id=message_id)
+
+
+@functools.lru_cache(maxsize=16)
+def _envelope(address: str) -> str:
+    """The address of MAIL FROM (DEFAULT_FROM_EMAIL), as Django's SMTP backend and smtplib give it."""
+    return parseaddr(sanitize_address(address, "utf-8"))[1]
 
 
 def _smtp_verdict(code: int, text: bytes | str, *, dead: bool) -> SendResult:

@@ -1,0 +1,73 @@
+"""Admin for coaches' profiles (trainings/models/coaches.py) and the digests they were sent: a coach sees and
+changes their own profile and reads the digests of their teams; operators see everyone's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from trainings.admin.people import ZoneAndLanguageLists
+from trainings.models import CoachPush, Device
+from trainings.models.coaches import Coach
+from trainings.selectors import teams_visible_to, user_sees_all_teams
+
+
+class CoachDeviceInline(admin.TabularInline):
+    """The coach's devices and email addresses, read-only: the coach's app registers them."""
+
+    model = Device
+    fk_name = "coach"
+    extra = 0
+    fields = ("provider", "platform", "created_at", "last_success_at", "disabled_at", "disabled_reason")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Coach)
+class CoachAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
+    list_display = ["__str__", "language", "time_zone", "channels"]
+    search_fields = ["user__username", "user__first_name", "user__last_name"]
+    fields = ["user", "language", "time_zone", "channels", "quiet_start", "quiet_end"]
+    raw_id_fields = ["user"]
+    inlines = [CoachDeviceInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Coach]:
+        coaches = super().get_queryset(request).select_related("user")
+        return coaches if user_sees_all_teams(request.user) else coaches.filter(user=request.user.pk)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Coach | None = None) -> list[str]:
+        return [] if user_sees_all_teams(request.user) or obj is None else ["user"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return user_sees_all_teams(request.user)
+
+
+@admin.register(CoachPush)
+class CoachPushAdmin(admin.ModelAdmin):
+    """What each coach was told, or why not (held, skipped), read-only."""
+
+    list_display = ["fire_at", "kind", "coach", "team", "owing", "status", "status_reason"]
+    list_filter = ["kind", "status"]
+    fields = ("coach", "team", "training", "rule", "player", "kind", "language", "title", "body", "owing",
+              "fire_at", "expires_at", "status", "release_at", "status_reason", "sent_at", "key")  # fmt: skip
+    readonly_fields = fields
+    date_hierarchy = "fire_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[CoachPush]:
+        pushes = super().get_queryset(request).select_related("coach__user", "team")
+        return pushes.filter(team__in=teams_visible_to(request.user))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,72 @@
+"""The API of someone's devices, a player's (`/api/players/<id>/devices/`), a guardian's
+(`/api/guardians/<id>/devices/`) or the signed-in coach's (`/api/coach/devices/`): one implementation, the
+person's kind of row given by the subclass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import mixins, status, viewsets
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.generics import get_object_or_404
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from trainings.models import Coach, Device, Guardian, Player
+from trainings.push.devices import device_register, device_remove
+from trainings.serializers import DeviceInputSerializer, DeviceSerializer
+
+
+class PersonDeviceViewSet(
+    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
+    """Whoever may read the person lists their devices (full tokens to the person only, shortened to the
+    others); only the person registers and removes their own."""
+
+    serializer_class = DeviceSerializer
+    pagination_class = None  # a person has a handful
+    owner = ""  # Device's column for the person ("player", "guardian", "coach"); a URL names it `<owner>_pk`
+
+    def person(self) -> Player | Guardian | Coach:
+        """The person of the URL, or NotFound when the caller may not read them."""
+        raise NotImplementedError
+
+    def is_self(self, person: Any) -> bool:
+        """The caller is this person."""
+        raise NotImplementedError
+
+    def _own(self, doing: str) -> Player | Guardian | Coach:
+        person = self.person()
+        if not self.is_self(person):
+            raise PermissionDenied(f"Only the {self.owner} {doing} their own devices.")
+        return person
+
+    def get_queryset(self) -> QuerySet[Device]:
+        if getattr(self, "swagger_fake_view", False):
+            return Device.objects.none()
+        return Device.objects.filter(**{self.owner: self.person()}).order_by("created_at", "id")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = dict(super().get_serializer_context())
+        if not getattr(self, "swagger_fake_view", False) and f"{self.owner}_pk" in self.kwargs:
+            context["owner"] = self.is_self(self.person())
+        return context
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        person = self._own("registers")
+        data = DeviceInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        device, created = device_register(
+            player=person if isinstance(person, Player) else None,
+            guardian=person if isinstance(person, Guardian) else None,
+            coach=person if isinstance(person, Coach) else None,
+            **data.validated_data,
+        )
+        body = DeviceSerializer(device, context={"owner": True}).data
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        person = self._own("removes")
+        device_remove(device=get_object_or_404(Device, pk=kwargs["pk"], **{self.owner: person}))
+        return Response(status=status.HTTP_204_NO_CONTENT)
