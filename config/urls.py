@@ -10,8 +10,13 @@ from reminders.ops import views as ops_views
 from trainings.admin.analytics_page import analytics_view
 from trainings.admin.dead_letters import dead_letters_replay_view, dead_letters_view
 from trainings.admin.status_page import status_retry_view, status_retrying_view, status_view
+from trainings.answers.views import AnswerLinkView
 
 urlpatterns = [
+    # A signed answer link, followed without a session (trainings/answers/links.py): first, because it is
+    # the most requested URL (one per tap on a reminder) and resolving it behind the API's routers cost
+    # more CPU than the view's own Python.
+    path("api/answer-links/<str:token>/", AnswerLinkView.as_view(), name="answer-link"),
     # --- Admin pages for coaches and operators, before admin/ whose catch-all would take them.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/status/", admin.site.admin_view(status_view), name="admin-status"),

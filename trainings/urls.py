@@ -4,7 +4,6 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from trainings.analytics.views import EffectivenessView, PlayersView
-from trainings.answers.views import AnswerLinkView
 from trainings.digest.views import CoachDeviceViewSet, CoachProfileView
 from trainings.experiments.views import ExperimentViewSet
 from trainings.guardians.views import (
@@ -27,8 +26,6 @@ urlpatterns = [
     # What the reminders achieve (trainings/analytics/).
     path("analytics/offsets/", EffectivenessView.as_view(), name="analytics-offsets"),
     path("analytics/players/", PlayersView.as_view(), name="analytics-players"),
-    # A signed answer link, followed without a session (trainings/answers/links.py).
-    path("answer-links/<str:token>/", AnswerLinkView.as_view(), name="answer-link"),
     # A player's push devices (trainings/push/devices.py).
     path(
         "players/<int:player_pk>/devices/",

@@ -6,13 +6,15 @@ round POSTs one answer per player to `/api/answer-links/<token>/`: half invitati
 every round so each POST writes. The alternative, in the same round with the same server and client, is a
 trivial Django view: `GET /health/live` through the same middleware, N times.
 
-The server is `gunicorn config.wsgi` with WORKERS sync workers (2, the machine's cores), as the Procfile
-runs it but without the access log; the client is bench/http_load.py in a process of its own, with
-CONCURRENCY connections in flight. Every player answers from an address of their own (X-Forwarded-For
-behind one proxy, API_NUM_PROXIES=1): the per-address limit stays on, as it is in production, and counts
-each phone apart. Rates are medians over the rounds; the CPU of the workers and of their PostgreSQL
-backends (read from /proc by pid; the workers keep their connection for the run, BENCH_CONN_MAX_AGE) per
-request says what one request costs whatever else the shared machine runs.
+The server is `gunicorn config.wsgi` with WORKERS sync workers (2 x cores + 1), as the Procfile runs it
+but without the access log. The client is wrk (Debian's `wrk`, a C event loop) with bench/answers.lua, one
+thread, CONCURRENCY connections in flight: it costs a fraction of what a Python client did per request
+(bench/http_load.py, the fallback when wrk is not installed, about 600 µs), so the run measures the server.
+Every player answers from an address of their own (X-Forwarded-For behind one proxy, API_NUM_PROXIES=1):
+the per-address limit stays on, as it is in production, and counts each phone apart. Rates are medians
+over the rounds; the CPU of the workers and of their PostgreSQL backends (read from /proc by pid; the
+workers keep their connection for the run, BENCH_CONN_MAX_AGE) per request says what one request costs
+whatever else the shared machine runs, and so what rate two quiet cores would allow.
 Target: >= 1,000 answers/s.
 """
 
@@ -20,7 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import shutil
 import socket
+import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -77,21 +82,65 @@ def _address(i: int) -> str:
     return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
 
 
-def _load(h: Harness, name: str, port: int, requests: list[list[Any]]) -> dict[str, Any]:
-    """Run the requests through bench/http_load.py in a child process; its result line."""
-    import subprocess
+LUA = Path(__file__).resolve().parent.parent / "answers.lua"
 
-    lines = "\n".join(json.dumps(r) for r in requests)
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.http_load", "127.0.0.1", str(port), str(CONCURRENCY)],
-        input=lines.encode(),
-        capture_output=True,
-        check=True,
-        env=h.child_env(),
-        timeout=600,
-    )
-    result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
-    return result
+
+class _Client:
+    """The load generator: wrk with bench/answers.lua when installed, else bench/http_load.py. `run` sends
+    one round (every player's answer, or as many GET /health/live) and returns its result: statuses,
+    seconds from the first request to the last answer, latencies, and the client's own CPU seconds."""
+
+    def __init__(self, h: Harness, port: int, links: list[tuple[int, str, str]]) -> None:
+        self.h, self.port, self.links = h, port, links
+        self.wrk = shutil.which("wrk")
+        self.name = "wrk (bench/answers.lua)" if self.wrk else "bench/http_load.py (wrk not installed)"
+        self.links_file = h.log_dir / "answer-links.txt"
+        self.links_file.write_text(
+            "".join(f"{kind} {token} {_address(player_id)}\n" for player_id, kind, token in links)
+        )
+
+    def run(self, mode: str, round_: int, links: list[tuple[int, str, str]] | None = None) -> dict[str, Any]:
+        links = self.links if links is None else links
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = self._wrk(mode, round_, links) if self.wrk else self._python(mode, round_, links)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result["cpu"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        return result
+
+    def _wrk(self, mode: str, round_: int, links: list[tuple[int, str, str]]) -> dict[str, Any]:
+        path = self.links_file
+        if links is not self.links:
+            path = self.h.log_dir / "answer-links-warm.txt"
+            path.write_text("".join(f"{k} {t} {_address(p)}\n" for p, k, t in links))
+        done = subprocess.run(
+            [str(self.wrk), "-t1", f"-c{CONCURRENCY}", "-d600s", "--timeout", "30s", "-s", str(LUA),
+             f"http://127.0.0.1:{self.port}", "--", str(path), str(round_), mode],
+            capture_output=True, check=True, timeout=660,
+        )  # fmt: skip
+        result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        return result
+
+    def _python(self, mode: str, round_: int, links: list[tuple[int, str, str]]) -> dict[str, Any]:
+        requests: list[list[Any]] = []
+        for player_id, kind, token in links:
+            headers = {"X-Forwarded-For": _address(player_id)}
+            if mode == "trivial":
+                requests.append(["GET", "/health/live", headers, None])
+                continue
+            body = (
+                {"response": "accepted" if round_ % 2 == 0 else "denied"}
+                if kind == "INVITATION"
+                else {"answers": {"sleep": 6 + round_, "round": round_}}
+            )
+            requests.append(["POST", f"/api/answer-links/{token}/", headers, json.dumps(body)])
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.http_load", "127.0.0.1", str(self.port), str(CONCURRENCY)],
+            input="\n".join(json.dumps(r) for r in requests).encode(),
+            capture_output=True, check=True, env=self.h.child_env(), timeout=600,
+        )  # fmt: skip
+        result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        result.pop("cpu", None)  # counted by the caller, like wrk's
+        return result
 
 
 def run(h: Harness) -> Section:
@@ -130,12 +179,12 @@ def run(h: Harness) -> Section:
     try:
         _wait_for_port(port, server)
         workers = _children(server.pid)
-        # Warm each worker (imports, URL resolver, the database connection) before the clock starts.
-        _load(h, "warm", port, [["GET", "/health/live", {}, None]] * 50)
-        warm = [["POST", f"/api/answer-links/{token}/", {"X-Forwarded-For": _address(player_id)},
-                 json.dumps({"response": "denied"} if kind == "INVITATION" else {"answers": {}})]
-                for player_id, kind, token in links[:100]]  # fmt: skip
-        _load(h, "warm", port, warm)  # every worker holds its database connection now
+        client = _Client(h, port, links)
+        # Warm each worker (imports, URL resolver, the database connection, the prepared statements) before
+        # the clock starts: answers the rounds do not count (the first links, answered twice).
+        client.run("trivial", 0, links[:200])
+        client.run("answers", rounds + 1, links[:200])
+        client.run("answers", rounds + 2, links[:200])
 
         answers_rates: list[float] = []
         trivial_rates: list[float] = []
@@ -145,24 +194,15 @@ def run(h: Harness) -> Section:
         client_cpu: list[float] = []
         statuses: dict[str, int] = {}
         latencies: list[tuple[float, float]] = []
+        load_start = os.getloadavg()[0]
         for r in range(rounds):
-            requests = []
-            for player_id, kind, token in links:
-                body = (
-                    {"response": "accepted" if r % 2 == 0 else "denied"}
-                    if kind == "INVITATION"
-                    else {"answers": {"sleep": 6 + r, "round": r}}
-                )
-                headers = {"X-Forwarded-For": _address(player_id)}
-                requests.append(["POST", f"/api/answer-links/{token}/", headers, json.dumps(body)])
             backends = _backends()  # the same pids all run (BENCH_CONN_MAX_AGE); read again to be sure
             cpu, database = _cpu_seconds(workers), _cpu_seconds(backends)
-            answered = _load(h, "answers", port, requests)
+            answered = client.run("answers", r)
             answer_cpu.append((_cpu_seconds(workers) - cpu) / n)
             database_cpu.append((_cpu_seconds(backends) - database) / n)
-            trivial = [["GET", "/health/live", {"X-Forwarded-For": _address(i)}, None] for i in range(n)]
             cpu = _cpu_seconds(workers)
-            served = _load(h, "trivial", port, trivial)
+            served = client.run("trivial", r)
             trivial_cpu.append((_cpu_seconds(workers) - cpu) / n)
             answers_rates.append(answered["statuses"].get("200", 0) / answered["seconds"])
             trivial_rates.append(served["statuses"].get("200", 0) / served["seconds"])
@@ -177,6 +217,7 @@ def run(h: Harness) -> Section:
                 "request",
                 flush=True,
             )
+        load_end = os.getloadavg()[0]
     finally:
         h.stop(server)
 
@@ -209,7 +250,8 @@ def run(h: Harness) -> Section:
             f"{statuses}; {recorded_invitations:,} invitations and {recorded_answers:,} questionnaires "
             f"recorded; latency p50/p99 of the median round "
             f"{sorted(latencies)[len(latencies) // 2][0]:.1f}/{sorted(latencies)[len(latencies) // 2][1]:.1f}"
-            f" ms at {CONCURRENCY} in flight",
+            f" ms at {CONCURRENCY} in flight from {client.name}; load average {load_start:.1f} at the start, "
+            f"{load_end:.1f} at the end",
         ),
         Row(
             "10b answer link, CPU per answer: gunicorn worker + its PostgreSQL backend",
@@ -221,7 +263,7 @@ def run(h: Harness) -> Section:
             "of trivial",
             note=f"worker {worker_us:,.0f} µs + PostgreSQL backend {database_us:,.0f} µs per answer (medians "
             f"of {rounds} rounds; worker CPU answer/trivial {cpu_ratio.describe()}); the client spent "
-            f"{RoundRatios(tuple(x * 1e6 for x in client_cpu)).median:,.0f} µs per request. At that CPU "
+            f"{RoundRatios(tuple(x * 1e6 for x in client_cpu)).median:,.0f} µs per answer. At that CPU "
             f"cost the server side alone could serve {capacity:,.0f} answers/s on this machine's "
             f"{os.cpu_count()} cores if it had them to itself (client, WAL writer and other sessions not "
             "counted)",

@@ -302,3 +302,56 @@ def test_the_coachs_grid_says_how_and_when_each_answer_came(client: Client, trai
     assert _post(client, _path(alice, training, "INVITATION"), {"response": "accepted"}).status_code == 200
     row = next(r for r in training_player_grid(training=training) if r.player == "Alice")
     assert row.invitation_how == "from the notification, 3 min after the 60-min reminder"
+
+
+@pytest.mark.parametrize("kind", ["INVITATION", "PRE"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"response": "accepted"}, {"response": "denied"}, {"response": "maybe"}, {"response": True},
+        {"answers": {"sleep": 7}}, {"answers": {}}, {"answers": [1]}, {"answers": "x"},
+        {"answers": {"k": 1}, "source": "app"}, {"response": "denied", "source": "app"},
+        {"answers": {}, "source": "admin"}, {"response": "accepted", "other": 1}, {}, [],
+        {"answers": {str(i): i for i in range(101)}},
+    ],
+)  # fmt: skip
+def test_the_views_plain_bodies_are_what_the_input_serializer_makes_of_them(kind: str, body: Any) -> None:
+    """The view reads the common bodies without instantiating AnswerLinkInputSerializer (its per-request
+    cost): what it accepts, the serializer accepts with the same values; the rest goes to the serializer."""
+    from trainings.answers.serializers import AnswerLinkInputSerializer
+    from trainings.answers.views import _plain_input
+
+    serializer = AnswerLinkInputSerializer(data=body, context={"kind": kind})
+    plain = _plain_input(body, kind)
+    if plain is not None:
+        assert serializer.is_valid(), serializer.errors
+        assert plain == dict(serializer.validated_data)
+
+
+@pytest.mark.postgres  # the prepared statements and their own connection check are PostgreSQL's path
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_connection_that_died_while_idle_is_replaced_without_a_health_check(
+    client: Client, training: Training, settings: Any
+) -> None:
+    """No `SELECT 1` per answer: the link's first statement is the check, and a connection the server
+    ended between requests is replaced and the answer recorded, as Django's health check would have."""
+    settings.DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    path = _path(_player("Alice"), training, "INVITATION")
+    assert _post(client, path, {"response": "accepted"}).status_code == 200
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        old_backend = cursor.fetchone()[0]
+    from django.db import connections
+
+    killer = connections.create_connection("default")
+    with killer.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [old_backend])
+    killer.close()
+    connection.health_check_enabled, connection.health_check_done = True, False  # a new request's state
+    response = _post(client, path, {"response": "denied"})
+    assert response.status_code == 200, response.content
+    assert response.json()["changed"] is True
+    assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != old_backend

@@ -27,12 +27,14 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
+from tests.data_once import built_once, fresh_copy
 from tests.factories import (
     GuardianFactory,
     MembershipFactory,
     PlayerFactory,
     TeamFactory,
     UserFactory,
+    rules_seeded,
     training_made,
 )
 from tests.fault_table import record
@@ -107,8 +109,8 @@ def _side(name: str, player_name: str) -> Side:
     return Side(coach=coach, team=team, training=training, player=player, guardian=guardian)
 
 
-@pytest.fixture
-def world(db: None) -> World:
+def _world_build() -> World:
+    rules_seeded()
     a, b = _side("a", "Alice"), _side("b", "Zoe")
     operator = UserFactory(username="operator", is_staff=True)
     operator.groups.add(coach_group_ensure())  # the admin pages need the model permissions too
@@ -120,6 +122,19 @@ def world(db: None) -> World:
         "superuser": UserFactory(username="root", is_staff=True, is_superuser=True),
     }
     return World(a=a, b=b, users=users)
+
+
+@pytest.fixture(scope="module")
+def _world_shared(django_db_setup: None, django_db_blocker: Any) -> Iterator[World]:
+    """Built once for the module's couple of hundred cases (tests/data_once.py): building two teams with
+    trainings and reminders took most of each case's time."""
+    with built_once(django_db_blocker, _world_build) as shared:
+        yield shared
+
+
+@pytest.fixture
+def world(_world_shared: World, db: None) -> World:
+    return fresh_copy(_world_shared)
 
 
 def _training_body(side: Side) -> dict[str, Any]:

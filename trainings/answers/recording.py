@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -22,6 +23,7 @@ from django.utils import formats, timezone, translation
 
 from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
+from trainings.answers.statements import fetch_one
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.firing import push_expiry
 from trainings.models import (
@@ -106,9 +108,7 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
 
 def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
     """(training, invitation) of a link as detached model instances, from `queries.ANSWER_LINK_TARGET`."""
-    with connection.cursor() as cursor:
-        cursor.execute(queries.ANSWER_LINK_TARGET, [link.player_id, link.training_id])
-        row = cursor.fetchone()
+    row = fetch_one(queries.ANSWER_LINK_TARGET, [link.player_id, link.training_id])
     if row is None:
         return None, None
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
@@ -195,9 +195,7 @@ def _invitation_respond(target: LinkTarget, response: str, now: datetime, source
 def _invitation_record(target: LinkTarget, status: str, now: datetime, source: str) -> Recorded:
     params: dict[str, Any] = {"status": status, "now": now, "source": source, "id": target.invitation.pk,
               "by": target.link.guardian_id}  # fmt: skip
-    with connection.cursor() as cursor:
-        cursor.execute(queries.INVITATION_ANSWER_RECORD, params)
-        changed, status, responded_at, response_source, by = cursor.fetchone()
+    changed, status, responded_at, response_source, by = _recorded(queries.INVITATION_ANSWER_RECORD, params)
     if changed:  # given now, by this link's reader: no query for their name
         answer = _invitation_answer(Invitation(status=status, responded_at=responded_at,
                                                response_source=response_source))  # fmt: skip
@@ -207,6 +205,13 @@ def _invitation_record(target: LinkTarget, status: str, now: datetime, source: s
     return Recorded(changed, _invitation_answer(invitation))
 
 
+def _recorded(sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
+    """The row a recording statement returns: (changed, the answer as it now stands)."""
+    row = fetch_one(sql, params)
+    assert row is not None  # the target was read: the row exists, written now or before
+    return row
+
+
 def _questionnaire_record(
     target: LinkTarget, answers: dict[str, Any], now: datetime, source: str
 ) -> Recorded:
@@ -214,9 +219,7 @@ def _questionnaire_record(
     params: dict[str, Any] = {"training": target.training.pk, "player": link.player_id, "phase": link.kind,
                               "answers": json.dumps(answers), "now": now, "source": source,
                               "by": link.guardian_id}  # fmt: skip
-    with connection.cursor() as cursor:
-        cursor.execute(queries.QUESTIONNAIRE_ANSWER_RECORD, params)
-        changed, stored, answered_at, stored_source, by = cursor.fetchone()
+    changed, stored, answered_at, stored_source, by = _recorded(queries.QUESTIONNAIRE_ANSWER_RECORD, params)
     value = json.loads(stored) if isinstance(stored, str) else stored
     who = _by(target) if changed else _guardian_by(link.player_id, by)
     return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who})
@@ -290,17 +293,28 @@ def answer_question(target: LinkTarget) -> tuple[str, str]:
     language = language if language in questions else "en"
     training = target.training
     zone_name = reader.time_zone if is_time_zone(reader.time_zone) else training.time_zone
-    local_start = training.start.astimezone(ZoneInfo(zone_name))
+    question = questions.get(language) or f"{kind.label}: {{title}}, {{start_date}}."
+    return language, _question_rendered(
+        question, language, training.title, training.start, zone_name, target.invitation.player.name
+    )
+
+
+@lru_cache(maxsize=4096)
+def _question_rendered(
+    question: str, language: str, title: str, start: datetime, zone_name: str, player: str
+) -> str:
+    """The question filled in: the same for every player of a training who reads the same language in the
+    same zone, so it is formatted once (the localized date costs as much as recording an answer)."""
+    local_start = start.astimezone(ZoneInfo(zone_name))
     with translation.override(language):
         values = {
-            "title": training.title,
+            "title": title,
             "start_time": formats.time_format(local_start, "TIME_FORMAT"),
             "start_date": formats.date_format(local_start, "DATE_FORMAT"),
             "time_zone": zone_name,
-            "player": target.invitation.player.name,
+            "player": player,
         }
-    question = questions.get(language) or f"{kind.label}: {{title}}, {{start_date}}."
-    return language, render_template(question, values)
+    return render_template(question, values)
 
 
 SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

@@ -7,16 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
 from rest_framework.exceptions import NotFound
-from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from trainings.digest.serializers import CoachInputSerializer, CoachSerializer
 from trainings.models import Coach, Device, Team
-from trainings.push.devices import device_register, device_remove
+from trainings.push.device_views import PersonDeviceViewSet
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer
 
 _ERRORS = {
@@ -70,32 +68,22 @@ class CoachProfileView(APIView):
     destroy=extend_schema(responses={204: None, 404: _ERRORS[404]},
                           description="Remove one of your devices."),
 )  # fmt: skip
-class CoachDeviceViewSet(
-    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
-):
-    """A coach's devices: the same shape as a player's (`/api/players/<id>/devices/`)."""
+class CoachDeviceViewSet(PersonDeviceViewSet):
+    """The signed-in coach's devices: the same shapes as a player's (`/api/players/<id>/devices/`); the
+    first registration makes the coach's profile."""
 
-    serializer_class = DeviceSerializer
-    pagination_class = None
+    owner = "coach"
+
+    def person(self) -> Coach:
+        return coach_of(self.request.user, create=self.request.method == "POST")
+
+    def is_self(self, person: Any) -> bool:
+        return True  # the URL names nobody: it is the caller's own
 
     def get_queryset(self) -> Any:
-        if getattr(self, "swagger_fake_view", False):
-            return Device.objects.none()
-        coach = coach_of(self.request.user)
-        return Device.objects.filter(coach=coach.pk).order_by("pk") if coach.pk else Device.objects.none()
+        if getattr(self, "swagger_fake_view", False) or self.person().pk is None:
+            return Device.objects.none()  # no profile yet: no device either
+        return super().get_queryset()
 
     def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "owner": True}
-
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        coach_of(request.user)
-        data = DeviceInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        device, created = device_register(coach=coach_of(request.user, create=True), **data.validated_data)
-        body = DeviceSerializer(device, context={"owner": True}).data
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
-
-    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        coach = coach_of(request.user)
-        device_remove(device=get_object_or_404(Device, pk=kwargs["pk"], coach=coach.pk or 0))
-        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -16,6 +16,7 @@ from django.db.models import Q
 
 from trainings import kinds
 from trainings.models.channels import ChannelChoice
+from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import validate_offset, validate_time_zone
 
 
@@ -50,11 +51,7 @@ class Coach(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=Q(quiet_start__isnull=True, quiet_end__isnull=True)
-                | Q(quiet_start__isnull=False, quiet_end__isnull=False),
-                name="coach_quiet_hours_both_or_none",
-            ),
+            quiet_hours_both_or_none("coach"),
             models.CheckConstraint(
                 condition=Q(channels__in=ChannelChoice.values), name="coach_channels_valid"
             ),

@@ -1,5 +1,6 @@
-"""The API of someone's devices, a player's (`/api/players/<id>/devices/`) or a guardian's
-(`/api/guardians/<id>/devices/`): one implementation, the person's kind of row given by the subclass."""
+"""The API of someone's devices, a player's (`/api/players/<id>/devices/`), a guardian's
+(`/api/guardians/<id>/devices/`) or the signed-in coach's (`/api/coach/devices/`): one implementation, the
+person's kind of row given by the subclass."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from trainings.models import Device, Guardian, Player
+from trainings.models import Coach, Device, Guardian, Player
 from trainings.push.devices import device_register, device_remove
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer
 
@@ -25,17 +26,17 @@ class PersonDeviceViewSet(
 
     serializer_class = DeviceSerializer
     pagination_class = None  # a person has a handful
-    owner = ""  # Device's column for the person ("player", "guardian"); the URL names it `<owner>_pk`
+    owner = ""  # Device's column for the person ("player", "guardian", "coach"); a URL names it `<owner>_pk`
 
-    def person(self) -> Player | Guardian:
+    def person(self) -> Player | Guardian | Coach:
         """The person of the URL, or NotFound when the caller may not read them."""
         raise NotImplementedError
 
-    def is_self(self, person: Player | Guardian) -> bool:
+    def is_self(self, person: Any) -> bool:
         """The caller is this person."""
         raise NotImplementedError
 
-    def _own(self, doing: str) -> Player | Guardian:
+    def _own(self, doing: str) -> Player | Guardian | Coach:
         person = self.person()
         if not self.is_self(person):
             raise PermissionDenied(f"Only the {self.owner} {doing} their own devices.")
@@ -59,6 +60,7 @@ class PersonDeviceViewSet(
         device, created = device_register(
             player=person if isinstance(person, Player) else None,
             guardian=person if isinstance(person, Guardian) else None,
+            coach=person if isinstance(person, Coach) else None,
             **data.validated_data,
         )
         body = DeviceSerializer(device, context={"owner": True}).data

@@ -1,0 +1,73 @@
+"""The answer link's statements on PostgreSQL: prepared once per connection, and no health check of their
+own.
+
+A followed link runs the same two statements every time (trainings/queries.py), so each is bound on the
+server and prepared the first time a connection runs it: later answers skip parsing and planning, which
+cost PostgreSQL as much as running them. Django's per-request health check (`conn_health_checks`, a
+`SELECT 1` before a request's first statement on a kept connection) is a round trip per answer; here the
+first statement itself is the check: if it fails because the kept connection died while idle, the
+connection is closed and the statement runs once more on a new one, which is what the health check would
+have done. Both statements are idempotent (a read, and a write that changes nothing when repeated), so a
+repeat after a connection lost mid-answer records nothing twice.
+
+Prepared statements live in a server session: behind a transaction-pooling proxy (PgBouncer's
+`pool_mode = transaction`) they need its `max_prepared_statements` (PgBouncer 1.21 and later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+from django.db import InterfaceError, OperationalError
+from django.db import connection as _connection
+
+# Django's connection, with the attributes django-stubs leaves out (the health check's, the raw connection's
+# type).
+connection: Any = _connection
+
+# psycopg prepares a query automatically once it has run this many times on a connection (with a server-side
+# binding cursor; Django's own cursors bind on the client and are never prepared); None, Django's default,
+# turns preparing off altogether, even when asked. Here only the statements asked for are prepared.
+_ONLY_WHEN_ASKED = 2**31 - 1
+
+
+class _PreparedCursor(psycopg.Cursor[Any]):
+    """psycopg's server-binding cursor that prepares every statement it runs (psycopg keeps one prepared
+    statement per query text and connection; Django leaves automatic preparing off)."""
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        return super().execute(query, params, **{**options, "prepare": True})
+
+
+def fetch_one(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The first row of one statement, prepared, through Django's cursor wrapper (so it is logged and
+    counted like any query, and its errors are Django's)."""
+    unchecked = (
+        connection.connection is not None
+        and connection.health_check_enabled
+        and not connection.health_check_done
+    )
+    try:
+        row = _fetch_one(sql, params)
+    except (OperationalError, InterfaceError):
+        if not unchecked or connection.in_atomic_block or connection.is_usable():
+            raise  # not a connection that died while idle: the error is the statement's
+        connection.close()
+        row = _fetch_one(sql, params)
+    connection.health_check_done = True  # the connection works: no SELECT 1 for the rest of the request
+    return row
+
+
+def _fetch_one(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any, ...] | None:
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    if connection.connection.prepare_threshold is None:  # Django's default: psycopg prepares nothing
+        connection.connection.prepare_threshold = _ONLY_WHEN_ASKED
+    raw = _PreparedCursor(connection.connection)
+    cursor = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    with cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return row if row is None else tuple(row)
