@@ -91,7 +91,7 @@ def pushes_insert_values(fields: Sequence[Field], rows: int) -> str:
 # list, their invitation and the player.
 ANSWER_LINK_TARGET = f"""
 SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
-       tm.name, tm.time_zone,
+       tm.name, tm.time_zone, tm.decline_alert_within,
        i.id, i.status, i.responded_at, i.response_source, i.responded_by_id,
        p.id, p.name, p.language, p.time_zone
   FROM {Training._meta.db_table} t

@@ -4,6 +4,7 @@ gateway's delivered-push keys. Each is deleted past its own age, in bounded batc
 - `Push` rows whose reminder instant (`fire_at`) is older than TRAININGS_PUSH_RETENTION_DAYS (30): by then
   the occurrence has long finished (and been purged after REMINDERS_RETENTION_DAYS), so the row no longer
   guards against a second push for the same (reminder, player).
+- `CoachPush` rows (the coaches' digests) past the same age: by then their trainings are long over.
 - `ReminderRun` rows that ran more than TRAININGS_RUN_RETENTION_DAYS (90) ago (the training timeline then
   shows no outcome for those reminders).
 - `DeliveredPush` keys older than TRAININGS_DELIVERED_PUSH_RETENTION_DAYS (7): a message is redelivered
@@ -19,7 +20,7 @@ from django.conf import settings
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from trainings.models import DeliveredPush, Push, ReminderRun
+from trainings.models import CoachPush, DeliveredPush, Push, ReminderRun
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,10 @@ def trainings_purge_old(*, now: datetime | None = None, max_batches: int = 100) 
     deleted = {
         "push": _purge(
             Push.objects.filter(fire_at__lt=now - settings.TRAININGS_PUSH_RETENTION_DAYS * days), max_batches
+        ),
+        "coach_push": _purge(
+            CoachPush.objects.filter(fire_at__lt=now - settings.TRAININGS_PUSH_RETENTION_DAYS * days),
+            max_batches,
         ),
         "reminder_run": _purge(
             ReminderRun.objects.filter(ran_at__lt=now - settings.TRAININGS_RUN_RETENTION_DAYS * days),

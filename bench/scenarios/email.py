@@ -115,9 +115,52 @@ def _two_gateways(
             "exit": [p.returncode for p in procs]}  # fmt: skip
 
 
+def _send_path(players: list[Any], training: str, expires_at: Any, threads: int) -> dict[str, Any]:
+    """11c: the channel's provider alone, as the gateway's sending thread drives it (one event loop, its pool
+    of `threads` connections), without the database and the queue: each email made and sent, in this
+    process like the raw client. Run with the settings pointing at the bench's server."""
+    import asyncio
+
+    from trainings.push.email import EmailProvider
+    from trainings.push.messages import PushMessage, Target, Verdict
+
+    work = [
+        (PushMessage.from_body({
+            "schema": "trainings.push/2", "idempotency_key": f"path.{p.pk}", "player": p.pk,
+            "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.", "language": "en",
+            "training": training, "kind": "PRE", "rule": "pre-questionnaire",
+            "expires_at": expires_at.isoformat(),
+        }), Target(p.pk, "email", "email", f"path{i}@example.com"))
+        for i, p in enumerate(players)
+    ]  # fmt: skip
+    provider = EmailProvider(connections=threads)
+
+    async def main() -> dict[str, Any]:
+        todo = iter(work)
+        accepted = 0
+        errors: dict[str, int] = {}
+
+        async def worker() -> None:
+            nonlocal accepted
+            for push, device in todo:
+                result = await provider.send(push, device)
+                accepted += result.verdict == Verdict.ACCEPTED
+                if result.verdict != Verdict.ACCEPTED:
+                    errors[result.error[:80]] = errors.get(result.error[:80], 0) + 1
+
+        cpu, wall = time.process_time(), time.perf_counter()
+        await asyncio.gather(*[worker() for _ in range(threads)])
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        await provider.aclose()
+        return {"rate": len(work) / wall, "cpu": cpu, "sent": accepted, "errors": errors}
+
+    return asyncio.run(main())
+
+
 def run(h: Harness) -> Section:
     from aiosmtpd.controller import Controller
     from django.conf import settings
+    from django.test import override_settings
     from django.utils import timezone
 
     from trainings import models as tm
@@ -160,6 +203,7 @@ def run(h: Harness) -> Section:
     gateway: list[dict[str, Any]] = []
     two: list[dict[str, Any]] = []
     smtp: list[dict[str, Any]] = []
+    path: list[dict[str, Any]] = []
     try:
         for r in range(rounds):
             for runs, drain in ((gateway, gateway_drain), (two, _two_gateways)):
@@ -169,11 +213,18 @@ def run(h: Harness) -> Section:
                 result["received"] = counter.count - received
                 runs.append(result)
             smtp.append(_raw_smtplib(controller.port, raw_bytes, n, threads))
+            with override_settings(
+                EMAIL_BACKEND=env["DJANGO_EMAIL_BACKEND"],
+                EMAIL_HOST="127.0.0.1",
+                EMAIL_PORT=controller.port,
+                TRAININGS_PUBLIC_URL=env["TRAININGS_PUBLIC_URL"],
+            ):
+                path.append(_send_path(players, training, start, threads))  # fmt: skip
             print(
                 f"  round {r + 1}: one gateway {gateway[-1]['rate'] or 0:,.0f} emails/s, two "
                 f"{two[-1]['rate'] or 0:,.0f}/s ({gateway[-1]['accepted']:,} and {two[-1]['accepted']:,} "
                 f"accepted, {gateway[-1]['received']:,} and {two[-1]['received']:,} received), raw smtplib "
-                f"{smtp[-1]['rate']:,.0f}/s",
+                f"{smtp[-1]['rate']:,.0f}/s, send path alone {path[-1]['rate']:,.0f}/s",
                 flush=True,
             )
     finally:
@@ -189,6 +240,7 @@ def run(h: Harness) -> Section:
         all_ok = all(g["accepted"] == n and g["received"] == n for g in runs)
         processes = 1 if runs is gateway else 2
         cpu = RoundRatios(tuple(max(0.0, g["cpu"] - processes * startup) / n * 1e6 for g in runs)).median
+        cpu_all = RoundRatios(tuple(g["cpu"] / n * 1e6 for g in runs)).median
         section.rows.append(
             Row(
                 f"{name}, to local SMTP ({n:,} emails x {rounds} rounds)",
@@ -203,10 +255,30 @@ def run(h: Harness) -> Section:
                 note=f"gateway/raw {ratios.describe()}; rates {', '.join(f'{x:,.0f}' for x in rates)}/s; "
                 f"every round {n:,} recorded sends accepted and received: {all_ok} (raw: {raw_ok}); email "
                 f"of {len(raw_bytes):,} bytes (HTML and text); CPU per email: gateway(s) {cpu:,.0f} µs "
-                f"(each process's start-up, {startup:.2f} s measured alone, subtracted), raw client "
+                f"(each process's start-up, {startup:.2f} s measured alone, subtracted; {cpu_all:,.0f} µs "
+                "with it), raw client "
                 f"{raw_cpu:,.0f} µs (this process, the SMTP server's share included)",
             )
         )
-    section.data = {"gateway": gateway, "two_gateways": two, "smtplib": smtp, "email_bytes": len(raw_bytes),
-                    "startup_cpu": startup}  # fmt: skip
+    path_rate = RoundRatios(tuple(p["rate"] for p in path))
+    path_ratios = RoundRatios(tuple(p["rate"] / s["rate"] for p, s in zip(path, smtp, strict=True)))
+    path_ok = all(p["sent"] == n for p in path)
+    path_cpu = RoundRatios(tuple(p["cpu"] / n * 1e6 for p in path)).median
+    section.rows.append(
+        Row(
+            f"11c email send path alone, no PostgreSQL or RabbitMQ ({n:,} emails x {rounds} rounds)",
+            path_rate.median,
+            raw_rate,
+            f"raw smtplib, {threads} connections",
+            "emails/s",
+            path_ratios.median,
+            "of raw",
+            note=f"the provider in this process (made and sent, {threads} connections on one loop)/raw "
+            f"{path_ratios.describe()}; every email accepted: {path_ok} "
+            f"{[p['errors'] for p in path if p['errors']] or ''}; CPU per email {path_cpu:,.0f} µs "
+            f"against raw smtplib's {raw_cpu:,.0f} µs (this process, the SMTP server's share included)",
+        )
+    )
+    section.data = {"send_path": path, "gateway": gateway, "two_gateways": two, "smtplib": smtp,
+                    "email_bytes": len(raw_bytes), "startup_cpu": startup}  # fmt: skip
     return section

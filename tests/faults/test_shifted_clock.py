@@ -94,8 +94,13 @@ def test_it_fires_nothing_early_with_a_worker_clock_ahead(
     workers: Callable[..., harness.WorkerProcess], fault_queue: str, shifted_env: dict[str, str]
 ) -> None:
     total = 60
-    honest = workers("honest")
-    ahead = workers("ahead", **shifted_env)
+    # Leases of 15 s: a worker judging them by its own clock (20 s ahead) would see each one expired as
+    # soon as it was taken, as with the fault suite's usual 5 s, while a worker the loaded machine stalls
+    # between claim and mark for 5-15 s keeps its lease (a lost one is redelivered, and would not be the
+    # clock's doing).
+    lease = {"REMINDERS_LEASE_SECONDS": str(SHIFT_SECONDS - 5)}
+    honest = workers("honest", **lease)
+    ahead = workers("ahead", **shifted_env, **lease)
     harness.start_together([honest, ahead])
     # Half plain, half under a throttle policy (its own claim and token bucket), loose enough not to
     # delay anything: both claims must judge "due" by the database.

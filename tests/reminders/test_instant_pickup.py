@@ -47,9 +47,18 @@ def listening() -> Iterator[psycopg.Connection[Any]]:
     conn.close()
 
 
+SENTINEL = "tests.instant_pickup.sentinel"
+
+
 def _received(conn: psycopg.Connection[Any]) -> int:
-    time.sleep(0.2)
-    return sum(1 for _ in conn.notifies(timeout=0))
+    """How many notifications were sent before now. PostgreSQL delivers notifications in commit order, so
+    this connection sends a sentinel and counts up to it: every earlier one is counted however late a loaded
+    machine delivers it (a fixed sleep could count none and pass an upper bound it should have failed)."""
+    conn.execute("SELECT pg_notify(%s, %s)", [CHANNEL, SENTINEL])
+    for count, notify in enumerate(conn.notifies(timeout=60)):
+        if notify.payload == SENTINEL:
+            return count
+    raise AssertionError("the sentinel notification never came back within 60 s")
 
 
 def _a_scan_is_listening() -> bool:

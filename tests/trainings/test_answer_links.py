@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from reminders.models import Occurrence
+from reminders.models import Job, Occurrence
 from tests.factories import training_made
 from tests.trainings.conftest import fire
 from trainings.answers.links import SALT, answer_token, answer_url
@@ -355,3 +355,21 @@ def test_a_kept_connection_that_died_while_idle_is_replaced_without_a_health_che
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         assert cursor.fetchone()[0] != old_backend
+
+
+def test_a_late_decline_through_a_link_alerts_the_coaches_when_the_team_asks(
+    client: Client, team: Team, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The link reads the team's late-decline setting with its target: a team that asks gets the alert's
+    job, one that does not costs no query for it."""
+    from trainings.digest.alerts import decline_alert_key
+
+    soon = training_made(team, timezone.now().replace(microsecond=0) + dt.timedelta(hours=2))
+    alice, bruno = _player("Alice"), _player("Bruno")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _post(client, _path(bruno, soon, "INVITATION"), {"response": "denied"}).status_code == 200
+    assert not Job.objects.filter(key=decline_alert_key(training_id=soon.pk, player_id=bruno.pk)).exists()
+    Team.objects.filter(pk=team.pk).update(decline_alert_within="3h")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _post(client, _path(alice, soon, "INVITATION"), {"response": "denied"}).status_code == 200
+    assert Job.objects.filter(key=decline_alert_key(training_id=soon.pk, player_id=alice.pk)).exists()

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from trainings.models import DeliveredPush, Player, Push, ReminderRun, RunOutcome, Team
+from trainings.models import Coach, CoachPush, DeliveredPush, Player, Push, ReminderRun, RunOutcome, Team
 from trainings.retention import trainings_purge_old
 from trainings.services import training_create
 
@@ -36,20 +36,40 @@ def test_each_kind_goes_after_its_own_age_and_newer_rows_stay(team: Team) -> Non
             ran_at=now - dt.timedelta(days=age_days),
         )  # fmt: skip
 
+    def coach_push(key: str, age_days: float) -> None:
+        CoachPush.objects.create(
+            key=key, occurrence_key=key, coach=coach, team=team, training=training, kind="DIGEST",
+            language="en", title="t", body="b", status="sent", fire_at=now - dt.timedelta(days=age_days),
+        )  # fmt: skip
+
+    coach = Coach.objects.create(user=team.coaches.get())
     push("push-old", 31)
     push("push-new", 29)
+    coach_push("coach-old", 31)
+    coach_push("coach-new", 29)
     run("run-old", 91)
     run("run-new", 89)
     DeliveredPush.objects.create(key="delivered-old", provider="logging")
     DeliveredPush.objects.create(key="delivered-new", provider="logging")
     DeliveredPush.objects.filter(key="delivered-old").update(delivered_at=now - dt.timedelta(days=8))
 
-    assert trainings_purge_old(now=now) == {"push": 1, "reminder_run": 1, "delivered_push": 1}
+    assert trainings_purge_old(now=now) == {
+        "push": 1,
+        "coach_push": 1,
+        "reminder_run": 1,
+        "delivered_push": 1,
+    }
 
     assert list(Push.objects.values_list("key", flat=True)) == ["push-new"]
     assert list(ReminderRun.objects.values_list("occurrence_key", flat=True)) == ["run-new"]
     assert list(DeliveredPush.objects.values_list("key", flat=True)) == ["delivered-new"]
-    assert trainings_purge_old(now=now) == {"push": 0, "reminder_run": 0, "delivered_push": 0}
+    assert list(CoachPush.objects.values_list("key", flat=True)) == ["coach-new"]
+    assert trainings_purge_old(now=now) == {
+        "push": 0,
+        "coach_push": 0,
+        "reminder_run": 0,
+        "delivered_push": 0,
+    }
 
 
 def test_beat_runs_the_purge_hourly() -> None:

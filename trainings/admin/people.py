@@ -90,6 +90,13 @@ class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     search_fields = ["name"]
     filter_horizontal = ["coaches"]
     inlines = [MembershipInline]
+    fieldsets = [
+        (None, {"fields": ["name", "time_zone", "quiet_start", "quiet_end", "reminds", "coaches"]}),
+        (
+            "Coaches' digest (empty: none)",
+            {"fields": ["digest_before", "digest_morning_at", "decline_alert_within"]},
+        ),
+    ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
         return teams_visible_to(request.user)

@@ -112,9 +112,9 @@ def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
     if row is None:
         return None, None
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
-     invitation_id, status, responded_at, source, responded_by, player_id, player_name, language,
-     player_zone) = row  # fmt: skip
-    team = Team(id=team_id, name=team_name, time_zone=team_zone)
+     decline_alert_within, invitation_id, status, responded_at, source, responded_by, player_id,
+     player_name, language, player_zone) = row  # fmt: skip
+    team = Team(id=team_id, name=team_name, time_zone=team_zone, decline_alert_within=decline_alert_within)
     training = Training(id=training_id, team=team, title=title, start=start, end=end, time_zone=zone,
                         location=location, cancelled=cancelled)  # fmt: skip
     if invitation_id is None:
@@ -151,7 +151,10 @@ def answer_link_record(
             raise ValueError("response")
         status = RESPONSES[response]
         recorded = _invitation_respond(target, response, now, source)
-        if recorded.changed and status == InvitationStatus.DENIED:  # the coaches may want to know now
+        # The coaches may want to know now, if their team asks for late-decline alerts at all (the first
+        # check of decline_alert_schedule, made on the team already read: no query per decline otherwise).
+        wanted = target.training.team.decline_alert_within
+        if recorded.changed and status == InvitationStatus.DENIED and wanted:
             decline_alert_on_commit(training_id=target.training.pk, player_id=target.link.player_id)
         return recorded
     if not isinstance(answers, dict):

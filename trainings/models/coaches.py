@@ -26,7 +26,7 @@ class DigestTimes(models.Model):
     digest_before = models.CharField(max_length=10, blank=True, validators=[validate_offset],
         help_text='Coaches get who still owes what this long before each training, e.g. "2h".')  # fmt: skip
     digest_morning_at = models.TimeField(null=True, blank=True,
-        help_text="...and a summary of the day's trainings at this time (team's zone).")  # fmt: skip
+        help_text="Coaches get a summary of the day's trainings at this time (team's zone).")  # fmt: skip
     decline_alert_within = models.CharField(max_length=10, blank=True, validators=[validate_offset],
         help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".')  # fmt: skip
 
@@ -50,6 +50,7 @@ class Coach(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "coaches"
         constraints = [
             quiet_hours_both_or_none("coach"),
             models.CheckConstraint(

@@ -32,11 +32,12 @@ UNSUBSCRIBE_SALT = "trainings.email-unsubscribe"
 WORDS: dict[str, dict[str, str]] = {
     "en": {"accept": "I'll come", "decline": "I can't come", "answer": "Answer the questionnaire",
            "unsubscribe": "Stop these emails for this kind of reminder", "why": "You receive this email "
-           "because your coach's team sends reminders and no app notification reached you."},
+           "because your coach's team sends reminders by email when no app notification reaches you, or when "
+           "you chose email for this kind of reminder."},
     "fr": {"accept": "Je viens", "decline": "Je ne peux pas venir", "answer": "Répondre au questionnaire",
            "unsubscribe": "Ne plus recevoir ces e-mails pour ce type de rappel", "why": "Vous recevez cet "
-           "e-mail car l'équipe de votre entraîneur envoie des rappels et aucune notification de l'appli "
-           "ne vous est parvenue."},
+           "e-mail car l'équipe de votre entraîneur envoie ses rappels par e-mail quand aucune notification "
+           "de l'appli ne vous parvient, ou quand vous avez choisi l'e-mail pour ce type de rappel."},
 }  # fmt: skip
 
 
