@@ -110,11 +110,15 @@ def _fast_engine(settings: pytest.FixtureRequest) -> None:
     settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings: pytest.FixtureRequest) -> None:
+@pytest.fixture(scope="session", autouse=True)
+def _fast_passwords(django_test_environment: None) -> Iterator[None]:
     """The factories give every user a password: Django's PBKDF2 (1,000,000 iterations) would cost a
-    quarter of a second per user. Tests log in with force_login, so no hash strength is under test."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    quarter of a second per user. Tests log in with force_login, so no hash strength is under test.
+    For the whole session, so that data a module builds once (tests/data_once.py) gets it too."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(autouse=True)

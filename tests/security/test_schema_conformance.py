@@ -8,6 +8,7 @@ with a valid token, with no token (401) and with a bad one, and on rows that exi
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.utils import timezone
 from hypothesis import HealthCheck, Phase, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
@@ -141,3 +143,24 @@ def test_trainings_with_data_answer_as_documented() -> None:
         403,
     )
     assert _call(token, "/api/trainings/{id}/", "DELETE", id=training).status_code in (200, 204)
+
+
+def test_experiments_with_results_answer_as_documented() -> None:
+    """An experiment with a past training whose answers are known: its list entry and its results, with
+    every arm's interval, median and verdict filled, match the schema."""
+    from tests.factories import rules_seeded
+    from tests.trainings.experiment_data import known_training
+    from trainings.experiments.control import experiment_start
+    from trainings.models import Experiment
+
+    pre = rules_seeded()["pre-questionnaire"]
+    token = Token.objects.create(user=UserFactory(is_staff=True, is_superuser=True)).key
+    experiment = experiment_start(rule=pre, name="documented", variants=[("early", ["120m", "45m", "15m"])])
+    start = timezone.now().replace(microsecond=0) - dt.timedelta(days=1)
+    Experiment.objects.filter(pk=experiment.pk).update(started_at=start - dt.timedelta(days=1))
+    experiment.refresh_from_db()
+    known_training(experiment, pre, start, {0: ["before", "second", "never"], 1: ["second", "never"]})
+    assert _call(token, "/api/experiments/", "GET").status_code == 200
+    assert _call(token, "/api/experiments/{id}/", "GET", id=experiment.pk).status_code == 200
+    results = _call(token, "/api/experiments/{id}/results/", "GET", id=experiment.pk)
+    assert results.status_code == 200 and results.json()["trainings"] == 1

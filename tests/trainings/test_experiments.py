@@ -352,3 +352,18 @@ def test_a_rules_offsets_do_not_change_under_a_running_experiment(rules: dict[st
     assert (
         api.patch(f"/api/reminder-rules/{pre.slug}/", {"offsets": ["10m"]}, format="json").status_code == 200
     )
+
+
+def test_only_operators_stop_or_promote(rules: dict[str, ReminderRule]) -> None:
+    from tests.clients import logged_in
+    from trainings.services import coach_group_ensure
+
+    experiment = _started(rules["pre-questionnaire"])
+    coach = UserFactory(is_staff=True)  # in the admin, as coaches are
+    coach.groups.add(coach_group_ensure())
+    client = logged_in(coach)
+    for action in ("stop", "promote"):
+        response = client.post(f"/admin/trainings/experiment/{experiment.pk}/{action}/", {"arm": 1})
+        assert response.status_code == 403
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.RUNNING

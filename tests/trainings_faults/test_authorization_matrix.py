@@ -41,6 +41,7 @@ from tests.fault_table import record
 from trainings.models import (
     DeliveredPush,
     Device,
+    Experiment,
     Guardian,
     Player,
     Push,
@@ -151,6 +152,15 @@ def _detail(side: Side, suffix: str = "") -> str:
     return f"/api/trainings/{side.training.pk}/{suffix}"
 
 
+def _experiment(side: Side) -> Experiment:
+    """The one timing experiment (on the pre-training rule; every team's, so both sides share it)."""
+    from trainings.experiments.control import experiment_start
+
+    pre = ReminderRule.objects.get(slug="pre-questionnaire")
+    early = [("early", ["120m"])]
+    return Experiment.objects.first() or experiment_start(rule=pre, name="matrix", variants=early)
+
+
 def _guardian(side: Side, suffix: str = "") -> str:
     return f"/api/guardians/{side.guardian.pk}/{suffix}"
 
@@ -224,6 +234,9 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("guardian-trainings", "GET"): lambda s: (_guardian(s, "trainings/"), None),
     ("analytics-offsets", "GET"): lambda s: (f"/api/analytics/offsets/?team={s.team.pk}", None),
     ("analytics-players", "GET"): lambda s: (f"/api/analytics/players/?team={s.team.pk}", None),
+    ("experiment-list", "GET"): lambda s: ("/api/experiments/", None),
+    ("experiment-detail", "GET"): lambda s: (f"/api/experiments/{_experiment(s).pk}/", None),
+    ("experiment-results", "GET"): lambda s: (f"/api/experiments/{_experiment(s).pk}/results/", None),
 }
 
 # (actor, whose objects): the columns of the matrix.
@@ -277,6 +290,10 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     # Analytics: a team the caller may not see is a 400 on `team`, like any other bad field.
     ("analytics-offsets", "GET"):          (401,      200,     400,          400,        200,      200),
     ("analytics-players", "GET"):          (401,      200,     400,          400,        200,      200),
+    # Experiments span every team: operators only (trainings/experiments/views.py).
+    ("experiment-list", "GET"):            (401,      403,     403,          403,        200,      200),
+    ("experiment-detail", "GET"):          (401,      403,     403,          403,        200,      200),
+    ("experiment-results", "GET"):         (401,      403,     403,          403,        200,      200),
 }
 # The field a 400 names: the team (not one of yours), or a guardian's players (not yours).
 BAD_FIELD = {("guardian-list", "POST"): "players"}
@@ -492,6 +509,10 @@ ADMIN_ROUTES = {
     ("admin-dead-letters-replay", "*"),
     ("trainings_player_user_search", "*"),
     ("admin-analytics", "*"),  # tests/trainings/test_analytics_admin.py: each coach's own teams
+    # Operators only (the Experiment row below; stop and promote: tests/trainings/test_experiments.py).
+    ("trainings_experiment_change", "*"),
+    ("trainings_experiment_stop", "*"),
+    ("trainings_experiment_promote", "*"),
 }
 
 # Routes whose only credential is a signed token in the URL (one player, one training, one kind), never the
@@ -589,6 +610,7 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     Device: (lambda s: s.player.devices.get(), SCOPED),
     Guardian: (lambda s: s.guardian, SCOPED),
     PushSend: (_send, SUPERUSERS),  # coaches read a push's sends on the push's own page
+    Experiment: (_experiment, OPERATORS),
 }
 
 
