@@ -39,6 +39,8 @@ from tests.factories import (
 )
 from tests.fault_table import record
 from trainings.models import (
+    Coach,
+    CoachPush,
     DeliveredPush,
     Device,
     Experiment,
@@ -53,6 +55,7 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.models.coaches import CoachPushStatus
 from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
@@ -165,6 +168,29 @@ def _guardian(side: Side, suffix: str = "") -> str:
     return f"/api/guardians/{side.guardian.pk}/{suffix}"
 
 
+def _coach(side: Side) -> Coach:
+    """The side's coach's profile (the digests' recipient), made when first asked."""
+    coach, _ = Coach.objects.get_or_create(user=side.coach, defaults={"time_zone": side.team.time_zone})
+    return coach
+
+
+def _coach_device(side: Side) -> Device:
+    """The side's coach's one device (an email address for the digests), made when first asked."""
+    device, _ = Device.objects.get_or_create(
+        coach=_coach(side),
+        defaults={"provider": "email", "platform": "email", "token": f"{side.coach}@example.com"},
+    )
+    return device
+
+
+def _coach_push(side: Side) -> CoachPush:
+    return CoachPush.objects.create(
+        key=f"digest-{side.team.name}", occurrence_key=f"occ-digest-{side.team.name}", coach=_coach(side),
+        team=side.team, training=side.training, kind="DIGEST", language="en", title="t", body="b",
+        fire_at=START, status=CoachPushStatus.SENT,
+    )  # fmt: skip
+
+
 # What each route is asked, for the given side's objects: (path, JSON body or None).
 REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | None]]] = {
     ("training-list", "GET"): lambda s: ("/api/trainings/", None),
@@ -237,6 +263,17 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("experiment-list", "GET"): lambda s: ("/api/experiments/", None),
     ("experiment-detail", "GET"): lambda s: (f"/api/experiments/{_experiment(s).pk}/", None),
     ("experiment-results", "GET"): lambda s: (f"/api/experiments/{_experiment(s).pk}/results/", None),
+    # The caller's own coach profile and devices: the route names no team, so "on B" asks for one's own;
+    # only deleting a device names someone's (the side's coach's).
+    ("coach-profile", "GET"): lambda s: ("/api/coach/", None),
+    ("coach-profile", "PUT"): lambda s: ("/api/coach/", {"language": "fr"}),
+    ("coach-profile", "PATCH"): lambda s: ("/api/coach/", {"quiet_start": "22:00", "quiet_end": "07:00"}),
+    ("coach-devices", "GET"): lambda s: ("/api/coach/devices/", None),
+    ("coach-devices", "POST"): lambda s: (
+        "/api/coach/devices/",
+        {"provider": "email", "platform": "email", "token": "digests@example.com"},
+    ),
+    ("coach-device", "DELETE"): lambda s: (f"/api/coach/devices/{_coach_device(s).pk}/", None),
 }
 
 # (actor, whose objects): the columns of the matrix.
@@ -294,6 +331,13 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("experiment-list", "GET"):            (401,      403,     403,          403,        200,      200),
     ("experiment-detail", "GET"):          (401,      403,     403,          403,        200,      200),
     ("experiment-results", "GET"):         (401,      403,     403,          403,        200,      200),
+    # A coach's own digest settings: anyone who coaches no team (staff, operators, superusers here) is 404.
+    ("coach-profile", "GET"):              (401,      200,     200,          404,        404,      404),
+    ("coach-profile", "PUT"):              (401,      200,     200,          404,        404,      404),
+    ("coach-profile", "PATCH"):            (401,      200,     200,          404,        404,      404),
+    ("coach-devices", "GET"):              (401,      200,     200,          404,        404,      404),
+    ("coach-devices", "POST"):             (401,      201,     201,          404,        404,      404),
+    ("coach-device", "DELETE"):            (401,      204,     404,          404,        404,      404),
 }
 # The field a 400 names: the team (not one of yours), or a guardian's players (not yours).
 BAD_FIELD = {("guardian-list", "POST"): "players"}
@@ -611,6 +655,8 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     Guardian: (lambda s: s.guardian, SCOPED),
     PushSend: (_send, SUPERUSERS),  # coaches read a push's sends on the push's own page
     Experiment: (_experiment, OPERATORS),
+    Coach: (_coach, SCOPED),  # a coach sees their own profile only
+    CoachPush: (_coach_push, SCOPED),
 }
 
 

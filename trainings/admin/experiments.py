@@ -116,8 +116,8 @@ class ExperimentAdmin(_OperatorsOnly, admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Experiment, form: Any, change: bool) -> None:
         started = experiment_start(rule=obj.rule, name=obj.name, variants=form.variants())
-        obj.pk, obj.status, obj.started_at = started.pk, started.status, started.started_at
-        obj.control_offsets = started.control_offsets
+        obj.pk = started.pk
+        obj.refresh_from_db()  # the admin's redirect and message read the row experiment_start wrote
         self.message_user(request, "Started: the rule's future trainings are being rescheduled.")
 
     def change_view(
