@@ -322,45 +322,27 @@ MOVED = register(
     )
 )
 
-# The coaches' kinds (trainings/digest/): to a team's coaches, at the team's times (`Team.digest_*`).
-DIGEST = register(
-    Kind(
-        code="DIGEST",
-        label="Coach's digest before a training",
-        anchor="start",
-        sign=-1,
-        closes=at_start,
-        answer=None,
-        screen="coach_digest",
-        to="coaches",
-        instants=timing.digest_instants,
+
+# The coaches' kinds (trainings/digest/): to a team's coaches, at the team's times (`Team.digest_*`); they
+# wait for no answer and close at the start.
+def _to_coaches(code: str, label: str, instants: Callable[[Any], list[tuple[datetime, Offset]]]) -> Kind:
+    return register(
+        Kind(
+            code=code,
+            label=label,
+            anchor="start",
+            sign=-1,
+            closes=at_start,
+            answer=None,
+            screen="coach_digest",
+            to="coaches",
+            instants=instants,
+        )
     )
-)
-SUMMARY = register(
-    Kind(
-        code="SUMMARY",
-        label="Coach's morning summary",
-        anchor="start",
-        sign=-1,
-        closes=at_start,
-        answer=None,
-        screen="coach_digest",
-        to="coaches",
-        instants=timing.morning_instants,
-    )
-)
+
+
+DIGEST = _to_coaches("DIGEST", "Coach's digest before a training", timing.digest_instants)
+SUMMARY = _to_coaches("SUMMARY", "Coach's morning summary", timing.morning_instants)
 # Fires on the answer (trainings/digest/alerts.py): a player declined less than `Team.decline_alert_within`
 # before the start.
-DECLINED = register(
-    Kind(
-        code="DECLINED",
-        label="Late decline alert",
-        anchor="start",
-        sign=-1,
-        closes=at_start,
-        answer=None,
-        screen="coach_digest",
-        to="coaches",
-        instants=timing.never,
-    )
-)
+DECLINED = _to_coaches("DECLINED", "Late decline alert", timing.never)

@@ -9,24 +9,14 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from trainings.admin.people import ZoneAndLanguageLists
-from trainings.models import CoachPush, Device
+from trainings.admin.people import OwnDeviceInline, ZoneAndLanguageLists
+from trainings.models import CoachPush
 from trainings.models.coaches import Coach
 from trainings.selectors import teams_visible_to, user_sees_all_teams
 
 
-class CoachDeviceInline(admin.TabularInline):
-    """The coach's devices and email addresses, read-only: the coach's app registers them."""
-
-    model = Device
+class CoachDeviceInline(OwnDeviceInline):
     fk_name = "coach"
-    extra = 0
-    fields = ("provider", "platform", "created_at", "last_success_at", "disabled_at", "disabled_reason")
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Coach)

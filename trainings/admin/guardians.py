@@ -12,8 +12,8 @@ from django.forms import ModelChoiceField
 from django.http import HttpRequest
 
 from trainings.access import users_linkable_to_player
-from trainings.admin.people import ScopedChoices, ZoneAndLanguageLists
-from trainings.models import Device, Guardian, Guardianship
+from trainings.admin.people import OwnDeviceInline, ScopedChoices, ZoneAndLanguageLists
+from trainings.models import Guardian, Guardianship
 from trainings.selectors import guardians_visible_to
 
 
@@ -25,27 +25,13 @@ class GuardianshipInline(ScopedChoices, admin.TabularInline):
     fields = ["player", "relation"]
 
 
-class GuardianDeviceInline(admin.TabularInline):
-    """The guardian's devices and email addresses, read-only: the guardian's app registers them."""
-
-    model = Device
-    fk_name = "guardian"
-    extra = 0
-    fields = ("provider", "platform", "created_at", "last_success_at", "disabled_at", "disabled_reason")
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Guardian)
 class GuardianAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
     search_fields = ["name"]
     fields = ["name", "user", "language", "time_zone", "quiet_start", "quiet_end"]
     raw_id_fields = ["user"]
-    inlines = [GuardianshipInline, GuardianDeviceInline]
+    inlines = [GuardianshipInline, OwnDeviceInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Guardian]:
         return guardians_visible_to(request.user)

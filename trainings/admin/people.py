@@ -18,7 +18,7 @@ from common.admin_widgets import LongSelect, zone_field
 from reminders.api import default_zone_register
 from trainings.access import users_linkable_search, users_linkable_to_player
 from trainings.digest.schedule import DIGEST_FIELDS, team_digests_reschedule
-from trainings.models import Membership, Player, Team
+from trainings.models import Device, Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
 
 
@@ -208,3 +208,18 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         team = None if change else form.cleaned_data.get("team")
         if team is not None:
             Membership.objects.create(team=team, player=obj)
+
+
+class OwnDeviceInline(admin.TabularInline):
+    """Someone's devices and email addresses, read-only: their app registers them (`fk_name` says whose:
+    a guardian's by default; the coach's inline sets `coach`)."""
+
+    model = Device
+    fk_name = "guardian"
+    extra = 0
+    fields = ("provider", "platform", "created_at", "last_success_at", "disabled_at", "disabled_reason")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
+from trainings import kinds
 from trainings.digest.owed import Owed, TrainingOwed
 from trainings.models import ReminderTemplate, Training
 from trainings.offsets import Offset
@@ -61,8 +62,6 @@ def _owed_text(owed: Owed, said: dict[str, str]) -> str:
 
 
 def _label(code: str) -> str:
-    from trainings import kinds
-
     return kinds.of(code).label.lower() if code in kinds.KINDS else code
 
 
