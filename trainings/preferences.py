@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from common.lookups import AnyOf
+from trainings.critical import CriticalOffsets
 from trainings.kinds import rule_choices
 from trainings.models import ChannelChoice, Coach, Guardian, Player, ReminderPreference, ReminderRule
 
@@ -76,9 +77,11 @@ def preferences_update(
             person.save(update_fields=["quiet_start", "quiet_end"])
 
 
-def rules_critical(slugs: set[str]) -> set[str]:
-    """The rules among `slugs` an operator marked critical: mute and quiet hours do not hide them."""
-    return set(ReminderRule.objects.filter(slug__in=slugs, critical=True).values_list("slug", flat=True))
+def rules_critical(slugs: set[str]) -> dict[str, CriticalOffsets]:
+    """The critical offsets (trainings/critical.py) of the rules among `slugs` that have some: mute and
+    quiet hours do not hide those reminders."""
+    rows = ReminderRule.objects.filter(slug__in=slugs).exclude(critical_offsets=[])
+    return dict(rows.values_list("slug", "critical_offsets"))
 
 
 # A push's recipient (player, guardian, coach; trainings/push/messages.py) and kind.

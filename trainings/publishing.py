@@ -114,6 +114,7 @@ def push_message(row: PushRow) -> dict[str, object]:
         "training": str(row.training_id),
         "kind": row.kind,
         "rule": row.rule_slug,
+        **({"offset": row.offset} if row.offset else {}),
         "fire_at": row.fire_at.isoformat(),
         "expires_at": row.expires_at.isoformat() if row.expires_at else None,
     }
@@ -201,8 +202,8 @@ class _Bodies(dict[tuple[object, ...], bytes]):
     """
 
     def __call__(self, row: PushRow) -> bytes:
-        shared = (row.title, row.body, row.language, row.training_id, row.kind, row.rule_slug, row.fire_at,
-                  row.expires_at)  # fmt: skip
+        shared = (row.title, row.body, row.language, row.training_id, row.kind, row.rule_slug, row.offset,
+                  row.fire_at, row.expires_at)  # fmt: skip
         rest = self.get(shared)
         if rest is None:
             document = push_message(row)

@@ -37,7 +37,7 @@ class Outcome(StrEnum):
     DELIVERED = "delivered"  # every enabled device has its outcome recorded
     NO_DEVICE = "no_device"
     STALE = "stale"
-    MUTED = "muted"  # the player muted the push's kind (and its rule is not critical)
+    MUTED = "muted"  # the player muted the push's kind (and its offset is not critical)
     DUPLICATE = "duplicate"
     RETRY = "retry"
     DEAD_LETTERED = "dead_lettered"

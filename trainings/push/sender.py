@@ -24,6 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from common.lookups import AnyOf
+from trainings.critical import critical_at
 from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.preferences import preferences_of, rules_critical
 from trainings.push.providers import (
@@ -173,7 +174,7 @@ class PushSender:
         devices = addresses_of([p for p in pushes.values() if p.idempotency_key not in done])
         preferences = preferences_of({(*p.recipient, p.kind) for p in pushes.values()})
         critical = rules_critical({p.rule for p in pushes.values() if p.rule}) if any(
-            muted for _, muted in preferences.values()) else set()  # fmt: skip
+            muted for _, muted in preferences.values()) else {}  # fmt: skip
         fallback_waits: set[int] = set()  # pushes with a fallback address if this round's sends all fail
         work: list[tuple[int, PushMessage, Target]] = []
         closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
@@ -188,7 +189,7 @@ class PushSender:
                 closing.append((i, push, SendStatus.STALE))
                 continue
             channels, muted = preferences.get((*push.recipient, push.kind), ("default", False))
-            if muted and push.rule not in critical:  # recorded, never silently dropped
+            if muted and not critical_at(critical.get(push.rule or ""), push.offset):  # recorded, not dropped
                 closing.append((i, push, SendStatus.MUTED))
                 continue
             todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}), channels=channels)
