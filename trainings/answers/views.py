@@ -18,10 +18,11 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from trainings.answers.links import LinkInvalid, expects_response
+from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
 from trainings.answers.recording import (
     LinkGone,
     LinkTarget,
+    answer_link_answer,
     answer_link_current,
     answer_link_open,
     answer_link_record,
@@ -73,11 +74,9 @@ class AnswerLinkView(APIView):
         try:
             return answer_link_open(token)
         except LinkInvalid:
-            return Response(
-                {"detail": "This is not a valid answer link."}, status=status.HTTP_400_BAD_REQUEST
-            )
+            return _not_a_link()
         except LinkGone as exc:
-            return Response({"detail": exc.detail, "code": exc.code}, status=status.HTTP_410_GONE)
+            return _gone(exc)
 
     @extend_schema(
         responses={200: AnswerLinkSerializer, **_LINK_ERRORS},
@@ -99,21 +98,42 @@ class AnswerLinkView(APIView):
         "reminders of that kind skip the player.",
     )
     def post(self, request: Request, token: str) -> Response:
-        target = self._open(token)
-        if isinstance(target, Response):
-            return target
-        values = _plain_input(request.data, target.link.kind)
-        if values is None:  # anything else: the serializer says what is wrong (or accepts it)
-            data = AnswerLinkInputSerializer(data=request.data, context={"kind": target.link.kind})
+        try:
+            link = answer_link_read(token)
+        except LinkInvalid:
+            return _not_a_link()
+        values = _plain_input(request.data, link.kind)
+        if values is not None:  # the common body: the link is opened and answered in one go
+            try:
+                target, recorded = answer_link_answer(
+                    link, response=values.get("response"), answers=values.get("answers"),
+                    source=values.get("source"),
+                )  # fmt: skip
+            except LinkGone as exc:
+                return _gone(exc)
+        else:  # anything else: a link that no longer works says so first, then the serializer
+            opened = self._open(token)
+            if isinstance(opened, Response):
+                return opened
+            target = opened
+            data = AnswerLinkInputSerializer(data=request.data, context={"kind": link.kind})
             data.is_valid(raise_exception=True)
             values = data.validated_data
-        recorded = answer_link_record(
-            target=target, response=values.get("response"), answers=values.get("answers"),
-            source=values.get("source"),
-        )  # fmt: skip
+            recorded = answer_link_record(
+                target=target, response=values.get("response"), answers=values.get("answers"),
+                source=values.get("source"),
+            )  # fmt: skip
         body = _link_body(target, recorded.answer)
         body["changed"] = recorded.changed
         return Response(body)
+
+
+def _not_a_link() -> Response:
+    return Response({"detail": "This is not a valid answer link."}, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _gone(exc: LinkGone) -> Response:
+    return Response({"detail": exc.detail, "code": exc.code}, status=status.HTTP_410_GONE)
 
 
 def _plain_input(data: Any, kind: str) -> dict[str, Any] | None:
