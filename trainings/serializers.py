@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from trainings import kinds
-from trainings.critical import validate_critical_offsets
+from trainings.critical import ALL, validate_critical_offsets
 from trainings.models import (
     ChannelChoice,
     Device,
@@ -203,8 +203,19 @@ class ReminderTemplateSerializer(serializers.Serializer):
     body = serializers.CharField()
 
 
+@extend_schema_field(
+    {"oneOf": [{"type": "string", "enum": [ALL]}, {"type": "array", "items": {"type": "string"}}]}
+)
+class CriticalOffsetsField(serializers.JSONField):
+    """A rule's critical offsets (trainings/critical.py): "all", or a list of its offsets."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(validators=[validate_critical_offsets], **kwargs)
+
+
 class ReminderRuleSerializer(serializers.ModelSerializer):
     templates = ReminderTemplateSerializer(many=True, read_only=True)
+    critical_offsets = CriticalOffsetsField(read_only=True)
 
     class Meta:
         model = ReminderRule
@@ -224,9 +235,8 @@ class ReminderRuleInputSerializer(serializers.Serializer):
         + "). Minutes and hours are exact durations; days keep the wall time in the zone.",
     )
     active = serializers.BooleanField(required=False)
-    critical_offsets = serializers.JSONField(
+    critical_offsets = CriticalOffsetsField(
         required=False,
-        validators=[validate_critical_offsets],
         help_text="The reminders players' mute and quiet hours cannot hide: some of the rule's offsets "
         '(["15m"]; a running experiment\'s variants\' offsets too), "all", or [] for none.',
     )
