@@ -419,3 +419,32 @@ def test_posting_one_link_too_often_is_throttled(client: Client, training: Train
     statuses = [_post(client, path, {"response": r}).status_code for r in ("accepted", "denied", "accepted")]
     assert statuses == [200, 200, 429]
     assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
+
+
+def test_the_common_post_answers_as_drfs_full_dispatch_does(client: Client, training: Training) -> None:
+    """A plain JSON POST asking for JSON skips DRF's request wrapper, negotiation and parsers: its answer
+    (status, body, headers) is the one DRF's dispatch gives, which an Accept outside the common ones
+    still gets."""
+    path = _path(_player("Alice"), training, "INVITATION")
+    assert _post(client, path, {"response": "accepted"}).json()["changed"] is True
+    body = json.dumps({"response": "accepted"})
+    answers = [
+        client.post(path, data=body, content_type="application/json", headers=headers)
+        for headers in ({}, {"Accept": "*/*"}, {"Accept": "application/json, text/plain;q=0.5"})
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert answers[0].json()["changed"] is False
+    assert answers[0].content == answers[1].content == answers[2].content
+    for name in ("Content-Type", "Vary", "Allow"):
+        assert answers[0][name] == answers[1][name] == answers[2][name], name
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"answers": {"sleep": NaN}}', '{"answers": {"sleep": "\\ud800"}}', '{"answers": {"a": 1}', ""]
+)
+def test_a_body_drfs_json_parser_refuses_is_still_a_400(client: Client, training: Training, raw: str) -> None:
+    response = client.post(
+        _path(_player("Alice"), training, "PRE"), data=raw, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert not QuestionnaireAnswer.objects.exists()
