@@ -256,7 +256,13 @@ TRAININGS_PUSH_WEBHOOK_TIMEOUT = env_float("TRAININGS_PUSH_WEBHOOK_TIMEOUT", 10.
 # First retry delay of a push a provider throttled or failed (doubles per attempt, capped at 5 min; a
 # provider's Retry-After is the floor).
 TRAININGS_GATEWAY_RETRY_SECONDS = env_float("TRAININGS_GATEWAY_RETRY_SECONDS", 5.0, minimum=0.0)
+# Pushes the gateway takes from the queue ahead of its rounds (RabbitMQ's prefetch counts messages: a batch
+# of TRAININGS_PUSH_MESSAGE_PUSHES pushes counts as that many here).
 TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 1000, minimum=1, maximum=5000)
+# Pushes per message on the push queue: a fired reminder's pushes travel in messages of up to this many, so
+# the gateway's cost per message (decode, ack, waking its threads) is paid once for them all; the gateway
+# still records, retries and dead-letters each push on its own. 1: a message per push.
+TRAININGS_PUSH_MESSAGE_PUSHES = env_int("TRAININGS_PUSH_MESSAGE_PUSHES", 100, minimum=1, maximum=1000)
 
 # --- Push delivery to phones (trainings/push/: FCM HTTP v1, APNs over HTTP/2) --------------------------
 # A provider whose credentials are unset is off; TRAININGS_PUSH_PROVIDER stands in for its devices.

@@ -251,6 +251,7 @@ def _recipients_pushes(
     status_for: dict[tuple[str, Any, Any, Any], tuple[PushStatus, datetime | None, str]] = {}
     held_until = held_until or {}
     offset_text = str(offset)
+    critical = rule.critical_at(offset)
     pushes = []
     for player in recipients:
         audience = (player.language, player.time_zone)
@@ -263,10 +264,10 @@ def _recipients_pushes(
         behind = held_until.get((player.pk, guardian))
         quiet = (player.time_zone, player.quiet_start, player.quiet_end, behind)
         status = status_for.get(quiet)
-        if status is None:  # a critical rule's reminders go through quiet hours (an operator's choice)
+        if status is None:  # a critical reminder goes through quiet hours (an operator's choice)
             status = status_for[quiet] = (
                 (PushStatus.PENDING, None, "")
-                if rule.critical
+                if critical
                 else quiet_status(player, training, delivery.fire_at, expires_at, held_until=behind)
             )
         pushes.append(

@@ -103,12 +103,25 @@ EVERYONE_INVITED = Q()
 NOT_DECLINED = ~Q(status="DENIED")
 
 
-def at_start(training: TrainingTimes) -> datetime:
-    return training.start
+@dataclass(frozen=True)
+class Closes:
+    """A window's close as data, not only a function: the training's start or end plus a span (read per
+    call: a setting may give it). Being data, it can be said in SQL too (trainings/answers/recording.py
+    records a followed link in one statement that checks the window)."""
+
+    anchor: Literal["start", "end"]
+    span: Callable[[], timedelta] = timedelta
+
+    def __call__(self, training: TrainingTimes) -> datetime:
+        return (training.end if self.anchor == "end" else training.start) + self.span()
 
 
-def _post_questionnaire_closes(training: TrainingTimes) -> datetime:
-    return training.end + timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
+def _post_questionnaire_hours() -> timedelta:
+    return timedelta(hours=settings.TRAININGS_POST_QUESTIONNAIRE_HOURS)
+
+
+at_start = Closes("start")
+_post_questionnaire_closes = Closes("end", _post_questionnaire_hours)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,13 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
+from common.lookups import AnyOf
+from trainings.critical import CriticalOffsets
 from trainings.kinds import rule_choices
 from trainings.models import ChannelChoice, Coach, Guardian, Player, ReminderPreference, ReminderRule
+
+# The push gateway asks for a round of players at once: one array parameter, not an IN list.
+ReminderPreference._meta.get_field("player").register_lookup(AnyOf)
 
 
 def preference_set(
@@ -72,9 +77,11 @@ def preferences_update(
             person.save(update_fields=["quiet_start", "quiet_end"])
 
 
-def rules_critical(slugs: set[str]) -> set[str]:
-    """The rules among `slugs` an operator marked critical: mute and quiet hours do not hide them."""
-    return set(ReminderRule.objects.filter(slug__in=slugs, critical=True).values_list("slug", flat=True))
+def rules_critical(slugs: set[str]) -> dict[str, CriticalOffsets]:
+    """The critical offsets (trainings/critical.py) of the rules among `slugs` that have some: mute and
+    quiet hours do not hide those reminders."""
+    rows = ReminderRule.objects.filter(slug__in=slugs).exclude(critical_offsets=[])
+    return dict(rows.values_list("slug", "critical_offsets"))
 
 
 # A push's recipient (player, guardian, coach; trainings/push/messages.py) and kind.
@@ -100,7 +107,7 @@ def preferences_of(asked: set[_Asked]) -> dict[_Asked, tuple[str, bool]]:
     if not players and not guardians:
         return found
     rows = ReminderPreference.objects.filter(
-        Q(player_id__in=players) | Q(guardian_id__in=guardians), kind__in=kinds
+        Q(player_id__any=players) | Q(guardian_id__in=guardians), kind__in=kinds
     ).values_list("player_id", "guardian_id", "kind", "channels", "muted")
     wards: dict[int, set[int | None]] = {}  # a guardian's pushes of this round, by player
     for player, guardian, _, _ in asked:

@@ -101,6 +101,61 @@ SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.ca
  WHERE t.id = %s
 """  # noqa: S608 - table names from the models; the values are bound parameters
 
+# A followed link's POST in one statement (a player's own link): the target as ANSWER_LINK_TARGET reads it,
+# whether the link may still be answered (`open`: the training not cancelled, the player on its list, and
+# now before the kind's close, the training's start or end plus a span), and, only when it may, the answer
+# recorded unless it is the one already there. Then (changed, the recorded row); unchanged, the row as it
+# stood. The close is checked here and again in Python from the same row and instant, which says why a
+# link that may not be answered is refused.
+_LINK_TARGET_OPEN = f"""
+    SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
+           tm.name, tm.time_zone, tm.decline_alert_within,
+           i.id AS invitation_id, i.status, i.responded_at, i.response_source, i.responded_by_id,
+           p.id AS player_id, p.name, p.language, p.time_zone,
+           (NOT t.cancelled AND i.id IS NOT NULL
+            AND %(now)s < (CASE WHEN %(from_end)s THEN t."end" ELSE t.start END) + %(span)s) AS open
+      FROM {Training._meta.db_table} t
+      JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
+      LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %(player)s
+      LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id"""  # noqa: S608 - names from the models
+
+LINK_RESPONSE_RECORD = f"""
+WITH target AS ({_LINK_TARGET_OPEN}
+     WHERE t.id = %(training)s
+),
+changed AS (
+    UPDATE {Invitation._meta.db_table} i SET status = %(status)s, responded_at = %(now)s,
+           response_source = %(source)s, responded_by_id = NULL
+      FROM target
+     WHERE i.id = target.invitation_id AND target.open AND i.status <> %(status)s
+ RETURNING i.status, i.responded_at, i.response_source, i.responded_by_id
+)
+SELECT target.*, c.status IS NOT NULL, c.status, c.responded_at, c.response_source, c.responded_by_id
+  FROM target LEFT JOIN changed c ON true
+"""  # noqa: S608 - table names from the models; the values are bound parameters
+
+_STORED_ANSWER = " AS open, q.answers, q.answered_at, q.source, q.answered_by_id"
+LINK_ANSWERS_RECORD = f"""
+WITH target AS ({_LINK_TARGET_OPEN.replace(" AS open", _STORED_ANSWER)}
+      LEFT JOIN {QuestionnaireAnswer._meta.db_table} q
+        ON q.training_id = t.id AND q.player_id = %(player)s AND q.phase = %(phase)s
+     WHERE t.id = %(training)s
+),
+changed AS (
+    INSERT INTO {QuestionnaireAnswer._meta.db_table} AS a (training_id, player_id, phase, answers,
+                answered_at, source, answered_by_id)
+    SELECT target.id, target.player_id, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s, NULL::bigint
+      FROM target WHERE target.open
+    ON CONFLICT (training_id, player_id, phase) DO UPDATE
+       SET answers = EXCLUDED.answers, answered_at = EXCLUDED.answered_at, source = EXCLUDED.source,
+           answered_by_id = EXCLUDED.answered_by_id
+     WHERE a.answers IS DISTINCT FROM EXCLUDED.answers
+ RETURNING answers, answered_at, source, answered_by_id
+)
+SELECT target.*, c.answered_at IS NOT NULL, c.answers, c.answered_at, c.source, c.answered_by_id
+  FROM target LEFT JOIN changed c ON true
+"""  # noqa: S608 - table names from the models; the values are bound parameters
+
 # Record an invitation's response (and the guardian who gave it, or NULL) unless it is the one already
 # there; returns (changed, the row as it now stands) either way (an unchanged answer keeps its time, source
 # and giver: the link is idempotent).

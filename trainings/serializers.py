@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from trainings import kinds
+from trainings.critical import ALL, validate_critical_offsets
 from trainings.models import (
     ChannelChoice,
     Device,
@@ -252,12 +253,23 @@ class ReminderTemplateSerializer(serializers.Serializer):
     body = serializers.CharField()
 
 
+@extend_schema_field(
+    {"oneOf": [{"type": "string", "enum": [ALL]}, {"type": "array", "items": {"type": "string"}}]}
+)
+class CriticalOffsetsField(serializers.JSONField):
+    """A rule's critical offsets (trainings/critical.py): "all", or a list of its offsets."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(validators=[validate_critical_offsets], **kwargs)
+
+
 class ReminderRuleSerializer(serializers.ModelSerializer):
     templates = ReminderTemplateSerializer(many=True, read_only=True)
+    critical_offsets = CriticalOffsetsField(read_only=True)
 
     class Meta:
         model = ReminderRule
-        fields = ["slug", "kind", "offsets", "active", "critical", "templates", "updated_at"]
+        fields = ["slug", "kind", "offsets", "active", "critical_offsets", "templates", "updated_at"]
         read_only_fields = fields
 
 
@@ -273,9 +285,16 @@ class ReminderRuleInputSerializer(serializers.Serializer):
         + "). Minutes and hours are exact durations; days keep the wall time in the zone.",
     )
     active = serializers.BooleanField(required=False)
-    critical = serializers.BooleanField(
-        required=False, help_text="Players' mute and quiet hours cannot hide this rule's reminders."
+    critical_offsets = CriticalOffsetsField(
+        required=False,
+        help_text="The reminders players' mute and quiet hours cannot hide: some of the rule's offsets "
+        '(["15m"]; a running experiment\'s variants\' offsets too), "all", or [] for none.',
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "critical" in self.initial_data:  # refused, not ignored: an operator meant something by it
+            raise serializers.ValidationError({"critical": 'replaced by critical_offsets: "all" or ["15m"].'})
+        return attrs
 
     def validate_offsets(self, value: list[str]) -> list[str]:
         try:
@@ -346,7 +365,8 @@ class KindPreferenceSerializer(serializers.Serializer):
         "of push; both.",
     )
     muted = serializers.BooleanField(
-        required=False, help_text="No reminder of this kind; a rule an operator marked critical still comes."
+        required=False,
+        help_text="No reminder of this kind; one an operator marked critical (a rule's offset) still comes.",
     )
 
 

@@ -20,6 +20,7 @@ from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
+from trainings.critical import CriticalOffsets
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
     AnswerSource,
@@ -280,14 +281,15 @@ def rule_update(
     kind: str = _UNSET,
     offsets: list[str] = _UNSET,
     active: bool = _UNSET,
-    critical: bool = _UNSET,
+    critical_offsets: CriticalOffsets = _UNSET,
 ) -> ReminderRule:
     """Change a rule; once committed, its future trainings are rescheduled in batches by a worker.
 
-    `critical`: players' mute and quiet hours cannot hide its reminders."""
+    `critical_offsets`: the reminders players' mute and quiet hours cannot hide ("all", or some of the
+    rule's offsets; trainings/critical.py)."""
     with transaction.atomic():
         rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
-        values = {"kind": kind, "offsets": offsets, "active": active, "critical": critical}
+        values = {"kind": kind, "offsets": offsets, "active": active, "critical_offsets": critical_offsets}
         for name, value in values.items():
             if value is not _UNSET:
                 setattr(rule, name, value)

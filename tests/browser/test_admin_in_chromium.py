@@ -80,6 +80,34 @@ def test_a_coach_sees_local_times_and_pending_players_and_reminds_them(
     shot(page, "coach-training-page")
 
 
+def test_a_coach_invites_a_player_found_by_typing_in_the_row_search_box(
+    page: Any, live_server: Any, coach_training: Any
+) -> None:
+    coach = coach_training.team.coaches.get()
+    second = TeamFactory(name="U17 Paris", time_zone="Europe/Paris", coaches=[coach])
+    for name in ("Dora", "Denis", "Emile"):
+        MembershipFactory(team=second, player=PlayerFactory(name=name, time_zone="Europe/Paris"))
+    stranger = TeamFactory(name="Seniors Lyon", coaches=[UserFactory(username="other", is_staff=True)])
+    MembershipFactory(team=stranger, player=PlayerFactory(name="Doriane"))
+
+    log_in(page, live_server.url, "coach")
+    page.goto(f"{live_server.url}/admin/trainings/training/{coach_training.pk}/change/")
+    assert "Dora" not in page.content()  # no row lists the club's players
+    page.click("#invitations-group .add-row a")
+    row = page.locator("#invitations-group tr.dynamic-invitations").last
+    row.locator(".select2-selection").click()
+    page.fill(".select2-container--open .select2-search__field", "Dor")
+    page.wait_for_selector(".select2-results__option:has-text('Dora')")
+    offered = page.locator(".select2-results__option").all_inner_texts()
+    assert offered == ["Dora"], offered  # not another coach's Doriane
+    shot(page, "coach-invites-by-search")
+    page.click(".select2-results__option:has-text('Dora')")
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist")
+    assert coach_training.invitations.filter(player__name="Dora").exists()
+    assert page.locator("#invitations-group").inner_text().count("Dora") >= 1
+
+
 def test_an_operator_reads_the_backlog_and_lateness_the_test_created(page: Any, live_server: Any) -> None:
     UserFactory(username="operator", is_staff=True, is_superuser=True)
     now = timezone.now()

@@ -15,6 +15,7 @@ from reminders.models import Occurrence
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from trainings.defaults import rules_seed
+from trainings.kinds import coach_kinds
 from trainings.models import Coach, CoachPush, ReminderRule, ReminderTemplate
 from trainings.selectors import job_key
 from trainings.services import coach_group_ensure
@@ -67,5 +68,7 @@ def test_a_coach_sets_the_digest_times_and_their_profile(live_server: Any, page:
 
     page.goto(f"{live_server.url}/admin/trainings/coachpush/")
     assert "U15" in page.inner_text("#result_list")
+    kinds = page.locator("#changelist-filter details:has(summary:text-is('By kind')) li").all_inner_texts()
+    assert kinds[1:] == [k.label for k in coach_kinds()] and "Invitation" not in kinds, kinds  # coaches' only
     assert fits_without_sideways_scroll(page)
     shot(page, "coach-digests")

@@ -74,10 +74,21 @@ def test_a_coach_cannot_open_or_change_another_teams_training(admin_a, team, tea
     assert theirs.title == "B session" and len(_pending(theirs)) == 6
 
 
+def _player_search(client: Any, model_name: str, term: str = "") -> list[str]:
+    """What a row's player search box offers (Django's admin autocomplete view)."""
+    query = {"app_label": "trainings", "model_name": model_name, "field_name": "player", "term": term}
+    response = client.get("/admin/autocomplete/", query)
+    assert response.status_code == 200, response.content[:300]
+    return [row["text"] for row in response.json()["results"]]
+
+
 def test_a_coach_is_offered_only_their_teams_and_players(admin_a, team, team_b) -> None:
     page = admin_a.get("/admin/trainings/training/add/").content.decode()
     assert "U15" in page and "Seniors B" not in page
-    assert "Alice" in page and "Zoe" not in page
+    assert "Zoe" not in page
+    for rows in ("invitation", "membership", "guardianship"):  # a training's, a team's, a guardian's rows
+        assert "Alice" in _player_search(admin_a, rows) and "Zoe" not in _player_search(admin_a, rows)
+        assert _player_search(admin_a, rows, "Zo") == []
     assert admin_a.get("/admin/trainings/team/").content.count(b"Seniors B") == 0
     assert admin_a.get("/admin/trainings/player/").content.count(b"Zoe") == 0
 

@@ -76,3 +76,30 @@ def test_the_page_reads_as_many_statements_for_13_players_as_for_3(
     _grow(team, training, rules, 10, "second")
     large = _statements(browser, path)
     assert len(large) <= len(small), "\n".join(large)
+
+
+@pytest.mark.parametrize("page", ["training", "team"])
+def test_the_page_names_its_own_players_and_not_every_player_of_the_club(
+    browser: Client, team: Team, rules: dict[str, ReminderRule], page: str
+) -> None:
+    """Each row's player is a search box showing that player: the club's other players (here 30 on a
+    second team of the coach's) are found by typing, not listed in every row."""
+    training = training_made(team, timezone.now() + dt.timedelta(days=2))
+    other = Team.objects.create(name="U17", time_zone="Europe/Paris")
+    other.coaches.add(*team.coaches.all())
+    for i in range(30):
+        MembershipFactory(team=other, player=PlayerFactory(name=f"Elsewhere {i}"))
+    path = (
+        f"/admin/trainings/training/{training.pk}/change/"
+        if page == "training"
+        else f"/admin/trainings/team/{team.pk}/change/"
+    )
+    html = browser.get(path).content.decode()
+    assert "Elsewhere" not in html
+    for invitation in training.invitations.select_related("player"):
+        assert f'<option value="{invitation.player_id}" selected>{invitation.player.name}</option>' in html
+    found = browser.get(
+        "/admin/autocomplete/",
+        {"app_label": "trainings", "model_name": "invitation", "field_name": "player", "term": "Elsewhere"},
+    ).json()
+    assert len(found["results"]) == 20 and found["pagination"]["more"] is True  # paged, 20 at a time

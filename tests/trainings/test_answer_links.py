@@ -20,8 +20,10 @@ from django.utils import timezone
 from reminders.models import Job, Occurrence
 from tests.factories import training_made
 from tests.trainings.conftest import fire
-from trainings.answers.links import SALT, answer_token, answer_url
+from trainings.answers.links import SALT, answer_link_read, answer_token, answer_url
+from trainings.answers.recording import LinkGone, answer_link_answer
 from trainings.answers.serializers import AnswerLinkSerializer
+from trainings.held import push_expiry
 from trainings.models import (
     AnswerSource,
     Invitation,
@@ -159,17 +161,17 @@ def test_an_invitation_answer_is_idempotent_and_may_change_while_open(
     assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
 
 
-def test_the_body_is_the_documented_shape_and_a_post_costs_two_statements(
+def test_the_body_is_the_documented_shape_and_a_post_costs_one_statement(
     client: Client, training: Training, django_assert_num_queries: Any
 ) -> None:
     """The view builds AnswerLinkSerializer's JSON without running the serializer (the per-request
     cost): both must agree. On PostgreSQL a POST reads the link's target and records the answer in one
-    statement each, whatever the answer's history."""
+    statement, whatever the answer's history."""
     for kind, body in (("INVITATION", {"response": "denied"}), ("PRE", {"answers": {"sleep": 7}})):
         path = _path(_player("Alice"), training, kind)
         for _ in range(2):  # a new answer, then the same one again (unchanged)
             # SQLite (the embedded default) records through the ORM: only PostgreSQL's count is pinned.
-            counted = django_assert_num_queries(2) if connection.vendor == "postgresql" else nullcontext()
+            counted = django_assert_num_queries(1) if connection.vendor == "postgresql" else nullcontext()
             with counted:
                 posted = _post(client, path, body)
             assert posted.status_code == 200, posted.content
@@ -373,3 +375,76 @@ def test_a_late_decline_through_a_link_alerts_the_coaches_when_the_team_asks(
     with django_capture_on_commit_callbacks(execute=True):
         assert _post(client, _path(alice, soon, "INVITATION"), {"response": "denied"}).status_code == 200
     assert Job.objects.filter(key=decline_alert_key(training_id=soon.pk, player_id=alice.pk)).exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "values"),
+    [("INVITATION", {"response": "denied"}), ("PRE", {"answers": {"sleep": 7}}), ("POST", {"answers": {}})],
+)
+def test_a_post_is_refused_from_the_instant_its_window_closes_and_writes_nothing(
+    training: Training, kind: str, values: dict[str, Any], settings: Any
+) -> None:
+    """Opening and recording are one statement on PostgreSQL, which checks the window itself: it must
+    close at the same instant as the kind's `closes` says, to the microsecond, and write nothing then."""
+    settings.TRAININGS_POST_QUESTIONNAIRE_HOURS = 2
+    link = answer_link_read(answer_token(player_id=_player("Alice").pk, training_id=training.pk, kind=kind))
+    closes = push_expiry(training=training, kind=kind)
+    assert closes == (training.end + dt.timedelta(hours=2) if kind == "POST" else training.start)
+    with pytest.raises(LinkGone) as refused:
+        answer_link_answer(link, **values, now=closes)
+    assert refused.value.code == "closed"
+    assert not QuestionnaireAnswer.objects.exists()
+    assert not Invitation.objects.exclude(status=InvitationStatus.PENDING).exists()
+    target, recorded = answer_link_answer(link, **values, now=closes - dt.timedelta(microseconds=1))
+    assert recorded.changed and target.closes_at == closes
+    assert QuestionnaireAnswer.objects.exists() or Invitation.objects.filter(status=InvitationStatus.DENIED)
+
+
+def test_a_post_after_the_training_moved_later_records_and_one_on_a_deleted_training_is_gone(
+    client: Client, training: Training
+) -> None:
+    path = _path(_player("Alice"), training, "INVITATION")
+    day = dt.timedelta(days=1)
+    Training.objects.filter(pk=training.pk).update(start=START + day, end=training.end + day)
+    posted = _post(client, path, {"response": "accepted"})
+    assert posted.status_code == 200
+    assert posted.json()["closes_at"] == "2030-06-12T16:00:00Z"
+    Training.objects.filter(pk=training.pk).delete()
+    assert (_post(client, path, {"response": "denied"}).json()["code"]) == "gone"
+
+
+def test_posting_one_link_too_often_is_throttled(client: Client, training: Training, settings: Any) -> None:
+    settings.API_THROTTLE_ANSWER_LINK_RATE = "2/m"
+    path = _path(_player("Alice"), training, "INVITATION")
+    statuses = [_post(client, path, {"response": r}).status_code for r in ("accepted", "denied", "accepted")]
+    assert statuses == [200, 200, 429]
+    assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
+
+
+def test_the_common_post_answers_as_drfs_full_dispatch_does(client: Client, training: Training) -> None:
+    """A plain JSON POST asking for JSON skips DRF's request wrapper, negotiation and parsers: its answer
+    (status, body, headers) is the one DRF's dispatch gives, which an Accept outside the common ones
+    still gets."""
+    path = _path(_player("Alice"), training, "INVITATION")
+    assert _post(client, path, {"response": "accepted"}).json()["changed"] is True
+    body = json.dumps({"response": "accepted"})
+    answers = [
+        client.post(path, data=body, content_type="application/json", headers=headers)
+        for headers in ({}, {"Accept": "*/*"}, {"Accept": "application/json, text/plain;q=0.5"})
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert answers[0].json()["changed"] is False
+    assert answers[0].content == answers[1].content == answers[2].content
+    for name in ("Content-Type", "Vary", "Allow"):
+        assert answers[0][name] == answers[1][name] == answers[2][name], name
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"answers": {"sleep": NaN}}', '{"answers": {"sleep": "\\ud800"}}', '{"answers": {"a": 1}', ""]
+)
+def test_a_body_drfs_json_parser_refuses_is_still_a_400(client: Client, training: Training, raw: str) -> None:
+    response = client.post(
+        _path(_player("Alice"), training, "PRE"), data=raw, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert not QuestionnaireAnswer.objects.exists()

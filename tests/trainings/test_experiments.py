@@ -347,10 +347,18 @@ def test_a_rules_offsets_do_not_change_under_a_running_experiment(rules: dict[st
     api = api_as(UserFactory(is_staff=True, is_superuser=True))
     response = api.patch(f"/api/reminder-rules/{pre.slug}/", {"offsets": ["10m"]}, format="json")
     assert response.status_code == 400 and "offsets" in response.json(), response.content
-    assert api.patch(f"/api/reminder-rules/{pre.slug}/", {"critical": True}, format="json").status_code == 200
+    path = f"/api/reminder-rules/{pre.slug}/"
+    response = api.patch(path, {"critical_offsets": ["120m", "5m"]}, format="json")
+    assert response.status_code == 400 and "5m" in response.json()["critical_offsets"][0], response.content
+    # A variant's offset may be critical while the experiment runs (its arm's reminder at 120 min).
+    assert api.patch(path, {"critical_offsets": ["120m", "15m"]}, format="json").status_code == 200
     experiment_stop(experiment=experiment)
+    pre.refresh_from_db()
+    assert pre.critical_offsets == ["15m"]  # nobody is reminded at 120 min any more
+    response = api.patch(path, {"offsets": ["10m"]}, format="json")
+    assert response.status_code == 400 and "critical_offsets" in response.json()  # 15m would be gone
     assert (
-        api.patch(f"/api/reminder-rules/{pre.slug}/", {"offsets": ["10m"]}, format="json").status_code == 200
+        api.patch(path, {"offsets": ["10m"], "critical_offsets": ["10m"]}, format="json").status_code == 200
     )
 
 

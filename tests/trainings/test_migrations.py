@@ -90,3 +90,50 @@ def test_the_relation_migration_links_the_trainings_jobs_and_takes_back_one_adop
     owners = dict(new.get_model("reminders", "Job").objects.values_list("pk", "owner_id"))
     assert owners[adopted] is None  # the squatter can no longer read or cancel it
     assert (owners[squatted], owners[replay], owners[gone]) == (mallory.pk, mallory.pk, None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rule_marked_critical_before_offsets_could_be_has_every_reminder_critical_after() -> None:
+    """critical=True becomes "all" (its history rows too, so the audit still reads what was critical);
+    a rule not marked has none; and back."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+    from django.utils import timezone
+
+    executor = MigrationExecutor(connection)
+    node = next(
+        n for n in executor.loader.graph.nodes if n[0] == "trainings" and n[1].endswith("_critical_offsets")
+    )
+    before = sorted(parent.key for parent in executor.loader.graph.node_map[node].parents)
+    try:
+        executor.migrate(before)
+        old = executor.loader.project_state(before).apps
+        Rule, History = (
+            old.get_model("trainings", "ReminderRule"),
+            old.get_model("trainings", "HistoricalReminderRule"),
+        )
+        Rule.objects.filter(slug="pre-questionnaire").update(critical=True)
+        pre = Rule.objects.get(slug="pre-questionnaire")
+        for critical in (False, True):
+            History.objects.create(id=pre.pk, slug=pre.slug, kind=pre.kind, offsets=pre.offsets,
+                                   active=True, critical=critical, history_date=timezone.now(),
+                                   history_type="~")  # fmt: skip
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        new = executor.loader.project_state(executor.loader.graph.leaf_nodes()).apps
+        rules = dict(
+            new.get_model("trainings", "ReminderRule").objects.values_list("slug", "critical_offsets")
+        )
+        assert rules.pop("pre-questionnaire") == "all" and all(value == [] for value in rules.values())
+        history = new.get_model("trainings", "HistoricalReminderRule").objects.filter(id=pre.pk)
+        latest = history.order_by("-history_id").values_list("critical_offsets", flat=True)
+        assert list(latest[:2]) == ["all", []]
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)
+        back = executor.loader.project_state(before).apps
+        assert back.get_model("trainings", "ReminderRule").objects.get(slug="pre-questionnaire").critical
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())

@@ -1,10 +1,11 @@
 """Players' own preferences: channels and mute per reminder kind and their own quiet hours, through the
-API for the app; a muted reminder is a recorded outcome `muted`; a rule an operator marks critical goes
-through mute and quiet hours."""
+API for the app; a muted reminder is a recorded outcome `muted`; a reminder an operator marks critical
+(an offset of a rule, or all of them) goes through mute and quiet hours."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -12,8 +13,11 @@ from rest_framework.test import APIClient
 
 from reminders.models import Occurrence
 from reminders.transports import Delivery
-from tests.factories import DeviceFactory, PlayerFactory, UserFactory
+from tests.conftest import drain_queue
+from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_made
+from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
+from trainings.held import held_pushes_release
 from trainings.models import (
     Player,
     Push,
@@ -87,7 +91,7 @@ def test_only_the_player_changes_their_preferences(coach: Any, team: Team) -> No
     assert stranger.get(path).status_code == 404
 
 
-def test_a_muted_kind_is_a_recorded_outcome_and_a_critical_rule_still_comes(
+def test_a_muted_kind_is_a_recorded_outcome_and_a_critical_offset_still_comes(
     apns: ApnsPeer, fcm: FcmPeer, sender: PushSender, rules: dict[str, ReminderRule]
 ) -> None:
     player = PlayerFactory(devices=[])
@@ -99,13 +103,17 @@ def test_a_muted_kind_is_a_recorded_outcome_and_a_critical_rule_still_comes(
     assert (send.status, send.device_id) == (SendStatus.MUTED, None)
     assert fcm.received == []
 
-    rule_update(rule=rules["pre-questionnaire"], critical=True)
-    assert sender.handle([message("occ.2", player.pk, kind="PRE")])[0].outcome == Outcome.DELIVERED
+    rule_update(rule=rules["pre-questionnaire"], critical_offsets=["15m"])  # the last reminder only
+    assert sender.handle([message("occ.2", player.pk, offset="60m")])[0].outcome == Outcome.MUTED
+    assert sender.handle([message("occ.3", player.pk, offset="15m")])[0].outcome == Outcome.DELIVERED
     assert len(fcm.received) == 1
+    rule_update(rule=rules["pre-questionnaire"], critical_offsets="all")
+    assert sender.handle([message("occ.4", player.pk, offset="60m")])[0].outcome == Outcome.DELIVERED
+    assert len(fcm.received) == 2
 
 
 @pytest.mark.rabbitmq
-def test_a_critical_rule_goes_through_quiet_hours(
+def test_a_critical_offset_goes_through_quiet_hours(
     team: Team, rules: dict[str, ReminderRule], push_queue: str
 ) -> None:
     team.quiet_start, team.quiet_end = dt.time(0), dt.time(23, 59)  # quiet almost all day
@@ -124,8 +132,109 @@ def test_a_critical_rule_goes_through_quiet_hours(
 
     fire_at(90)
     assert set(Push.objects.values_list("status", flat=True)) == {PushStatus.SKIPPED}  # quiet: no use after
-    rule_update(rule=rule, critical=True)
+    rule_update(rule=rule, critical_offsets=["75m"])
     rule.refresh_from_db()
     fire_at(75)
     at_75 = Push.objects.filter(offset="75m")
     assert at_75.count() == 3 and set(at_75.values_list("status", flat=True)) == {PushStatus.SENT}
+    fire_at(60)  # not critical: quiet hours hold it as before
+    assert set(Push.objects.filter(offset="60m").values_list("status", flat=True)) == {PushStatus.SKIPPED}
+
+
+@pytest.mark.rabbitmq
+def test_a_muted_player_in_quiet_hours_gets_only_the_critical_last_reminder(
+    team: Team, rules: dict[str, ReminderRule], push_queue: str, fcm: FcmPeer, sender: PushSender
+) -> None:
+    """Alice muted the pre-training kind and is quiet 16:00-17:50 (Paris) before an 18:00 training; the
+    operator marked only the 15-min reminder critical. It reaches her phone; the 60-min one is held by her
+    quiet hours, then recorded `muted` by the gateway when it is released."""
+    alice = Player.objects.get(name="Alice")
+    ReminderPreference.objects.create(player=alice, kind="PRE", muted=True)
+    Player.objects.filter(pk=alice.pk).update(quiet_start=dt.time(16), quiet_end=dt.time(17, 50))
+    rule = rules["pre-questionnaire"]
+    rule_update(rule=rule, critical_offsets=["15m"])
+    start = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
+    training = training_made(team, start)
+
+    def fire_before(minutes: int) -> None:
+        at = start - dt.timedelta(minutes=minutes)
+        occurrence = Occurrence.objects.get(job__key=job_key(training_id=training.pk, rule=rule), fire_at=at)
+        assert fire(occurrence).delivered == 1
+
+    fire_before(60)
+    held = Push.objects.get(player=alice, offset="60m")
+    assert (held.status, held.release_at) == (
+        PushStatus.HELD,
+        dt.datetime(2030, 6, 11, 15, 50, tzinfo=dt.UTC),
+    )
+    fire_before(15)
+    assert Push.objects.get(player=alice, offset="15m").status == PushStatus.SENT  # through quiet hours
+    bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=5)]
+    assert {h.outcome for h in sender.handle(bodies)} == {Outcome.DELIVERED}  # hers through mute
+    assert sorted(fcm.tokens()) == ["fcm-alice", "fcm-bruno", "fcm-bruno", "fcm-chloe", "fcm-chloe"]
+
+    assert held_pushes_release(training_id=training.pk, at=held.release_at)["released"] == 1
+    released = [json.loads(m.body) for m in drain_queue(push_queue, expect=1)]
+    assert [h.outcome for h in sender.handle(released)] == [Outcome.MUTED]
+    assert PushSend.objects.get(push_key=held.key).status == SendStatus.MUTED  # recorded, not dropped
+    assert fcm.tokens().count("fcm-alice") == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "reason"),
+    [
+        ({"critical_offsets": ["20m"]}, "critical_offsets", "20m not among the rule's offsets"),
+        ({"critical_offsets": "sometimes"}, "critical_offsets", '"all", or a list'),
+        ({"critical_offsets": ["soon"]}, "critical_offsets", "is not an offset"),
+        ({"offsets": ["30m"], "critical_offsets": ["15m"]}, "critical_offsets", "15m not among"),
+        ({"critical": True}, "critical", "replaced by critical_offsets"),
+    ],
+)
+def test_a_critical_offset_the_rule_does_not_have_is_a_400_naming_the_field(
+    rules: dict[str, ReminderRule], body: dict[str, Any], field: str, reason: str
+) -> None:
+    api = APIClient()
+    api.force_authenticate(UserFactory(is_staff=True, is_superuser=True))
+    response = api.patch("/api/reminder-rules/pre-questionnaire/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert reason in str(response.json()[field])
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+    assert (rule.critical_offsets, len(rule.offsets)) == ([], 6)
+
+
+def test_an_operator_marks_critical_offsets_through_the_api_and_the_history_keeps_them(
+    rules: dict[str, ReminderRule],
+) -> None:
+    api = APIClient()
+    api.force_authenticate(UserFactory(is_staff=True, is_superuser=True))
+    path = "/api/reminder-rules/pre-questionnaire/"
+    response = api.patch(path, {"critical_offsets": ["15m", " 15m", "30m"]}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["critical_offsets"] == ["15m", "30m"]  # as pushes name them, once each
+    assert api.patch(path, {"critical_offsets": "all"}, format="json").json()["critical_offsets"] == "all"
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+    assert [h.critical_offsets for h in rule.history.order_by("history_date")][-2:] == [["15m", "30m"], "all"]
+
+
+def test_the_admin_form_takes_critical_offsets_and_names_a_wrong_one(admin_client: Any) -> None:
+    rule = ReminderRule.objects.get(slug="pre-questionnaire")
+    templates = list(rule.templates.order_by("id"))
+    form: dict[str, Any] = {
+        "kind": "PRE", "offsets": json.dumps(rule.offsets), "active": "on",
+        "templates-TOTAL_FORMS": len(templates), "templates-INITIAL_FORMS": len(templates),
+        "templates-MIN_NUM_FORMS": 0, "templates-MAX_NUM_FORMS": 1000,
+    }  # fmt: skip
+    for index, template in enumerate(templates):
+        form |= {f"templates-{index}-{name}": value for name, value in (
+            ("id", template.pk), ("rule", rule.pk), ("language", template.language),
+            ("title", template.title), ("body", template.body))}  # fmt: skip
+    path = f"/admin/trainings/reminderrule/{rule.pk}/change/"
+    page = admin_client.post(path, form | {"critical_offsets": '["20m"]'})
+    assert page.status_code == 200
+    assert "20m not among the rule's offsets" in page.context["adminform"].form.errors["critical_offsets"][0]
+    assert admin_client.post(path, form | {"critical_offsets": '["15m"]'}).status_code == 302
+    rule.refresh_from_db()
+    assert rule.critical_offsets == ["15m"]
+    assert admin_client.post(path, form | {"critical_offsets": ""}).status_code == 302  # an empty box: none
+    rule.refresh_from_db()
+    assert rule.critical_offsets == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import hpack
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -17,7 +18,7 @@ from tests.trainings.push_fixtures import message
 from trainings.models import Device, PushSend, SendStatus
 from trainings.push.apns import ApnsProvider
 from trainings.push.gateway import Outcome, PushSender
-from trainings.push.h2client import H2Client, PlainEncoder
+from trainings.push.h2client import H2Client, HeaderEncoder
 from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
 
@@ -77,25 +78,26 @@ def test_an_expired_provider_token_is_signed_again_once_for_all_streams_that_car
 
 def test_the_bearer_token_is_indexed_by_hpack_and_per_request_values_are_not() -> None:
     client = H2Client("https://api.push.example:443", per_request_headers=("apns-id",))
-    encoder = PlainEncoder()
+    encoder = HeaderEncoder()
     token = "bearer eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJURUFNIn0.c2lnbmF0dXJl"
-    blocks = [
-        encoder.encode(
-            client._header_block(
-                f"/3/device/{n:064x}",
-                {"authorization": token, "apns-topic": "com.example.coach", "apns-id": f"id-{n:032d}"},
-                b"{}",
-            )
-        )
+    headers = [
+        {"authorization": token, "apns-topic": "com.example.coach", "apns-id": f"id-{n:032d}"}
         for n in range(40)
     ]
+    blocks = [client._header_block(encoder, f"/3/device/{n:064x}", h, b"{}") for n, h in enumerate(headers)]
+    decoder = hpack.Decoder()  # what a server reads: every field, in order, from the indexed ones too
+    for n, block in enumerate(blocks):
+        fields = dict(decoder.decode(block))
+        assert fields[":path"] == f"/3/device/{n:064x}" and fields["apns-id"] == f"id-{n:032d}"
+        assert fields["authorization"] == token and fields["content-length"] == "2"
+        assert fields[":method"] == "POST" and fields[":authority"] == "api.push.example:443"
     assert token.encode() in blocks[0]
     # After the first request the token is one table reference; 40 unique paths and ids later it is still
     # in the table (they were never indexed, so they did not push it out).
     assert all(token.encode() not in block for block in blocks[1:])
     assert len(blocks[-1]) < len(blocks[0]) - len(token)
     assert all(f"{n:064x}".encode() in block for n, block in enumerate(blocks))
-    names = [entry[0] for entry in encoder.header_table.dynamic_entries]
+    names = [entry[0] for entry in encoder.dynamic_entries]
     assert b"authorization" in names and b":path" not in names and b"apns-id" not in names
     assert b"content-length" not in names
 
@@ -116,7 +118,7 @@ def test_pushes_of_many_trainings_leave_the_apns_hpack_table_to_the_values_that_
     assert len({r.headers["apns-collapse-id"] for r in apns.received}) == 30  # each still sent
     connection = _apns(sender)._http._connection
     assert connection is not None
-    entries = connection.h2.encoder.header_table.dynamic_entries
+    entries = connection.encoder.dynamic_entries
     repeating = {b":authority", b"authorization", b"apns-topic", b"apns-push-type", b"apns-priority",
                  b"content-type"}  # fmt: skip
     assert {name for name, _ in entries} == repeating

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from trainings.admin.people import OwnDeviceInline, ZoneAndLanguageLists
+from trainings.kinds import coach_kinds
 from trainings.models import CoachPush
 from trainings.models.coaches import Coach
 from trainings.selectors import teams_visible_to, user_sees_all_teams
@@ -38,12 +39,25 @@ class CoachAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         return user_sees_all_teams(request.user)
 
 
+class CoachKindFilter(admin.SimpleListFilter):
+    """The coaches' kinds only (a coach's push is never a player's reminder kind)."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(kind.code, kind.label) for kind in coach_kinds()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[CoachPush]) -> QuerySet[CoachPush]:
+        return queryset.filter(kind=self.value()) if self.value() else queryset
+
+
 @admin.register(CoachPush)
 class CoachPushAdmin(admin.ModelAdmin):
     """What each coach was told, or why not (held, skipped), read-only."""
 
     list_display = ["fire_at", "kind", "coach", "team", "owing", "status", "status_reason"]
-    list_filter = ["kind", "status"]
+    list_filter = [CoachKindFilter, "status"]
     fields = ("coach", "team", "training", "rule", "player", "kind", "language", "title", "body", "owing",
               "fire_at", "expires_at", "status", "release_at", "status_reason", "sent_at", "key")  # fmt: skip
     readonly_fields = fields

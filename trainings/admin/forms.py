@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from trainings.admin.html import answers_html, local_time
-from trainings.admin.people import ScopedChoices
+from trainings.admin.people import PlayerSearchInline
 from trainings.models import AnswerSource, Invitation, InvitationStatus, QuestionnaireAnswer, Training
 from trainings.offsets import is_time_zone
 
@@ -39,7 +39,7 @@ class InvitationForm(ModelForm):
         return data
 
 
-class InvitationInline(ScopedChoices, admin.TabularInline):
+class InvitationInline(PlayerSearchInline, admin.TabularInline):
     model = Invitation
     form = InvitationForm
     extra = 0
@@ -51,9 +51,8 @@ class InvitationInline(ScopedChoices, admin.TabularInline):
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_dbfield(db_field, request, **kwargs)
         if db_field.name == "player" and field is not None:
-            # One query for the team's players, not one per row of the list; and no edit/add/view icons
-            # beside every row's select (the player's own page is one click away in the grid's names).
-            field.choices = list(field.choices)  # type: ignore[attr-defined]
+            # No edit/add/view icons beside every row's box (the player's own page is one click away in
+            # the grid's names).
             for flag in ("can_add_related", "can_change_related", "can_view_related", "can_delete_related"):
                 setattr(field.widget, flag, False)
         return field

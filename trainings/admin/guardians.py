@@ -12,17 +12,20 @@ from django.forms import ModelChoiceField
 from django.http import HttpRequest
 
 from trainings.access import users_linkable_to_player
-from trainings.admin.people import OwnDeviceInline, ScopedChoices, ZoneAndLanguageLists
+from trainings.admin.people import OwnDeviceInline, PlayerSearchInline, ZoneAndLanguageLists
 from trainings.models import Guardian, Guardianship
 from trainings.selectors import guardians_visible_to
 
 
-class GuardianshipInline(ScopedChoices, admin.TabularInline):
+class GuardianshipInline(PlayerSearchInline, admin.TabularInline):
     """On a guardian's page: whose guardian they are (players of the user's teams)."""
 
     model = Guardianship
     extra = 0
     fields = ["player", "relation"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Guardianship]:
+        return super().get_queryset(request).select_related("player")
 
 
 @admin.register(Guardian)

@@ -65,7 +65,7 @@ class TemplateInline(_OperatorsOnly, admin.StackedInline):
 
 @admin.register(ReminderRule)
 class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
-    list_display = ["slug", "kind", "readable_offsets", "active", "critical", "updated_at"]
+    list_display = ["slug", "kind", "readable_offsets", "active", "critical_offsets", "updated_at"]
     list_filter = ["kind", "active"]
     inlines = [TemplateInline]
 

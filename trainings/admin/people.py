@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -66,7 +67,53 @@ class ScopedChoices:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
 
 
-class MembershipInline(ScopedChoices, admin.TabularInline):
+class PlayerSearchBox(AutocompleteSelect):
+    """A search box for a row's player instead of a list of every player the user may see.
+
+    A list would put all of a club's players in every row of a team's or a training's page; the box finds
+    them as the user types, through PlayerAdmin (its search and its scoping: a coach finds their teams'
+    players only). It shows the row's own player from the row already read (`row_player`), where Django's
+    box would read it again, one statement per row.
+    """
+
+    row_player: Player | None = None
+
+    def optgroups(self, name: str, value: Sequence[str], attrs: dict[str, Any] | None = None) -> list[Any]:
+        player = self.row_player
+        if player is None or [str(v) for v in value if v not in (None, "")] != [str(player.pk)]:
+            return super().optgroups(name, value, attrs)
+        options = [] if self.is_required else [self.create_option(name, "", "", False, 0)]
+        label = self.choices.field.label_from_instance(player)
+        options.append(self.create_option(name, player.pk, label, True, len(options)))
+        return [(None, options, 0)]
+
+
+class PlayerSearchInline(ScopedChoices):
+    """Inline rows naming a player pick it with a `PlayerSearchBox` (the inline's queryset reads each
+    row's player with it: `select_related("player")`)."""
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)  # type: ignore[misc]
+
+        class RowForm(formset.form):  # type: ignore[name-defined]
+            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
+                super().__init__(*args, **form_kwargs)
+                widget = self.fields["player"].widget if "player" in self.fields else None
+                while widget is not None and not isinstance(widget, PlayerSearchBox):
+                    widget = getattr(widget, "widget", None)  # inside the admin's related-field wrapper
+                if widget is not None and self.instance.player_id is not None:
+                    widget.row_player = self.instance.player
+
+        formset.form = RowForm
+        return formset
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "player":
+            kwargs["widget"] = PlayerSearchBox(db_field, self.admin_site)  # type: ignore[attr-defined]
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class MembershipInline(PlayerSearchInline, admin.TabularInline):
     model = Membership
     extra = 0
     fields = ["player", "active", "joined_at"]
@@ -74,14 +121,6 @@ class MembershipInline(ScopedChoices, admin.TabularInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
         return super().get_queryset(request).select_related("player", "team")  # each row's title names both
-
-    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
-        """The player list is read once for the page, not once per member's row (a statement per row)."""
-        formset = super().get_formset(request, obj, **kwargs)
-        player = formset.form.base_fields.get("player")
-        if isinstance(player, forms.ModelChoiceField):
-            player.choices = list(player.choices)  # type: ignore[arg-type]  # a ModelChoiceIterator
-        return formset
 
 
 @admin.register(Team)

@@ -75,7 +75,10 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
     One query: the training with its team, and the player's invitation with the player when they are on
     its list (on PostgreSQL one plain statement: a link is followed once per tap, and building the ORM's
     query cost more than running it)."""
-    link = answer_link_read(token)
+    return _target_open(answer_link_read(token), now or timezone.now())
+
+
+def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
     if connection.vendor == "postgresql":
         training, invitation = _target_read(link)
     else:
@@ -87,22 +90,33 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
         training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
     if training is None:
         raise LinkGone("gone", "This training no longer exists.")
-    if training.cancelled:
-        raise LinkGone("cancelled", "This training was cancelled.")
-    closes_at = push_expiry(training=training, kind=link.kind)
-    if (now or timezone.now()) >= closes_at:
-        raise LinkGone("closed", "The time to answer this has passed.")
-    if invitation is None:
-        raise LinkGone("not_invited", "You are no longer on this training's list.")
     guardianship = None
-    if link.guardian_id is not None:
+    if link.guardian_id is not None and not training.cancelled and invitation is not None:
         guardianship = (
             Guardianship.objects.select_related("guardian")
             .filter(guardian_id=link.guardian_id, player_id=link.player_id)
             .first()
         )
-        if guardianship is None:
-            raise LinkGone("not_guardian", "You are no longer this player's guardian.")
+    return _target_checked(link, training, invitation, guardianship, now)
+
+
+def _target_checked(
+    link: AnswerLink,
+    training: Training,
+    invitation: Invitation | None,
+    guardianship: Guardianship | None,
+    now: datetime,
+) -> LinkTarget:
+    """The target, if the link may still be answered at `now`; LinkGone saying why otherwise."""
+    if training.cancelled:
+        raise LinkGone("cancelled", "This training was cancelled.")
+    closes_at = push_expiry(training=training, kind=link.kind)
+    if now >= closes_at:
+        raise LinkGone("closed", "The time to answer this has passed.")
+    if invitation is None:
+        raise LinkGone("not_invited", "You are no longer on this training's list.")
+    if link.guardian_id is not None and guardianship is None:
+        raise LinkGone("not_guardian", "You are no longer this player's guardian.")
     return LinkTarget(link, training, invitation, closes_at, guardianship)
 
 
@@ -111,9 +125,14 @@ def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
     row = fetch_one(queries.ANSWER_LINK_TARGET, [link.player_id, link.training_id])
     if row is None:
         return None, None
+    return _target_from_row(row)
+
+
+def _target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None]:
+    """(training, invitation) from the target's first twenty columns (`queries.ANSWER_LINK_TARGET`)."""
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
      decline_alert_within, invitation_id, status, responded_at, source, responded_by, player_id,
-     player_name, language, player_zone) = row  # fmt: skip
+     player_name, language, player_zone) = row[:20]  # fmt: skip
     team = Team(id=team_id, name=team_name, time_zone=team_zone, decline_alert_within=decline_alert_within)
     training = Training(id=training_id, team=team, title=title, start=start, end=end, time_zone=zone,
                         location=location, cancelled=cancelled)  # fmt: skip
@@ -149,13 +168,8 @@ def answer_link_record(
     if expects_response(target.link.kind):
         if response not in RESPONSES:
             raise ValueError("response")
-        status = RESPONSES[response]
         recorded = _invitation_respond(target, response, now, source)
-        # The coaches may want to know now, if their team asks for late-decline alerts at all (the first
-        # check of decline_alert_schedule, made on the team already read: no query per decline otherwise).
-        wanted = target.training.team.decline_alert_within
-        if recorded.changed and status == InvitationStatus.DENIED and wanted:
-            decline_alert_on_commit(training_id=target.training.pk, player_id=target.link.player_id)
+        _decline_alert_if_wanted(target, response, recorded)
         return recorded
     if not isinstance(answers, dict):
         raise ValueError("answers")
@@ -178,6 +192,14 @@ def answer_link_record(
             )
             answer.save(update_fields=["answers", "answered_at", "source", "answered_by"])
     return Recorded(changed, _questionnaire_answer(answer))
+
+
+def _decline_alert_if_wanted(target: LinkTarget, response: str, recorded: Recorded) -> None:
+    """The coaches may want to know now, if their team asks for late-decline alerts at all (the first
+    check of decline_alert_schedule, made on the team already read: no query per decline otherwise)."""
+    wanted = target.training.team.decline_alert_within
+    if recorded.changed and RESPONSES[response] == InvitationStatus.DENIED and wanted:
+        decline_alert_on_commit(training_id=target.training.pk, player_id=target.link.player_id)
 
 
 def _invitation_respond(target: LinkTarget, response: str, now: datetime, source: str) -> Recorded:
@@ -226,6 +248,70 @@ def _questionnaire_record(
     value = json.loads(stored) if isinstance(stored, str) else stored
     who = _by(target) if changed else _guardian_by(link.player_id, by)
     return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who})
+
+
+def answer_link_answer(
+    link: AnswerLink,
+    *,
+    response: str | None = None,
+    answers: dict[str, Any] | None = None,
+    source: str | None = None,
+    now: datetime | None = None,
+) -> tuple[LinkTarget, Recorded]:
+    """Open the link and record its answer (`answer_link_open`, then `answer_link_record`): the same
+    refusals (LinkGone) and the same result. On PostgreSQL, for a player's own link of a kind whose close
+    is `kinds.Closes`, in one statement that checks the link may still be answered before it writes; a
+    followed link is one round trip, where two cost the worker and the database as much as the rest of
+    the request."""
+    now = now or timezone.now()
+    closes = kinds.of(link.kind).closes
+    if (
+        connection.vendor != "postgresql"
+        or link.guardian_id is not None
+        or not isinstance(closes, kinds.Closes)
+    ):
+        target = _target_open(link, now)
+        return target, answer_link_record(target=target, response=response, answers=answers, source=source,
+                                          now=now)  # fmt: skip
+    source = source or link.source
+    params: dict[str, Any] = {"training": link.training_id, "player": link.player_id, "now": now,
+                              "from_end": closes.anchor == "end", "span": closes.span(),
+                              "source": source}  # fmt: skip
+    invitation = expects_response(link.kind)
+    if invitation:
+        if response not in RESPONSES:
+            raise ValueError("response")
+        row = fetch_one(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]})
+    else:
+        if not isinstance(answers, dict):
+            raise ValueError("answers")
+        row = fetch_one(
+            queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "answers": json.dumps(answers)}
+        )
+    if row is None:
+        raise LinkGone("gone", "This training no longer exists.")
+    training, found = _target_from_row(row)
+    target = _target_checked(link, training, found, None, now)
+    if not row[20]:  # open, as the statement saw it: refused above for a reason, never written
+        raise LinkGone("closed", "The time to answer this has passed.")
+    changed = bool(row[-5])
+    if invitation:
+        if changed:
+            answer = _invitation_answer(
+                Invitation(status=row[-4], responded_at=row[-3], response_source=row[-2])
+            )
+            recorded = Recorded(True, {**answer, "by": None})
+        else:
+            recorded = Recorded(False, _invitation_answer(target.invitation))
+        assert response is not None  # checked above
+        _decline_alert_if_wanted(target, response, recorded)
+        return target, recorded
+    stored, answered_at, stored_source, by = row[-4:] if changed else row[21:25]
+    value = json.loads(stored) if isinstance(stored, str) else stored
+    who = None if changed else _guardian_by(link.player_id, by)
+    return target, Recorded(
+        changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who}
+    )
 
 
 def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:

@@ -1,14 +1,15 @@
 """The answer link's statements on PostgreSQL: prepared once per connection, and no health check of their
 own.
 
-A followed link runs the same two statements every time (trainings/queries.py), so each is bound on the
-server and prepared the first time a connection runs it: later answers skip parsing and planning, which
-cost PostgreSQL as much as running them. Django's per-request health check (`conn_health_checks`, a
-`SELECT 1` before a request's first statement on a kept connection) is a round trip per answer; here the
-first statement itself is the check: if it fails because the kept connection died while idle, the
-connection is closed and the statement runs once more on a new one, which is what the health check would
-have done. Both statements are idempotent (a read, and a write that changes nothing when repeated), so a
-repeat after a connection lost mid-answer records nothing twice.
+A followed link runs the same statement every time (trainings/queries.py: a POST opens the link and
+records its answer in one), so each is bound on the server and prepared the first time a connection runs
+it: later answers skip parsing and planning, which cost PostgreSQL as much as running them. Django's
+per-request health check (`conn_health_checks`, a `SELECT 1` before a request's first statement on a kept
+connection) is a round trip per answer; here the first statement itself is the check: if it fails
+because the kept connection died while idle, the connection is closed and the statement runs once more on
+a new one, which is what the health check would have done. The statements are idempotent (a read, or a
+write that changes nothing when repeated), so a repeat after a connection lost mid-answer records nothing
+twice.
 
 Prepared statements live in a server session: behind a transaction-pooling proxy (PgBouncer's
 `pool_mode = transaction`) they need its `max_prepared_statements` (PgBouncer 1.21 and later).

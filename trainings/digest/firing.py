@@ -10,7 +10,8 @@ devices and email by the coach's channels).
   alerts.py, which tells the coaches through `coaches_tell` and `told_record_and_publish` here); its key
   names the training and the player, so a player declining twice alerts once.
 - The coach's quiet hours (else the team's) hold a message until they end; the release decides it again
-  (who owes what then) or skips it with the reason. A critical rule goes through, as a player's does.
+  (who owes what then) or skips it with the reason. A rule whose reminders are all critical goes
+  through, as a player's critical reminder does.
 
 Every occurrence gets its `ReminderRun` (the outcome and how many coaches were told), as players'
 reminders do.
@@ -209,7 +210,7 @@ def coaches_tell(
             return Told(delivery, training, rule, RunOutcome.NOBODY_LEFT, [])
         status, release_at, reason = (
             (CoachPushStatus.PENDING, None, "")
-            if rule.critical
+            if rule.critical_at(None)  # a coaches' kind is timed by the team: critical is "all" or none
             else quiet_status(coach, training, delivery.fire_at, expires_at)
         )
         pushes.append(

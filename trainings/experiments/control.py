@@ -99,6 +99,8 @@ def _experiment_end(
         if variant is not None:
             rule.offsets = variant.offsets
             fields.append("offsets")
+        rule.critical_offsets = rule.critical_within()  # an arm's offsets that are gone are critical no more
+        fields.append("critical_offsets")
         rule.save(update_fields=fields)
         rule_reschedule_on_commit(rule=rule)
     return experiment

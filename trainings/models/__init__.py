@@ -19,6 +19,13 @@ from django.db.models import F, Q
 
 from common.history import AuditedHistory
 from trainings import kinds
+from trainings.critical import (
+    CriticalOffsets,
+    critical_at,
+    critical_offsets_error,
+    critical_offsets_normal,
+    validate_critical_offsets,
+)
 from trainings.models.analytics import OffsetDay as OffsetDay
 from trainings.models.analytics import PlayerDay as PlayerDay
 from trainings.models.analytics import SummaryMark as SummaryMark
@@ -45,7 +52,7 @@ from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
 from trainings.models.quiet_hours import quiet_hours_both_or_none
-from trainings.offsets import Offset, is_time_zone, parse_stored_offsets, shift
+from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
 
@@ -170,9 +177,11 @@ class ReminderRule(models.Model):
     kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.any_rule_choices)
     offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
     active = models.BooleanField(default=True)
-    critical = models.BooleanField(
-        default=False, help_text="Operators: players' mute and quiet hours cannot hide these reminders."
-    )
+    critical_offsets = models.JSONField(
+        default=list, blank=True, validators=[validate_critical_offsets],
+        help_text='Reminders that players\' mute and quiet hours cannot hide: ["15m"] (only those offsets, '
+        'among the rule\'s or a running experiment\'s), "all", or [] for none.',
+    )  # fmt: skip
     # The running timing experiment and its variants' offsets (arm 1 first; arm 0 is `offsets`), set and
     # cleared by trainings/experiments/control.py only.
     experiment = models.ForeignKey("trainings.Experiment", null=True, blank=True, editable=False,
@@ -193,6 +202,29 @@ class ReminderRule(models.Model):
 
     def clean(self) -> None:
         rule_change_check(self)  # not the kind or offsets an experiment compares with (experiments.py)
+        if self.critical_offsets in (None, ""):  # the admin's empty box: none
+            self.critical_offsets = []
+        try:
+            validate_critical_offsets(self.critical_offsets)
+            offsets = self.all_offsets()
+        except (OffsetError, ValidationError):
+            return  # the fields' validators say why
+        timed_by_team = (kind := kinds.KINDS.get(self.kind)) is not None and kind.instants is not None
+        error = critical_offsets_error(self.critical_offsets, offsets, timed_by_team=timed_by_team)
+        if error:
+            raise ValidationError({"critical_offsets": error})
+        self.critical_offsets = critical_offsets_normal(self.critical_offsets)
+
+    def critical_at(self, offset: Offset | str | None) -> bool:
+        """Whether the reminder at `offset` goes through players' mute and quiet hours."""
+        return critical_at(self.critical_offsets, offset)
+
+    def critical_within(self) -> CriticalOffsets:
+        """`critical_offsets` less those no arm reminds at any more (after an experiment ends)."""
+        if not isinstance(self.critical_offsets, list):
+            return self.critical_offsets
+        known = {str(offset) for offset in self.all_offsets()}
+        return [text for text in self.critical_offsets if text in known]
 
     def parsed_offsets(self) -> list[Offset]:
         return parse_stored_offsets(self.offsets)
@@ -381,6 +413,7 @@ class Push(models.Model):
             "training": str(self.training_id),
             "kind": self.kind,
             "rule": self.rule.slug if self.rule else None,
+            **({"offset": self.offset} if self.offset else {}),
             "fire_at": self.fire_at.isoformat(),
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
         }

@@ -34,6 +34,7 @@ class PushMessage:
     kind: str
     raw: dict[str, Any]
     rule: str | None = None
+    offset: str | None = None  # the rule's offset that fired it (its critical ones go through mute)
     fire_at: datetime | None = None
     expires_at: datetime | None = None
     guardian: int | None = None  # the push goes to this guardian of the player's, not to the player
@@ -56,6 +57,7 @@ class PushMessage:
                 kind=str(body["kind"]),
                 raw=body,
                 rule=str(body["rule"]) if body.get("rule") else None,
+                offset=str(body["offset"]) if body.get("offset") else None,
                 fire_at=_aware(body.get("fire_at")),
                 expires_at=_aware(body.get("expires_at")),
                 guardian=_optional_id(body.get("guardian")),

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from common.lookups import AnyOf
+from trainings.critical import critical_at
 from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.preferences import preferences_of, rules_critical
 from trainings.push.providers import (
@@ -48,6 +50,10 @@ from trainings.transitions import devices_disable
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
 logger = logging.getLogger("trainings.push.gateway")
+
+# `key__any=[...]`: a round's keys as one array parameter, not an IN list psycopg splices in per round.
+DeliveredPush._meta.get_field("key").register_lookup(AnyOf)
+PushSend._meta.get_field("push_key").register_lookup(AnyOf)
 
 _PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
                  SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
@@ -159,16 +165,16 @@ class PushSender:
                 logger.error("rejecting malformed push message: %s", exc)
                 handled[i] = Handled(Outcome.REJECTED, error=str(exc))
         keys = {p.idempotency_key for p in pushes.values()}
-        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
+        done = set(DeliveredPush.objects.filter(key__any=keys).values_list("key", flat=True))
         sent: dict[str, dict[int | None, str]] = {}
-        for key, device_id, status in PushSend.objects.filter(push_key__in=keys - done).values_list(
+        for key, device_id, status in PushSend.objects.filter(push_key__any=keys - done).values_list(
             "push_key", "device_id", "status"
         ):
             sent.setdefault(key, {})[device_id] = status
         devices = addresses_of([p for p in pushes.values() if p.idempotency_key not in done])
         preferences = preferences_of({(*p.recipient, p.kind) for p in pushes.values()})
         critical = rules_critical({p.rule for p in pushes.values() if p.rule}) if any(
-            muted for _, muted in preferences.values()) else set()  # fmt: skip
+            muted for _, muted in preferences.values()) else {}  # fmt: skip
         fallback_waits: set[int] = set()  # pushes with a fallback address if this round's sends all fail
         work: list[tuple[int, PushMessage, Target]] = []
         closing: list[tuple[int, PushMessage, SendStatus]] = []  # push-level outcomes to record
@@ -183,7 +189,7 @@ class PushSender:
                 closing.append((i, push, SendStatus.STALE))
                 continue
             channels, muted = preferences.get((*push.recipient, push.kind), ("default", False))
-            if muted and push.rule not in critical:  # recorded, never silently dropped
+            if muted and not critical_at(critical.get(push.rule or ""), push.offset):  # recorded, not dropped
                 closing.append((i, push, SendStatus.MUTED))
                 continue
             todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}), channels=channels)
