@@ -427,6 +427,14 @@ REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 *
 DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
 MIDDLEWARE.insert(0, "reminders.http.limits.RequestBodyLimitMiddleware")
 MIDDLEWARE.insert(0, "reminders.http.limits.AddressThrottleMiddleware")
+# Paths whose views take their credential from the URL (a signed answer link) skip the browser middleware
+# after CommonMiddleware: sessions, CSRF, authentication, messages and the rest do nothing for them
+# (reminders/http/session_free.py). Only views marked `session_free` are called this way.
+SESSION_FREE_PATHS = ["/api/answer-links/"]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1,
+    "reminders.http.session_free.SessionFreeMiddleware",
+)
 
 # LOG_FORMAT=json: one JSON object per line (reminders/ops/logformat.py); "text" (default) for people.
 LOG_FORMAT = env_str("LOG_FORMAT", "text")
