@@ -246,7 +246,8 @@ LOGGING: dict[str, Any] = {
 }
 
 # --- Trainings (trainings/: reminders for questionnaires and invitations, push gateway) -----------------
-# Durable queue the reminder handler publishes one JSON push per player to (schema in trainings/handlers.py).
+# Durable queue the reminder handler publishes the JSON pushes to, one per player, several to a message
+# (trainings/push/queue.py).
 TRAININGS_PUSH_QUEUE = env_str("TRAININGS_PUSH_QUEUE", "trainings.push")
 # Push gateway provider: "logging" (default, writes each push to the log) or "webhook" (POST to a URL).
 TRAININGS_PUSH_PROVIDER = env_str("TRAININGS_PUSH_PROVIDER", "logging")
@@ -256,7 +257,13 @@ TRAININGS_PUSH_WEBHOOK_TIMEOUT = env_float("TRAININGS_PUSH_WEBHOOK_TIMEOUT", 10.
 # First retry delay of a push a provider throttled or failed (doubles per attempt, capped at 5 min; a
 # provider's Retry-After is the floor).
 TRAININGS_GATEWAY_RETRY_SECONDS = env_float("TRAININGS_GATEWAY_RETRY_SECONDS", 5.0, minimum=0.0)
+# Pushes the gateway takes from the queue ahead of its rounds (RabbitMQ's prefetch counts messages: a batch
+# of TRAININGS_PUSH_MESSAGE_PUSHES pushes counts as that many here).
 TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 1000, minimum=1, maximum=5000)
+# Pushes per message on the push queue: a fired reminder's pushes travel in messages of up to this many, so
+# the gateway's cost per message (decode, ack, waking its threads) is paid once for them all; the gateway
+# still records, retries and dead-letters each push on its own. 1: a message per push.
+TRAININGS_PUSH_MESSAGE_PUSHES = env_int("TRAININGS_PUSH_MESSAGE_PUSHES", 100, minimum=1, maximum=1000)
 
 # --- Push delivery to phones (trainings/push/: FCM HTTP v1, APNs over HTTP/2) --------------------------
 # A provider whose credentials are unset is off; TRAININGS_PUSH_PROVIDER stands in for its devices.
@@ -420,6 +427,14 @@ REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 *
 DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
 MIDDLEWARE.insert(0, "reminders.http.limits.RequestBodyLimitMiddleware")
 MIDDLEWARE.insert(0, "reminders.http.limits.AddressThrottleMiddleware")
+# Paths whose views take their credential from the URL (a signed answer link) skip the browser middleware
+# after CommonMiddleware: sessions, CSRF, authentication, messages and the rest do nothing for them
+# (reminders/http/session_free.py). Only views marked `session_free` are called this way.
+SESSION_FREE_PATHS = ["/api/answer-links/"]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1,
+    "reminders.http.session_free.SessionFreeMiddleware",
+)
 
 # LOG_FORMAT=json: one JSON object per line (reminders/ops/logformat.py); "text" (default) for people.
 LOG_FORMAT = env_str("LOG_FORMAT", "text")

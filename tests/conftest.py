@@ -4,6 +4,7 @@ they skip on a developer's machine and fail in CI (CI=true), so CI can never pas
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from django.test import Client
 from kombu import Connection
 from rest_framework.test import APIClient
 
+from common.compact_json import json_compact
 from reminders.engine.connection_thread import marker
 from reminders.engine.lookahead import carrier
 from reminders.engine.wakeup import listener
@@ -23,7 +25,7 @@ from reminders.transports import get_transport
 from tests import services
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
-from trainings.push.queue import push_queue_publisher
+from trainings.push.queue import batch_pushes, push_queue_publisher
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -205,8 +207,12 @@ def delete_queue(name: str) -> None:
             pass
 
 
-def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -> list[amqp.Message]:
-    """Consume every message now on the queue (acking them) with a real AMQP consumer.
+def drain_queue(
+    name: str, *, expect: int | None = None, timeout: float = 5.0, as_sent: bool = False
+) -> list[amqp.Message]:
+    """Consume every message now on the queue (acking them) with a real AMQP consumer; a push batch
+    (trainings/push/queue.py) comes back as its pushes (`pushes_of`), unless `as_sent`: tests count and read
+    pushes.
 
     Returns once `expect` messages arrived (or, without `expect`, once the queue stays empty for a short
     moment), or when `timeout` runs out.
@@ -226,7 +232,9 @@ def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -
                 time.sleep(0.1)
         channel = conn.channel()
         channel.basic_qos(0, 1000, False)
-        channel.basic_consume(name, callback=messages.append, no_ack=True)
+        channel.basic_consume(
+            name, callback=lambda m: messages.extend([m] if as_sent else pushes_of(m)), no_ack=True
+        )
         idle = 0.3 if expect is None else timeout
         while time.monotonic() < deadline and (expect is None or len(messages) < expect):
             try:
@@ -235,6 +243,19 @@ def drain_queue(name: str, *, expect: int | None = None, timeout: float = 5.0) -
                 if expect is None:
                     break
     return messages
+
+
+def pushes_of(message: amqp.Message) -> list[amqp.Message]:
+    """A push batch as the messages its pushes would have been on their own (each with the batch's
+    headers); any other message as it is."""
+    try:
+        pushes = batch_pushes(json.loads(message.body))
+    except ValueError:
+        return [message]
+    if pushes is None:
+        return [message]
+    properties = {k: v for k, v in message.properties.items() if k != "message_id"}
+    return [amqp.Message(json_compact(p), message_id=p["idempotency_key"], **properties) for p in pushes]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

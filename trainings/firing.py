@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
@@ -102,6 +103,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
         pushes = sorted((p for f in firings for p in f.pushes), key=lambda p: p.key)
         inserted = pushes_record(pushes, published_at=now)
         earlier = _pushes_withdraw(firings, set(inserted.values()))
+        _held_superseded_withdraw(firings, held)
         ReminderRun.objects.bulk_create(
             sorted((f.run(now) for f in firings), key=lambda r: r.occurrence_key),
             update_conflicts=True,
@@ -153,6 +155,7 @@ class Firing:
     recipients: Sequence[Addressee] = field(default_factory=list)
     pushes: list[PushRow] = field(default_factory=list)
     assigned: list[int] = field(default_factory=list)  # players a running experiment met
+    critical: bool = False  # its rule's reminder at this offset goes through quiet hours and mute
 
     def run(self, now: datetime) -> ReminderRun:
         return ReminderRun(
@@ -286,7 +289,7 @@ def _recipients_pushes(
                 guardian_id=guardian,
             )
         )
-    return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes)
+    return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes, critical=critical)
 
 
 def _fire_targets(
@@ -336,6 +339,34 @@ def _pushes_withdraw(firings: Sequence[Firing], inserted: set[int]) -> set[str]:
     if stale:
         pushes_withdraw(Push.objects.filter(pk__in=stale), source=PushStatus.PENDING)
     return earlier
+
+
+def _held_superseded_withdraw(
+    firings: Sequence[Firing], held: dict[object, dict[tuple[int, int | None], datetime]]
+) -> int:
+    """Withdraw the rule's held pushes of a recipient its critical reminder reaches now.
+
+    A critical reminder goes through quiet hours ahead of that rule's earlier reminders still held for the
+    recipient; released after it, they would say again, later, what the critical one has said.
+    """
+    superseded = Q()
+    for f in firings:
+        if not f.critical or f.training is None or f.rule is None:
+            continue
+        waiting = held.get(f.training.pk, {})
+        for push in f.pushes:
+            if push.status == PushStatus.PENDING and (push.player_id, push.guardian_id) in waiting:
+                superseded |= Q(
+                    training_id=f.training.pk, rule_id=f.rule.pk, player_id=push.player_id,
+                    guardian_id=push.guardian_id, fire_at__lt=push.fire_at,
+                )  # fmt: skip
+    if not superseded:
+        return 0
+    return pushes_withdraw(
+        Push.objects.filter(superseded),
+        source=PushStatus.HELD,
+        reason="a later reminder of this rule came through quiet hours (critical)",
+    )
 
 
 # --- Coach actions in the admin -------------------------------------------------------------------------

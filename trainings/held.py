@@ -39,7 +39,7 @@ from trainings.offsets import is_time_zone
 from trainings.publishing import pushes_publish
 from trainings.push import metrics
 from trainings.push.quiet import quiet_hours_for
-from trainings.recipients import reminder_recipients
+from trainings.recipients import reminder_addressees
 from trainings.rendering import Addressee, notice_render, offset_at, push_render
 from trainings.transitions import held_push_decide, held_pushes_save
 
@@ -184,7 +184,8 @@ def held_pushes_release(
     withdrawn and skipped.
 
     1. Under the rows' locks: a push for a cancelled training, a removed or deactivated rule, a player
-       the rule no longer chases (answered, declined overnight), or a training moved by at least
+       the rule no longer chases (answered, declined overnight), a person it no longer reminds for the
+       player (the team's `reminds` or the guardianship changed), or a training moved by at least
        TRAININGS_MOVE_REPEAT_MINUTES (its reminders start again at the new times) is withdrawn; one whose
        use is over by now (the training may have moved earlier while it was held) is skipped with the
        reason. The others get their text rendered again (the start as it is now, the time left now) and
@@ -205,6 +206,7 @@ def held_pushes_release(
         )
         repeat = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
         chased: dict[int, set[int]] = {}
+        addressed: dict[int, set[tuple[int, int | None]]] = {}  # (player, guardian) the rule reminds now
         templates: dict[int, list[ReminderTemplate]] = {}
         left_out: dict[str, set[int]] = {}  # per notice kind: invited players its audience leaves out
         for push in held:
@@ -223,15 +225,20 @@ def held_pushes_release(
                 _settle(push, PushStatus.WITHDRAWN, "rule removed or deactivated while held")
             else:
                 if rule.pk not in chased:
-                    chased[rule.pk] = set(
-                        reminder_recipients(training=training, rule=rule).values_list("pk", flat=True)
-                    )
+                    addressed[rule.pk] = {
+                        (person.pk, person.guardian)
+                        for person in reminder_addressees(training=training, rule=rule)
+                    }
+                    chased[rule.pk] = {player for player, _ in addressed[rule.pk]}
                     templates[rule.pk] = list(rule.templates.all())
                 gone = set() if push.player_id in chased[rule.pk] else {push.player_id}
                 expires_at = push_expiry(training=training, kind=rule.kind)
                 if push.expires_at and abs(expires_at - push.expires_at) >= repeat:
                     # A large move: the rule reminds again at the new times (trainings.firing, _firing).
                     _settle(push, PushStatus.WITHDRAWN, "the training moved a long way while held")
+                elif not gone and (push.player_id, push.guardian_id) not in addressed[rule.pk]:
+                    # The team's setting (player, guardians, both) or the guardianship changed meanwhile.
+                    _settle(push, PushStatus.WITHDRAWN, _NOT_ADDRESSED[push.guardian_id is None])
                 else:
                     _settle(push, *_decided(push, training, expires_at, now, gone))
             if push.status == PushStatus.PENDING:
@@ -262,6 +269,12 @@ def held_pushes_release(
 
 
 _COUNTED = {PushStatus.PENDING: "released", PushStatus.WITHDRAWN: "withdrawn", PushStatus.SKIPPED: "skipped"}
+
+
+_NOT_ADDRESSED = {
+    True: "the team reminds the player's guardians instead now",
+    False: "no longer reminded as this player's guardian (team setting or guardianship changed)",
+}
 
 
 def _decided(

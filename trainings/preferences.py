@@ -8,9 +8,13 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
+from common.lookups import AnyOf
 from trainings.critical import CriticalOffsets
 from trainings.kinds import rule_choices
 from trainings.models import ChannelChoice, Coach, Guardian, Player, ReminderPreference, ReminderRule
+
+# The push gateway asks for a round of players at once: one array parameter, not an IN list.
+ReminderPreference._meta.get_field("player").register_lookup(AnyOf)
 
 
 def preference_set(
@@ -103,7 +107,7 @@ def preferences_of(asked: set[_Asked]) -> dict[_Asked, tuple[str, bool]]:
     if not players and not guardians:
         return found
     rows = ReminderPreference.objects.filter(
-        Q(player_id__in=players) | Q(guardian_id__in=guardians), kind__in=kinds
+        Q(player_id__any=players) | Q(guardian_id__in=guardians), kind__in=kinds
     ).values_list("player_id", "guardian_id", "kind", "channels", "muted")
     wards: dict[int, set[int | None]] = {}  # a guardian's pushes of this round, by player
     for player, guardian, _, _ in asked:

@@ -20,7 +20,7 @@ from trainings import queries
 from trainings.fairness import interleaved
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
-from trainings.push.queue import PushMessage, Refusals, push_queue_publisher
+from trainings.push.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
 from trainings.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
@@ -125,9 +125,13 @@ class _Refused(Exception):
 
 
 def _publish_and_mark(
-    pending: Sequence[_Pending], messages: Sequence[PushMessage], recorded: Mapping[str, PushRow]
+    pending: Sequence[_Pending],
+    messages: Sequence[PushMessage],
+    recorded: Mapping[str, PushRow],
+    members: Mapping[str, Sequence[str]],
 ) -> Refusals:
-    """Publish these pushes' messages, and mark the pushes the broker took as sent.
+    """Publish these pushes' messages, and mark the pushes the broker took as sent; returns the refusals by
+    push key (`members`: the push keys of each batch message, by its key).
 
     The pushes read from the database are marked while the broker commits its transaction, and the mark is
     committed once `commit-ok` says it did: the database and the broker work at the same time. A push not
@@ -146,7 +150,7 @@ def _publish_and_mark(
             if flight.wait():
                 raise _Refused
     except _Refused:
-        refused = flight.wait()
+        refused = _per_push(flight.wait(), members)
         taken = [push.pk for push in stored if push.key not in refused]
         if taken:
             pushes_mark_sent(Push.objects.filter(pk__any=taken))
@@ -156,7 +160,38 @@ def _publish_and_mark(
             pushes_record(sorted(again, key=lambda row: row.key))
     finally:
         flight.wait()  # a second wait returns the first outcome; the first gives the channel back
-    return flight.wait()
+    return _per_push(flight.wait(), members)
+
+
+def _per_push(refusals: Refusals, members: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """The broker's refusals by message key, as refusals of each push a refused batch carried."""
+    return {push: reason for key, reason in refusals.items() for push in members.get(key, (key,))}
+
+
+def _messages(
+    pending: Sequence[_Pending], by_key: Mapping[str, Delivery]
+) -> tuple[list[PushMessage], dict[str, list[str]]]:
+    """The push queue's messages for these pushes, in this order: consecutive runs of up to
+    TRAININGS_PUSH_MESSAGE_PUSHES in one batch message (a run of one is a plain push message), and the push
+    keys of each batch by its key. A batch carries its first push's headers (job key, instant, attempt)."""
+    size = settings.TRAININGS_PUSH_MESSAGE_PUSHES
+    queue = settings.TRAININGS_PUSH_QUEUE
+    messages: list[PushMessage] = []
+    members: dict[str, list[str]] = {}
+    for start in range(0, len(pending), size):
+        run = pending[start : start + size]
+        first = run[0]
+        delivery = by_key[first.occurrence_key]
+        if len(run) == 1:
+            messages.append(PushMessage(first.key, delivery.job_key, first.fire_at, delivery.attempt, queue,
+                                        first.message, first.body))  # fmt: skip
+            continue
+        key = batch_key(first.key)
+        members[key] = [push.key for push in run]
+        body = batch_body([json_compact(push.message) if push.body is None else push.body for push in run])
+        messages.append(PushMessage(key, delivery.job_key, first.fire_at, delivery.attempt, queue, None,
+                                    body))  # fmt: skip
+    return messages, members
 
 
 class _Bodies(dict[tuple[object, ...], bytes]):
@@ -197,7 +232,8 @@ class _Pending(NamedTuple):
 def pushes_publish(
     *, deliveries: Sequence[Delivery], recorded: Mapping[str, Sequence[tuple[int, PushRow]]] | None = None
 ) -> dict[int, TransportError]:
-    """Publish the pending pushes of these occurrences in one AMQP transaction; mark the accepted ones sent.
+    """Publish the pending pushes of these occurrences in one AMQP transaction, many to a message
+    (`_messages`); mark the accepted ones sent.
 
     `recorded`: the occurrences whose pending pushes the caller has just inserted, every one of them (by
     occurrence key, with their ids), recorded sent (`pushes_record(published_at=...)`) in the transaction
@@ -227,21 +263,9 @@ def pushes_publish(
     # By id (as recorded) within each reminder, round-robin across the reminders: a small team's pushes
     # are not queued behind a big team's (trainings/fairness.py).
     pending = interleaved(sorted(pending), lambda push: push.occurrence_key)
-    queue = settings.TRAININGS_PUSH_QUEUE
-    messages = [
-        PushMessage(
-            idempotency_key=push.key,
-            job_key=by_key[push.occurrence_key].job_key,
-            fire_at=push.fire_at,
-            attempt=by_key[push.occurrence_key].attempt,
-            target=queue,
-            document=push.message,
-            body=push.body,
-        )
-        for push in pending
-    ]
+    messages, members = _messages(pending, by_key)
     rows = {row.key: row for key in by_key for _, row in recorded.get(key, ())}
-    refused = _publish_and_mark(pending, messages, rows)
+    refused = _publish_and_mark(pending, messages, rows, members)
     metrics.pushes_queued(push.kind for push in pending if push.key not in refused)
     per_occurrence: dict[str, list[_Pending]] = {}
     for push in pending:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from trainings import kinds
-from trainings.critical import validate_critical_offsets
+from trainings.critical import ALL, validate_critical_offsets
 from trainings.models import (
     ChannelChoice,
     Device,
@@ -88,6 +89,55 @@ class _ScopedPlayerField(serializers.PrimaryKeyRelatedField):
         return players_visible_to(self.context["request"].user)
 
 
+class _ScopedPlayerListField(serializers.ListField):
+    """A list of player ids, looked up in one query instead of one per id (the list may hold 1,000).
+
+    Each item gets exactly the answer the per-id field gives: an id the query covered is the player or
+    `does_not_exist`; anything else (a bool, a string that is no number, an id outside the key's range,
+    null) goes through the per-id field, so its error stays the same too.
+    """
+
+    child: _ScopedPlayerField
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=_ScopedPlayerField(), **kwargs)
+
+    def run_child_validation(self, data: list[Any]) -> list[Player]:
+        pk = Player._meta.pk
+        assert pk is not None
+        low, high = connection.ops.integer_field_range(pk.get_internal_type())
+        keys: list[int | None] = []
+        for item in data:
+            key = None
+            if not isinstance(item, bool):
+                try:
+                    key = pk.get_prep_value(item)
+                except (TypeError, ValueError):
+                    key = None
+            keys.append(key if isinstance(key, int) and low <= key <= high else None)
+        wanted = {key for key in keys if key is not None}
+        found = (
+            {player.pk: player for player in self.child.get_queryset().filter(pk__in=wanted)}
+            if wanted
+            else {}
+        )
+        result: list[Player] = []
+        errors: dict[Any, Any] = {}  # by index, as DRF's ListField answers
+        for index, (item, key) in enumerate(zip(data, keys, strict=True)):
+            try:
+                if key is None:
+                    result.append(self.child.run_validation(item))
+                elif key in found:
+                    result.append(found[key])
+                else:
+                    self.child.fail("does_not_exist", pk_value=item)
+            except serializers.ValidationError as exc:
+                errors[index] = exc.detail
+        if errors:
+            raise serializers.ValidationError(errors)
+        return result
+
+
 class TrainingInputSerializer(serializers.Serializer):
     """Create (all of team, title, start, end, time_zone required) or update (PUT/PATCH) a training.
 
@@ -106,7 +156,7 @@ class TrainingInputSerializer(serializers.Serializer):
     )
     location = serializers.CharField(max_length=200, required=False, allow_blank=True)
     cancelled = serializers.BooleanField(required=False)
-    players = serializers.ListField(child=_ScopedPlayerField(), required=False, max_length=1000)
+    players = _ScopedPlayerListField(required=False, max_length=1000)
 
     def validate_time_zone(self, value: str) -> str:
         if not is_time_zone(value):
@@ -203,8 +253,19 @@ class ReminderTemplateSerializer(serializers.Serializer):
     body = serializers.CharField()
 
 
+@extend_schema_field(
+    {"oneOf": [{"type": "string", "enum": [ALL]}, {"type": "array", "items": {"type": "string"}}]}
+)
+class CriticalOffsetsField(serializers.JSONField):
+    """A rule's critical offsets (trainings/critical.py): "all", or a list of its offsets."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(validators=[validate_critical_offsets], **kwargs)
+
+
 class ReminderRuleSerializer(serializers.ModelSerializer):
     templates = ReminderTemplateSerializer(many=True, read_only=True)
+    critical_offsets = CriticalOffsetsField(read_only=True)
 
     class Meta:
         model = ReminderRule
@@ -224,9 +285,8 @@ class ReminderRuleInputSerializer(serializers.Serializer):
         + "). Minutes and hours are exact durations; days keep the wall time in the zone.",
     )
     active = serializers.BooleanField(required=False)
-    critical_offsets = serializers.JSONField(
+    critical_offsets = CriticalOffsetsField(
         required=False,
-        validators=[validate_critical_offsets],
         help_text="The reminders players' mute and quiet hours cannot hide: some of the rule's offsets "
         '(["15m"]; a running experiment\'s variants\' offsets too), "all", or [] for none.',
     )

@@ -23,7 +23,7 @@ class StrictJSONParser(JSONParser):
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
-        if not _valid_unicode(data):
+        if not valid_unicode(data):
             raise ParseError("JSON parse error - a string is not valid Unicode (lone surrogate)")
         return data
 
@@ -42,7 +42,7 @@ def json_strings(data: Any) -> Iterator[str]:
             yield item
 
 
-def _valid_unicode(data: Any) -> bool:
+def valid_unicode(data: Any) -> bool:
     """Every string and key encodes to UTF-8 (a lone surrogate does not)."""
     for text in json_strings(data):
         try:

@@ -62,6 +62,10 @@ def _wait(condition: Callable[[], object], timeout: float, what: str, log: Path)
         time.sleep(0.2)
 
 
+def _lines_with(log: Path, text: str) -> str:
+    return "\n".join(line for line in log.read_text().splitlines() if text in line)
+
+
 def _get(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
@@ -89,6 +93,9 @@ def test_honcho_runs_the_procfile_delivers_a_reminder_and_stops_cleanly(
         "CELERY_TASK_DEFAULT_QUEUE": f"test.kicks.{mark}",
         "TRAININGS_PUSH_QUEUE": f"test.push.{mark}",
         "REMINDERS_VAR_DIR": str(tmp_path / "var"),
+        # Beat's "Sending due task" lines (silenced by default: the scan is due every second) are its
+        # readiness signal here: beat is in its loop, scheduler and remote control set up.
+        "CELERY_TASK_LOG_LEVEL": "INFO",
         MARK: mark,
     }
     log = tmp_path / "honcho.log"
@@ -124,6 +131,9 @@ def test_honcho_runs_the_procfile_delivers_a_reminder_and_stops_cleanly(
             "the delivery's mark",
             log,
         )
+        # On a loaded machine beat can still be starting when the delivery is done (the web's kick does
+        # not need it); a SIGTERM in the middle of its start-up can leave it running past honcho's KILL_WAIT.
+        _wait(lambda: "beat.1" in _lines_with(log, "Sending due task"), 120, "beat's first kick", log)
         running = _marked_processes(mark)
         assert len(running) >= 5, running  # honcho, web (gunicorn master and worker), worker, beat, gateway
 

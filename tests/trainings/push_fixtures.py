@@ -17,6 +17,7 @@ from reminders.transports.rabbitmq import RabbitMQTransport
 from trainings.push.gateway import PushSender, broker_connection
 from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
 from trainings.push.providers import providers_from_settings
+from trainings.push.queue import batch_pushes
 
 TOPIC = "com.example.coach"
 TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"
@@ -119,7 +120,7 @@ def left_on(url: str, queue: str) -> list[dict[str, Any]]:
                 message = simple.get(block=False)
             except simple.Empty:
                 break
-            bodies.append(message.payload)
+            bodies += batch_pushes(message.payload) or [message.payload]
             message.ack()
         simple.close()
     return bodies

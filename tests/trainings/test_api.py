@@ -213,6 +213,59 @@ def test_coach_a_cannot_schedule_for_coach_bs_team_or_players(api_a, team, team_
     assert not Training.objects.filter(team=team_b).exists()
 
 
+def test_the_player_list_is_looked_up_in_one_query_with_the_per_id_answers(
+    api_a, coach, team, team_b, django_assert_max_num_queries
+) -> None:
+    """Each item of `players` gets what DRF's per-id field answers (the player, or the same error at the
+    same index), but the ids are looked up together: a list of 1,000 costs no more queries than one."""
+    from rest_framework import serializers
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    from trainings.serializers import TrainingInputSerializer, _ScopedPlayerField
+
+    class PerId(TrainingInputSerializer):
+        players = serializers.ListField(child=_ScopedPlayerField(), required=False, max_length=1000)
+
+    request = Request(APIRequestFactory().post("/"))
+    request.user = coach
+    alice, bruno = Player.objects.filter(name__in=["Alice", "Bruno"]).order_by("name")
+    zoe = Player.objects.get(name="Zoe")  # coach B's: not visible, so "does not exist"
+    # (A float is cut to its integer by Django's lookup, in both: alice.pk + 0.5 is Alice.)
+    mixed = [
+        alice.pk,
+        str(bruno.pk),
+        alice.pk + 0.5,
+        zoe.pk,
+        999999,
+        -1,
+        True,
+        "x",
+        None,
+        "",
+        2**40,
+        2**70,
+        [1],
+        {},
+    ]
+    answers = []
+    for players in (mixed, [alice.pk, str(bruno.pk)], [alice.pk, str(alice.pk)]):
+        per_id, batched = (
+            serializer_class(data=_body(team, players=players), context={"request": request})
+            for serializer_class in (PerId, TrainingInputSerializer)
+        )
+        assert (per_id.is_valid(), per_id.errors) == (batched.is_valid(), batched.errors), players
+        answers.append(batched)
+    assert set(answers[0].errors["players"]) == set(range(3, len(mixed)))  # all but Alice and Bruno
+    assert answers[1].errors == {} and answers[1].validated_data["players"] == [alice, bruno]
+    assert answers[2].errors == {"players": ["a player is listed twice."]}
+
+    body = _body(team, players=[alice.pk] * 1000)
+    with django_assert_max_num_queries(8):
+        response = api_a.post("/api/trainings/", body, format="json")
+    assert response.json() == {"players": ["a player is listed twice."]}
+
+
 def test_coach_a_cannot_move_a_training_to_coach_bs_team(api_a, team, team_b) -> None:
     created = api_a.post("/api/trainings/", _body(team), format="json").json()
     response = api_a.patch(f"/api/trainings/{created['id']}/", {"team": team_b.pk}, format="json")

@@ -207,6 +207,24 @@ def test_the_coachs_quiet_hours_hold_the_digest_and_the_release_decides_again(
     assert (held.status, held.status_reason) == (CoachPushStatus.SKIPPED, "nobody owes anything any more")
 
 
+def test_a_digest_rule_marked_all_critical_goes_through_the_coachs_quiet_hours(
+    u15: Team, coaches: tuple[Coach, Coach], file_broker: str
+) -> None:
+    """A coaches' kind is timed by the team, not by offsets: its rule is critical as a whole or not at all."""
+    from django.core.exceptions import ValidationError
+
+    from trainings.services import rule_update
+
+    camille, _ = coaches
+    Coach.objects.filter(pk=camille.pk).update(quiet_start=time(14, 30), quiet_end=time(16))  # London
+    with pytest.raises(ValidationError, match="timed by the team"):
+        rule_update(rule=_rule("coach-digest"), critical_offsets=[_rule("coach-digest").offsets[0]])
+    rule_update(rule=_rule("coach-digest"), critical_offsets="all")
+    training = training_made(u15, START)
+    assert fire(_digest(training)).delivered == 1  # 15:00 in London, in her quiet hours
+    assert CoachPush.objects.get(coach=camille).status == CoachPushStatus.SENT
+
+
 @pytest.fixture
 def soon(u15: Team, coaches: tuple[Coach, Coach]) -> Training:
     """A training starting in two hours, on a team alerted of declines within three."""

@@ -163,3 +163,35 @@ def test_nobody_gets_the_same_reminder_twice(
     assert once.recipients == 5 and "Maria (for Alice)" in once.names
     assert training_remind_now(training=training, rule=rule, click="c2").recipients == 0
     assert Push.objects.filter(occurrence_key__startswith="manual-").count() == 5
+
+
+@pytest.mark.parametrize(
+    ("change", "quiet_for", "reason"),
+    [
+        ("team reminds the player only", "Maria", "no longer reminded as this player's guardian"),
+        ("Maria no longer Alice's guardian", "Maria", "no longer reminded as this player's guardian"),
+        ("team reminds guardians only", "Alice", "the team reminds the player's guardians instead now"),
+    ],
+)
+def test_a_held_reminder_goes_only_to_whom_the_team_reminds_at_its_release(
+    team: Team, maria: Guardian, rules: dict[str, ReminderRule], push_queue: str, change: str,
+    quiet_for: str, reason: str,
+) -> None:  # fmt: skip
+    Team.objects.filter(pk=team.pk).update(reminds="both")
+    quiet = (
+        Guardian.objects.filter(pk=maria.pk) if quiet_for == "Maria" else Player.objects.filter(name="Alice")
+    )
+    quiet.update(quiet_start=time(16), quiet_end=time(17))  # Paris time: the 90-min reminder is at 16:30
+    training = training_made(team, START)
+    assert fire(_occurrence(training, rules["pre-questionnaire"], dt.timedelta(minutes=90))).delivered == 1
+    held = Push.objects.get(status=PushStatus.HELD)
+    assert (held.guardian or held.player).name == quiet_for
+    if change == "team reminds the player only":
+        Team.objects.filter(pk=team.pk).update(reminds="player")
+    elif change == "team reminds guardians only":
+        Team.objects.filter(pk=team.pk).update(reminds="guardians")
+    else:
+        maria.guardianships.all().delete()
+    assert held_pushes_release(training_id=training.pk, at=held.release_at)["withdrawn"] == 1
+    held.refresh_from_db()
+    assert held.status == PushStatus.WITHDRAWN and held.status_reason.startswith(reason)

@@ -146,8 +146,8 @@ def test_a_muted_player_in_quiet_hours_gets_only_the_critical_last_reminder(
     team: Team, rules: dict[str, ReminderRule], push_queue: str, fcm: FcmPeer, sender: PushSender
 ) -> None:
     """Alice muted the pre-training kind and is quiet 16:00-17:50 (Paris) before an 18:00 training; the
-    operator marked only the 15-min reminder critical. It reaches her phone; the 60-min one is held by her
-    quiet hours, then recorded `muted` by the gateway when it is released."""
+    operator marked only the 15-min reminder critical. It reaches her phone; the 60-min one, held by her
+    quiet hours, is withdrawn then (it would come after it, at 17:50), and nothing else reaches her."""
     alice = Player.objects.get(name="Alice")
     ReminderPreference.objects.create(player=alice, kind="PRE", muted=True)
     Player.objects.filter(pk=alice.pk).update(quiet_start=dt.time(16), quiet_end=dt.time(17, 50))
@@ -169,15 +169,36 @@ def test_a_muted_player_in_quiet_hours_gets_only_the_critical_last_reminder(
     )
     fire_before(15)
     assert Push.objects.get(player=alice, offset="15m").status == PushStatus.SENT  # through quiet hours
+    held.refresh_from_db()
+    assert held.status == PushStatus.WITHDRAWN
     bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=5)]
     assert {h.outcome for h in sender.handle(bodies)} == {Outcome.DELIVERED}  # hers through mute
     assert sorted(fcm.tokens()) == ["fcm-alice", "fcm-bruno", "fcm-bruno", "fcm-chloe", "fcm-chloe"]
+    assert held_pushes_release(training_id=training.pk, at=held.release_at)["released"] == 0
 
-    assert held_pushes_release(training_id=training.pk, at=held.release_at)["released"] == 1
-    released = [json.loads(m.body) for m in drain_queue(push_queue, expect=1)]
-    assert [h.outcome for h in sender.handle(released)] == [Outcome.MUTED]
-    assert PushSend.objects.get(push_key=held.key).status == SendStatus.MUTED  # recorded, not dropped
-    assert fcm.tokens().count("fcm-alice") == 1
+
+@pytest.mark.rabbitmq
+def test_a_critical_reminder_withdraws_the_rules_earlier_reminders_still_held_for_the_player(
+    team: Team, rules: dict[str, ReminderRule], push_queue: str
+) -> None:
+    """Quiet 16:00-17:50 (Paris): the 60- and 30-min reminders are held for Alice when the critical 15-min
+    one reaches her; released at 17:50 they would repeat it, later and out of order, so they go."""
+    alice = Player.objects.get(name="Alice")
+    Player.objects.filter(pk=alice.pk).update(quiet_start=dt.time(16), quiet_end=dt.time(17, 50))
+    rule = rules["pre-questionnaire"]
+    rule_update(rule=rule, critical_offsets=["15m"])
+    start = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
+    training = training_made(team, start)
+    for minutes in (60, 30, 15):
+        at = start - dt.timedelta(minutes=minutes)
+        assert fire(Occurrence.objects.get(job__key=job_key(training_id=training.pk, rule=rule), fire_at=at))
+    statuses = dict(Push.objects.filter(player=alice).values_list("offset", "status"))
+    assert statuses == {"60m": PushStatus.WITHDRAWN, "30m": PushStatus.WITHDRAWN, "15m": PushStatus.SENT}
+    assert "came through quiet hours" in Push.objects.get(player=alice, offset="60m").status_reason
+    others = set(Push.objects.exclude(player=alice).values_list("status", flat=True))
+    assert others == {PushStatus.SENT}  # nobody else was quiet
+    release = dt.datetime(2030, 6, 11, 15, 50, tzinfo=dt.UTC)
+    assert held_pushes_release(training_id=training.pk, at=release)["released"] == 0
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,13 @@ class Provider:
         self.server.server_close()
 
 
+@pytest.fixture(autouse=True)
+def _a_message_per_push(settings: Any) -> None:
+    """These cases are about the one message in flight (prefetch 1) and the rest on the queue: a message per
+    push. A batch of pushes killed mid-way: test_push_gateway_crash.py."""
+    settings.TRAININGS_PUSH_MESSAGE_PUSHES = 1
+
+
 @pytest.fixture
 def provider() -> Iterator[Provider]:
     endpoint = Provider()

@@ -1,4 +1,5 @@
-"""The push gateway is killed -9 in the middle of a batch that fans out to several devices per player.
+"""The push gateway is killed -9 in the middle of a batch that fans out to several devices per player (the
+reminder's four pushes travel in one message: the whole batch comes back to the restarted gateway).
 
 The gateway records each device outcome as it arrives (trainings/push/gateway.py), so after a restart:
 - no (push, device) the provider accepted before the crash is sent again;
@@ -73,7 +74,7 @@ def test_a_gateway_killed_mid_batch_resends_nothing_accepted_and_loses_nothing(
     ).earliest("fire_at")
     Occurrence.objects.filter(pk=first.pk).update(next_attempt_at=timezone.now() - dt.timedelta(seconds=1))
     assert occurrences_dispatch_batch().delivered == 1
-    wait_for(lambda: ready_count(push_queue) == 4, timeout=5, what="four pushes on the queue")
+    wait_for(lambda: ready_count(push_queue) == 1, timeout=5, what="four pushes on the queue, one batch")
 
     gateway: subprocess.Popen[bytes] | None = None
 
@@ -99,7 +100,7 @@ def test_a_gateway_killed_mid_batch_resends_nothing_accepted_and_loses_nothing(
     wait_for(lambda: len(peer.received) == 6, timeout=5, what="the peer to note the sixth send")
     assert peer.received[-1].status == 0  # the sixth: in flight, never answered
     assert not DeliveredPush.objects.exists()  # the batch never finished
-    wait_for(lambda: ready_count(push_queue) == 4, timeout=10, what="RabbitMQ to requeue the unacked pushes")
+    wait_for(lambda: ready_count(push_queue) == 1, timeout=10, what="RabbitMQ to requeue the unacked batch")
 
     peer.on_request = lambda token: True
     sent_before = len(peer.received)
@@ -147,7 +148,7 @@ def test_a_gateway_stopped_mid_batch_finishes_records_and_acks_what_it_sent(
     ).earliest("fire_at")
     Occurrence.objects.filter(pk=first.pk).update(next_attempt_at=timezone.now() - dt.timedelta(seconds=1))
     assert occurrences_dispatch_batch().delivered == 1
-    wait_for(lambda: ready_count(push_queue) == 4, timeout=5, what="four pushes on the queue")
+    wait_for(lambda: ready_count(push_queue) == 1, timeout=5, what="four pushes on the queue, one batch")
 
     gateway: subprocess.Popen[bytes] | None = None
 

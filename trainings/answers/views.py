@@ -4,24 +4,31 @@ token in the path is the credential for one player, training and kind (trainings
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
+from reminders.http.limits import TokenRateThrottle
+from reminders.http.parsers import valid_unicode
+from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
 from trainings.answers.recording import (
     LinkGone,
     LinkTarget,
+    Recorded,
     answer_link_answer,
     answer_link_current,
     answer_link_open,
@@ -104,28 +111,87 @@ class AnswerLinkView(APIView):
             return _not_a_link()
         values = _plain_input(request.data, link.kind)
         if values is not None:  # the common body: the link is opened and answered in one go
-            try:
-                target, recorded = answer_link_answer(
-                    link, response=values.get("response"), answers=values.get("answers"),
-                    source=values.get("source"),
-                )  # fmt: skip
-            except LinkGone as exc:
-                return _gone(exc)
-        else:  # anything else: a link that no longer works says so first, then the serializer
-            opened = self._open(token)
-            if isinstance(opened, Response):
-                return opened
-            target = opened
-            data = AnswerLinkInputSerializer(data=request.data, context={"kind": link.kind})
-            data.is_valid(raise_exception=True)
-            values = data.validated_data
-            recorded = answer_link_record(
-                target=target, response=values.get("response"), answers=values.get("answers"),
-                source=values.get("source"),
-            )  # fmt: skip
-        body = _link_body(target, recorded.answer)
-        body["changed"] = recorded.changed
-        return Response(body)
+            return _answered(link, values)
+        opened = self._open(token)  # anything else: a link that no longer works says so first
+        if isinstance(opened, Response):
+            return opened
+        data = AnswerLinkInputSerializer(data=request.data, context={"kind": link.kind})
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        recorded = answer_link_record(
+            target=opened, response=values.get("response"), answers=values.get("answers"),
+            source=values.get("source"),
+        )  # fmt: skip
+        return _answer_response(opened, recorded)
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """DRF's dispatch, except for the common POST (`_post_lean`)."""
+        if request.method == "POST":
+            response = self._post_lean(request, *args, **kwargs)
+            if response is not None:
+                return response
+        return super().dispatch(request, *args, **kwargs)
+
+    def _post_lean(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase | None:
+        """The POST of a valid link with a plain JSON body, asking for JSON, without DRF's request wrapper,
+        content negotiation and parsers (per request they cost as much as recording the answer): the same
+        throttles, the same answer, the same response. None for anything else (another content type or
+        Accept, a body DRF's JSON parser or the plain shapes would not take, a token this site did not
+        sign, a throttled link): DRF's dispatch then does it all, and refuses what it refuses."""
+        if (
+            request.content_type != "application/json"
+            or request.headers.get("Accept", "*/*") not in _JSON_ACCEPTS
+        ):
+            return None
+        if (request.content_params or {}).get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+            return None
+        try:
+            data = json.loads(request.body.decode(), parse_constant=_refused_constant)
+            link = answer_link_read(str(kwargs.get("token", "")))
+        except (ValueError, RecursionError, LinkInvalid):  # a UnicodeDecodeError is a ValueError
+            return None
+        values = _plain_input(data, link.kind)
+        if values is None or not valid_unicode(values):
+            return None
+        self.args, self.kwargs, self.headers = args, kwargs, self.default_response_headers
+        lean: Any = request  # a Django request where DRF's calls expect its own: they read what both have
+        self.request = lean
+        # The per-token limit counts authenticated callers; a link's caller never is one (no authentication
+        # classes), so DRF's dispatch lets it through whatever its count.
+        throttles = [t for t in self.get_throttles() if not isinstance(t, TokenRateThrottle)]
+        if not all(throttle.allow_request(lean, self) for throttle in throttles):
+            return None  # DRF's dispatch refuses it again (a refusal records nothing), with its 429
+        response = _answered(link, values)
+        # What finalize_response reads of a DRF request: the renderer DRF's negotiation would have chosen.
+        lean.accepted_renderer, lean.accepted_media_type = _JSON_RENDERER, "application/json"
+        return self.finalize_response(lean, response)
+
+
+# What DRF's content negotiation answers with JSON (its first renderer), as most clients ask.
+_JSON_ACCEPTS = ("*/*", "application/json")
+_JSON_RENDERER = JSONRenderer()
+
+
+def _refused_constant(value: str) -> Any:
+    """DRF's strict JSON (STRICT_JSON): NaN and Infinity are not JSON."""
+    raise ValueError(f"{value} is not JSON")
+
+
+def _answered(link: AnswerLink, values: dict[str, Any]) -> Response:
+    """Open the link and record a plain body's answer, in one go; its response."""
+    try:
+        target, recorded = answer_link_answer(
+            link, response=values.get("response"), answers=values.get("answers"), source=values.get("source")
+        )
+    except LinkGone as exc:
+        return _gone(exc)
+    return _answer_response(target, recorded)
+
+
+def _answer_response(target: LinkTarget, recorded: Recorded) -> Response:
+    body = _link_body(target, recorded.answer)
+    body["changed"] = recorded.changed
+    return Response(body)
 
 
 def _not_a_link() -> Response:

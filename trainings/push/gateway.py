@@ -1,8 +1,12 @@
 """The push gateway: consume the push queue, send each push to every enabled device of its player, ack a
 message only once every device outcome is recorded.
 
-Per round (up to TRAININGS_GATEWAY_BATCH messages, plus the retries now due):
-1. Parse; a message that is not a push is rejected without requeue (a poison message must not loop).
+A message carries one push or a batch of them (trainings/push/queue.py); every step below is per push, and
+a batch's message is acked once each of its pushes is settled (recorded, dead-lettered or refused).
+
+Per round (up to TRAININGS_GATEWAY_BATCH pushes, plus the retries now due):
+1. Parse; a message that is not a push is rejected without requeue (a poison message must not loop); a
+   push in a batch that is not one is logged and dropped with the batch's ack.
 2. Skip what is done: a key in `DeliveredPush` is acked without sending (redelivered or republished), and
    a device that already has a `PushSend` row for the push is not sent it again (a gateway killed in the
    middle of a player's devices resumes with the rest). A push past its `expires_at` (the training has
@@ -51,7 +55,7 @@ from trainings.push import metrics
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
-from trainings.push.queue import PushMessage, queue_publisher_at
+from trainings.push.queue import PushMessage, batch_pushes, queue_publisher_at
 from trainings.push.records import _ACKED, Handled, Outcome, Round
 from trainings.push.sender import AuthFailure, PushSender
 from trainings.transitions import devices_disable
@@ -116,10 +120,30 @@ def retry_delay(attempt: int, *, retry_after: float = 0.0) -> float:
     return max(retry_after, min(base, 300.0) * random.uniform(0.8, 1.2))
 
 
+@dataclass(eq=False)
+class _Delivery:
+    """One message from the queue: acked once every push it carries is settled."""
+
+    message: Message
+    unsettled: int  # its pushes not yet recorded, dead-lettered or refused
+    batch: bool = False
+
+    def settle(self, *, rejected: bool = False) -> None:
+        """One of its pushes is done with; a single push refused is rejected without requeue instead."""
+        if rejected and not self.batch:
+            self.message.reject(requeue=False)
+            return
+        self.unsettled -= 1
+        if self.unsettled == 0:
+            self.message.ack()
+
+
 @dataclass
 class _Held:
+    """One push of a message, from its arrival until it is settled."""
+
     body: Any
-    message: Message
+    delivery: _Delivery
     passes: int = 0  # rounds it was in (the backoff grows with them)
     sends: dict[int, int] = field(default_factory=dict)  # requests that went out, per device
     first_seen: float = field(default_factory=time.monotonic)
@@ -134,7 +158,7 @@ class _Held:
 def _tag(held: _Held) -> int:
     """AMQP's delivery tag, a number growing per channel (only used where `basic.ack multiple` is: kombu's
     virtual brokers, the file broker among them, tag with UUIDs)."""
-    return int(held.message.delivery_tag or 0)
+    return int(held.delivery.message.delivery_tag or 0)
 
 
 def broker_connection(url: str) -> Connection:
@@ -167,9 +191,27 @@ def gateway_run(
     waiting: list[_Held] = []
     batch_size = settings.TRAININGS_GATEWAY_BATCH
     multiple_ack = url.startswith(("amqp://", "amqps://", "pyamqp://"))  # kombu's virtual brokers ack one
+    # Pushes per message lately (batches, or single pushes: replays, digests): the prefetch counts pushes.
+    sizes: collections.deque[int] = collections.deque([settings.TRAININGS_PUSH_MESSAGE_PUSHES], maxlen=50)
 
     def on_message(body: Any, message: Message) -> None:
-        inbox.append(_Held(body, message))
+        try:
+            pushes = batch_pushes(body)
+        except ValueError as exc:
+            logger.error("rejecting malformed push batch: %s", exc)
+            message.reject(requeue=False)
+            return
+        sizes.append(1 if pushes is None else len(pushes))
+        if pushes is None:
+            inbox.append(_Held(body, _Delivery(message, 1)))
+            return
+        delivery = _Delivery(message, len(pushes), batch=True)
+        inbox.extend(_Held(push, delivery) for push in pushes)
+
+    def prefetch_for() -> int:
+        """Messages to take ahead: TRAININGS_GATEWAY_PREFETCH pushes in the largest messages lately (one
+        gateway must not take a whole storm's batches from the others, nor starve on single pushes)."""
+        return max(1, settings.TRAININGS_GATEWAY_PREFETCH // max(sizes))
 
     def receive(timeout: float) -> bool:
         """While a round's sends are in flight: take in the next round's messages (nothing is acked here)."""
@@ -183,7 +225,7 @@ def gateway_run(
 
     def settle(held: _Held, result: Handled) -> None:
         if result.outcome == Outcome.REJECTED:
-            held.message.reject(requeue=False)
+            held.delivery.settle(rejected=True)
         elif result.outcome == Outcome.RETRY:
             held.sends = dict(result.sends)
             age = time.monotonic() - held.first_seen
@@ -195,7 +237,7 @@ def gateway_run(
             held.due = time.monotonic() + retry_delay(held.passes, retry_after=result.retry_after)
             waiting.append(held)
         else:
-            held.message.ack()
+            held.delivery.settle()
         stats.add(result.outcome)
 
     def _dead_letter(held: _Held, result: Handled) -> None:
@@ -216,7 +258,7 @@ def gateway_run(
         push_dead_lettered(push=result.push, error=result.error, sends=held.sends)
         logger.error("push %s dead-lettered after %d attempts: %s", result.push.idempotency_key,
                      held.attempts, result.error)  # fmt: skip
-        held.message.ack()
+        held.delivery.settle()
         stats.add(Outcome.DEAD_LETTERED)
 
     broker = broker_connection(url)
@@ -228,8 +270,9 @@ def gateway_run(
                 queues=[push_queue()],
                 callbacks=[on_message],
                 accept=["json"],
-                prefetch_count=settings.TRAININGS_GATEWAY_PREFETCH,
+                prefetch_count=prefetch_for(),
             )
+            prefetch = prefetch_for()
             with consumer:
                 idle_since = time.monotonic()
                 rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
@@ -257,6 +300,9 @@ def gateway_run(
                         except TimeoutError:
                             break
                         timeout = 0.002  # keep filling the batch while messages arrive back to back
+                    if prefetch_for() != prefetch:
+                        prefetch = prefetch_for()
+                        consumer.qos(prefetch_count=prefetch)
                     now = time.monotonic()
                     if (
                         not stopping
@@ -295,13 +341,15 @@ def gateway_run(
                     for held, result in zip(batch, results, strict=True):
                         metrics.push_handled(held.body, result.outcome)
                     if multiple_ack and all(r.outcome in _ACKED for r in results):
-                        older_unacked = [h for h in waiting] + [h for b, _ in rounds for h in b]
+                        # Not begun: the inbox's first is its oldest (a batch split across rounds
+                        # leaves its tag there).
+                        older_unacked = [*waiting, *(h for b, _ in rounds for h in b), *inbox[:1]]
                         newest = max(batch, key=_tag)
                         if all(_tag(h) > _tag(newest) for h in older_unacked):
-                            # Every message up to the batch's newest is done (nothing older is held for a
-                            # retry or in the open round; the unhandled ones are newer): one `basic.ack
+                            # Every message up to the batch's newest is done (nothing older or of the same
+                            # message is held for a retry, in the open round or not begun): one `basic.ack
                             # multiple`.
-                            newest.message.ack(multiple=True)
+                            newest.delivery.message.ack(multiple=True)
                             for result in results:
                                 stats.add(result.outcome)
                             continue

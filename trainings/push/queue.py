@@ -17,7 +17,21 @@ from django.conf import settings
 from common.amqp.publisher import Refusals, TxPublisher
 from common.compact_json import json_compact
 
-__all__ = ["PushMessage", "Refusals", "push_queue_publisher", "queue_publisher_at"]
+__all__ = [
+    "BATCH_SCHEMA",
+    "PushMessage",
+    "Refusals",
+    "batch_body",
+    "batch_key",
+    "batch_pushes",
+    "push_queue_publisher",
+    "queue_publisher_at",
+]
+
+# A message carrying several pushes: `{"schema": BATCH_SCHEMA, "pushes": [<push>, ...]}`, each push the
+# document a message of its own would carry. Its `message_id` is `batch_key(first push's key)`.
+BATCH_SCHEMA = "trainings.push-batch/1"
+_BATCH_HEAD = b'{"schema":"trainings.push-batch/1","pushes":['
 
 
 class PushMessage(NamedTuple):
@@ -50,3 +64,24 @@ def queue_publisher_at(url: str) -> TxPublisher:
     """A publisher with a connection of its own, to this broker (the gateway's dead letters, replays);
     the caller closes it."""
     return TxPublisher(url, connect_timeout=settings.REMINDERS_HTTP_CONNECT_TIMEOUT)
+
+
+def batch_key(first: str) -> str:
+    """The `message_id` of a batch whose first push has the idempotency key `first`."""
+    return f"batch:{first}"
+
+
+def batch_body(bodies: list[bytes]) -> bytes:
+    """The JSON of a batch message, from its pushes' encoded documents."""
+    return b"".join((_BATCH_HEAD, b",".join(bodies), b"]}"))
+
+
+def batch_pushes(body: Any) -> list[Any] | None:
+    """The pushes of a batch message's decoded body, or None when it is a single push (or no push at all:
+    the gateway rejects that one). Raises ValueError for a batch whose `pushes` is not a list."""
+    if not isinstance(body, dict) or body.get("schema") != BATCH_SCHEMA:
+        return None
+    pushes = body.get("pushes")
+    if not isinstance(pushes, list) or not pushes:
+        raise ValueError("push batch without a list of pushes")
+    return pushes

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from common.lookups import AnyOf
 from common.rows_insert import rows_insert_many
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push import metrics
@@ -25,6 +26,8 @@ from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 from trainings.transitions import devices_disable
 
 logger = logging.getLogger("trainings.push.gateway")
+
+Device._meta.get_field("id").register_lookup(AnyOf)  # a round's devices as one array parameter
 
 # One send's answer: (the push's index in its round, the push, the device, the result).
 Answer = tuple[int, PushMessage, Target, SendResult]
@@ -115,7 +118,7 @@ def sends_record(
         # Sorted, so two gateways recording overlapping rows take their locks in one order.
         rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: (r[0], r[1] or 0)))
         if accepted:
-            Device.objects.filter(pk__in=sorted(set(accepted))).update(last_success_at=timezone.now())
+            Device.objects.filter(pk__any=sorted(set(accepted))).update(last_success_at=timezone.now())
         by_reason: dict[str, list[int]] = {}
         for device_id, reason in sorted(dead.items()):
             by_reason.setdefault(reason, []).append(device_id)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from common.lookups import AnyOf
 from trainings.models import Device
 from trainings.push.channels import fallback_channel_names
 from trainings.push.messages import PushMessage, Recipient, Target
+
+Device._meta.get_field("player").register_lookup(AnyOf)  # a round's players as one array parameter
 
 _FALLBACK = fallback_channel_names()
 ACCEPTED = "accepted"
@@ -56,7 +59,7 @@ def addresses_of(pushes: Sequence[PushMessage]) -> dict[Recipient, list[Target]]
     devices: dict[Recipient, list[Target]] = {}
     columns = ("pk", "provider", "platform", "token", "app_id")
     if players:  # tuples, not model instances: a round reads hundreds
-        enabled = Device.objects.enabled().filter(player_id__in=players).order_by("pk")
+        enabled = Device.objects.enabled().filter(player_id__any=players).order_by("pk")
         for player_id, pk, service, platform, token, app_id in enabled.values_list("player_id", *columns):
             devices.setdefault((player_id, None, None), []).append(
                 Target(pk, service, platform, token, app_id)

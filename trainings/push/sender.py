@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from common.lookups import AnyOf
 from trainings.critical import critical_at
 from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.preferences import preferences_of, rules_critical
@@ -49,6 +50,10 @@ from trainings.transitions import devices_disable
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
 logger = logging.getLogger("trainings.push.gateway")
+
+# `key__any=[...]`: a round's keys as one array parameter, not an IN list psycopg splices in per round.
+DeliveredPush._meta.get_field("key").register_lookup(AnyOf)
+PushSend._meta.get_field("push_key").register_lookup(AnyOf)
 
 _PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
                  SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
@@ -160,9 +165,9 @@ class PushSender:
                 logger.error("rejecting malformed push message: %s", exc)
                 handled[i] = Handled(Outcome.REJECTED, error=str(exc))
         keys = {p.idempotency_key for p in pushes.values()}
-        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
+        done = set(DeliveredPush.objects.filter(key__any=keys).values_list("key", flat=True))
         sent: dict[str, dict[int | None, str]] = {}
-        for key, device_id, status in PushSend.objects.filter(push_key__in=keys - done).values_list(
+        for key, device_id, status in PushSend.objects.filter(push_key__any=keys - done).values_list(
             "push_key", "device_id", "status"
         ):
             sent.setdefault(key, {})[device_id] = status
