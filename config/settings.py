@@ -246,7 +246,8 @@ LOGGING: dict[str, Any] = {
 }
 
 # --- Trainings (trainings/: reminders for questionnaires and invitations, push gateway) -----------------
-# Durable queue the reminder handler publishes one JSON push per player to (schema in trainings/handlers.py).
+# Durable queue the reminder handler publishes the JSON pushes to, one per player, several to a message
+# (trainings/push/queue.py).
 TRAININGS_PUSH_QUEUE = env_str("TRAININGS_PUSH_QUEUE", "trainings.push")
 # Push gateway provider: "logging" (default, writes each push to the log) or "webhook" (POST to a URL).
 TRAININGS_PUSH_PROVIDER = env_str("TRAININGS_PUSH_PROVIDER", "logging")
@@ -426,6 +427,14 @@ REMINDERS_MAX_REQUEST_BYTES = env_int("REMINDERS_MAX_REQUEST_BYTES", 16 * 1024 *
 DATA_UPLOAD_MAX_MEMORY_SIZE = REMINDERS_MAX_REQUEST_BYTES
 MIDDLEWARE.insert(0, "reminders.http.limits.RequestBodyLimitMiddleware")
 MIDDLEWARE.insert(0, "reminders.http.limits.AddressThrottleMiddleware")
+# Paths whose views take their credential from the URL (a signed answer link) skip the browser middleware
+# after CommonMiddleware: sessions, CSRF, authentication, messages and the rest do nothing for them
+# (reminders/http/session_free.py). Only views marked `session_free` are called this way.
+SESSION_FREE_PATHS = ["/api/answer-links/"]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1,
+    "reminders.http.session_free.SessionFreeMiddleware",
+)
 
 # LOG_FORMAT=json: one JSON object per line (reminders/ops/logformat.py); "text" (default) for people.
 LOG_FORMAT = env_str("LOG_FORMAT", "text")

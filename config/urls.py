@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from reminders.admin.time_zone import time_zone_view
+from reminders.http.session_free import session_free
 from reminders.ops import views as ops_views
 from trainings.admin.analytics_page import analytics_view
 from trainings.admin.dead_letters import dead_letters_replay_view, dead_letters_view
@@ -16,7 +17,7 @@ urlpatterns = [
     # A signed answer link, followed without a session (trainings/answers/links.py): first, because it is
     # the most requested URL (one per tap on a reminder) and resolving it behind the API's routers cost
     # more CPU than the view's own Python.
-    path("api/answer-links/<str:token>/", AnswerLinkView.as_view(), name="answer-link"),
+    path("api/answer-links/<str:token>/", session_free(AnswerLinkView.as_view()), name="answer-link"),
     # --- Admin pages for coaches and operators, before admin/ whose catch-all would take them.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/status/", admin.site.admin_view(status_view), name="admin-status"),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.core import signing
+from django.core.cache import caches
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -448,3 +449,29 @@ def test_a_body_drfs_json_parser_refuses_is_still_a_400(client: Client, training
     )
     assert response.status_code == 400, response.content
     assert not QuestionnaireAnswer.objects.exists()
+
+
+def test_an_answer_link_skips_the_browser_middleware_but_not_the_limits_or_security_headers(
+    client: Client, training: Training, settings: Any, django_user_model: Any
+) -> None:
+    """The link's route is called past sessions, CSRF and authentication (reminders/http/session_free.py):
+    a signed-in browser's POST without a CSRF token is answered and its session is never touched, while
+    the per-address limit, the security headers and X-Frame-Options still apply."""
+    client.force_login(django_user_model.objects.create_user("coach", password="x"))
+    settings.API_THROTTLE_RATES = {"token": "1000000/s", "ip": "2/m"}
+    caches["throttle"].clear()  # the address's count of earlier tests
+    path = _path(_player("Alice"), training, "INVITATION")
+    answers = [_post(client, path, {"response": r}) for r in ("accepted", "denied", "accepted")]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert answers[0].json()["answer"]["response"] == "accepted"
+    for header, value in (("X-Frame-Options", "DENY"), ("X-Content-Type-Options", "nosniff")):
+        assert answers[0][header] == value
+    assert not answers[0].cookies  # no session saved, no CSRF cookie set
+    assert not hasattr(answers[0].wsgi_request, "user")  # AuthenticationMiddleware never saw it
+    assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
+
+
+def test_a_path_under_the_links_prefix_that_is_no_link_goes_through_the_whole_stack(client: Client) -> None:
+    response = client.get("/api/answer-links/")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"

@@ -32,7 +32,8 @@ What a request costs is kept small:
   frames drain, without a task per stream.
 - Frames are written once per event-loop turn, not once per request: one TLS record and one `send` for
   every request started in that turn.
-- A request's timeout is a timer on its future (`asyncio.wait_for` wrapped every request in a task).
+- A request's timeout is its deadline, checked by one timer per connection (`asyncio.wait_for` wrapped
+  every request in a task; a timer per request cost a heap entry each).
 """
 
 from __future__ import annotations
@@ -205,13 +206,16 @@ class _Stream:
     received: int = 0  # bytes received since this stream's window was last opened again
     outgoing: memoryview | None = None  # the request body not sent yet
     sent: int = 0
+    deadline: float = 0.0  # loop time after which the stream is given up
 
 
 class _Connection(asyncio.Protocol):
     """One HTTP/2 connection: the client's half of the protocol, driven by the transport's callbacks."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
         self.loop = loop
+        self.timeout = timeout
+        self._watching = False
         self.transport: asyncio.Transport | None = None
         self.encoder = HeaderEncoder()
         self.decoder = hpack.Decoder()
@@ -414,7 +418,12 @@ class _Connection(asyncio.Protocol):
         if self.next_stream_id > _MAX_WINDOW:
             self.closed = True  # stream ids used up: the next request opens a new connection
         future: asyncio.Future[H2Response] = self.loop.create_future()
-        stream = _Stream(stream_id, future, window=self.initial_window)
+        stream = _Stream(
+            stream_id, future, window=self.initial_window, deadline=self.loop.time() + self.timeout
+        )
+        if not self._watching:
+            self._watching = True
+            self.loop.call_later(self._watch_every(), self._expire)
         self.streams[stream_id] = stream
         out = self._out
         for start in range(0, max(len(block), 1), self.max_frame):
@@ -457,6 +466,22 @@ class _Connection(asyncio.Protocol):
             stream = waiting.popleft()
             if stream.outgoing is not None and not self._send_body(stream):
                 waiting.append(stream)
+
+    def _watch_every(self) -> float:
+        return min(max(self.timeout / 10, 0.05), 1.0)
+
+    def _expire(self) -> None:
+        """Give up the streams past their deadline. One timer per connection, not one per request: the
+        streams are kept in the order they were opened, all with the same timeout, so the expired ones are
+        the first few."""
+        now = self.loop.time()
+        for stream in list(self.streams.values()):
+            if stream.deadline > now:
+                break
+            self.fail(stream.stream_id, H2Error(f"no answer within {self.timeout:g} s"))
+        self._watching = bool(self.streams) and not self.lost.done()
+        if self._watching:
+            self.loop.call_later(self._watch_every(), self._expire)
 
     def fail(self, stream_id: int, error: H2Error) -> None:
         """Give up on a stream (its timeout): the caller gets `error`, the server a RST_STREAM."""
@@ -554,7 +579,7 @@ class H2Client:
             if self._connection is None or self._connection.closed:
                 loop = asyncio.get_running_loop()
                 transport, connection = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Connection(loop), self.host, self.port,
+                    loop.create_connection(lambda: _Connection(loop, self.timeout), self.host, self.port,
                                            ssl=self.ssl_context,
                                            server_hostname=self.host if self.ssl_context else None),
                     self.timeout,
@@ -598,18 +623,14 @@ class H2Client:
 
     async def post(self, path: str, *, headers: dict[str, str], body: bytes) -> H2Response:
         try:
-            connection = await self._connect()
+            connection = self._connection
+            if connection is None or connection.closed:
+                connection = await self._connect()
             block = self._header_block(connection.encoder, path, headers, body)
-            stream_id, future = connection.request(block, body)
+            _, future = connection.request(block, body)
         except (OSError, ssl.SSLError, TimeoutError) as exc:
             raise H2Error(f"{type(exc).__name__}: {exc}"[:200]) from None
-        timer = connection.loop.call_later(
-            self.timeout, connection.fail, stream_id, H2Error(f"no answer within {self.timeout:g} s")
-        )
-        try:
-            return await future
-        finally:
-            timer.cancel()
+        return await future  # the connection fails it after `timeout` without an answer
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
