@@ -246,7 +246,8 @@ LOGGING: dict[str, Any] = {
 }
 
 # --- Trainings (trainings/: reminders for questionnaires and invitations, push gateway) -----------------
-# Durable queue the reminder handler publishes one JSON push per player to (schema in trainings/handlers.py).
+# Durable queue the reminder handler publishes the JSON pushes to, one per player, several to a message
+# (trainings/push/queue.py).
 TRAININGS_PUSH_QUEUE = env_str("TRAININGS_PUSH_QUEUE", "trainings.push")
 # Push gateway provider: "logging" (default, writes each push to the log) or "webhook" (POST to a URL).
 TRAININGS_PUSH_PROVIDER = env_str("TRAININGS_PUSH_PROVIDER", "logging")

@@ -107,7 +107,7 @@ def test_the_push_queue_depth_is_read_on_the_filesystem_broker_too(
         for n in range(3):
             producer.publish({"n": n}, routing_key=settings.TRAININGS_PUSH_QUEUE)
     page = operator.get("/admin/status/").content.decode()
-    assert _figure(page, "push-depth") == "3 waiting"
+    assert _figure(page, "push-depth") == "3 messages waiting (up to 100 pushes each)"
     assert "consumers: unknown on this broker" in page
 
 

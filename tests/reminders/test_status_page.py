@@ -118,7 +118,7 @@ def test_push_queue_depth_comes_from_rabbitmq_and_is_unknown_when_the_broker_doe
         for n in range(2):
             producer.publish({"n": n}, routing_key=queue_name, declare=[push_queue()])
     page = operator.get("/admin/status/").content.decode()
-    assert _figure(page, "push-depth").startswith("2 waiting")
+    assert _figure(page, "push-depth").startswith("2 messages waiting (up to 100 pushes each)")
     settings.REMINDERS_CALLBACK_BROKER_URL = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens there
     page = operator.get("/admin/status/").content.decode()
     assert _figure(page, "push-depth") == "unknown"  # said so, not a zero

@@ -18,10 +18,11 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hpack
 import pytest
 from hyperframe.frame import HeadersFrame
 
-from trainings.push.h2client import H2Client, H2Error
+from trainings.push.h2client import H2Client, H2Error, HeaderDecoder
 
 Handler = Callable[[h2.connection.H2Connection, int, dict[str, str], bytes], Awaitable[bool]]
 
@@ -207,3 +208,19 @@ def test_a_request_without_an_answer_times_out_and_a_late_answer_does_not_distur
     assert len(server.connections) == 1
     resets = [e for e in server.events if isinstance(e, h2.events.StreamReset)]
     assert [e.error_code for e in resets] == [h2.errors.ErrorCodes.CANCEL]  # the server was told
+
+
+def test_answer_header_blocks_decode_as_hpack_reads_them_huffman_coded_or_not_with_the_table_evicting() -> (
+    None
+):
+    encoder, reference, decoder = hpack.Encoder(), hpack.Decoder(), HeaderDecoder()
+    for n in range(400):
+        if n == 200:
+            encoder.header_table_size = 256  # a size update in the next block: the table shrinks
+        fields = [(":status", "200"), ("apns-id", f"{n:08d}-0000-4000-8000-{n:012d}"),
+                  ("content-type", "application/json"), ("x-text", "é€ b" * (n % 40))]  # fmt: skip
+        block = encoder.encode(fields, huffman=n % 2 == 0)
+        assert decoder.decode(block) == reference.decode(block) == fields
+    assert decoder.size <= 256
+    with pytest.raises(Exception, match="no table entry"):
+        decoder.decode(bytes([0x80 | 127, 10]))  # an index past the table

@@ -59,7 +59,8 @@ class GatewayLiveness:
 @dataclass(frozen=True)
 class PushStatus:
     queue: str
-    depth: int | None  # None: unknown (the broker did not say)
+    depth: int | None  # messages; None: unknown (the broker did not say)
+    per_message: int  # a fired reminder's pushes travel up to this many to a message
     consumers: int | None
     note: str
     gateway: GatewayLiveness
@@ -131,7 +132,10 @@ def push_status() -> PushStatus:
     depth, consumers, note = push_queue_depth()
     # The newest delivery record by primary key: one index entry, however many there are.
     last = DeliveredPush.objects.order_by("-pk").values_list("delivered_at", flat=True).first()
-    return PushStatus(settings.TRAININGS_PUSH_QUEUE, depth, consumers, note, gateway_liveness(), last)
+    return PushStatus(
+        settings.TRAININGS_PUSH_QUEUE, depth, settings.TRAININGS_PUSH_MESSAGE_PUSHES, consumers, note,
+        gateway_liveness(), last,
+    )  # fmt: skip
 
 
 def pushes_per_minute(points: list[MinutePoint]) -> list[tuple[datetime, int, int]]:

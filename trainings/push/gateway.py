@@ -191,7 +191,8 @@ def gateway_run(
     waiting: list[_Held] = []
     batch_size = settings.TRAININGS_GATEWAY_BATCH
     multiple_ack = url.startswith(("amqp://", "amqps://", "pyamqp://"))  # kombu's virtual brokers ack one
-    largest = [1]  # pushes in the largest message seen: the prefetch is counted in pushes
+    # Pushes per message lately (batches, or single pushes: replays, digests): the prefetch counts pushes.
+    sizes: collections.deque[int] = collections.deque([settings.TRAININGS_PUSH_MESSAGE_PUSHES], maxlen=50)
 
     def on_message(body: Any, message: Message) -> None:
         try:
@@ -200,12 +201,17 @@ def gateway_run(
             logger.error("rejecting malformed push batch: %s", exc)
             message.reject(requeue=False)
             return
+        sizes.append(1 if pushes is None else len(pushes))
         if pushes is None:
             inbox.append(_Held(body, _Delivery(message, 1)))
             return
         delivery = _Delivery(message, len(pushes), batch=True)
         inbox.extend(_Held(push, delivery) for push in pushes)
-        largest[0] = max(largest[0], len(pushes))
+
+    def prefetch_for() -> int:
+        """Messages to take ahead: TRAININGS_GATEWAY_PREFETCH pushes in the largest messages lately (one
+        gateway must not take a whole storm's batches from the others, nor starve on single pushes)."""
+        return max(1, settings.TRAININGS_GATEWAY_PREFETCH // max(sizes))
 
     def receive(timeout: float) -> bool:
         """While a round's sends are in flight: take in the next round's messages (nothing is acked here)."""
@@ -264,9 +270,9 @@ def gateway_run(
                 queues=[push_queue()],
                 callbacks=[on_message],
                 accept=["json"],
-                prefetch_count=settings.TRAININGS_GATEWAY_PREFETCH,
+                prefetch_count=prefetch_for(),
             )
-            prefetch = settings.TRAININGS_GATEWAY_PREFETCH
+            prefetch = prefetch_for()
             with consumer:
                 idle_since = time.monotonic()
                 rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
@@ -294,10 +300,8 @@ def gateway_run(
                         except TimeoutError:
                             break
                         timeout = 0.002  # keep filling the batch while messages arrive back to back
-                    if settings.TRAININGS_GATEWAY_PREFETCH // largest[0] < prefetch:
-                        # Batches arrive: as many pushes ahead as TRAININGS_GATEWAY_PREFETCH says, not as
-                        # many messages (one gateway must not take a whole storm from the others).
-                        prefetch = max(1, settings.TRAININGS_GATEWAY_PREFETCH // largest[0])
+                    if prefetch_for() != prefetch:
+                        prefetch = prefetch_for()
                         consumer.qos(prefetch_count=prefetch)
                     now = time.monotonic()
                     if (

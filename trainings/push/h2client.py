@@ -6,8 +6,8 @@ either: its generic state machine (per stream: an event-driven state table, head
 scan of every open stream to count them, frame objects serialized one by one, an asyncio task for a body
 that waits for flow control) was most of the gateway's CPU per push. A push client needs little of
 HTTP/2: requests out (HEADERS, DATA), answers in (HEADERS, DATA, CONTINUATION), SETTINGS, WINDOW_UPDATE,
-PING, GOAWAY and RST_STREAM. This module frames those itself; answers' header blocks are decoded by
-`hpack`'s decoder (the servers' dynamic tables and Huffman codes are theirs to choose).
+PING, GOAWAY and RST_STREAM. This module frames those itself, and encodes and decodes the header blocks
+(HPACK, with `hpack`'s Huffman code table).
 
 `https://` origins negotiate h2 by ALPN (APNs and FCM both speak it); `http://` origins use HTTP/2 with
 prior knowledge (h2c), for a plain-text peer in tests. A GOAWAY fails the requests the server says it did
@@ -32,7 +32,8 @@ What a request costs is kept small:
   frames drain, without a task per stream.
 - Frames are written once per event-loop turn, not once per request: one TLS record and one `send` for
   every request started in that turn.
-- A request's timeout is a timer on its future (`asyncio.wait_for` wrapped every request in a task).
+- A request's timeout is its deadline, checked by one timer per connection (`asyncio.wait_for` wrapped
+  every request in a task; a timer per request cost a heap entry each).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import hpack
-import hpack.exceptions
+from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
 from hpack.table import HeaderTable
 
 
@@ -175,6 +176,172 @@ class HeaderEncoder:
         return _literal(name, value, 0x40, 6)
 
 
+_STATIC_FIELDS: list[tuple[str, str]] = [(n.decode(), v.decode()) for n, v in HeaderTable.STATIC_TABLE]
+_MAX_HEADER_LIST = 256 * 1024  # what one answer's header fields may add up to (decoded)
+
+
+def _read_integer(data: bytes, offset: int, prefix_bits: int) -> tuple[int, int]:
+    """An HPACK integer at `offset` with an N-bit prefix: (value, offset after it)."""
+    limit = (1 << prefix_bits) - 1
+    value = data[offset] & limit
+    offset += 1
+    if value < limit:
+        return value, offset
+    shift = 0
+    while True:
+        if offset >= len(data) or shift > 28:
+            raise _ProtocolError("header block: a bad integer", _COMPRESSION_ERROR)
+        byte = data[offset]
+        offset += 1
+        value += (byte & 127) << shift
+        shift += 7
+        if not byte & 128:
+            return value, offset
+
+
+_huffman_table: list[tuple[int, bytes] | None] = []  # (state, byte) -> (next state, decoded bytes)
+_huffman_ends: frozenset[int] = frozenset()  # states a string may end in (up to 7 bits of 1s as padding)
+
+
+def _huffman_build() -> None:
+    """A byte-at-a-time decoder for HPACK's Huffman code (RFC 7541, appendix B), built on first use: hpack's
+    decoder walks it four bits at a time in Python, most of what an answer's header block cost."""
+    global _huffman_table, _huffman_ends
+    children: list[list[int]] = [[-1, -1]]  # the code's tree; a leaf has no children, its symbol below
+    symbols: dict[int, int] = {}
+    for symbol, (code, bits) in enumerate(zip(REQUEST_CODES, REQUEST_CODES_LENGTH, strict=True)):
+        node = 0
+        for i in range(bits - 1, -1, -1):
+            bit = (code >> i) & 1
+            if i == 0:
+                symbols[len(children)] = symbol
+                children[node][bit] = len(children)
+                children.append([])
+            else:
+                if children[node][bit] == -1:
+                    children[node][bit] = len(children)
+                    children.append([-1, -1])
+                node = children[node][bit]
+    table: list[tuple[int, bytes] | None] = [None] * (len(children) * 256)
+    for state, branches in enumerate(children):
+        if not branches:
+            continue
+        for byte in range(256):
+            node, out, valid = state, bytearray(), True
+            for i in range(7, -1, -1):
+                node = children[node][(byte >> i) & 1]
+                leaf = symbols.get(node)
+                if leaf is not None:
+                    if leaf == 256:  # EOS inside a string is an error
+                        valid = False
+                        break
+                    out.append(leaf)
+                    node = 0
+            table[state * 256 + byte] = (node, bytes(out)) if valid else None
+    ends, node = {0}, 0
+    for _ in range(7):
+        node = children[node][1]
+        ends.add(node)
+    _huffman_table, _huffman_ends = table, frozenset(ends)
+
+
+def _huffman_decode(data: bytes) -> bytes:
+    if not _huffman_table:
+        _huffman_build()
+    table, state, out = _huffman_table, 0, bytearray()
+    for byte in data:
+        step = table[state * 256 + byte]
+        if step is None:
+            raise _ProtocolError("header block: EOS in a Huffman string", _COMPRESSION_ERROR)
+        state = step[0]
+        out += step[1]
+    if state not in _huffman_ends:
+        raise _ProtocolError("header block: bad Huffman padding", _COMPRESSION_ERROR)
+    return bytes(out)
+
+
+def _read_string(data: bytes, offset: int) -> tuple[str, int]:
+    huffman = data[offset] & 0x80
+    length, offset = _read_integer(data, offset, 7)
+    end = offset + length
+    if end > len(data):
+        raise _ProtocolError("header block: a string past its end", _COMPRESSION_ERROR)
+    raw = data[offset:end]
+    if huffman:
+        raw = _huffman_decode(raw)
+    return raw.decode("utf-8", "replace"), end
+
+
+class HeaderDecoder:
+    """HPACK for the answers (RFC 7541, 6): the server's dynamic table mirrored, Huffman-coded strings
+    decoded a byte at a time. hpack's own decoder cost two to four times as much per answer (a debug log
+    call and a tuple object per field, a Huffman walk four bits at a time)."""
+
+    def __init__(self, max_size: int = 4096) -> None:
+        self.max_size = max_size  # this client's SETTINGS_HEADER_TABLE_SIZE (the default, never changed)
+        self.size_limit = max_size  # the size the server last chose, at most `max_size`
+        self.entries: deque[tuple[str, str]] = deque()  # newest first: index 62 is entries[0]
+        self.size = 0
+
+    def _field(self, index: int) -> tuple[str, str]:
+        if 0 < index <= 61:
+            return _STATIC_FIELDS[index - 1]
+        if 62 <= index < 62 + len(self.entries):
+            return self.entries[index - 62]
+        raise _ProtocolError(f"header block: no table entry {index}", _COMPRESSION_ERROR)
+
+    def _add(self, name: str, value: str) -> None:
+        size = len(name.encode()) + len(value.encode()) + 32
+        self.entries.appendleft((name, value))
+        self.size += size
+        self._evict()
+
+    def _evict(self) -> None:
+        while self.size > self.size_limit and self.entries:
+            name, value = self.entries.pop()
+            self.size -= len(name.encode()) + len(value.encode()) + 32
+
+    def decode(self, data: bytes) -> list[tuple[str, str]]:
+        try:
+            return self._decode(data)
+        except IndexError:
+            raise _ProtocolError("header block: cut short", _COMPRESSION_ERROR) from None
+
+    def _decode(self, data: bytes) -> list[tuple[str, str]]:
+        fields: list[tuple[str, str]] = []
+        offset, end, total = 0, len(data), 0
+        while offset < end:
+            byte = data[offset]
+            if byte & 0x80:  # indexed field
+                index, offset = _read_integer(data, offset, 7)
+                field = self._field(index)
+            elif byte & 0xE0 == 0x20:  # dynamic table size update
+                size, offset = _read_integer(data, offset, 5)
+                if size > self.max_size:
+                    raise _ProtocolError("header block: table size above the setting", _COMPRESSION_ERROR)
+                self.size_limit = size
+                self._evict()
+                continue
+            else:  # a literal: with incremental indexing (01), without (0000) or never indexed (0001)
+                indexing = byte & 0x40
+                index, offset = _read_integer(data, offset, 6 if indexing else 4)
+                if index:
+                    name = self._field(index)[0]
+                else:
+                    name, offset = _read_string(data, offset)
+                if offset >= end:
+                    raise _ProtocolError("header block: a field without its value", _COMPRESSION_ERROR)
+                value, offset = _read_string(data, offset)
+                field = (name, value)
+                if indexing:
+                    self._add(name, value)
+            total += len(field[0]) + len(field[1]) + 32
+            if total > _MAX_HEADER_LIST:
+                raise _ProtocolError("header block: too large", _COMPRESSION_ERROR)
+            fields.append(field)
+        return fields
+
+
 # --- framing (RFC 9113) ----------------------------------------------------------------------------------
 
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -205,16 +372,19 @@ class _Stream:
     received: int = 0  # bytes received since this stream's window was last opened again
     outgoing: memoryview | None = None  # the request body not sent yet
     sent: int = 0
+    deadline: float = 0.0  # loop time after which the stream is given up
 
 
 class _Connection(asyncio.Protocol):
     """One HTTP/2 connection: the client's half of the protocol, driven by the transport's callbacks."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
         self.loop = loop
+        self.timeout = timeout
+        self._watching = False
         self.transport: asyncio.Transport | None = None
         self.encoder = HeaderEncoder()
-        self.decoder = hpack.Decoder()
+        self.decoder = HeaderDecoder()
         self.streams: dict[int, _Stream] = {}
         self.next_stream_id = 1
         self.closed = False  # no new streams (GOAWAY received, or the connection is gone)
@@ -342,15 +512,12 @@ class _Connection(asyncio.Protocol):
             self._finish(stream)
 
     def _on_headers(self, stream_id: int, flags: int, block: bytes) -> None:
-        try:  # decoded even for a stream given up: the table is the connection's
-            headers = self.decoder.decode(block)
-        except hpack.exceptions.HPACKError as exc:
-            raise _ProtocolError(f"header block: {type(exc).__name__}", _COMPRESSION_ERROR) from None
+        headers = self.decoder.decode(block)  # even for a stream given up: the table is the connection's
         stream = self.streams.get(stream_id)
         if stream is None:
             return
         if not stream.status:  # the answer's headers (1xx informational ones are skipped)
-            fields = {str(k): str(v) for k, v in headers}
+            fields = dict(headers)
             status = int(fields.pop(":status", "0") or 0)
             if 100 <= status < 200 and not flags & _END_STREAM:
                 return
@@ -414,7 +581,12 @@ class _Connection(asyncio.Protocol):
         if self.next_stream_id > _MAX_WINDOW:
             self.closed = True  # stream ids used up: the next request opens a new connection
         future: asyncio.Future[H2Response] = self.loop.create_future()
-        stream = _Stream(stream_id, future, window=self.initial_window)
+        stream = _Stream(
+            stream_id, future, window=self.initial_window, deadline=self.loop.time() + self.timeout
+        )
+        if not self._watching:
+            self._watching = True
+            self.loop.call_later(self._watch_every(), self._expire)
         self.streams[stream_id] = stream
         out = self._out
         for start in range(0, max(len(block), 1), self.max_frame):
@@ -457,6 +629,22 @@ class _Connection(asyncio.Protocol):
             stream = waiting.popleft()
             if stream.outgoing is not None and not self._send_body(stream):
                 waiting.append(stream)
+
+    def _watch_every(self) -> float:
+        return min(max(self.timeout / 10, 0.05), 1.0)
+
+    def _expire(self) -> None:
+        """Give up the streams past their deadline. One timer per connection, not one per request: the
+        streams are kept in the order they were opened, all with the same timeout, so the expired ones are
+        the first few."""
+        now = self.loop.time()
+        for stream in list(self.streams.values()):
+            if stream.deadline > now:
+                break
+            self.fail(stream.stream_id, H2Error(f"no answer within {self.timeout:g} s"))
+        self._watching = bool(self.streams) and not self.lost.done()
+        if self._watching:
+            self.loop.call_later(self._watch_every(), self._expire)
 
     def fail(self, stream_id: int, error: H2Error) -> None:
         """Give up on a stream (its timeout): the caller gets `error`, the server a RST_STREAM."""
@@ -554,7 +742,7 @@ class H2Client:
             if self._connection is None or self._connection.closed:
                 loop = asyncio.get_running_loop()
                 transport, connection = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Connection(loop), self.host, self.port,
+                    loop.create_connection(lambda: _Connection(loop, self.timeout), self.host, self.port,
                                            ssl=self.ssl_context,
                                            server_hostname=self.host if self.ssl_context else None),
                     self.timeout,
@@ -598,18 +786,14 @@ class H2Client:
 
     async def post(self, path: str, *, headers: dict[str, str], body: bytes) -> H2Response:
         try:
-            connection = await self._connect()
+            connection = self._connection
+            if connection is None or connection.closed:
+                connection = await self._connect()
             block = self._header_block(connection.encoder, path, headers, body)
-            stream_id, future = connection.request(block, body)
+            _, future = connection.request(block, body)
         except (OSError, ssl.SSLError, TimeoutError) as exc:
             raise H2Error(f"{type(exc).__name__}: {exc}"[:200]) from None
-        timer = connection.loop.call_later(
-            self.timeout, connection.fail, stream_id, H2Error(f"no answer within {self.timeout:g} s")
-        )
-        try:
-            return await future
-        finally:
-            timer.cancel()
+        return await future  # the connection fails it after `timeout` without an answer
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
