@@ -39,6 +39,33 @@ def pytest_configure(config: pytest.Config) -> None:
         services.use_broker_of_test_process(worker)
 
 
+# Modules whose tests run for tens of seconds each (real processes, a browser, schemathesis's hundreds of
+# requests an operation): run first, so that under pytest-xdist the short tests fill in around them, instead
+# of one of them starting last while the other test process sits idle. Whole modules move, in their order,
+# and within the groups pytest-django then sorts them into (as Django's runner: plain database tests,
+# transactional ones, the rest), since its sort is stable and runs after this one.
+LONG_FIRST = (
+    "tests/faults/",
+    "tests/trainings_faults/test_push_gateway_stop.py",
+    "tests/trainings_faults/test_push_gateway_crash.py",
+    "tests/trainings_faults/test_gateway_crash.py",
+    "tests/trainings_faults/test_worker_crash.py",
+    "tests/security/test_schemathesis.py",
+    "tests/browser/",
+    "tests/ops/test_procfile.py",
+    "tests/ops/test_processes.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def long_first(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return 0 if path.startswith(LONG_FIRST) else 1
+
+    items.sort(key=long_first)  # stable: every module keeps its tests together and in order
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
