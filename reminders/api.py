@@ -5,7 +5,8 @@ An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their in
 `register_batch`, `keys_reserve`), receives a `Delivery` per due occurrence and answers with a
 `TransportError`, and asks a worker to scan after its transaction commits (`scan_kick_on_commit`). The
 operator's status page reads the engine's figures (and acts on retrying work) here too; the admin's
-hooks let an app name its jobs in words, give a person a default zone, and add a readiness check.
+hooks let an app name its jobs in words, give a person a default zone, and add a readiness check. An
+app's own API views throttle and read JSON as the engine's API does (`TokenRateThrottle`, `valid_unicode`).
 Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
 one is), so the engine can be reshaped behind this module.
 
@@ -19,6 +20,8 @@ from reminders.admin.labels import job_describer_register
 from reminders.admin.middleware import default_zone_register
 from reminders.engine.handler_registry import keys_reserve, register, register_batch
 from reminders.engine.kick import scan_kick_on_commit
+from reminders.http.limits import TokenRateThrottle
+from reminders.http.parsers import valid_unicode
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
 from reminders.ops.figures import (
     ERROR_PREFIX,
@@ -43,6 +46,7 @@ __all__ = [
     "EngineStatus",
     "JobSpec",
     "MinutePoint",
+    "TokenRateThrottle",
     "TransportError",
     "default_zone_register",
     "engine_status",
@@ -59,4 +63,5 @@ __all__ = [
     "retrying_cancel",
     "retrying_retry_now",
     "scan_kick_on_commit",
+    "valid_unicode",
 ]

@@ -32,6 +32,7 @@ OTHER_MODELS = {
     "invitation_respond": "Invitation.status, the player's RSVP (a coach records it)",
     "_invitation_respond": "Invitation.status, the player's RSVP (through an answer link)",
     "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
+    "LINK_RESPONSE_RECORD": "Invitation.status, the player's RSVP (an answer link's one-statement POST)",
     "_experiment_end": "Experiment.status, stopped or promoted (trainings/experiments/control.py owns it)",
 }
 

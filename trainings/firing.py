@@ -1,6 +1,7 @@
 """A reminder fires: decide who is still pending, record one Push per player, publish them.
 
-Also the coach's "remind now", which builds the same pushes for a click instead of an occurrence.
+The coach's "remind now" (trainings/remind_now.py) builds the same pushes (`recipients_pushes`) for a
+click instead of an occurrence.
 """
 
 from __future__ import annotations
@@ -34,12 +35,10 @@ from trainings.publishing import pushes_publish, pushes_record
 from trainings.recipients import (
     Recipient,
     Reminded,
-    recipients_names,
     recipients_reminded,
-    reminder_addressees,
     reminder_recipients_many,
 )
-from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, offset_at, push_for, push_render
+from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
 from trainings.transitions import pushes_withdraw
 
@@ -230,12 +229,12 @@ def _firing(
     recipients = [person for person in pending if (person.pk, person.guardian) not in already]
     if not recipients:
         return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT, assigned=assigned)
-    firing = _recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+    firing = recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
     firing.assigned = assigned
     return firing
 
 
-def _recipients_pushes(
+def recipients_pushes(
     delivery: Delivery,
     training: Training,
     rule: ReminderRule,
@@ -366,67 +365,4 @@ def _held_superseded_withdraw(
         Push.objects.filter(superseded),
         source=PushStatus.HELD,
         reason="a later reminder of this rule came through quiet hours (critical)",
-    )
-
-
-# --- Coach actions in the admin -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RemindResult:
-    recipients: int  # pushes queued now (one per player, or guardian of theirs)
-    published: int
-    error: str = ""
-    names: tuple[str, ...] = ()
-    already: int = 0  # pending players left out: reminded of this rule by a click within REMIND_AGAIN_AFTER
-
-
-# A second click (another coach, a reload) within this long does not remind the same player again.
-REMIND_AGAIN_AFTER = timedelta(minutes=1)
-
-
-def training_remind_now(*, training: Training, rule: ReminderRule, click: str) -> RemindResult:
-    """ "Remind the pending players now": one push per player the rule still chases, published at once.
-
-    The click's token is part of every push key (unique per occurrence key and player), so a resubmitted
-    click finds its pushes already there and publishes only those not yet sent: once per click.
-    """
-    now = timezone.now()
-    prefix = f"manual-{training.pk}-{rule.slug}-"
-    occurrence_key = f"{prefix}{click}"[:255]
-    with transaction.atomic():
-        # Two clicks at once: the second waits here and then sees the first one's pushes.
-        Training.objects.select_for_update().filter(pk=training.pk).first()
-        recent = set(
-            Push.objects.filter(
-                training=training, occurrence_key__startswith=prefix, created_at__gte=now - REMIND_AGAIN_AFTER
-            )
-            .exclude(occurrence_key=occurrence_key)  # the same click resubmitted: its own pushes count
-            .values_list("player_id", "guardian_id")
-        )
-        pending = reminder_addressees(training=training, rule=rule)
-        recipients = [p for p in pending if (p.pk, p.guardian) not in recent]
-        delivery = Delivery(
-            occurrence_id=0,
-            idempotency_key=occurrence_key,
-            job_key=occurrence_key,
-            fire_at=now,
-            attempt=1,
-            target=settings.TRAININGS_PUSH_QUEUE,
-            payload={"training": str(training.pk), "rule": rule.pk},
-        )
-        firing = _recipients_pushes(
-            delivery, training, rule, recipients, offset_at(training=training, kind=rule.kind, now=now)
-        )
-        # No engine occurrence behind a coach's click.
-        pushes_record(sorted((p._replace(occurrence_id=None) for p in firing.pushes), key=lambda p: p.key))
-    errors = pushes_publish(deliveries=[delivery])
-    published = Push.objects.filter(occurrence_key=occurrence_key, status=PushStatus.SENT).count()
-    error = str(errors[0]) if 0 in errors else ""
-    return RemindResult(
-        recipients=len(recipients),
-        published=published,
-        error=error,
-        names=recipients_names(recipients),
-        already=len(pending) - len(recipients),
     )

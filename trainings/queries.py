@@ -106,7 +106,7 @@ SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.ca
 # now before the kind's close, the training's start or end plus a span), and, only when it may, the answer
 # recorded unless it is the one already there. Then (changed, the recorded row); unchanged, the row as it
 # stood. The close is checked here and again in Python from the same row and instant, which says why a
-# link that may not be answered is refused.
+# link that may not be answered is refused. LINK_RESPONSE_RECORD below is this for an invitation's response.
 _LINK_TARGET_OPEN = f"""
     SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
            tm.name, tm.time_zone, tm.decline_alert_within,
@@ -119,6 +119,7 @@ _LINK_TARGET_OPEN = f"""
       LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %(player)s
       LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id"""  # noqa: S608 - names from the models
 
+# An invitation link's POST: its response recorded in one statement, as said above.
 LINK_RESPONSE_RECORD = f"""
 WITH target AS ({_LINK_TARGET_OPEN}
      WHERE t.id = %(training)s
@@ -135,6 +136,8 @@ SELECT target.*, c.status IS NOT NULL, c.status, c.responded_at, c.response_sour
 """  # noqa: S608 - table names from the models; the values are bound parameters
 
 _STORED_ANSWER = " AS open, q.answers, q.answered_at, q.source, q.answered_by_id"
+# The same for a questionnaire link: the target with the answers already stored, and the answers recorded
+# (inserted, or updated when they differ) only when the link may still be answered.
 LINK_ANSWERS_RECORD = f"""
 WITH target AS ({_LINK_TARGET_OPEN.replace(" AS open", _STORED_ANSWER)}
       LEFT JOIN {QuestionnaireAnswer._meta.db_table} q

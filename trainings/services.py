@@ -10,7 +10,7 @@ Patch a name where it is used (its module), not here.
 from __future__ import annotations
 
 from trainings.access import COACH_GROUP, coach_group_ensure
-from trainings.firing import RemindResult, reminder_fire, reminders_fire, training_remind_now
+from trainings.firing import reminder_fire, reminders_fire
 from trainings.held import (
     QUIET_RELEASE_HANDLER,
     held_pushes_overdue_check,
@@ -26,6 +26,7 @@ from trainings.notices import (
 )
 from trainings.preferences import preference_set
 from trainings.publishing import pushes_publish
+from trainings.remind_now import RemindResult, training_remind_now
 from trainings.scheduling import HANDLER_NAME, JobKeyTaken, rule_reschedule_batch, training_reminders_schedule
 from trainings.writes import (
     answer_record,

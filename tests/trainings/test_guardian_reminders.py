@@ -15,7 +15,6 @@ from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, training_made
 from tests.trainings.conftest import fire
 from trainings.answers.links import answer_link_read
-from trainings.firing import training_remind_now
 from trainings.held import held_pushes_release
 from trainings.models import (
     Guardian,
@@ -30,6 +29,7 @@ from trainings.models import (
 )
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.peers import ApnsPeer, FcmPeer
+from trainings.remind_now import training_remind_now
 from trainings.selectors import job_key
 from trainings.services import answer_record
 

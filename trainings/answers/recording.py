@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django.db import connection, transaction
-from django.utils import formats, timezone, translation
+from django.utils import timezone
 
 from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
@@ -35,9 +33,7 @@ from trainings.models import (
     QuestionnaireAnswer,
     Team,
     Training,
-    render_template,
 )
-from trainings.offsets import is_time_zone
 
 RESPONSES = {"accepted": InvitationStatus.ACCEPTED, "denied": InvitationStatus.DENIED}
 MAX_ANSWER_KEYS = 100
@@ -367,43 +363,6 @@ def answers_check(value: Any) -> dict[str, Any]:
     if len(json.dumps(value)) > MAX_ANSWER_CHARS:
         raise ValueError(f"at most {MAX_ANSWER_CHARS} characters of JSON.")
     return value
-
-
-# --- What the link is for, in the player's language ----------------------------------------------------
-
-
-def answer_question(target: LinkTarget) -> tuple[str, str]:
-    """(language, the question) in the reader's language (English otherwise) and zone: the player's, or
-    the guardian's, asked about the player ("Will Anna come to …?", the kind's `guardian_questions`)."""
-    reader = target.reader
-    language = reader.language.lower().split("-")[0]
-    kind = kinds.of(target.link.kind)
-    questions = kind.guardian_questions if target.guardianship else kind.questions
-    language = language if language in questions else "en"
-    training = target.training
-    zone_name = reader.time_zone if is_time_zone(reader.time_zone) else training.time_zone
-    question = questions.get(language) or f"{kind.label}: {{title}}, {{start_date}}."
-    return language, _question_rendered(
-        question, language, training.title, training.start, zone_name, target.invitation.player.name
-    )
-
-
-@lru_cache(maxsize=4096)
-def _question_rendered(
-    question: str, language: str, title: str, start: datetime, zone_name: str, player: str
-) -> str:
-    """The question filled in: the same for every player of a training who reads the same language in the
-    same zone, so it is formatted once (the localized date costs as much as recording an answer)."""
-    local_start = start.astimezone(ZoneInfo(zone_name))
-    with translation.override(language):
-        values = {
-            "title": title,
-            "start_time": formats.time_format(local_start, "TIME_FORMAT"),
-            "start_date": formats.date_format(local_start, "DATE_FORMAT"),
-            "time_zone": zone_name,
-            "player": player,
-        }
-    return render_template(question, values)
 
 
 SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

@@ -22,9 +22,9 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from reminders.http.limits import TokenRateThrottle
-from reminders.http.parsers import valid_unicode
+from reminders.api import TokenRateThrottle, valid_unicode
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
+from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
     LinkTarget,
@@ -33,7 +33,6 @@ from trainings.answers.recording import (
     answer_link_current,
     answer_link_open,
     answer_link_record,
-    answer_question,
     answers_check,
 )
 from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer

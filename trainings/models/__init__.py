@@ -51,6 +51,7 @@ from trainings.models.experiments import rule_change_check
 from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
+from trainings.models.preferences import ReminderPreference as ReminderPreference
 from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
@@ -435,37 +436,3 @@ class DeliveredPush(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-
-class ReminderPreference(models.Model):
-    """A player's (or a guardian's) own choice for one reminder kind: the channels it comes through, or
-    muted. No row is the default (push, and email when no device is reached, never muted)."""
-
-    player = models.ForeignKey(
-        Player, null=True, blank=True, on_delete=models.CASCADE, related_name="preferences"
-    )
-    guardian = models.ForeignKey(
-        Guardian, null=True, blank=True, on_delete=models.CASCADE, related_name="preferences"
-    )
-    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
-    channels = models.CharField(max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT)
-    muted = models.BooleanField(default=False, help_text="No reminder of this kind (unless it is critical).")
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["player", "kind"], name="preference_unique_per_kind"),
-            models.UniqueConstraint(fields=["guardian", "kind"], name="preference_unique_guardian_kind"),
-            models.CheckConstraint(
-                condition=Q(player__isnull=False, guardian__isnull=True)
-                | Q(player__isnull=True, guardian__isnull=False),
-                name="preference_one_owner",
-            ),
-            models.CheckConstraint(
-                condition=Q(channels__in=ChannelChoice.values), name="preference_channels_valid"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        muted = " (muted)" if self.muted else ""
-        return f"{self.player or self.guardian}: {self.kind} via {self.channels}{muted}"

@@ -13,12 +13,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from trainings.answers.links import LinkInvalid, expects_response
+from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
     answer_link_current,
     answer_link_open,
     answer_link_record,
-    answer_question,
     answers_check,
 )
 from trainings.push.email.message import unsubscribe_read, words
