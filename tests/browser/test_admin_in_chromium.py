@@ -97,7 +97,13 @@ def test_a_coach_invites_a_player_found_by_typing_in_the_row_search_box(
     row = page.locator("#invitations-group tr.dynamic-invitations").last
     row.locator(".select2-selection").click()
     page.fill(".select2-container--open .select2-search__field", "Dor")
-    page.wait_for_selector(".select2-results__option:has-text('Dora')")
+    # The box first lists what the empty search found; wait for the answer to "Dor" to replace it.
+    page.wait_for_function(
+        """() => {
+            const shown = [...document.querySelectorAll(".select2-results__option")].map(o => o.innerText);
+            return shown.length > 0 && shown.every(text => text.includes("Dor"));
+        }"""
+    )
     offered = page.locator(".select2-results__option").all_inner_texts()
     assert offered == ["Dora"], offered  # not another coach's Doriane
     shot(page, "coach-invites-by-search")
