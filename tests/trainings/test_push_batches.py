@@ -5,6 +5,7 @@ was not recorded (the kill -9 case: tests/trainings_faults/test_push_gateway_cra
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -127,3 +128,43 @@ def test_the_gateway_sends_a_batch_on_the_file_broker(
     assert stats.counts == {"delivered": 2, "duplicate": 1}
     assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == ["a.7", "b.8"]
     assert left_on(file_broker, queue) == []  # the batch's message acked
+
+
+class _CountsInFlight(Recorder):
+    """Accepts every push after a moment, counting how many sends it holds at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = self.most = 0
+
+    async def send(self, push: PushMessage, device: Target) -> SendResult:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        await asyncio.sleep(0.002)
+        self.now -= 1
+        return await super().send(push, device)
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.django_db(transaction=True)
+def test_the_gateway_takes_more_single_pushes_ahead_once_it_has_seen_they_come_one_to_a_message(
+    push_queue: str, settings: Any
+) -> None:
+    """It starts by taking 30 pushes' worth of batches ahead (3 messages); single pushes raise that to 30
+    messages. RabbitMQ applies a consumer's own limit only to consumers started after it: the raise must be
+    the channel's, or the gateway stays at 3 pushes a round (a seventh of its rate)."""
+    settings.TRAININGS_GATEWAY_PREFETCH, settings.TRAININGS_PUSH_MESSAGE_PUSHES = 30, 10
+    PlayerFactory(id=7, name="Seven")
+    publisher = queue_publisher_at(settings.CELERY_BROKER_URL)
+    try:
+        messages = [
+            QueuedPush(f"p.{n}", "job", timezone.now(), 1, push_queue, None, json_compact(_message(f"p.{n}")))
+            for n in range(200)
+        ]
+        assert publisher.deliver(messages) == {}
+    finally:
+        publisher.close()
+    provider = _CountsInFlight()
+    stats = gateway_run(providers=Providers(standin=provider), max_messages=200, idle_seconds=5)
+    assert stats.counts == {"delivered": 200}
+    assert provider.most > 3, provider.most

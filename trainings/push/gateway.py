@@ -266,13 +266,12 @@ def gateway_run(
         with broker:
             broker.ensure_connection(max_retries=3)
             consumer = Consumer(
-                broker.default_channel,
-                queues=[push_queue()],
-                callbacks=[on_message],
-                accept=["json"],
-                prefetch_count=prefetch_for(),
+                broker.default_channel, queues=[push_queue()], callbacks=[on_message], accept=["json"]
             )
+            # The channel's limit (global), not the consumer's: RabbitMQ applies a consumer's limit to
+            # consumers started after it, so a change would never reach this one.
             prefetch = prefetch_for()
+            consumer.qos(prefetch_count=prefetch, apply_global=True)
             with consumer:
                 idle_since = time.monotonic()
                 rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
@@ -302,7 +301,7 @@ def gateway_run(
                         timeout = 0.002  # keep filling the batch while messages arrive back to back
                     if prefetch_for() != prefetch:
                         prefetch = prefetch_for()
-                        consumer.qos(prefetch_count=prefetch)
+                        consumer.qos(prefetch_count=prefetch, apply_global=True)
                     now = time.monotonic()
                     if (
                         not stopping
