@@ -1,8 +1,8 @@
 """The engine's in-process callback for training reminders.
 
 Each occurrence's payload is `{"training": "<training uuid>", "rule": <rule id>}`, never the recipients:
-they are decided when it fires (`trainings.firing.reminders_fire`). The push message it publishes
-(`trainings.push/1`) is described in docs/design.md, "Pushes".
+they are decided when it fires (`trainings.firing.reminders_fire`). The push messages it publishes
+(`trainings.push-batch/1` of `trainings.push/2` pushes) are described in docs/design.md, "Pushes".
 """
 
 from __future__ import annotations
