@@ -32,7 +32,9 @@ lint: install
 
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist), each with its own test database and RabbitMQ
 # vhost (or SQLite database and broker folder): `make test PYTEST_WORKERS=0` runs it in one process.
-PYTEST_WORKERS ?= 2
+# Three on two cores: much of the suite waits on PostgreSQL, RabbitMQ and the processes it starts, and a
+# third test process fills those waits (docs/development.md, "Where the time goes").
+PYTEST_WORKERS ?= 3
 
 test: lint docs-build
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
