@@ -3,6 +3,7 @@ of one send, and the small helpers every HTTP/2 provider shares."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import ssl
 import time
@@ -147,7 +148,17 @@ class Target:
         return f"{push.idempotency_key}/{self.device_id}"
 
     def send_uuid(self, push: PushMessage) -> str:
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainings-push:{self.send_key(push)}"))
+        """`uuid.uuid5(NAMESPACE_URL, "trainings-push:<send key>")` as its string, without the UUID object
+        and its integer arithmetic (one per request)."""
+        name = f"trainings-push:{push.idempotency_key}/{self.device_id}".encode()
+        digest = bytearray(hashlib.sha1(_URL_NAMESPACE + name, usedforsecurity=False).digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = digest.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_URL_NAMESPACE = uuid.NAMESPACE_URL.bytes
 
 
 class Verdict(StrEnum):
@@ -217,8 +228,11 @@ def h2_connect(base_url: str, *, per_request_headers: tuple[str, ...] = ()) -> H
                     per_request_headers=per_request_headers)  # fmt: skip
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # `json.dumps` builds an encoder per call with these
+
+
 def json_dumps(document: Any) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode()
+    return _COMPACT.encode(document).encode()
 
 
 def json_object(body: bytes) -> dict[str, Any]:
