@@ -228,11 +228,27 @@ def h2_connect(base_url: str, *, per_request_headers: tuple[str, ...] = ()) -> H
                     per_request_headers=per_request_headers)  # fmt: skip
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"))  # `json.dumps` builds an encoder per call with these
+def _unserializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# `json.dumps(document, separators=(",", ":"))` without the encoder object and the C encoder it builds per
+# call (every request's body goes through it); the pure-Python encoder where the C one is missing.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE = (
+    _c_make_encoder(
+        None, _unserializable, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    if _c_make_encoder is not None
+    else None
+)
 
 
 def json_dumps(document: Any) -> bytes:
-    return _COMPACT.encode(document).encode()
+    if _ENCODE is None:
+        return _COMPACT.encode(document).encode()
+    return "".join(_ENCODE(document, 0)).encode()
 
 
 def json_object(body: bytes) -> dict[str, Any]:
