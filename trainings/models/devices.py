@@ -65,7 +65,9 @@ class Device(models.Model):
         help_text="APNs topic (the app's bundle id) or FCM app id; empty means the configured default.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a provider last accepted a push for it (to within an hour)."
+    )
     disabled_at = models.DateTimeField(null=True, blank=True)
     disabled_reason = models.CharField(max_length=200, blank=True)
 

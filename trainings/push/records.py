@@ -11,10 +11,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from common.lookups import AnyOf
@@ -88,6 +90,9 @@ _SEND_COLUMNS = ("push_key", "device_id", "player_id", "guardian_id", "coach_id"
                  "provider_message_id", "error", "attempts", "recorded_at")  # fmt: skip
 _FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
           Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
+# A device's `last_success_at` moves once this much older than the accepted send: a device reached again
+# within it (a guardian's several players, a coach's digest beside a reminder) costs no row version.
+SUCCESS_EVERY = timedelta(hours=1)
 
 
 def sends_record(
@@ -118,7 +123,7 @@ def sends_record(
         # Sorted, so two gateways recording overlapping rows take their locks in one order.
         rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: (r[0], r[1] or 0)))
         if accepted:
-            Device.objects.filter(pk__any=sorted(set(accepted))).update(last_success_at=timezone.now())
+            _successes_mark(sorted(set(accepted)))
         by_reason: dict[str, list[int]] = {}
         for device_id, reason in sorted(dead.items()):
             by_reason.setdefault(reason, []).append(device_id)
@@ -126,6 +131,13 @@ def sends_record(
             devices_disable(device_ids=device_ids, reason=reason)
         push_minutes_add(at=timezone.now(), accepted=len(accepted), not_reached=len(rows) - len(accepted))
     return dead
+
+
+def _successes_mark(device_ids: list[int]) -> None:
+    """The devices reached now, whose `last_success_at` is unset or older than SUCCESS_EVERY."""
+    now = timezone.now()
+    stale = Q(last_success_at__isnull=True) | Q(last_success_at__lt=now - SUCCESS_EVERY)
+    Device.objects.filter(stale, pk__any=device_ids).update(last_success_at=now)
 
 
 def pushes_finish(
