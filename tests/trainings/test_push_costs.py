@@ -203,3 +203,17 @@ def test_the_apns_id_and_the_answer_link_are_what_uuid5_and_django_signing_make(
                 break
         assert token == django_token
         assert signing.loads(token, salt=SALT) == value
+
+
+def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_characters() -> None:
+    """`key__any` sends the keys as an array literal built here (common/lookups.py): quotes, backslashes,
+    commas, braces, spaces, the word NULL and non-ASCII keys must each find their own row, and only it."""
+    from trainings.models import DeliveredPush
+
+    keys = ['a"b', "c\\d", "e,f", "{g}", "h i", "NULL", "", "é✓", "it's", 'j\\"k']
+    DeliveredPush.objects.bulk_create([DeliveredPush(key=k, provider="apns") for k in [*keys, "other"]])
+    with CaptureQueriesContext(connection) as queries:
+        found = set(DeliveredPush.objects.filter(key__any=keys).values_list("key", flat=True))
+    assert found == set(keys)
+    assert "ANY(" in queries[0]["sql"]
+    assert not DeliveredPush.objects.filter(key__any=[]).exists()
