@@ -195,3 +195,47 @@ def test_a_header_value_the_connection_cannot_carry_fails_only_its_own_send(
     assert statuses == {"cd" * 32: SendStatus.FAILED, "ef" * 32: SendStatus.ACCEPTED}
     assert apns.tokens() == ["ef" * 32]  # nothing went out for the first; the connection served the second
     assert Device.objects.filter(token="cd" * 32).get().enabled  # the device stays: its app id is the fault
+
+
+def test_the_apns_id_and_the_answer_link_are_what_uuid5_and_django_signing_make() -> None:
+    """Both are built by hand per push (no UUID object, no serializer per link): still uuid5's string,
+    still the token `signing.dumps` signs and `signing.loads` reads."""
+    import time
+    import uuid
+
+    from django.core import signing
+
+    from trainings.answers.links import SALT, answer_token
+    from trainings.push.messages import PushMessage, Target
+
+    for key, device_id in [("push.1", 1), ("push.é✓", 2**40), ("x" * 300, 7)]:
+        push = PushMessage.from_body(message(key, 1))
+        expected = uuid.uuid5(uuid.NAMESPACE_URL, f"trainings-push:{key}/{device_id}")
+        assert Target(device_id, "apns", "ios", "t").send_uuid(push) == str(expected)
+    training = uuid.uuid4()
+    for guardian in (None, 12):
+        value: list[object] = [5, training.hex, "INVITATION", "p", *([guardian] if guardian else [])]
+        while True:  # the two within one second (the token carries its second)
+            second = int(time.time())
+            token = answer_token(
+                player_id=5, training_id=str(training), kind="INVITATION", guardian_id=guardian
+            )
+            django_token = signing.dumps(value, salt=SALT, compress=False)
+            if int(time.time()) == second:
+                break
+        assert token == django_token
+        assert signing.loads(token, salt=SALT) == value
+
+
+def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_characters() -> None:
+    """`key__any` sends the keys as an array literal built here (common/lookups.py): quotes, backslashes,
+    commas, braces, spaces, the word NULL and non-ASCII keys must each find their own row, and only it."""
+    from trainings.models import DeliveredPush
+
+    keys = ['a"b', "c\\d", "e,f", "{g}", "h i", "NULL", "", "é✓", "it's", 'j\\"k']
+    DeliveredPush.objects.bulk_create([DeliveredPush(key=k, provider="apns") for k in [*keys, "other"]])
+    with CaptureQueriesContext(connection) as queries:
+        found = set(DeliveredPush.objects.filter(key__any=keys).values_list("key", flat=True))
+    assert found == set(keys)
+    assert "ANY(" in queries[0]["sql"]
+    assert not DeliveredPush.objects.filter(key__any=[]).exists()

@@ -337,8 +337,9 @@ def gateway_run(
                     # The oldest round ends once its sends are answered (the next one sends meanwhile).
                     results = sender.end(round_, meanwhile=None if stopping else receive)
                     rounds.popleft()
-                    for held, result in zip(batch, results, strict=True):
-                        metrics.push_handled(held.body, result.outcome)
+                    metrics.pushes_handled(
+                        (held.body, result.outcome) for held, result in zip(batch, results, strict=True)
+                    )
                     if multiple_ack and all(r.outcome in _ACKED for r in results):
                         # Not begun: the inbox's first is its oldest (a batch split across rounds
                         # leaves its tag there).
