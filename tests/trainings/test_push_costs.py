@@ -157,6 +157,11 @@ def test_a_round_records_every_device_outcome_with_one_statement_per_kind(
     disables = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "disabled_reason" in s]
     successes = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "last_success_at" in s]
     assert len(inserts) == 1 and len(successes) == 1
+    if connection.vendor == "postgresql":  # the sends' statement is prepared once per connection
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            prepared = [row[0] for row in cursor.fetchall()]
+        assert [p for p in prepared if p.startswith('INSERT INTO "trainings_pushsend"')]
     assert len(disables) == 2  # one per reason (APNs 410 Unregistered, FCM 404 UNREGISTERED), not per device
 
 

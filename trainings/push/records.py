@@ -121,7 +121,8 @@ def sends_record(
         return {}
     with transaction.atomic():
         # Sorted, so two gateways recording overlapping rows take their locks in one order.
-        rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: (r[0], r[1] or 0)))
+        sends = sorted(rows, key=lambda r: (r[0], r[1] or 0))
+        rows_insert_many(PushSend, _SEND_COLUMNS, sends, prepared=True)  # tens of rows, commit after commit
         if accepted:
             _successes_mark(sorted(set(accepted)))
         by_reason: dict[str, list[int]] = {}
