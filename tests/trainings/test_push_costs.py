@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.trainings.push_fixtures import message
-from trainings.models import Device, PushSend, SendStatus
+from trainings.models import Device, PushMinute, PushSend, SendStatus
 from trainings.push.apns import ApnsProvider
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.h2client import H2Client, HeaderEncoder
@@ -158,6 +158,28 @@ def test_a_round_records_every_device_outcome_with_one_statement_per_kind(
     successes = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "last_success_at" in s]
     assert len(inserts) == 1 and len(successes) == 1
     assert len(disables) == 2  # one per reason (APNs 410 Unregistered, FCM 404 UNREGISTERED), not per device
+
+
+def test_a_round_adds_its_device_outcomes_to_the_minute_once(fcm: FcmPeer, sender: PushSender) -> None:
+    """The minute's counts come from the round's answers, in the transaction that finishes the round: one
+    upsert of that hot row per round, none with the commits of the sends (the recorder's, many a round)."""
+    sender.FLUSH_SECONDS = 0.0  # record whatever has arrived at every turn
+    players = [PlayerFactory(devices=[]) for _ in range(12)]
+    for n, player in enumerate(players):
+        DeviceFactory(player=player, provider="fcm", platform="android", token=f"fcm-{n}")
+        if n % 3 == 0:
+            fcm.script(f"fcm-{n}", [Answer(404, "UNREGISTERED")])
+
+    with CaptureQueriesContext(connection) as queries:
+        results = sender.handle([message(f"occ.{p.pk}", p.pk) for p in players])
+
+    assert {r.outcome for r in results} == {Outcome.DELIVERED}
+    sql = [q["sql"].lstrip() for q in queries.captured_queries]
+    minutes = [i for i, s in enumerate(sql) if s.startswith("INSERT") and PushMinute._meta.db_table in s]
+    delivered = [i for i, s in enumerate(sql) if s.startswith('INSERT INTO "trainings_deliveredpush"')]
+    assert len(minutes) == 1 and minutes[0] > delivered[0]  # with the round's finish, after its sends
+    [minute] = PushMinute.objects.all()
+    assert (minute.accepted, minute.not_reached) == (8, 4)
 
 
 def test_a_header_value_the_connection_cannot_carry_fails_only_its_own_send(

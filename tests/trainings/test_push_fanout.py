@@ -96,6 +96,27 @@ def test_device_pages_keep_room_for_the_success_update() -> None:
     assert "fillfactor=50" in (options or [])
 
 
+def test_a_device_deleted_while_its_push_is_in_flight_leaves_the_round_recorded(
+    apns: ApnsPeer, sender: PushSender
+) -> None:
+    """The send row keeps the id of a device deleted meanwhile (no database constraint to lock the device
+    for every send, or to fail the recorder's whole commit); reading it with its device gives none."""
+    player = PlayerFactory(devices=[])
+    gone = DeviceFactory(player=player, provider="apns", platform="ios", token="b" * 64)
+    stays = DeviceFactory(player=player, provider="apns", platform="ios", token="c" * 64)
+
+    round_ = sender.begin([message("occ.gone", player.pk)])
+    Device.objects.filter(pk=gone.pk).delete()
+    [handled] = sender.end(round_)
+
+    assert handled.outcome == Outcome.DELIVERED
+    connection.check_constraints()  # nothing for the end of the transaction to refuse
+    sends = {s.device_id: s for s in PushSend.objects.select_related("device")}
+    assert set(sends) == {gone.pk, stays.pk}
+    assert {s.status for s in sends.values()} == {SendStatus.ACCEPTED}
+    assert sends[gone.pk].device is None and sends[stays.pk].device == stays
+
+
 def test_the_oauth_token_is_fetched_once_and_reused(fcm: FcmPeer, sender: PushSender) -> None:
     players = [PlayerFactory() for _ in range(3)]
     sender.handle([message(f"occ.{p.pk}", p.pk) for p in players])

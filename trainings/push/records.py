@@ -129,7 +129,6 @@ def sends_record(
             by_reason.setdefault(reason, []).append(device_id)
         for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
             devices_disable(device_ids=device_ids, reason=reason)
-        push_minutes_add(at=timezone.now(), accepted=len(accepted), not_reached=len(rows) - len(accepted))
     return dead
 
 
@@ -146,26 +145,38 @@ def pushes_finish(
     complete: list[tuple[int, PushMessage]],
     now: Any,
 ) -> None:
-    """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
+    """The push-level outcomes (stale, no device), a DeliveredPush per finished push, and the round's device
+    outcomes added to their minute (`answers`: every answer of the round, each recorded by `sends_record`).
+
+    The minute is added once per round rather than with each commit of the recorder: every commit rewrote
+    the same row, whose versions pile up on its page until it is pruned. A gateway killed mid-round leaves
+    that round's sends out of the minutes (counts for the status page, not records)."""
     rows = [
         (push.idempotency_key, None, push.player, push.guardian, push.coach, "", str(status), "", "", 0, now)
         for _, push, status in closing
         if status in PUSH_LEVEL
     ]
     finished = [p for _, p, _ in closing] + [p for _, p in complete]
-    if not finished:
+    verdicts = collections.Counter(_FINAL.get(result.verdict) for _, _, _, result in answers)
+    accepted = verdicts[SendStatus.ACCEPTED]
+    not_reached = verdicts[SendStatus.TOKEN_DEAD] + verdicts[SendStatus.FAILED]
+    if not finished and not (accepted or not_reached):
         return
     with transaction.atomic():
-        rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: r[0]))
-        summary = _summaries(answers, closing)
-        delivered_at = timezone.now()
-        rows_insert_many(
-            DeliveredPush,
-            ("key", "provider", "delivered_at"),
-            sorted(
-                (p.idempotency_key, summary.get(p.idempotency_key) or "none", delivered_at) for p in finished
-            ),
-        )
+        if finished:
+            rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: r[0]))
+            summary = _summaries(answers, closing)
+            delivered_at = timezone.now()
+            rows_insert_many(
+                DeliveredPush,
+                ("key", "provider", "delivered_at"),
+                sorted(
+                    (p.idempotency_key, summary.get(p.idempotency_key) or "none", delivered_at)
+                    for p in finished
+                ),
+            )
+        # Last: concurrent gateways' rounds wait on the minute's row only for their commit.
+        push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached)
 
 
 def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
