@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -127,7 +127,13 @@ def _optional_id(value: Any) -> int | None:
 def _aware(value: Any) -> datetime | None:
     if value in (None, ""):
         return None
-    parsed = datetime.fromisoformat(str(value))
+    return _aware_text(str(value))
+
+
+@lru_cache(maxsize=1024)
+def _aware_text(value: str) -> datetime:
+    """Parsed once per text: a training's pushes (all its players') share their fire and expiry times."""
+    parsed = datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"naive datetime {value!r}")
     return parsed
