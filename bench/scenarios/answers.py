@@ -67,6 +67,16 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _all_workers(master: int, timeout: float = 30.0) -> list[int]:
+    """gunicorn's WORKERS workers, once it has forked them all."""
+    deadline = time.monotonic() + timeout
+    while len(workers := _children(master)) < WORKERS and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if len(workers) != WORKERS:
+        raise RuntimeError(f"gunicorn runs {len(workers)} workers, not {WORKERS}")
+    return workers
+
+
 def _backends() -> list[int]:
     """The PostgreSQL backends of the run's database other than this process's own: the workers'
     persistent connections (CONN_MAX_AGE), whose CPU is the database's share of each request."""
@@ -179,13 +189,15 @@ def run(h: Harness) -> Section:
     )  # fmt: skip
     try:
         _wait_for_port(port, server)
-        workers = [server.pid, *_children(server.pid)]
         client = _Client(h, port, links)
         # Warm each worker (imports, URL resolver, the database connection, the prepared statements) before
         # the clock starts: answers the rounds do not count (the first links, answered twice).
         client.run("trivial", 0, links[:200])
         client.run("answers", rounds + 1, links[:200])
         client.run("answers", rounds + 2, links[:200])
+        # gunicorn listens before it has forked every worker: the ones whose CPU is counted are read once all
+        # of them run (a worker missing from the list would make a request look cheaper than it is).
+        workers = [server.pid, *_all_workers(server.pid)]
 
         answers_rates: list[float] = []
         trivial_rates: list[float] = []
