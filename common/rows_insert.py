@@ -9,11 +9,13 @@ auto_now/auto_now_add) and `get_db_prep_save`, and the instances come back saved
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
 
@@ -138,7 +140,9 @@ def _column(model: type[Model], name: str) -> str:
     return str(field.column)
 
 
-def rows_insert_many(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def rows_insert_many(
+    model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]], *, prepared: bool = False
+) -> None:
     """Insert plain rows (values for `columns`, attribute names of `model`), skipping any that conflict with
     a unique constraint (`bulk_create(..., ignore_conflicts=True)`).
 
@@ -146,6 +150,11 @@ def rows_insert_many(model: type[Model], columns: Sequence[str], rows: Sequence[
     to each column's type: one statement and one parameter however many rows, where `bulk_create` builds
     a model instance and a dozen bound parameters per row (the push gateway writes a row per device send).
     Values are what JSON holds, datetimes (ISO 8601 text) and None.
+
+    `prepared`: the statement is bound on the server and prepared once per connection, for a caller that
+    runs it often with few rows (the gateway's recorder, tens of sends a commit), whose planning would
+    cost PostgreSQL as much as the rows. Behind a transaction-pooling proxy that needs its prepared
+    statement support (PgBouncer 1.21+, `max_prepared_statements`), as the answer links' statements do.
     """
     if not rows:
         return
@@ -165,8 +174,39 @@ def rows_insert_many(model: type[Model], columns: Sequence[str], rows: Sequence[
         f"INSERT INTO {quote(model._meta.db_table)} ({names}) SELECT {picks} "  # noqa: S608
         "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(r, n) ORDER BY n ON CONFLICT DO NOTHING"
     )
+    params = [json.dumps(rows, separators=(",", ":"), default=_json_value)]
+    if prepared:
+        _execute_prepared(connection, sql, params)
+        return
     with connection.cursor() as cursor:
-        cursor.execute(sql, [json.dumps(rows, separators=(",", ":"), default=_json_value)])
+        cursor.execute(sql, params)
+
+
+# psycopg prepares a query automatically once it has run this many times with a server-binding cursor;
+# None, Django's default, turns preparing off even when asked: only the statements asked for are prepared.
+_ONLY_WHEN_ASKED = 2**31 - 1
+
+
+class _PreparedCursor(psycopg.Cursor[Any]):
+    """psycopg's server-binding cursor that prepares what it runs (Django's own cursors bind on the client
+    and are never prepared); psycopg keeps one prepared statement per query text and connection."""
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        return super().execute(query, params, **{**options, "prepare": True})
+
+
+def _execute_prepared(connection: Any, sql: str, params: Sequence[Any]) -> None:
+    """Run one statement prepared, through Django's cursor wrapper (its execute wrappers and errors), logged
+    like any query when queries are (the debug cursor cannot read a prepared statement's text back)."""
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    if connection.connection.prepare_threshold is None:
+        connection.connection.prepare_threshold = _ONLY_WHEN_ASKED
+    start = time.monotonic()
+    with connection.make_cursor(_PreparedCursor(connection.connection)) as cursor:
+        cursor.execute(sql, params)
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - start:.3f}"})
 
 
 def _json_value(value: object) -> str:

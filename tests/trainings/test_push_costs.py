@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.trainings.push_fixtures import message
-from trainings.models import Device, PushSend, SendStatus
+from trainings.models import Device, PushMinute, PushSend, SendStatus
 from trainings.push.apns import ApnsProvider
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.h2client import H2Client, HeaderEncoder
@@ -157,7 +157,34 @@ def test_a_round_records_every_device_outcome_with_one_statement_per_kind(
     disables = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "disabled_reason" in s]
     successes = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "last_success_at" in s]
     assert len(inserts) == 1 and len(successes) == 1
+    if connection.vendor == "postgresql":  # the sends' statement is prepared once per connection
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            prepared = [row[0] for row in cursor.fetchall()]
+        assert [p for p in prepared if p.startswith('INSERT INTO "trainings_pushsend"')]
     assert len(disables) == 2  # one per reason (APNs 410 Unregistered, FCM 404 UNREGISTERED), not per device
+
+
+def test_a_round_adds_its_device_outcomes_to_the_minute_once(fcm: FcmPeer, sender: PushSender) -> None:
+    """The minute's counts come from the round's answers, in the transaction that finishes the round: one
+    upsert of that hot row per round, none with the commits of the sends (the recorder's, many a round)."""
+    sender.FLUSH_SECONDS = 0.0  # record whatever has arrived at every turn
+    players = [PlayerFactory(devices=[]) for _ in range(12)]
+    for n, player in enumerate(players):
+        DeviceFactory(player=player, provider="fcm", platform="android", token=f"fcm-{n}")
+        if n % 3 == 0:
+            fcm.script(f"fcm-{n}", [Answer(404, "UNREGISTERED")])
+
+    with CaptureQueriesContext(connection) as queries:
+        results = sender.handle([message(f"occ.{p.pk}", p.pk) for p in players])
+
+    assert {r.outcome for r in results} == {Outcome.DELIVERED}
+    sql = [q["sql"].lstrip() for q in queries.captured_queries]
+    minutes = [i for i, s in enumerate(sql) if s.startswith("INSERT") and PushMinute._meta.db_table in s]
+    delivered = [i for i, s in enumerate(sql) if s.startswith('INSERT INTO "trainings_deliveredpush"')]
+    assert len(minutes) == 1 and minutes[0] > delivered[0]  # with the round's finish, after its sends
+    [minute] = PushMinute.objects.all()
+    assert (minute.accepted, minute.not_reached) == (8, 4)
 
 
 def test_a_header_value_the_connection_cannot_carry_fails_only_its_own_send(
@@ -173,3 +200,47 @@ def test_a_header_value_the_connection_cannot_carry_fails_only_its_own_send(
     assert statuses == {"cd" * 32: SendStatus.FAILED, "ef" * 32: SendStatus.ACCEPTED}
     assert apns.tokens() == ["ef" * 32]  # nothing went out for the first; the connection served the second
     assert Device.objects.filter(token="cd" * 32).get().enabled  # the device stays: its app id is the fault
+
+
+def test_the_apns_id_and_the_answer_link_are_what_uuid5_and_django_signing_make() -> None:
+    """Both are built by hand per push (no UUID object, no serializer per link): still uuid5's string,
+    still the token `signing.dumps` signs and `signing.loads` reads."""
+    import time
+    import uuid
+
+    from django.core import signing
+
+    from trainings.answers.links import SALT, answer_token
+    from trainings.push.messages import PushMessage, Target
+
+    for key, device_id in [("push.1", 1), ("push.é✓", 2**40), ("x" * 300, 7)]:
+        push = PushMessage.from_body(message(key, 1))
+        expected = uuid.uuid5(uuid.NAMESPACE_URL, f"trainings-push:{key}/{device_id}")
+        assert Target(device_id, "apns", "ios", "t").send_uuid(push) == str(expected)
+    training = uuid.uuid4()
+    for guardian in (None, 12):
+        value: list[object] = [5, training.hex, "INVITATION", "p", *([guardian] if guardian else [])]
+        while True:  # the two within one second (the token carries its second)
+            second = int(time.time())
+            token = answer_token(
+                player_id=5, training_id=str(training), kind="INVITATION", guardian_id=guardian
+            )
+            django_token = signing.dumps(value, salt=SALT, compress=False)
+            if int(time.time()) == second:
+                break
+        assert token == django_token
+        assert signing.loads(token, salt=SALT) == value
+
+
+def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_characters() -> None:
+    """`key__any` sends the keys as an array literal built here (common/lookups.py): quotes, backslashes,
+    commas, braces, spaces, the word NULL and non-ASCII keys must each find their own row, and only it."""
+    from trainings.models import DeliveredPush
+
+    keys = ['a"b', "c\\d", "e,f", "{g}", "h i", "NULL", "", "é✓", "it's", 'j\\"k']
+    DeliveredPush.objects.bulk_create([DeliveredPush(key=k, provider="apns") for k in [*keys, "other"]])
+    with CaptureQueriesContext(connection) as queries:
+        found = set(DeliveredPush.objects.filter(key__any=keys).values_list("key", flat=True))
+    assert found == set(keys)
+    assert "ANY(" in queries[0]["sql"]
+    assert not DeliveredPush.objects.filter(key__any=[]).exists()

@@ -3,9 +3,12 @@ APNs (HTTP/2 + TLS, JWT checked) and FCM v1 (OAuth token checked) peers on loopb
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.trainings.push_fixtures import TOPIC, TRAINING, message
@@ -13,6 +16,7 @@ from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.peers import ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
+from trainings.push.records import SUCCESS_EVERY
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +59,62 @@ def test_it_sends_one_push_to_each_enabled_device(apns: ApnsPeer, fcm: FcmPeer, 
     assert sends[android.pk].provider_message_id.startswith("projects/demo-project/messages/")
     assert all(d.last_success_at for d in Device.objects.filter(pk__in=sends))
     assert DeliveredPush.objects.get().key == "occ.1"
+
+
+def test_a_device_reached_again_within_the_hour_keeps_its_last_success(
+    fcm: FcmPeer, sender: PushSender
+) -> None:
+    """`last_success_at` says when a push last got through to within SUCCESS_EVERY: a device reached again
+    sooner is not rewritten (each rewrite is a new row version), one reached later is."""
+    player = PlayerFactory(devices=[])
+    recent = DeviceFactory(player=player, provider="fcm", platform="android", token="recent")
+    earlier = timezone.now() - SUCCESS_EVERY + timedelta(minutes=5)
+    Device.objects.filter(pk=recent.pk).update(last_success_at=earlier)
+    old = DeviceFactory(player=player, provider="fcm", platform="android", token="old")
+    long_ago = timezone.now() - SUCCESS_EVERY - timedelta(minutes=5)
+    Device.objects.filter(pk=old.pk).update(last_success_at=long_ago)
+    DeviceFactory(player=player, provider="fcm", platform="android", token="new")
+
+    before = timezone.now()
+    [handled] = sender.handle([message("occ.again", player.pk)])
+
+    assert handled.outcome == Outcome.DELIVERED
+    assert {r.status for r in fcm.received} == {200} and len(fcm.received) == 3
+    last = dict(Device.objects.values_list("token", "last_success_at"))
+    assert last["recent"] == earlier
+    assert last["old"] is not None and last["old"] >= before
+    assert last["new"] is not None and last["new"] >= before
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL storage parameter")
+def test_device_pages_keep_room_for_the_success_update() -> None:
+    """Half of each page free, so `last_success_at`'s new row version fits on its page (a HOT update, no
+    index entry): migration 0030."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [Device._meta.db_table])
+        (options,) = cursor.fetchone()
+    assert "fillfactor=50" in (options or [])
+
+
+def test_a_device_deleted_while_its_push_is_in_flight_leaves_the_round_recorded(
+    apns: ApnsPeer, sender: PushSender
+) -> None:
+    """The send row keeps the id of a device deleted meanwhile (no database constraint to lock the device
+    for every send, or to fail the recorder's whole commit); reading it with its device gives none."""
+    player = PlayerFactory(devices=[])
+    gone = DeviceFactory(player=player, provider="apns", platform="ios", token="b" * 64)
+    stays = DeviceFactory(player=player, provider="apns", platform="ios", token="c" * 64)
+
+    round_ = sender.begin([message("occ.gone", player.pk)])
+    Device.objects.filter(pk=gone.pk).delete()
+    [handled] = sender.end(round_)
+
+    assert handled.outcome == Outcome.DELIVERED
+    connection.check_constraints()  # nothing for the end of the transaction to refuse
+    sends = {s.device_id: s for s in PushSend.objects.select_related("device")}
+    assert set(sends) == {gone.pk, stays.pk}
+    assert {s.status for s in sends.values()} == {SendStatus.ACCEPTED}
+    assert sends[gone.pk].device is None and sends[stays.pk].device == stays
 
 
 def test_the_oauth_token_is_fetched_once_and_reused(fcm: FcmPeer, sender: PushSender) -> None:

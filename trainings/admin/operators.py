@@ -308,7 +308,10 @@ class PushSendAdmin(_NamedByPush):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PushSend]:
         visible = Push.objects.filter(training__in=trainings_visible_to(request.user)).values("key")
-        return super().get_queryset(request).filter(push_key__in=visible).annotate(push_key_of=F("push_key"))
+        # Joined here for the change page too: a send may name a device deleted while its push was in flight
+        # (no database constraint), which the join reads as none.
+        sends = super().get_queryset(request).filter(push_key__in=visible).select_related("device")
+        return sends.annotate(push_key_of=F("push_key"))
 
     @admin.display(description="device")
     def device_name(self, send: PushSend) -> str:

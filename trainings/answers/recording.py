@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db.models import Model
+from django.db.models.base import ModelState
 from django.utils import timezone
 
 from trainings import kinds, queries
@@ -129,16 +131,36 @@ def _target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None]
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
      decline_alert_within, invitation_id, status, responded_at, source, responded_by, player_id,
      player_name, language, player_zone) = row[:20]  # fmt: skip
-    team = Team(id=team_id, name=team_name, time_zone=team_zone, decline_alert_within=decline_alert_within)
-    training = Training(id=training_id, team=team, title=title, start=start, end=end, time_zone=zone,
-                        location=location, cancelled=cancelled)  # fmt: skip
+    team = _detached(Team, id=team_id, name=team_name, time_zone=team_zone,
+                     decline_alert_within=decline_alert_within)  # fmt: skip
+    training = _detached(Training, {"team": team}, id=training_id, team_id=team_id, title=title, start=start,
+                         end=end, time_zone=zone, location=location, cancelled=cancelled)  # fmt: skip
     if invitation_id is None:
         return training, None
-    player = Player(id=player_id, name=player_name, language=language, time_zone=player_zone)
-    invitation = Invitation(id=invitation_id, training=training, player=player, status=status,
-                            responded_at=responded_at, response_source=source,
-                            responded_by_id=responded_by)  # fmt: skip
+    player = _detached(Player, id=player_id, name=player_name, language=language, time_zone=player_zone)
+    invitation = _detached(Invitation, {"training": training, "player": player}, id=invitation_id,
+                           training_id=training_id, player_id=player_id, status=status,
+                           responded_at=responded_at, response_source=source,
+                           responded_by_id=responded_by)  # fmt: skip
     return training, invitation
+
+
+_M = TypeVar("_M", bound=Model)
+
+
+def _detached(model: type[_M], related: dict[str, Model] | None = None, /, **values: Any) -> _M:
+    """An instance of `model` as the database would give it, with only these fields (attribute names) and
+    these related objects, built without `Model.__init__`: that fills every other field's default and
+    sends pre_init and post_init, and for a link's four objects cost more than its statement. A field not
+    given is deferred: reading it loads it from the database rather than inventing a value."""
+    instance = model.__new__(model)
+    state = ModelState()
+    state.adding, state.db = False, DEFAULT_DB_ALIAS
+    if related:
+        state.fields_cache = dict(related)
+    instance._state = state
+    instance.__dict__.update(values)
+    return instance
 
 
 @dataclass(frozen=True)
@@ -294,8 +316,9 @@ def answer_link_answer(
     if invitation:
         if changed:
             answer = _invitation_answer(
-                Invitation(status=row[-4], responded_at=row[-3], response_source=row[-2])
-            )
+                _detached(Invitation, status=row[-4], responded_at=row[-3], response_source=row[-2],
+                          player_id=link.player_id, responded_by_id=None)
+            )  # fmt: skip
             recorded = Recorded(True, {**answer, "by": None})
         else:
             recorded = Recorded(False, _invitation_answer(target.invitation))

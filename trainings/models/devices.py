@@ -65,7 +65,9 @@ class Device(models.Model):
         help_text="APNs topic (the app's bundle id) or FCM app id; empty means the configured default.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a provider last accepted a push for it (to within an hour)."
+    )
     disabled_at = models.DateTimeField(null=True, blank=True)
     disabled_reason = models.CharField(max_length=200, blank=True)
 
@@ -136,7 +138,12 @@ class PushSend(models.Model):
     """
 
     push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
-    device = models.ForeignKey(Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends")
+    # No database constraint: its check locked the device's row for every send recorded (a row lock and
+    # WAL per push), and a device deleted while its push was in flight failed the recorder's whole commit
+    # (every outcome in it sent again). The ORM still sets it to null when a device goes.
+    device = models.ForeignKey(
+        Device, null=True, blank=True, on_delete=models.SET_NULL, related_name="sends", db_constraint=False
+    )
     player_id = models.BigIntegerField(
         null=True, blank=True, help_text="The push's player (kept when the device row goes); none: a coach's."
     )

@@ -93,12 +93,16 @@ def push_handle(body: Any, *, providers: Providers | PushProvider) -> Outcome:
         sender.close()
 
 
+_VALUES = {outcome: outcome.value for outcome in Outcome}
+
+
 @dataclass
 class GatewayStats:
     counts: dict[str, int] = field(default_factory=dict)
 
     def add(self, outcome: Outcome) -> None:
-        self.counts[outcome.value] = self.counts.get(outcome.value, 0) + 1
+        value = _VALUES[outcome]  # (an enum's `.value` is a descriptor call per push)
+        self.counts[value] = self.counts.get(value, 0) + 1
 
     @property
     def handled(self) -> int:
@@ -337,8 +341,9 @@ def gateway_run(
                     # The oldest round ends once its sends are answered (the next one sends meanwhile).
                     results = sender.end(round_, meanwhile=None if stopping else receive)
                     rounds.popleft()
-                    for held, result in zip(batch, results, strict=True):
-                        metrics.push_handled(held.body, result.outcome)
+                    metrics.pushes_handled(
+                        (held.body, result.outcome) for held, result in zip(batch, results, strict=True)
+                    )
                     if multiple_ack and all(r.outcome in _ACKED for r in results):
                         # Not begun: the inbox's first is its oldest (a batch split across rounds
                         # leaves its tag there).

@@ -103,6 +103,8 @@ class H2Client:
         self._connecting: asyncio.Lock | None = None
         # Per header name: the never-indexed literal's first bytes (its name), for per-request values.
         self._never_indexed: dict[bytes, bytes] = {}
+        self._names: dict[str, bytes] = {}  # header names seen, checked and encoded once
+        self._authority = self.authority.encode()
         # The request line's fields: `:method POST` and `:scheme` are static-table entries, one byte each.
         self._start = bytes((0x83, 0x87 if self.scheme == "https" else 0x86))
 
@@ -140,17 +142,24 @@ class H2Client:
         surrounding white space, which would make the server drop the whole connection."""
         if _UNSAFE.search(path):
             raise H2BadRequest("the request path has a control character or surrounding white space")
-        fields = [(name, name.encode(), value.encode()) for name, value in headers.items()]
         indexed = encoder._indexed
-        for name, name_bytes, value_bytes in fields:  # all checked before the table changes
-            if (name_bytes, value_bytes) not in indexed and (
-                _UNSAFE.search(headers[name]) or not _NAME.fullmatch(name)
-            ):
+        per_request = self.per_request_headers
+        fields: list[tuple[bool, bytes, bytes]] = []
+        for name, value in headers.items():  # all checked before the table changes
+            name_bytes = self._names.get(name)
+            if name_bytes is None:
+                if not _NAME.fullmatch(name):
+                    raise H2BadRequest(f"header {name[:40]!r}: not a lower-case HTTP token")
+                name_bytes = self._names[name] = name.encode()
+            value_bytes = value.encode()
+            never = name in per_request
+            if (never or (name_bytes, value_bytes) not in indexed) and _UNSAFE.search(value):
                 raise H2BadRequest(f"header {name[:40]!r}: a control character or surrounding white space")
-        parts = [encoder.start(), self._start, encoder.indexed(b":authority", self.authority.encode()),
+            fields.append((never, name_bytes, value_bytes))
+        parts = [encoder.start(), self._start, encoder.indexed(b":authority", self._authority),
                  self._never(b":path", (self.prefix + path).encode())]  # fmt: skip
-        for name, name_bytes, value_bytes in fields:
-            if name in self.per_request_headers:
+        for never, name_bytes, value_bytes in fields:
+            if never:
                 parts.append(self._never(name_bytes, value_bytes))
             else:
                 parts.append(encoder.indexed(name_bytes, value_bytes))

@@ -1,6 +1,6 @@
 """What the gateway leaves for the status page and `/health/ready`: a heartbeat row per process, touched
 at most every HEARTBEAT_EVERY seconds from its consumer loop (idle or busy), and per-minute counts of the
-device sends it recorded (one upsert in the transaction that records them)."""
+device sends it recorded (one upsert per round of pushes, in the transaction that finishes the round)."""
 
 from __future__ import annotations
 

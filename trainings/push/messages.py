@@ -3,6 +3,7 @@ of one send, and the small helpers every HTTP/2 provider shares."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import ssl
 import time
@@ -10,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -126,7 +127,13 @@ def _optional_id(value: Any) -> int | None:
 def _aware(value: Any) -> datetime | None:
     if value in (None, ""):
         return None
-    parsed = datetime.fromisoformat(str(value))
+    return _aware_text(str(value))
+
+
+@lru_cache(maxsize=1024)
+def _aware_text(value: str) -> datetime:
+    """Parsed once per text: a training's pushes (all its players') share their fire and expiry times."""
+    parsed = datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"naive datetime {value!r}")
     return parsed
@@ -147,7 +154,17 @@ class Target:
         return f"{push.idempotency_key}/{self.device_id}"
 
     def send_uuid(self, push: PushMessage) -> str:
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainings-push:{self.send_key(push)}"))
+        """`uuid.uuid5(NAMESPACE_URL, "trainings-push:<send key>")` as its string, without the UUID object
+        and its integer arithmetic (one per request)."""
+        name = f"trainings-push:{push.idempotency_key}/{self.device_id}".encode()
+        digest = bytearray(hashlib.sha1(_URL_NAMESPACE + name, usedforsecurity=False).digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = digest.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_URL_NAMESPACE = uuid.NAMESPACE_URL.bytes
 
 
 class Verdict(StrEnum):
@@ -217,8 +234,27 @@ def h2_connect(base_url: str, *, per_request_headers: tuple[str, ...] = ()) -> H
                     per_request_headers=per_request_headers)  # fmt: skip
 
 
+def _unserializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# `json.dumps(document, separators=(",", ":"))` without the encoder object and the C encoder it builds per
+# call (every request's body goes through it); the pure-Python encoder where the C one is missing.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE = (
+    _c_make_encoder(
+        None, _unserializable, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    if _c_make_encoder is not None
+    else None
+)
+
+
 def json_dumps(document: Any) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode()
+    if _ENCODE is None:
+        return _COMPACT.encode(document).encode()
+    return "".join(_ENCODE(document, 0)).encode()
 
 
 def json_object(body: bytes) -> dict[str, Any]:

@@ -55,13 +55,18 @@ def pushes_queued(kinds: Iterable[str]) -> None:
             PUSHES.labels(kind, "queued").inc(count)
 
 
-def push_handled(body: Any, outcome: str) -> None:
-    """The gateway's outcome for one push message (delivered, no_device, stale, duplicate, retry, ...)."""
+def pushes_handled(handled: Iterable[tuple[Any, str]]) -> None:
+    """The gateway's outcome for each push of a round (delivered, no_device, stale, duplicate, retry, ...),
+    counted per (kind, outcome) before the counters are touched (a labelled counter takes a lock)."""
     if not _enabled:
         return
-    kind = body.get("kind") if isinstance(body, dict) else None
-    # A malformed message's "kind" is whatever the sender wrote: only the table's codes become labels.
-    PUSHES.labels(kind if isinstance(kind, str) and kind in KINDS else "unknown", str(outcome)).inc()
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    for body, outcome in handled:
+        kind = body.get("kind") if isinstance(body, dict) else None
+        # A malformed message's "kind" is whatever the sender wrote: only the table's codes become labels.
+        counts[kind if isinstance(kind, str) and kind in KINDS else "unknown", str(outcome)] += 1
+    for labels, count in counts.items():
+        PUSHES.labels(*labels).inc(count)
 
 
 def push_device_outcomes(outcomes: Iterable[tuple[str, str]]) -> None:

@@ -11,10 +11,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from common.lookups import AnyOf
@@ -88,6 +90,9 @@ _SEND_COLUMNS = ("push_key", "device_id", "player_id", "guardian_id", "coach_id"
                  "provider_message_id", "error", "attempts", "recorded_at")  # fmt: skip
 _FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
           Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
+# A device's `last_success_at` moves once this much older than the accepted send: a device reached again
+# within it (a guardian's several players, a coach's digest beside a reminder) costs no row version.
+SUCCESS_EVERY = timedelta(hours=1)
 
 
 def sends_record(
@@ -116,16 +121,23 @@ def sends_record(
         return {}
     with transaction.atomic():
         # Sorted, so two gateways recording overlapping rows take their locks in one order.
-        rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: (r[0], r[1] or 0)))
+        sends = sorted(rows, key=lambda r: (r[0], r[1] or 0))
+        rows_insert_many(PushSend, _SEND_COLUMNS, sends, prepared=True)  # tens of rows, commit after commit
         if accepted:
-            Device.objects.filter(pk__any=sorted(set(accepted))).update(last_success_at=timezone.now())
+            _successes_mark(sorted(set(accepted)))
         by_reason: dict[str, list[int]] = {}
         for device_id, reason in sorted(dead.items()):
             by_reason.setdefault(reason, []).append(device_id)
         for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
             devices_disable(device_ids=device_ids, reason=reason)
-        push_minutes_add(at=timezone.now(), accepted=len(accepted), not_reached=len(rows) - len(accepted))
     return dead
+
+
+def _successes_mark(device_ids: list[int]) -> None:
+    """The devices reached now, whose `last_success_at` is unset or older than SUCCESS_EVERY."""
+    now = timezone.now()
+    stale = Q(last_success_at__isnull=True) | Q(last_success_at__lt=now - SUCCESS_EVERY)
+    Device.objects.filter(stale, pk__any=device_ids).update(last_success_at=now)
 
 
 def pushes_finish(
@@ -134,26 +146,38 @@ def pushes_finish(
     complete: list[tuple[int, PushMessage]],
     now: Any,
 ) -> None:
-    """The push-level outcomes (stale, no device) and a DeliveredPush per finished push."""
+    """The push-level outcomes (stale, no device), a DeliveredPush per finished push, and the round's device
+    outcomes added to their minute (`answers`: every answer of the round, each recorded by `sends_record`).
+
+    The minute is added once per round rather than with each commit of the recorder: every commit rewrote
+    the same row, whose versions pile up on its page until it is pruned. A gateway killed mid-round leaves
+    that round's sends out of the minutes (counts for the status page, not records)."""
     rows = [
         (push.idempotency_key, None, push.player, push.guardian, push.coach, "", str(status), "", "", 0, now)
         for _, push, status in closing
         if status in PUSH_LEVEL
     ]
     finished = [p for _, p, _ in closing] + [p for _, p in complete]
-    if not finished:
+    verdicts = collections.Counter(_FINAL.get(result.verdict) for _, _, _, result in answers)
+    accepted = verdicts[SendStatus.ACCEPTED]
+    not_reached = verdicts[SendStatus.TOKEN_DEAD] + verdicts[SendStatus.FAILED]
+    if not finished and not (accepted or not_reached):
         return
     with transaction.atomic():
-        rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: r[0]))
-        summary = _summaries(answers, closing)
-        delivered_at = timezone.now()
-        rows_insert_many(
-            DeliveredPush,
-            ("key", "provider", "delivered_at"),
-            sorted(
-                (p.idempotency_key, summary.get(p.idempotency_key) or "none", delivered_at) for p in finished
-            ),
-        )
+        if finished:
+            rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: r[0]))
+            summary = _summaries(answers, closing)
+            delivered_at = timezone.now()
+            rows_insert_many(
+                DeliveredPush,
+                ("key", "provider", "delivered_at"),
+                sorted(
+                    (p.idempotency_key, summary.get(p.idempotency_key) or "none", delivered_at)
+                    for p in finished
+                ),
+            )
+        # Last: concurrent gateways' rounds wait on the minute's row only for their commit.
+        push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached)
 
 
 def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:

@@ -91,7 +91,9 @@ class PushSender:
         self._queue: collections.deque[tuple[Round, int, PushMessage, Target]] = collections.deque()
         self._workers = 0  # the loop's thread only
         self._unrecorded = 0  # sends started and not yet committed (the loop's thread only)
-        self._room: asyncio.Event | None = None  # set when `_unrecorded` drops under `in_flight`
+        # Workers waiting for `_unrecorded` to drop under `in_flight`: a commit wakes as many as it made
+        # room for (an Event would wake every waiting worker on every commit, to send one each).
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self._seq = 0  # rounds begun
         self._open: dict[int, Round] = {}  # rounds begun and not ended, by seq
         self._keys: set[str] = set()  # the idempotency keys of the open rounds
@@ -316,10 +318,9 @@ class PushSender:
             while self._queue:
                 if self._recorder is not None and self._unrecorded >= self.in_flight:
                     # As many sends as a crash may repeat are out without a committed outcome.
-                    if self._room is None:
-                        self._room = asyncio.Event()
-                    self._room.clear()
-                    await self._room.wait()
+                    waiter = self.loop.create_future()
+                    self._waiting.append(waiter)
+                    await waiter
                     continue
                 round_, i, push, device = self._queue.popleft()
                 self._unrecorded += 1
@@ -341,8 +342,12 @@ class PushSender:
     def _committed(self, count: int) -> None:
         """On the loop's thread: `count` outcomes are committed; waiting workers may send again."""
         self._unrecorded -= count
-        if self._room is not None and self._unrecorded < self.in_flight:
-            self._room.set()
+        room = self.in_flight - self._unrecorded
+        while room > 0 and self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():  # (cancelled at close)
+                waiter.set_result(None)
+                room -= 1
         if self._queue and self._workers < min(self.in_flight, len(self._queue)):
             self._enqueue([])
 
