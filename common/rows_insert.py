@@ -15,9 +15,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
-import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
+
+from common.prepared import prepared_cursor
 
 M = TypeVar("M", bound=Model)
 
@@ -182,28 +183,11 @@ def rows_insert_many(
         cursor.execute(sql, params)
 
 
-# psycopg prepares a query automatically once it has run this many times with a server-binding cursor;
-# None, Django's default, turns preparing off even when asked: only the statements asked for are prepared.
-_ONLY_WHEN_ASKED = 2**31 - 1
-
-
-class _PreparedCursor(psycopg.Cursor[Any]):
-    """psycopg's server-binding cursor that prepares what it runs (Django's own cursors bind on the client
-    and are never prepared); psycopg keeps one prepared statement per query text and connection."""
-
-    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-        return super().execute(query, params, **{**options, "prepare": True})
-
-
 def _execute_prepared(connection: Any, sql: str, params: Sequence[Any]) -> None:
     """Run one statement prepared, through Django's cursor wrapper (its execute wrappers and errors), logged
     like any query when queries are (the debug cursor cannot read a prepared statement's text back)."""
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    if connection.connection.prepare_threshold is None:
-        connection.connection.prepare_threshold = _ONLY_WHEN_ASKED
     start = time.monotonic()
-    with connection.make_cursor(_PreparedCursor(connection.connection)) as cursor:
+    with prepared_cursor(connection, logged=False) as cursor:
         cursor.execute(sql, params)
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - start:.3f}"})

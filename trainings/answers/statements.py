@@ -20,26 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import psycopg
 from django.db import InterfaceError, OperationalError
 from django.db import connection as _connection
+
+from common.prepared import prepared_cursor
 
 # Django's connection, with the attributes django-stubs leaves out (the health check's, the raw connection's
 # type).
 connection: Any = _connection
-
-# psycopg prepares a query automatically once it has run this many times on a connection (with a server-side
-# binding cursor; Django's own cursors bind on the client and are never prepared); None, Django's default,
-# turns preparing off altogether, even when asked. Here only the statements asked for are prepared.
-_ONLY_WHEN_ASKED = 2**31 - 1
-
-
-class _PreparedCursor(psycopg.Cursor[Any]):
-    """psycopg's server-binding cursor that prepares every statement it runs (psycopg keeps one prepared
-    statement per query text and connection; Django leaves automatic preparing off)."""
-
-    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-        return super().execute(query, params, **{**options, "prepare": True})
 
 
 def fetch_one(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -62,13 +50,7 @@ def fetch_one(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any,
 
 
 def _fetch_one(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any, ...] | None:
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    if connection.connection.prepare_threshold is None:  # Django's default: psycopg prepares nothing
-        connection.connection.prepare_threshold = _ONLY_WHEN_ASKED
-    raw = _PreparedCursor(connection.connection)
-    cursor = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
-    with cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return row if row is None else tuple(row)

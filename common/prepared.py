@@ -1,0 +1,41 @@
+"""Statements prepared on the server, once per connection, for the few that run very often.
+
+Django's psycopg cursors bind parameters on the client and never prepare; a statement run for every answer
+link followed or every commit of the push gateway's recorder pays PostgreSQL's parsing and planning each
+time, as much as running it. `prepared_cursor` gives a server-binding cursor that prepares what it runs
+(psycopg keeps one prepared statement per query text and connection), through Django's cursor wrapper so
+its execute wrappers and errors are Django's. Behind a transaction-pooling proxy prepared statements need
+its support (PgBouncer 1.21 and later, `max_prepared_statements`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+# psycopg prepares a query automatically once it has run this many times on a connection (with a
+# server-binding cursor); None, Django's default, turns preparing off even when asked. Here only the
+# statements asked for are prepared.
+_ONLY_WHEN_ASKED = 2**31 - 1
+
+
+class _PreparedCursor(psycopg.Cursor[Any]):
+    """psycopg's server-binding cursor that prepares every statement it runs."""
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        return super().execute(query, params, **{**options, "prepare": True})
+
+
+def prepared_cursor(connection: Any, *, logged: bool = True) -> Any:
+    """A cursor on Django's `connection` (connected here) whose statements are prepared; with `logged`,
+    Django's debug cursor when queries are logged (a caller whose parameters it cannot render logs the
+    query itself)."""
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    if connection.connection.prepare_threshold is None:
+        connection.connection.prepare_threshold = _ONLY_WHEN_ASKED
+    raw = _PreparedCursor(connection.connection)
+    if logged and connection.queries_logged:
+        return connection.make_debug_cursor(raw)
+    return connection.make_cursor(raw)
