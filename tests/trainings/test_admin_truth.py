@@ -170,3 +170,27 @@ def test_zones_and_languages_are_chosen_from_lists_and_a_coach_reads_their_teams
     assert "Times in America/New_York" in page  # no preference of their own: the team's zone
     detail = browser.get(f"/admin/trainings/team/{team.pk}/change/").content.decode()
     assert '<select name="time_zone"' in detail
+
+
+def test_a_send_whose_device_was_deleted_in_flight_reads_as_no_device(
+    operator_client: Client, team: Team, rules: dict[str, Any], push_queue: str
+) -> None:
+    """A send row keeps the id of a device deleted while its push was in flight (no database constraint):
+    the push's page, the sends' list and the send's page say "no device" instead of failing."""
+    training = training_made(team, timezone.now() + dt.timedelta(days=2), title="Hill runs")
+    training_remind_now(training=training, rule=rules["invitation"], click="c3")
+    push = Push.objects.get(training=training, player__name="Bruno")
+    gone = Device.objects.create(player=push.player, platform="ios", provider="apns", token="d" * 64)
+    gone_id = gone.pk
+    gone.delete()
+    send = PushSend.objects.create(push_key=push.key, device_id=gone_id, player_id=push.player_id,
+                                   provider="apns", status=SendStatus.ACCEPTED,
+                                   recorded_at=timezone.now())  # fmt: skip
+    for path in (
+        f"/admin/trainings/push/{push.pk}/change/",
+        "/admin/trainings/pushsend/",
+        f"/admin/trainings/pushsend/{send.pk}/change/",
+    ):
+        page = operator_client.get(path)
+        assert page.status_code == 200, path
+        assert "apns (no device)" in page.content.decode(), path

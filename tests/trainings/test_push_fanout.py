@@ -86,7 +86,7 @@ def test_a_device_reached_again_within_the_hour_keeps_its_last_success(
     assert last["new"] is not None and last["new"] >= before
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL storage parameter")
+@pytest.mark.postgres  # a PostgreSQL storage parameter
 def test_device_pages_keep_room_for_the_success_update() -> None:
     """Half of each page free, so `last_success_at`'s new row version fits on its page (a HOT update, no
     index entry): migration 0030."""
