@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -22,6 +23,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    # No host name but loopback resolves: a page that asks for anything else fails at once (and the `page`
+    # fixture fails its test) instead of waiting for this machine's resolver, which can take 5 s to say no.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
 ]
 # The live server listens on loopback, on a port the OS picks.
 os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
@@ -50,11 +54,27 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
+    """A page of a fresh context; the test fails if anything it showed asked for a host other than loopback
+    (a font, a script or a tracker from a third party: the admin and the docs work offline and tell nobody
+    who reads them)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(15_000)
+    elsewhere: list[str] = []
+
+    def note(request: Any) -> None:
+        if _off_loopback(request.url):
+            elsewhere.append(request.url)
+
+    page.on("request", note)
     yield page
     context.close()
+    assert not elsewhere, f"the pages asked for hosts other than loopback: {elsewhere}"
+
+
+def _off_loopback(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in ("127.0.0.1", "localhost")
 
 
 def shot(page: Any, name: str) -> Path:
