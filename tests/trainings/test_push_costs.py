@@ -6,6 +6,7 @@ its own send. Real APNs and FCM peers on loopback, the real PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import hpack
@@ -19,6 +20,7 @@ from trainings.models import DeliveredPush, Device, PushMinute, PushSend, SendSt
 from trainings.push.apns import ApnsProvider
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.h2client import H2Client, HeaderEncoder
+from trainings.push.messages import json_dumps
 from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
 
@@ -244,3 +246,19 @@ def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_cha
     assert found == set(keys)
     assert ("ANY(" if connection.vendor == "postgresql" else " IN (") in queries[0]["sql"]
     assert not DeliveredPush.objects.filter(key__any=[]).exists()
+
+
+def test_the_request_bodies_are_what_json_dumps_makes_compact() -> None:
+    """`json_dumps` calls the C encoder directly (trainings/push/messages.py): the same bytes as
+    `json.dumps(..., separators=(",", ":"))`, non-ASCII escaped, and the same refusal of what JSON has not."""
+    documents: list[Any] = [
+        {"message": {"token": "t",
+                     "notification": {"title": "Questionnaire avant l'entraînement ✓", "body": 'a"b\\c\n'},
+                     "data": {"n": 3, "x": 1.5, "ok": True, "none": None, "list": [1, "2", [3]]}}},
+        {"aps": {"alert": {"title": "Ünïcode 🏃", "body": ""}, "category": "TRAINING_INVITATION"}, "k": -0.0},
+        [], {}, "plain", 12,
+    ]  # fmt: skip
+    for document in documents:
+        assert json_dumps(document) == json.dumps(document, separators=(",", ":")).encode()
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        json_dumps({"when": object()})
