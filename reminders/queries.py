@@ -10,6 +10,10 @@ tests/test_sql_homes.py fails when another module of the app executes SQL text o
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
+
 from reminders.models import (
     PRIORITY_MAX,
     PRIORITY_MIN,
@@ -223,3 +227,22 @@ DUE_CHANNEL = "reminders_due"
 DUE_NOTIFY = "SELECT pg_notify(%s, '')"
 # Listen for those wake-ups.
 DUE_LISTEN = f"LISTEN {DUE_CHANNEL}"
+
+_OWN = get_user_model()._meta.get_field("user_permissions")
+_GROUPS = get_user_model()._meta.get_field("groups")
+_GRANTS = Group._meta.get_field("permissions")
+# Every permission a user holds, their own and their groups', as (app label, codename): one statement
+# where Django's ModelBackend runs two (reminders/http/permissions_backend.py). %(user)s is the user's id.
+USER_PERMISSIONS = f"""
+    SELECT ct.app_label, p.codename
+      FROM {Permission._meta.db_table} AS p
+      JOIN {ContentType._meta.db_table} AS ct ON ct.id = p.content_type_id
+     WHERE p.id IN (
+           SELECT {_OWN.m2m_reverse_name()} FROM {_OWN.m2m_db_table()}
+            WHERE {_OWN.m2m_column_name()} = %(user)s
+            UNION ALL
+           SELECT g.{_GRANTS.m2m_reverse_name()}
+             FROM {_GRANTS.m2m_db_table()} AS g
+             JOIN {_GROUPS.m2m_db_table()} AS m
+               ON m.{_GROUPS.m2m_reverse_name()} = g.{_GRANTS.m2m_column_name()}
+            WHERE m.{_GROUPS.m2m_column_name()} = %(user)s)"""  # noqa: S608 - names from the models
