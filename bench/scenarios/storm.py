@@ -43,6 +43,7 @@ PUSHES_AT_ONCE = 1_000_000
 SECONDS_FOR_THEM = 60.0
 # (label, workers, gateways, to the APNs/FCM peers rather than the logging provider)
 ROUNDS = (("peers", 1, 1, True), ("logging", 1, 1, False), ("peers-2x2", 2, 2, True))
+STORM_TOKENS = 1 << 252  # the first APNs token of the storm's devices (64 hex digits)
 
 
 @dataclass
@@ -73,9 +74,11 @@ def _setup(n: int) -> Storm:
         [tm.Membership(team=teams[i // PLAYERS], player=p, active=True) for i, p in enumerate(players)],
         batch_size=5000,
     )
+    # APNs tokens of their own: the push scenario's start at 0, and both scenarios run on one database when
+    # named together (`--only push storm`).
     tm.Device.objects.bulk_create(
         [
-            tm.Device(player=p, provider="apns", platform="ios", token=f"{i:064x}")
+            tm.Device(player=p, provider="apns", platform="ios", token=f"{STORM_TOKENS + i:064x}")
             if i % 2 == 0
             else tm.Device(player=p, provider="fcm", platform="android", token=f"fcm-storm-{i}")
             for i, p in enumerate(players)
