@@ -22,7 +22,7 @@ from reminders.engine.connection_thread import marker
 from reminders.engine.lookahead import carrier
 from reminders.engine.wakeup import listener
 from reminders.transports import get_transport
-from tests import services
+from tests import machine, services
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
 from trainings.push.queue import batch_pushes, push_queue_publisher
@@ -30,13 +30,19 @@ from trainings.push.queue import batch_pushes, push_queue_publisher
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+_MACHINE_AT_START = pytest.StashKey[tuple[machine.CpuTimes | None, float]]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (`pytest -n 2`) each test process gets a RabbitMQ vhost of its own, as
     pytest-django gives it a database of its own (`test_<name>_gw0`): Celery's kick queue, the push queue
-    and the engine's fixed queue names cannot then be consumed by another process's workers."""
+    and the engine's fixed queue names cannot then be consumed by another process's workers. The
+    controller (or the one process) reads the machine's counters and speed for the summary."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         services.use_broker_of_test_process(worker)
+    else:
+        config.stash[_MACHINE_AT_START] = (machine.CpuTimes.now(), machine.loop_nanoseconds())
 
 
 # Modules whose tests run for tens of seconds each (real processes, a browser, schemathesis's hundreds of
@@ -307,6 +313,10 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from tests import fault_table
+
+    start = terminalreporter.config.stash.get(_MACHINE_AT_START, None)
+    if start is not None:
+        terminalreporter.write_line(machine.summary(*start))
 
     if fault_table.RESULTS:
         terminalreporter.section("fault suite")
