@@ -2,7 +2,8 @@
 saying what it does (procrastinate keeps its `sql/queries.sql` the same way); the ORM does the rest.
 
 The engine's statements come first (claim, inserts, the timer's re-read, schedule heads), then the
-operator's (status figures, scan record, metric gauges), then the one-liners (ping, clock, wake-up). The
+operator's (status figures, scan record, metric gauges), then the one-liners (ping, clock, wake-up), then
+the API's (a user's permissions, a token with its user: read on every authenticated request). The
 per-priority walk over due rows is written once (`due_ranges`, and `due_scopes` for every throttle
 scope). Table names come from the models and bounds are constants; every value is a bound parameter.
 tests/test_sql_homes.py fails when another module of the app executes SQL text of its own.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
+from rest_framework.authtoken.models import Token
 
 from reminders.models import (
     PRIORITY_MAX,
@@ -246,3 +248,17 @@ USER_PERMISSIONS = f"""
              JOIN {_GROUPS.m2m_db_table()} AS m
                ON m.{_GROUPS.m2m_reverse_name()} = g.{_GRANTS.m2m_column_name()}
             WHERE m.{_GROUPS.m2m_column_name()} = %(user)s)"""  # noqa: S608 - names from the models
+
+TOKEN_FIELDS = [field.attname for field in Token._meta.concrete_fields]
+USER_FIELDS = [field.attname for field in get_user_model()._meta.concrete_fields]
+_TOKEN_COLUMNS = ", ".join(f't."{field.column}"' for field in Token._meta.concrete_fields)
+_USER_COLUMNS = ", ".join(f'u."{field.column}"' for field in get_user_model()._meta.concrete_fields)
+_TOKEN_USER = Token._meta.get_field("user")
+# An API token and its user, for the API's token authentication (reminders/http/token_auth.py): the
+# token's columns (TOKEN_FIELDS), then the user's (USER_FIELDS). %(key)s is the token's key.
+TOKEN_WITH_USER = f"""
+    SELECT {_TOKEN_COLUMNS}, {_USER_COLUMNS}
+      FROM {Token._meta.db_table} AS t
+      JOIN {get_user_model()._meta.db_table} AS u
+        ON u."{_TOKEN_USER.target_field.column}" = t."{_TOKEN_USER.column}"
+     WHERE t."{Token._meta.pk.column}" = %(key)s"""  # noqa: S608 - names from the models
