@@ -3,7 +3,7 @@
 Every API request by a coach asks `has_perm` once (trainings/selectors.py: may they see every team?), on
 a user object fresh from the token, so the backend's per-object cache never helps: Django's backend then
 builds two queries through the user's related managers, reading their own permissions and their groups'
-apart. This one runs one prepared statement (reminders/queries.py). Answers, caches (`_perm_cache`) and
+apart. This one runs one statement (reminders/queries.py). Answers, caches (`_perm_cache`) and
 the inactive, anonymous, superuser and per-object rules are Django's.
 """
 
