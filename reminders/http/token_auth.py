@@ -29,6 +29,9 @@ class TokenAuthentication(authentication.TokenAuthentication):
             return super().authenticate_credentials(key)
         if "\x00" in key:  # no stored key has one, and PostgreSQL refuses it in a text parameter
             raise exceptions.AuthenticationFailed(_("Invalid token."))
+        # Django's own cursor runs this first: a kept connection that died while idle (a failover) is
+        # replaced here rather than failing the request.
+        connection.close_if_health_check_failed()
         with prepared_cursor(connection) as cursor:
             cursor.execute(TOKEN_WITH_USER, {"key": key})
             row = cursor.fetchone()

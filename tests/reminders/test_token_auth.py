@@ -53,3 +53,27 @@ def test_an_api_request_with_a_token_is_authenticated_and_a_bad_one_is_401() -> 
     assert client.get("/api/jobs/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
     refused = client.get("/api/jobs/", HTTP_AUTHORIZATION="Token not-a-token")
     assert refused.status_code == 401 and refused.json() == {"detail": "Invalid token."}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_connection_that_died_while_idle_is_replaced_not_a_failed_request() -> None:
+    """As Django's own cursor does with CONN_HEALTH_CHECKS: after a database failover the first request
+    on a kept connection reconnects instead of answering 500."""
+    import psycopg
+    from django.conf import settings
+    from django.db import connection
+
+    key = Token.objects.create(user=UserFactory()).key
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    database = settings.DATABASES["default"]
+    with psycopg.connect(
+        host=database["HOST"], port=database["PORT"] or 5432, user=database["USER"], dbname=database["NAME"],
+        autocommit=True,
+    ) as other:  # fmt: skip
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    connection.health_check_enabled, connection.health_check_done = True, False  # a new request's state
+    user, token = TokenAuthentication().authenticate_credentials(key)
+    assert token.key == key and user.is_active
