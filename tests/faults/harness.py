@@ -349,13 +349,14 @@ class DatabaseClock:
 
 def terminate_worker_backends(*, worker: WorkerProcess | None = None, only_waiting: bool = False) -> int:
     """pg_terminate_backend on the fault workers' connections to the test database (one worker's, or
-    every worker's), and nothing else: filtered by database name and application_name."""
+    every worker's), and nothing else: filtered by database name and application_name. Returns once each
+    of them has exited (up to 5 s each), so its transaction is rolled back when the caller looks."""
     name = f"fault-{worker.name}" if worker else "fault-%"
     condition = "AND wait_event_type = 'Lock'" if only_waiting else ""
     with connection.cursor() as cursor:
         _clear_activity_snapshot(cursor)
         cursor.execute(
-            f"""SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            f"""SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
                  WHERE datname = %s AND application_name LIKE %s AND pid <> pg_backend_pid() {condition}""",  # noqa: S608
             [connection.settings_dict["NAME"], name],
         )
