@@ -1,8 +1,17 @@
 """The loopback APNs and FCM peers a bench scenario pushes to, started once with the settings the push
-gateway needs to reach them. The push and storm scenarios both use it."""
+gateway needs to reach them: in this process on h2 (`peers_start`, the push scenario, which reads their
+counts), or in a granian process of their own (`served_peers_start`, the storm, whose CPU per push they
+must not share: bench/peer_server.py)."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import ssl
+import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,3 +72,85 @@ def peers_start(h: Harness, name: str) -> Peers:
     account, account_key = service_account(workdir, token_uri=fcm.token_uri, project_id=PROJECT_ID)
     fcm.trust(account_key)
     return Peers(apns, fcm, key_path, account)
+
+
+@dataclass
+class ServedPeers:
+    """Both peers in one granian process on one port (APNs and FCM told apart by their paths)."""
+
+    process: Any
+    url: str
+    key_path: Path
+    account: Path
+    ca_file: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "PUSH_APNS_BASE_URL": self.url,
+            "PUSH_APNS_KEY_FILE": str(self.key_path),
+            "PUSH_APNS_KEY_ID": KEY_ID,
+            "PUSH_APNS_TEAM_ID": TEAM_ID,
+            "PUSH_APNS_TOPIC": TOPIC,
+            "PUSH_TLS_CA_FILE": str(self.ca_file),
+            "PUSH_FCM_BASE_URL": self.url,
+            "PUSH_FCM_CREDENTIALS_FILE": str(self.account),
+        }
+
+    def _call(self, method: str, path: str) -> bytes:
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        data = b"" if method == "POST" else None
+        request = urllib.request.Request(self.url + path, method=method, data=data)  # noqa: S310 (https)
+        with urllib.request.urlopen(request, context=context, timeout=30) as answer:  # noqa: S310 (https)
+            return bytes(answer.read())
+
+    def accepted(self) -> list[float]:
+        return [float(t) for t in json.loads(self._call("GET", "/_peers/accepted"))]
+
+    def clear(self) -> None:
+        self._call("POST", "/_peers/clear")
+
+    def stop(self) -> None:
+        from bench.processes import stop_process
+
+        stop_process(self.process, grace=5.0)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def served_peers_start(workdir: Path, *, log_path: Path) -> ServedPeers:
+    """Both peers in a granian process (one worker, one runtime thread), their keys and certificate in
+    `workdir`, its output in `log_path`. Stop it with `stop()`."""
+    from bench.processes import start_process
+    from trainings.push.peer_credentials import apns_key, service_account, tls_certificate
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    url = f"https://127.0.0.1:{port}"
+    key_path, _ = apns_key(workdir)
+    account, _ = service_account(workdir, token_uri=f"{url}/token", project_id=PROJECT_ID)
+    cert, key = tls_certificate(workdir)
+    env = {**os.environ, "PEERS_DIRECTORY": str(workdir), "PEERS_APNS_KEY_ID": KEY_ID,
+           "PEERS_APNS_TEAM_ID": TEAM_ID, "PEERS_APNS_TOPIC": TOPIC}  # fmt: skip
+    process = start_process(
+        [sys.executable, "-m", "granian", "--interface", "rsgi", "--http", "auto", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1", "--runtime-threads", "1", "--no-access-log",
+         "--http2-max-concurrent-streams", "1000", "--ssl-certificate", str(cert), "--ssl-keyfile", str(key),
+         "bench.peer_server:app"],
+        env=env, log_path=log_path,
+    )  # fmt: skip
+    peers = ServedPeers(process, url, key_path, account, cert)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            peers.clear()
+            return peers
+        except OSError as exc:
+            if process.poll() is not None or time.monotonic() > deadline:
+                peers.stop()
+                raise RuntimeError(f"the granian peers did not start (see {log_path}): {exc}") from exc
+            time.sleep(0.2)

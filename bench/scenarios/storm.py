@@ -14,9 +14,13 @@ Rounds, in one run, on the same trainings:
 - c: 2 workers + 2 gateways to the peers (does throughput add up on this machine?).
 Beside them, the raw durable publish limit (py-amqp, one AMQP transaction per 500) on the same broker.
 
+The peers run in a granian process of their own (bench/peer_server.py: compiled HTTP/2 and TLS, the
+peers' checks in Python), not on h2 in this process: h2's server cost more CPU a push than the gateway,
+on the same two cores, and the gateway's rate to the peers measured them as much as the gateway.
+
 CPU per push is read from /proc for every process of the path (worker with its pool process, beat,
 gateways) and for the PostgreSQL backends serving the run's database; RabbitMQ's whole broker is reported
-apart (it serves every session on this machine: an upper bound).
+apart (it serves every session on this machine: an upper bound), and so are the peers (not the project's).
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from bench.cpu import CpuMeter, children, named
 from bench.harness import Harness, quantile
-from bench.peers import Peers, peers_start
+from bench.peers import ServedPeers, served_peers_start
 from bench.report import Row, Section
 
 PLAYERS = 20
@@ -145,6 +150,21 @@ def _arm(storm: Storm, instant: datetime) -> None:
         cursor.execute(f"ANALYZE reminders_occurrence, {', '.join(tables)}")
 
 
+def _devices_unreached() -> None:
+    """Every device as if not reached within the last hour, before each round: the gateway stamps the
+    devices it reaches at most once an hour (trainings/push/records.py), so without this the first round
+    alone paid for 20 stamps a training and the rounds after it, the logging provider's among them, for
+    none."""
+    from django.db import connection
+
+    from trainings import models as tm
+
+    table = tm.Device._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET last_success_at = NULL WHERE last_success_at IS NOT NULL")
+        cursor.execute(f"VACUUM ANALYZE {table}")
+
+
 def _pg_backends(h: Harness, conn: Any) -> Callable[[], list[int]]:
     """The pids of the backends serving the run's database, other than this process's own, as read on
     `conn` (a connection to another database, so that reading them is not counted)."""
@@ -168,7 +188,7 @@ def _tree(procs: Iterable[Any]) -> Callable[[], list[int]]:
 
 
 def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
-           peers: Peers | None) -> dict[str, Any]:  # fmt: skip
+           peers: ServedPeers | None) -> dict[str, Any]:  # fmt: skip
     """One storm: processes started, the instant armed, every push accepted (or the timeout)."""
     from django.db.models import Max, Min
 
@@ -176,6 +196,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
 
     h.purge_queue(h.push_queue)
     h.purge_queue(h.celery_queue)
+    _devices_unreached()
     env = peers.env if peers else {}
     gateway_procs = [
         h.start(f"storm-{label}-gateway{i}",
@@ -192,10 +213,12 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     instant = datetime.now(UTC) + timedelta(seconds=LEAD_SECONDS)
     _arm(storm, instant)
     pg = h._maintenance()
+    served = [peers.process] if peers else []
     meter = CpuMeter({
         "worker": _tree(worker_procs), "beat": _tree([beat]), "gateway": _tree(gateway_procs),
         "postgresql": _pg_backends(h, pg), "rabbitmq": lambda: named("beam.smp"),
-        "bench": lambda: [os.getpid()],  # the loopback peers' threads (and this loop's polling)
+        "peers": _tree(served),  # the loopback APNs/FCM peers' process (stand-ins for Apple's and Google's)
+        "bench": lambda: [os.getpid()],  # this loop's polling
     })  # fmt: skip
     meter.start()
     load_before = _load()
@@ -278,10 +301,11 @@ def _cpu_note(result: dict[str, Any]) -> str:
     us = result["cpu_us"]
     parts = ", ".join(f"{k} {us[k]:,.0f}" for k in _PROJECT)
     broker = f"RabbitMQ broker {us['rabbitmq']:,.0f} µs/push (shared by every session: an upper bound)"
-    # Not the project's: the loopback APNs/FCM peers (stand-ins for Apple's and Google's servers) run in
-    # the bench process, on the same cores as the path they serve.
-    bench = f"the bench process with the peers {us.get('bench', 0):,.0f} µs/push (not counted)"
-    return f"{parts} µs/push; {broker}; {bench}"
+    # Not the project's: the loopback APNs/FCM peers (stand-ins for Apple's and Google's servers), on the
+    # same cores as the path they serve, and the benchmark's own polling.
+    peers, bench = us.get("peers", 0), us.get("bench", 0)
+    others = f"the peers {peers:,.0f} and the bench process {bench:,.0f} µs/push (not counted)"
+    return f"{parts} µs/push; {broker}; {others}"
 
 
 def run(h: Harness, reminders: int | None = None) -> Section:
@@ -296,7 +320,7 @@ def run(h: Harness, reminders: int | None = None) -> Section:
     storm = _setup(n)
     print(f"  {n:,} trainings of {PLAYERS} players scheduled in {time.perf_counter() - setup_start:.0f} s",
           flush=True)  # fmt: skip
-    peers = peers_start(h, "storm-peers")
+    peers = served_peers_start(Path(h.log_dir) / "storm-peers", log_path=Path(h.log_dir) / "storm-peers.log")
     try:
         raw_count = min(storm.pushes, 20_000)
         raw_seconds, _ = _raw_publish(h, raw_count, per_transaction=500)

@@ -12,7 +12,9 @@
 Peers started on one directory share one self-signed certificate: point PUSH_TLS_CA_FILE at `ca_file`.
 
 Each runs its own asyncio loop in a daemon thread on 127.0.0.1, port 0. `script(token, [Answer...])` makes
-the next requests for a device token answer those, in order; afterwards it answers success.
+the next requests for a device token answer those, in order; afterwards it answers success. Built with
+`serve=False`, a peer starts no server: another transport calls its `_h2_answer` (the benchmark's peers on
+a compiled HTTP/2 stack, bench/peer_server.py, which must not share the measured cores with h2's).
 """
 
 from __future__ import annotations
@@ -179,7 +181,15 @@ class ApnsPeer(_Peer):
     """APNs over HTTP/2 + TLS. `record=False` keeps only counts (the benchmark)."""
 
     def __init__(
-        self, directory: Path, *, public_key: Any, key_id: str, team_id: str, topic: str, record: bool = True
+        self,
+        directory: Path,
+        *,
+        public_key: Any,
+        key_id: str,
+        team_id: str,
+        topic: str,
+        record: bool = True,
+        serve: bool = True,
     ) -> None:
         super().__init__()
         self.public_key = public_key
@@ -188,9 +198,11 @@ class ApnsPeer(_Peer):
         self.topic = topic
         self.record = record
         self._verified: set[str] = set()
-        context, self.ca_file = server_tls(directory, ["h2"])
-        self.start(context)
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = ""
+        if serve:
+            context, self.ca_file = server_tls(directory, ["h2"])
+            self.start(context)
+            self.url = f"https://127.0.0.1:{self.port}"
 
     def _check(self, headers: dict[str, str]) -> Answer | None:
         """What APNs itself would refuse before looking at the device token."""
@@ -253,7 +265,9 @@ class FcmPeer(_Peer):
     needs this peer's token URL first). `refuse_grants=True` answers the token endpoint `invalid_grant`.
     """
 
-    def __init__(self, directory: Path, *, project_id: str = "demo-project", record: bool = True) -> None:
+    def __init__(
+        self, directory: Path, *, project_id: str = "demo-project", record: bool = True, serve: bool = True
+    ) -> None:
         super().__init__()
         self.project_id = project_id
         self.record = record
@@ -262,10 +276,12 @@ class FcmPeer(_Peer):
         self.issued: set[str] = set()
         self.grants = 0
         self.refuse_grants = False
-        context, self.ca_file = server_tls(directory, ["h2", "http/1.1"])
-        self.start(context)
-        self.url = f"https://127.0.0.1:{self.port}"
-        self.token_uri = f"{self.url}/token"
+        self.url = self.token_uri = ""
+        if serve:
+            context, self.ca_file = server_tls(directory, ["h2", "http/1.1"])
+            self.start(context)
+            self.url = f"https://127.0.0.1:{self.port}"
+            self.token_uri = f"{self.url}/token"
 
     def trust(self, public_key: Any, client_email: str = "") -> None:
         self.public_key = public_key
