@@ -140,6 +140,12 @@ _huffman_table: list[tuple[int, bytes] | None] = []  # (state, byte) -> (next st
 _huffman_ends: frozenset[int] = frozenset()  # states a string may end in (up to 7 bits of 1s as padding)
 
 
+def huffman_table_build() -> None:
+    """Build the Huffman decoder's table now (the push gateway, at start) rather than on first use."""
+    if not _huffman_table:
+        _huffman_build()
+
+
 def _huffman_build() -> None:
     """A byte-at-a-time decoder for HPACK's Huffman code (RFC 7541, appendix B), built on first use: hpack's
     decoder walks it four bits at a time in Python, most of what an answer's header block cost."""

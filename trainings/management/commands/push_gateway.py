@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from trainings.push.gateway import gateway_run
+from trainings.push.hpack_codec import huffman_table_build
 from trainings.push.providers import AuthFailure, providers_from_settings
 
 
@@ -30,6 +31,9 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         providers = providers_from_settings()
+        # The HPACK Huffman table (tens of milliseconds to build) now, not on the first Huffman-coded answer,
+        # where it stalled every send in flight at the start of a storm.
+        huffman_table_build()
         self.stdout.write(f"push gateway: {providers.describe()}; Ctrl-C to stop")
         # What the process has loaded (Django, kombu, the providers) out of the collector's sight: otherwise
         # every full collection walks all of it again while the pushes wait (as the worker does, tasks.py).
