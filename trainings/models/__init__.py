@@ -351,7 +351,12 @@ class Push(models.Model):
         related_name="pushes",
         help_text="Sent to this guardian of the player (none: to the player).",
     )
-    rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL)
+    # No index of its own: nothing reads pushes by rule but the re-check, which also names the trainings
+    # (push_training_occ_idx). An index there cost every push a write, and wherever the statistics said a
+    # rule had few pushes (a new rule, a table analyzed while small) the planner intersected it with the
+    # trainings' and read every push of the rule, more with each batch of a storm. A rule's deletion (an
+    # operator's, rare) scans the table instead.
+    rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL, db_index=False)
     kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices)
     offset = models.CharField(
         max_length=10, blank=True, help_text="The rule's offset it reminded at, e.g. 90m."
