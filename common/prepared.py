@@ -10,6 +10,8 @@ its support (PgBouncer 1.21 and later, `max_prepared_statements`).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -39,3 +41,16 @@ def prepared_cursor(connection: Any, *, logged: bool = True) -> Any:
     if logged and connection.queries_logged:
         return connection.make_debug_cursor(raw)
     return connection.make_cursor(raw)
+
+
+def prepared_run(connection: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Run one statement prepared, through Django's cursor wrapper (its execute wrappers and errors), and
+    return its rows (none for a statement without); logged like any query when queries are (the debug
+    cursor cannot read a prepared statement's text back)."""
+    start = time.monotonic()
+    with prepared_cursor(connection, logged=False) as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall() if cursor.description else []
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - start:.3f}"})
+    return rows

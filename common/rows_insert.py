@@ -9,7 +9,6 @@ auto_now/auto_now_add) and `get_db_prep_save`, and the instances come back saved
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
 
-from common.prepared import prepared_cursor
+from common.prepared import prepared_run
 
 M = TypeVar("M", bound=Model)
 
@@ -177,20 +176,10 @@ def rows_insert_many(
     )
     params = [json.dumps(rows, separators=(",", ":"), default=_json_value)]
     if prepared:
-        _execute_prepared(connection, sql, params)
+        prepared_run(connection, sql, params)
         return
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-
-
-def _execute_prepared(connection: Any, sql: str, params: Sequence[Any]) -> None:
-    """Run one statement prepared, through Django's cursor wrapper (its execute wrappers and errors), logged
-    like any query when queries are (the debug cursor cannot read a prepared statement's text back)."""
-    start = time.monotonic()
-    with prepared_cursor(connection, logged=False) as cursor:
-        cursor.execute(sql, params)
-    if connection.queries_logged:
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - start:.3f}"})
 
 
 def _json_value(value: object) -> str:

@@ -13,11 +13,13 @@ from django.db import connection
 from django.db.models import Field
 
 from trainings.models import (
+    DeliveredPush,
     Invitation,
     Membership,
     Player,
     Push,
     PushMinute,
+    PushSend,
     QuestionnaireAnswer,
     Team,
     Training,
@@ -33,6 +35,20 @@ MEMBERS_INVITE = (
     f"INSERT INTO {_INVITATION} (training_id, player_id, status, responded_at) "  # noqa: S608
     f"SELECT %s, player_id, %s, NULL FROM {_MEMBERSHIP} "
     "WHERE team_id = %s AND active ORDER BY player_id"
+)
+
+# The push gateway's round, before it sends (trainings/push/sender.py): which of its push keys (one array,
+# as its literal text) are done (a DeliveredPush row), and the device outcomes recorded for the others
+# (push key, device, status). Prepared and bound on the server: after five rounds PostgreSQL keeps the
+# generic plan, an index probe a key, where a plan made for each round's literal keys chose to read the
+# whole table once it held a few tens of thousands of rows.
+PUSHES_DELIVERED = (
+    f"SELECT {DeliveredPush._meta.get_field('key').column} FROM {DeliveredPush._meta.db_table} "  # noqa: S608
+    f"WHERE {DeliveredPush._meta.get_field('key').column} = ANY(%s::varchar[])"
+)
+PUSH_SENDS_RECORDED = (
+    f"SELECT push_key, device_id, status FROM {PushSend._meta.db_table} "  # noqa: S608
+    "WHERE push_key = ANY(%s::varchar[])"
 )
 
 # The id of the history row written by the same statement (its CTE `history`), selected beside the rules.

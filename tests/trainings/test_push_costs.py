@@ -13,6 +13,7 @@ import hpack
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.trainings.push_fixtures import message
@@ -23,6 +24,7 @@ from trainings.push.h2client import H2Client, HeaderEncoder
 from trainings.push.messages import json_dumps
 from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
+from trainings.push.sender import _recorded
 
 pytestmark = pytest.mark.django_db
 
@@ -236,16 +238,26 @@ def test_the_apns_id_and_the_answer_link_are_what_uuid5_and_django_signing_make(
 
 
 def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_characters() -> None:
-    """`key__any` sends the keys as an array literal built here (common/lookups.py): quotes, backslashes,
-    commas, braces, spaces, the word NULL and non-ASCII keys must each find their own row, and only it."""
+    """The round's look-ups (done pushes, recorded sends) send its keys as one array literal built here
+    (common/lookups.py), bound to a prepared statement on PostgreSQL: quotes, backslashes, commas, braces,
+    spaces, the word NULL and non-ASCII keys must each find their own row, and only it."""
 
     keys = ['a"b', "c\\d", "e,f", "{g}", "h i", "NULL", "", "é✓", "it's", 'j\\"k']
-    DeliveredPush.objects.bulk_create([DeliveredPush(key=k, provider="apns") for k in [*keys, "other"]])
+    done, sent = keys[:5], keys[5:]
+    DeliveredPush.objects.bulk_create([DeliveredPush(key=k, provider="apns") for k in [*done, "other"]])
+    now = timezone.now()
+    PushSend.objects.bulk_create(
+        [
+            PushSend(push_key=k, provider="apns", status="accepted", attempts=1, recorded_at=now)
+            for k in [*sent, "x"]
+        ]
+    )
     with CaptureQueriesContext(connection) as queries:
-        found = set(DeliveredPush.objects.filter(key__any=keys).values_list("key", flat=True))
-    assert found == set(keys)
+        found, recorded = _recorded(set(keys))
+    assert found == set(done)
+    assert sorted(key for key, _, _ in recorded) == sorted(sent)
     assert ("ANY(" if connection.vendor == "postgresql" else " IN (") in queries[0]["sql"]
-    assert not DeliveredPush.objects.filter(key__any=[]).exists()
+    assert _recorded(set()) == (set(), [])
 
 
 def test_the_request_bodies_are_what_json_dumps_makes_compact() -> None:

@@ -23,7 +23,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from common.lookups import AnyOf
+from common.lookups import array_literal
+from common.prepared import prepared_run
+from trainings import queries
 from trainings.critical import critical_at
 from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.preferences import preferences_of, rules_critical
@@ -51,12 +53,23 @@ __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
 logger = logging.getLogger("trainings.push.gateway")
 
-# `key__any=[...]`: a round's keys as one array parameter, not an IN list psycopg splices in per round.
-DeliveredPush._meta.get_field("key").register_lookup(AnyOf)
-PushSend._meta.get_field("push_key").register_lookup(AnyOf)
-
 _PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
                  SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
+
+
+def _recorded(keys: set[str]) -> tuple[set[str], list[tuple[str, int | None, str]]]:
+    """Which of these push keys are done, and the device outcomes recorded for the others (push key,
+    device, status): two prepared statements on PostgreSQL (trainings/queries.py says why)."""
+    if not keys:
+        return set(), []
+    if connection.vendor != "postgresql":
+        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
+        sends = PushSend.objects.filter(push_key__in=keys - done)
+        return done, list(sends.values_list("push_key", "device_id", "status"))
+    done = {key for (key,) in prepared_run(connection, queries.PUSHES_DELIVERED, [array_literal(keys)])}
+    if not keys - done:
+        return done, []
+    return done, prepared_run(connection, queries.PUSH_SENDS_RECORDED, [array_literal(keys - done)])
 
 
 class PushSender:
@@ -167,11 +180,9 @@ class PushSender:
                 logger.error("rejecting malformed push message: %s", exc)
                 handled[i] = Handled(Outcome.REJECTED, error=str(exc))
         keys = {p.idempotency_key for p in pushes.values()}
-        done = set(DeliveredPush.objects.filter(key__any=keys).values_list("key", flat=True))
+        done, recorded = _recorded(keys)
         sent: dict[str, dict[int | None, str]] = {}
-        for key, device_id, status in PushSend.objects.filter(push_key__any=keys - done).values_list(
-            "push_key", "device_id", "status"
-        ):
+        for key, device_id, status in recorded:
             sent.setdefault(key, {})[device_id] = status
         devices = addresses_of([p for p in pushes.values() if p.idempotency_key not in done])
         preferences = preferences_of({(*p.recipient, p.kind) for p in pushes.values()})
