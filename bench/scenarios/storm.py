@@ -5,7 +5,9 @@ minute, each scheduled by `training_create`; every player has one device (half i
 peer, half Android on the loopback FCM peer). One rule's reminder of every training is made due at the
 same instant T a few seconds ahead, and real processes do the rest: `celery beat` kicks the scan,
 `celery worker -c 1` claims ahead and fires at T (recipient re-check, Push rows, publish to the push
-queue), `manage.py push_gateway` sends to the peers, which stamp every push they accept.
+queue), `manage.py push_gateway` sends to the peers, which stamp every push they accept. The push tables
+hold each player's three earlier invitation reminders, as a production server's do; every round starts
+without the last round's pushes and with every device unreached for an hour (`_round_reset`).
 
 Rounds, in one run, on the same trainings:
 - a: 1 worker + 1 gateway to the APNs/FCM peers (the storm row);
@@ -106,6 +108,7 @@ def _setup(n: int) -> Storm:
         .values_list("job_id", flat=True)
     )
     assert len(jobs) == n, (len(jobs), n)
+    _history_seed([t.pk for t in trainings])
     # Statistics for every table the setup filled, as autovacuum keeps them on a production server (this
     # machine's PostgreSQL runs without it): without them the recipients' re-check and the gateway's
     # look-ups planned scans of whole tables, and a push cost more the bigger the storm. Here, before any
@@ -113,6 +116,75 @@ def _setup(n: int) -> Storm:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return Storm(trainings, jobs, rule, n * PLAYERS)
+
+
+# Earlier pushes of every storm player (the invitation reminders 3, 2 and 1 days before), as a production
+# server's push tables hold: their statistics then say what such a table holds, and the storm's look-ups by
+# key are planned as index scans. Emptied and analyzed before each round instead, the tables read as empty
+# while a round filled them, and the gateway's and the worker's look-ups scanned them whole, once a batch.
+HISTORY = (("3d", 3), ("2d", 2), ("1d", 1))
+STORM_KEYS = "storm-%"  # the storm's pushes (their occurrences' keys are storm-<round>-<job>)
+
+
+def _history_seed(trainings: list[Any]) -> None:
+    """The history: a push, its device's accepted send and its delivered row per player and day."""
+    from django.db import connection
+
+    from trainings import kinds
+    from trainings import models as tm
+
+    rule = tm.ReminderRule.objects.filter(kind=kinds.INVITATION.code).order_by("pk").first()
+    assert rule is not None, "no invitation rule"
+    days = ", ".join(f"('{offset}', {n})" for offset, n in HISTORY)
+    push, send, done = (m._meta.db_table for m in (tm.Push, tm.PushSend, tm.DeliveredPush))
+    invitation, device = tm.Invitation._meta.db_table, tm.Device._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH history AS (
+                INSERT INTO {push} (key, occurrence_key, occurrence_id, kind, language, title, body, fire_at,
+                    status, created_at, sent_at, player_id, rule_id, training_id, expires_at, release_at,
+                    status_reason, "offset", guardian_id)
+                SELECT 'history-' || o.at || '-' || i.training_id || '.' || i.player_id,
+                       'history-' || o.at || '-' || i.training_id, NULL, %(kind)s, 'en', 'Invitation',
+                       'Are you coming?', o.fired, 'sent', o.fired, o.fired, i.player_id, %(rule)s,
+                       i.training_id, NULL, NULL, '', o.at, NULL
+                  FROM {invitation} AS i
+                 CROSS JOIN (SELECT at, now() - days * interval '1 day' AS fired
+                               FROM (VALUES {days}) AS v(at, days)) AS o
+                 WHERE i.training_id = ANY(%(trainings)s)
+                RETURNING key, player_id, fire_at
+            ), sends AS (
+                INSERT INTO {send} (push_key, device_id, player_id, guardian_id, coach_id, provider, status,
+                    provider_message_id, error, attempts, recorded_at)
+                SELECT h.key, d.id, h.player_id, NULL, NULL, d.provider, 'accepted', '', '', 1, h.fire_at
+                  FROM history AS h JOIN {device} AS d ON d.player_id = h.player_id
+            )
+            INSERT INTO {done} (key, provider, delivered_at) SELECT key, 'apns', fire_at FROM history
+            """,
+            {"kind": kinds.INVITATION.code, "rule": rule.pk, "trainings": trainings},
+        )
+
+
+def _round_reset() -> None:
+    """Before each round, outside its lead: the last round's pushes gone (the recipients' re-check would
+    skip the players they reached), the history kept, and every device as if not reached within the last
+    hour: the gateway stamps the devices it reaches at most once an hour (trainings/push/records.py), so
+    otherwise the first round alone paid for a stamp a push and the rounds after it, the logging
+    provider's among them, for none."""
+    from django.db import connection
+
+    from trainings import models as tm
+
+    by_key = ((tm.Push, "key"), (tm.PushSend, "push_key"), (tm.DeliveredPush, "key"))
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {tm.ReminderRun._meta.db_table}")
+        for model, column in by_key:
+            cursor.execute(f"DELETE FROM {model._meta.db_table} WHERE {column} LIKE %s", [STORM_KEYS])
+        device = tm.Device._meta.db_table
+        cursor.execute(f"UPDATE {device} SET last_success_at = NULL WHERE last_success_at IS NOT NULL")
+        for table in [device, *(model._meta.db_table for model, _ in by_key)]:
+            cursor.execute(f"VACUUM ANALYZE {table}")
 
 
 def _arm(storm: Storm, instant: datetime) -> None:
@@ -126,11 +198,8 @@ def _arm(storm: Storm, instant: datetime) -> None:
     wanted = storm.rule.instants_for(first)[0][0]
     shift = instant - wanted
     ids = [t.pk for t in storm.trainings]
-    tables = [tm.Push._meta.db_table, tm.ReminderRun._meta.db_table, tm.DeliveredPush._meta.db_table,
-              tm.PushSend._meta.db_table]  # fmt: skip
     storm.rounds += 1
     with connection.cursor() as cursor:
-        cursor.execute(f"TRUNCATE {', '.join(tables)}")
         cursor.execute("DELETE FROM reminders_occurrence WHERE job_id = ANY(%s)", [storm.jobs])
         cursor.execute(
             'UPDATE trainings_training SET start = start + %s, "end" = "end" + %s WHERE id = ANY(%s)',
@@ -146,23 +215,8 @@ def _arm(storm: Storm, instant: datetime) -> None:
             """,
             {"at": instant, "round": storm.rounds, "jobs": storm.jobs},
         )
-        # The tables this round starts from: the instant's rows, and the push tables it emptied.
-        cursor.execute(f"ANALYZE reminders_occurrence, {', '.join(tables)}")
-
-
-def _devices_unreached() -> None:
-    """Every device as if not reached within the last hour, before each round: the gateway stamps the
-    devices it reaches at most once an hour (trainings/push/records.py), so without this the first round
-    alone paid for 20 stamps a training and the rounds after it, the logging provider's among them, for
-    none."""
-    from django.db import connection
-
-    from trainings import models as tm
-
-    table = tm.Device._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET last_success_at = NULL WHERE last_success_at IS NOT NULL")
-        cursor.execute(f"VACUUM ANALYZE {table}")
+        # The instant's rows (the push tables were analyzed by `_round_reset`).
+        cursor.execute(f"ANALYZE reminders_occurrence, {tm.ReminderRun._meta.db_table}")
 
 
 def _pg_backends(h: Harness, conn: Any) -> Callable[[], list[int]]:
@@ -196,7 +250,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
 
     h.purge_queue(h.push_queue)
     h.purge_queue(h.celery_queue)
-    _devices_unreached()
+    _round_reset()
     env = peers.env if peers else {}
     gateway_procs = [
         h.start(f"storm-{label}-gateway{i}",
@@ -211,6 +265,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     if peers:
         peers.clear()
     instant = datetime.now(UTC) + timedelta(seconds=LEAD_SECONDS)
+    since = instant - timedelta(seconds=LEAD_SECONDS + 1)  # this round's rows (the history's are days old)
     _arm(storm, instant)
     pg = h._maintenance()
     served = [peers.process] if peers else []
@@ -226,7 +281,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     deadline = time.monotonic() + timeout
     done = 0
     while time.monotonic() < deadline:
-        done = tm.DeliveredPush.objects.count()
+        done = tm.DeliveredPush.objects.filter(delivered_at__gte=since).count()
         if done >= storm.pushes:
             break
         time.sleep(0.2)
@@ -241,11 +296,15 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     else:
         stamps = sorted(
             (d - instant).total_seconds()
-            for d in tm.DeliveredPush.objects.values_list("delivered_at", flat=True)
+            for d in tm.DeliveredPush.objects.filter(delivered_at__gte=since).values_list(
+                "delivered_at", flat=True
+            )
         )
-    first_send = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
-    last_done = tm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
-    sent = tm.Push.objects.filter(status=tm.PushStatus.SENT).count()
+    first_send = tm.PushSend.objects.filter(recorded_at__gte=since).aggregate(at=Min("recorded_at"))["at"]
+    last_done = tm.DeliveredPush.objects.filter(delivered_at__gte=since).aggregate(at=Max("delivered_at"))[
+        "at"
+    ]
+    sent = tm.Push.objects.filter(status=tm.PushStatus.SENT, key__startswith="storm-").count()
     ran = tm.ReminderRun.objects.aggregate(first=Min("ran_at"), last=Max("ran_at"))
     steps = {"first_fired": ran["first"], "last_fired": ran["last"], "first_send": first_send,
              "last_done": last_done}  # fmt: skip
@@ -277,8 +336,10 @@ def _team_completions(instant: datetime) -> list[float]:
             f"""
             SELECT max(d.delivered_at) FROM {tm.Push._meta.db_table} AS p
               JOIN {tm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
+             WHERE p.key LIKE %s
              GROUP BY p.training_id
-            """
+            """,
+            [STORM_KEYS],
         )
         return sorted((row[0] - instant).total_seconds() for row in cursor.fetchall())
 
