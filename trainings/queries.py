@@ -46,6 +46,8 @@ PUSHES_DELIVERED = (
     f"SELECT {DeliveredPush._meta.get_field('key').column} FROM {DeliveredPush._meta.db_table} "  # noqa: S608
     f"WHERE {DeliveredPush._meta.get_field('key').column} = ANY(%s::varchar[])"
 )
+# The device outcomes recorded for these push keys (one array, as its literal text): (push key, device,
+# status); prepared like PUSHES_DELIVERED.
 PUSH_SENDS_RECORDED = (
     f"SELECT push_key, device_id, status FROM {PushSend._meta.db_table} "  # noqa: S608
     "WHERE push_key = ANY(%s::varchar[])"

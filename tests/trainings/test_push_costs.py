@@ -24,7 +24,7 @@ from trainings.push.h2client import H2Client, HeaderEncoder
 from trainings.push.messages import json_dumps
 from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
-from trainings.push.sender import _recorded
+from trainings.push.records import sends_recorded
 
 pytestmark = pytest.mark.django_db
 
@@ -253,11 +253,11 @@ def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_cha
         ]
     )
     with CaptureQueriesContext(connection) as queries:
-        found, recorded = _recorded(set(keys))
+        found, recorded = sends_recorded(set(keys))
     assert found == set(done)
     assert sorted(key for key, _, _ in recorded) == sorted(sent)
     assert ("ANY(" if connection.vendor == "postgresql" else " IN (") in queries[0]["sql"]
-    assert _recorded(set()) == (set(), [])
+    assert sends_recorded(set()) == (set(), [])
 
 
 def test_the_request_bodies_are_what_json_dumps_makes_compact() -> None:

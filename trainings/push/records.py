@@ -1,7 +1,8 @@
-"""What the gateway writes about its sends: each device outcome (`PushSend`, and the device's state) as it
-is answered, and per finished push its push-level outcome and `DeliveredPush` row. A `Round` is what the
-sender (trainings/push/sender.py) and the `Recorder`, the thread that commits device outcomes while later
-sends are in flight, share about one round of pushes."""
+"""What the gateway writes about its sends, and what a round reads of them before it sends: each device
+outcome (`PushSend`, and the device's state) as it is answered, and per finished push its push-level
+outcome and `DeliveredPush` row. A `Round` is what the sender (trainings/push/sender.py) and the
+`Recorder`, the thread that commits device outcomes while later sends are in flight, share about one round
+of pushes."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from common.lookups import AnyOf
+from common.lookups import AnyOf, array_literal
+from common.prepared import prepared_run
 from common.rows_insert import rows_insert_many
+from trainings import queries
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push import metrics
 from trainings.push.liveness import push_minutes_add
@@ -131,6 +134,22 @@ def sends_record(
         for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
             devices_disable(device_ids=device_ids, reason=reason)
     return dead
+
+
+def sends_recorded(keys: set[str]) -> tuple[set[str], list[tuple[str, int | None, str]]]:
+    """What a round reads before it sends: which of these push keys are done, and the device outcomes
+    recorded for the others (push key, device, status). Two prepared statements on PostgreSQL
+    (trainings/queries.py says why)."""
+    if not keys:
+        return set(), []
+    if connection.vendor != "postgresql":
+        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
+        sends = PushSend.objects.filter(push_key__in=keys - done)
+        return done, list(sends.values_list("push_key", "device_id", "status"))
+    done = {key for (key,) in prepared_run(connection, queries.PUSHES_DELIVERED, [array_literal(keys)])}
+    if not keys - done:
+        return done, []
+    return done, prepared_run(connection, queries.PUSH_SENDS_RECORDED, [array_literal(keys - done)])
 
 
 def _successes_mark(device_ids: list[int]) -> None:

@@ -23,11 +23,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from common.lookups import array_literal
-from common.prepared import prepared_run
-from trainings import queries
 from trainings.critical import critical_at
-from trainings.models import DeliveredPush, PushSend, SendStatus
+from trainings.models import SendStatus
 from trainings.preferences import preferences_of, rules_critical
 from trainings.push.providers import (
     AuthFailure,
@@ -45,6 +42,7 @@ from trainings.push.records import (
     Round,
     pushes_finish,
     sends_record,
+    sends_recorded,
 )
 from trainings.push.routing import addresses_of, route
 from trainings.transitions import devices_disable
@@ -55,21 +53,6 @@ logger = logging.getLogger("trainings.push.gateway")
 
 _PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
                  SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
-
-
-def _recorded(keys: set[str]) -> tuple[set[str], list[tuple[str, int | None, str]]]:
-    """Which of these push keys are done, and the device outcomes recorded for the others (push key,
-    device, status): two prepared statements on PostgreSQL (trainings/queries.py says why)."""
-    if not keys:
-        return set(), []
-    if connection.vendor != "postgresql":
-        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
-        sends = PushSend.objects.filter(push_key__in=keys - done)
-        return done, list(sends.values_list("push_key", "device_id", "status"))
-    done = {key for (key,) in prepared_run(connection, queries.PUSHES_DELIVERED, [array_literal(keys)])}
-    if not keys - done:
-        return done, []
-    return done, prepared_run(connection, queries.PUSH_SENDS_RECORDED, [array_literal(keys - done)])
 
 
 class PushSender:
@@ -180,7 +163,7 @@ class PushSender:
                 logger.error("rejecting malformed push message: %s", exc)
                 handled[i] = Handled(Outcome.REJECTED, error=str(exc))
         keys = {p.idempotency_key for p in pushes.values()}
-        done, recorded = _recorded(keys)
+        done, recorded = sends_recorded(keys)
         sent: dict[str, dict[int | None, str]] = {}
         for key, device_id, status in recorded:
             sent.setdefault(key, {})[device_id] = status
