@@ -24,6 +24,20 @@ TOPIC = "com.example.bench"
 PROJECT_ID = "bench-project"
 
 
+def gateway_env(apns_url: str, fcm_url: str, key_path: Path, account: Path, ca_file: Path) -> dict[str, str]:
+    """The gateway's settings (environment) that send to peers at these addresses."""
+    return {
+        "PUSH_APNS_BASE_URL": apns_url,
+        "PUSH_APNS_KEY_FILE": str(key_path),
+        "PUSH_APNS_KEY_ID": KEY_ID,
+        "PUSH_APNS_TEAM_ID": TEAM_ID,
+        "PUSH_APNS_TOPIC": TOPIC,
+        "PUSH_TLS_CA_FILE": str(ca_file),
+        "PUSH_FCM_BASE_URL": fcm_url,
+        "PUSH_FCM_CREDENTIALS_FILE": str(account),
+    }
+
+
 @dataclass
 class Peers:
     """Both peers, the APNs signing key and the FCM service account they trust."""
@@ -36,16 +50,7 @@ class Peers:
     @property
     def env(self) -> dict[str, str]:
         """The gateway's settings (environment) that send to these peers."""
-        return {
-            "PUSH_APNS_BASE_URL": self.apns.url,
-            "PUSH_APNS_KEY_FILE": str(self.key_path),
-            "PUSH_APNS_KEY_ID": KEY_ID,
-            "PUSH_APNS_TEAM_ID": TEAM_ID,
-            "PUSH_APNS_TOPIC": TOPIC,
-            "PUSH_TLS_CA_FILE": str(self.apns.ca_file),
-            "PUSH_FCM_BASE_URL": self.fcm.url,
-            "PUSH_FCM_CREDENTIALS_FILE": str(self.account),
-        }
+        return gateway_env(self.apns.url, self.fcm.url, self.key_path, self.account, self.apns.ca_file)
 
     def accepted(self) -> list[float]:
         """When each accepted push arrived, both peers together, earliest first."""
@@ -86,16 +91,7 @@ class ServedPeers:
 
     @property
     def env(self) -> dict[str, str]:
-        return {
-            "PUSH_APNS_BASE_URL": self.url,
-            "PUSH_APNS_KEY_FILE": str(self.key_path),
-            "PUSH_APNS_KEY_ID": KEY_ID,
-            "PUSH_APNS_TEAM_ID": TEAM_ID,
-            "PUSH_APNS_TOPIC": TOPIC,
-            "PUSH_TLS_CA_FILE": str(self.ca_file),
-            "PUSH_FCM_BASE_URL": self.url,
-            "PUSH_FCM_CREDENTIALS_FILE": str(self.account),
-        }
+        return gateway_env(self.url, self.url, self.key_path, self.account, self.ca_file)
 
     def _call(self, method: str, path: str) -> bytes:
         context = ssl.create_default_context(cafile=str(self.ca_file))
