@@ -258,6 +258,9 @@ def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_cha
     assert sorted(key for key, _, _ in recorded) == sorted(sent)
     assert ("ANY(" if connection.vendor == "postgresql" else " IN (") in queries[0]["sql"]
     assert sends_recorded(set()) == (set(), [])
+    if connection.vendor == "postgresql":  # a key the literal cannot hold must not match nothing silently
+        with pytest.raises(TypeError):
+            sends_recorded({b"key"})
 
 
 def test_the_request_bodies_are_what_json_dumps_makes_compact() -> None:

@@ -146,10 +146,17 @@ def sends_recorded(keys: set[str]) -> tuple[set[str], list[tuple[str, int | None
         done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
         sends = PushSend.objects.filter(push_key__in=keys - done)
         return done, list(sends.values_list("push_key", "device_id", "status"))
-    done = {key for (key,) in prepared_run(connection, queries.PUSHES_DELIVERED, [array_literal(keys)])}
+    done = {key for (key,) in prepared_run(connection, queries.PUSHES_DELIVERED, [_keys_literal(keys)])}
     if not keys - done:
         return done, []
-    return done, prepared_run(connection, queries.PUSH_SENDS_RECORDED, [array_literal(keys - done)])
+    return done, prepared_run(connection, queries.PUSH_SENDS_RECORDED, [_keys_literal(keys - done)])
+
+
+def _keys_literal(keys: set[str]) -> str:
+    literal = array_literal(keys)
+    if literal is None:  # a key it cannot write would match nothing, and its push be sent again
+        raise TypeError("push keys must be text")
+    return literal
 
 
 def _successes_mark(device_ids: list[int]) -> None:
