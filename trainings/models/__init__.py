@@ -352,10 +352,10 @@ class Push(models.Model):
         help_text="Sent to this guardian of the player (none: to the player).",
     )
     # No index of its own: nothing reads pushes by rule but the re-check, which also names the trainings
-    # (push_training_occ_idx). An index there cost every push a write, and wherever the statistics said a
-    # rule had few pushes (a new rule, a table analyzed while small) the planner intersected it with the
-    # trainings' and read every push of the rule, more with each batch of a storm. A rule's deletion (an
-    # operator's, rare) scans the table instead.
+    # (push_training_occ_idx), and an index cost every push a write. With statistics that lag behind the
+    # table (a rule they have hardly seen, a table analyzed while small) the planner read every push of
+    # the rule through it, as it reads them by a scan without it: only current statistics (autovacuum's
+    # ANALYZE) keep the re-check on the trainings' index. A rule's deletion (an operator's, rare) scans.
     rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL, db_index=False)
     kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices)
     offset = models.CharField(
