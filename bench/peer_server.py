@@ -22,10 +22,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
+from trainings.push.peers import ApnsPeer, FcmPeer
 
-def _peers() -> tuple[Any, Any]:
-    from trainings.push.peers import ApnsPeer, FcmPeer
 
+def _peers() -> tuple[ApnsPeer, FcmPeer]:
     directory = Path(os.environ["PEERS_DIRECTORY"])
     apns_key = serialization.load_pem_private_key((directory / "AuthKey.p8").read_bytes(), None)
     account = json.loads((directory / "service-account.json").read_text())

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Harness
+from bench.processes import start_process, stop_process
+from trainings.push.peer_credentials import apns_key, service_account, tls_certificate
+from trainings.push.peers import ApnsPeer, FcmPeer
 
 KEY_ID = "BENCHKEY01"
 TEAM_ID = "BENCHTEAM1"
@@ -67,8 +70,6 @@ class Peers:
 
 def peers_start(h: Harness, name: str) -> Peers:
     """Start both peers with their keys under the run's log directory (`name` is the folder)."""
-    from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
-
     workdir = Path(h.log_dir) / name
     workdir.mkdir(parents=True, exist_ok=True)
     key_path, public_key = apns_key(workdir)
@@ -107,8 +108,6 @@ class ServedPeers:
         self._call("POST", "/_peers/clear")
 
     def stop(self) -> None:
-        from bench.processes import stop_process
-
         stop_process(self.process, grace=5.0)
 
 
@@ -121,8 +120,6 @@ def _free_port() -> int:
 def served_peers_start(workdir: Path, *, log_path: Path) -> ServedPeers:
     """Both peers in a granian process (one worker, one runtime thread), their keys and certificate in
     `workdir`, its output in `log_path`. Stop it with `stop()`."""
-    from bench.processes import start_process
-    from trainings.push.peer_credentials import apns_key, service_account, tls_certificate
 
     workdir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
