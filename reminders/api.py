@@ -6,7 +6,8 @@ An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their in
 `TransportError`, and asks a worker to scan after its transaction commits (`scan_kick_on_commit`). The
 operator's status page reads the engine's figures (and acts on retrying work) here too; the admin's
 hooks let an app name its jobs in words, give a person a default zone, and add a readiness check. An
-app's own API views throttle and read JSON as the engine's API does (`TokenRateThrottle`, `valid_unicode`).
+app's own API views throttle and read JSON as the engine's API does (`TokenRateThrottle`, `valid_unicode`),
+and its own limits count in the engine's counters (`CountedRateThrottle`, `request_count`, `too_many`).
 Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
 one is), so the engine can be reshaped behind this module.
 
@@ -20,7 +21,8 @@ from reminders.admin.labels import job_describer_register
 from reminders.admin.middleware import default_zone_register
 from reminders.engine.handler_registry import keys_reserve, register, register_batch
 from reminders.engine.kick import scan_kick_on_commit
-from reminders.http.limits import TokenRateThrottle
+from reminders.http.counts import Refused, digest, request_count
+from reminders.http.limits import CountedRateThrottle, TokenRateThrottle, too_many
 from reminders.http.parsers import valid_unicode
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
 from reminders.ops.figures import (
@@ -42,13 +44,16 @@ __all__ = [
     "FAILURE_SAMPLE",
     "Callback",
     "Check",
+    "CountedRateThrottle",
     "Delivery",
     "EngineStatus",
     "JobSpec",
     "MinutePoint",
+    "Refused",
     "TokenRateThrottle",
     "TransportError",
     "default_zone_register",
+    "digest",
     "engine_status",
     "failures_retry",
     "job_describer_register",
@@ -60,8 +65,10 @@ __all__ = [
     "readiness_check_register",
     "register",
     "register_batch",
+    "request_count",
     "retrying_cancel",
     "retrying_retry_now",
     "scan_kick_on_commit",
+    "too_many",
     "valid_unicode",
 ]

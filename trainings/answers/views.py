@@ -3,13 +3,11 @@ token in the path is the credential for one player, training and kind (trainings
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import caches
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -19,10 +17,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
-from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from reminders.api import TokenRateThrottle, valid_unicode
+from reminders.api import CountedRateThrottle, TokenRateThrottle, valid_unicode
+from trainings.answers.limits import LINK_SCOPE, link_ident
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
@@ -38,24 +36,22 @@ from trainings.answers.recording import (
 from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer
 
 
-class AnswerLinkRateThrottle(SimpleRateThrottle):
-    """Per link (a digest of its token), at API_THROTTLE_ANSWER_LINK_RATE; the per-address API limit
-    applies beside it. A forged token is refused by its signature whatever the rate."""
+class AnswerLinkRateThrottle(CountedRateThrottle):
+    """Per link, at API_THROTTLE_ANSWER_LINK_RATE, for links whose signature holds: a forged token makes
+    no count of its own (it is refused by its signature, and meets the per-address limit beside this)."""
 
-    scope = "answer_link"
-    cache = caches["throttle"]
+    scope = LINK_SCOPE
 
     def get_rate(self) -> str:
         return str(settings.API_THROTTLE_ANSWER_LINK_RATE)
 
-    def allow_request(self, request: Request, view: Any) -> bool:
-        self.rate = self.get_rate()  # read per request: a settings change takes effect
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
-
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         token = str(view.kwargs.get("token", ""))
-        return self.cache_format % {"scope": self.scope, "ident": hashlib.sha256(token.encode()).hexdigest()}
+        try:
+            answer_link_read(token)
+        except LinkInvalid:
+            return None
+        return link_ident(token)
 
 
 _LINK_ERRORS = {
