@@ -370,11 +370,15 @@ REMINDERS_METRICS_BACKLOG_CAP = env_int("REMINDERS_METRICS_BACKLOG_CAP", 100000,
 # /health/ready and `manage.py healthcheck`: some worker must have finished a scan this recently.
 REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS = env_float("REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS", 30.0, minimum=1.0)
 REMINDERS_HEALTH_TIMEOUT_SECONDS = env_float("REMINDERS_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
-# /health/ready per client address, "<n>/<s|m|h|d>", for callers other than loopback and operators (each
-# check opens a broker connection).
+# /health/ready tells its checks' detail only to whoever /metrics serves and to operators (staff holding
+# this permission); anyone else reads its status alone, at most this often per client address,
+# "<n>/<s|m|h|d>" (each check opens a broker connection).
+REMINDERS_OPERATOR_PERMISSION = "trainings.manage_all_teams"
 REMINDERS_HEALTH_READY_RATE = env_str("REMINDERS_HEALTH_READY_RATE", "60/m")
 if not re.fullmatch(r"\d+/(s|m|h|d)", REMINDERS_HEALTH_READY_RATE):
-    raise ImproperlyConfigured(f"REMINDERS_HEALTH_READY_RATE={REMINDERS_HEALTH_READY_RATE!r} is not '<n>/<s|m|h|d>'")
+    raise ImproperlyConfigured(
+        f"REMINDERS_HEALTH_READY_RATE={REMINDERS_HEALTH_READY_RATE!r} is not '<n>/<s|m|h|d>'"
+    )
 # The push gateway in /health/ready: "auto" (checked once a gateway has written a heartbeat), "on", "off".
 TRAININGS_HEALTH_GATEWAY = env_str("TRAININGS_HEALTH_GATEWAY", "auto")
 if TRAININGS_HEALTH_GATEWAY not in ("auto", "on", "off"):
