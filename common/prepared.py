@@ -28,6 +28,7 @@ from django.db import InterfaceError, OperationalError
 # server-binding cursor); None, Django's default, turns preparing off even when asked. Here only the
 # statements asked for are prepared.
 _ONLY_WHEN_ASKED = 2**31 - 1
+Params = Sequence[Any] | Mapping[str, Any]
 
 
 class _PreparedCursor(psycopg.Cursor[Any]):
@@ -64,7 +65,7 @@ def prepared_run(connection: Any, sql: str, params: Sequence[Any]) -> list[tuple
     return rows
 
 
-def prepared_one(connection: Any, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any, ...] | None:
+def prepared_one(connection: Any, sql: str, params: Params) -> tuple[Any, ...] | None:
     """The first row of one statement, prepared, through Django's cursor wrapper (logged and counted like
     any query, its errors Django's); the statement is the connection's health check (see above)."""
     unchecked = (
@@ -83,7 +84,7 @@ def prepared_one(connection: Any, sql: str, params: Sequence[Any] | Mapping[str,
     return row
 
 
-def _prepared_one(connection: Any, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any, ...] | None:
+def _prepared_one(connection: Any, sql: str, params: Params) -> tuple[Any, ...] | None:
     with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()

@@ -382,7 +382,7 @@ class RequestCount(models.Model):
     Every limit of the site (per address, per API token, per answer or unsubscribe link) counts here with
     one upsert per request (reminders/http/counts.py), so every process and host shares one count and no
     count is ever pushed out by others'. A window starts with the first request after the last one ended;
-the hourly purge deletes rows whose window ended.
+    the hourly purge deletes rows whose window ended.
     """
 
     pk = models.CompositePrimaryKey("scope", "ident")

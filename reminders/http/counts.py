@@ -88,7 +88,7 @@ def request_count(*, scope: str, ident: str, rate: str) -> Refused | None:
     return Refused(scope, max(expires - now_ms, 0) / 1000)
 
 
-def _run_one(sql: str, params: dict[str, object]) -> tuple[Any, ...] | None:
+def _run_one(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """One statement's first row: prepared on PostgreSQL (a count runs on every limited request), through
     Django's cursor elsewhere."""
     if connection.vendor == "postgresql":
