@@ -60,6 +60,8 @@ LONG_FIRST = (
     "tests/browser/",
     "tests/ops/test_procfile.py",
     "tests/ops/test_processes.py",
+    "tests/ops/test_first_deploy.py",
+    "tests/ops/test_limits_across_workers.py",
 )
 
 
