@@ -68,24 +68,32 @@ def prepared_run(connection: Any, sql: str, params: Sequence[Any]) -> list[tuple
 def prepared_one(connection: Any, sql: str, params: Params) -> tuple[Any, ...] | None:
     """The first row of one statement, prepared, through Django's cursor wrapper (logged and counted like
     any query, its errors Django's); the statement is the connection's health check (see above)."""
+    rows = prepared_all(connection, sql, params, first=True)
+    return rows[0] if rows else None
+
+
+def prepared_all(connection: Any, sql: str, params: Params, *, first: bool = False) -> list[tuple[Any, ...]]:
+    """Every row of one statement (only the first with `first`), as `prepared_one` runs it."""
     unchecked = (
         connection.connection is not None
         and connection.health_check_enabled
         and not connection.health_check_done
     )
     try:
-        row = _prepared_one(connection, sql, params)
+        rows = _prepared_rows(connection, sql, params, first)
     except (OperationalError, InterfaceError):
         if not unchecked or connection.in_atomic_block or connection.is_usable():
             raise  # not a connection that died while idle: the error is the statement's
         connection.close()
-        row = _prepared_one(connection, sql, params)
+        rows = _prepared_rows(connection, sql, params, first)
     connection.health_check_done = True  # the connection works: no SELECT 1 for the rest of the request
-    return row
+    return rows
 
 
-def _prepared_one(connection: Any, sql: str, params: Params) -> tuple[Any, ...] | None:
+def _prepared_rows(connection: Any, sql: str, params: Params, first: bool) -> list[tuple[Any, ...]]:
     with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return row if row is None else tuple(row)
+        if first:
+            row = cursor.fetchone()
+            return [] if row is None else [tuple(row)]
+        return [tuple(row) for row in cursor.fetchall()]

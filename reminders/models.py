@@ -391,6 +391,7 @@ class RequestCount(models.Model):
     ident = models.CharField(max_length=64)
     window_start = models.BigIntegerField()  # unix milliseconds
     expires = models.BigIntegerField()  # unix milliseconds: the window's end
+    ceiling = models.PositiveIntegerField()  # the limit the hits are counted against (its rate's n)
     hits = models.PositiveIntegerField()
 
     class Meta:

@@ -268,22 +268,26 @@ TOKEN_WITH_USER = f"""
 
 # --- The limits' counters (reminders/http/counts.py): the same statements on PostgreSQL and SQLite -------
 
-# Count one request of (%(scope)s, %(ident)s) at %(now)s and return (hits, window end) while it is within
-# %(limit)s: the first request, or the first after the window ended, starts a window of hits 1 ending at
-# %(expires)s; a request in the window adds 1 only while the hits are under the limit, so once the limit is
-# reached no row comes back and nothing is written. One statement: concurrent counts of one key queue on
-# its row (the upsert's conflict), so none is lost, in every process on every host.
+# Count one request under each of its limits, one REQUEST_COUNT_ROW per limit in `{values}` (scope,
+# ident, now, the window's end were one to start now, the limit; all unix milliseconds), and return
+# (scope, hits, window end) of each limit it is within: the first request, or the first after its window
+# ended, starts a window of hits 1; a request in the window adds 1 only while the hits are under the
+# limit, so a limit already reached returns no row and writes nothing. One statement: concurrent counts of
+# one key queue on its row (the upsert's conflict), so none is lost, in every process on every host; the
+# rows come in scope order, so two statements lock shared rows in one order.
 REQUEST_COUNT = f"""
-    INSERT INTO {COUNT_TABLE} AS c (scope, ident, window_start, expires, hits)
-    VALUES (%(scope)s, %(ident)s, %(now)s, %(expires)s, 1)
+    INSERT INTO {COUNT_TABLE} AS c (scope, ident, window_start, expires, ceiling, hits)
+    VALUES {{values}}
     ON CONFLICT (scope, ident) DO UPDATE SET
         hits = CASE WHEN c.expires <= excluded.window_start THEN 1 ELSE c.hits + 1 END,
         window_start = CASE WHEN c.expires <= excluded.window_start
                             THEN excluded.window_start ELSE c.window_start END,
-        expires = CASE WHEN c.expires <= excluded.window_start THEN excluded.expires ELSE c.expires END
-    WHERE c.expires <= excluded.window_start OR c.hits < %(limit)s
-    RETURNING hits, expires"""  # noqa: S608 - the table's name from the model; every value is a bound parameter
-# The end of a refused request's window (its Retry-After): the primary key.
-REQUEST_COUNT_EXPIRES = f"SELECT expires FROM {COUNT_TABLE} WHERE scope = %(scope)s AND ident = %(ident)s"  # noqa: S608
+        expires = CASE WHEN c.expires <= excluded.window_start THEN excluded.expires ELSE c.expires END,
+        ceiling = excluded.ceiling
+    WHERE c.expires <= excluded.window_start OR c.hits < excluded.ceiling
+    RETURNING scope, hits, expires"""  # noqa: S608 - the table's name from the model; values are bound
+REQUEST_COUNT_ROW = "(%s, %s, %s, %s, %s, 1)"
+# The end of a refused request's window (its Retry-After), by the primary key (scope, ident).
+REQUEST_COUNT_EXPIRES = f"SELECT expires FROM {COUNT_TABLE} WHERE scope = %s AND ident = %s"  # noqa: S608
 # Delete the windows that ended before %(now)s (requestcount_expires_idx).
 REQUEST_COUNTS_PURGE = f"DELETE FROM {COUNT_TABLE} WHERE expires < %(now)s"  # noqa: S608

@@ -34,7 +34,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from common.prepared import prepared_one
+from common.prepared import prepared_all
 from reminders import queries
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$")
@@ -57,6 +57,15 @@ def digest(credential: str) -> str:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """One limit a request is counted under: its scope, whom it counts (`ident`) and its rate."""
+
+    scope: str
+    ident: str
+    rate: str
+
+
+@dataclass(frozen=True)
 class Refused:
     """A request over its limit: how long until its window ends (Retry-After, whole seconds)."""
 
@@ -71,32 +80,50 @@ class Refused:
 def request_count(*, scope: str, ident: str, rate: str) -> Refused | None:
     """Count one request of `ident` under the limit `scope` at `rate`; None if it is within the limit,
     else how long it must wait. A refused request is not counted (its window is full already)."""
-    limit, period = parse_rate(rate)
+    return requests_count([Limit(scope, ident, rate)])
+
+
+def requests_count(limits: list[Limit]) -> Refused | None:
+    """Count one request under each of `limits` (one statement for all, e.g. an address's and a link's);
+    None if it is within every one, else the refusal that waits longest. A limit already reached is not
+    counted; the others are, as each of DRF's throttles counts a request another one refuses."""
     now_ms = int(time.time() * 1000)
-    if len(ident) > _IDENT_MAX:
-        ident = digest(ident)
-    params = {"scope": scope, "ident": ident, "now": now_ms, "expires": now_ms + period * 1000,
-              "limit": limit}  # fmt: skip
-    row = _run_one(queries.REQUEST_COUNT, params)
-    if row is not None:
-        hits, expires = row
-        if hits <= limit:
-            return None
-    else:  # refused without a write: the window's end is read
-        found = _run_one(queries.REQUEST_COUNT_EXPIRES, {"scope": scope, "ident": ident})
-        expires = now_ms + period * 1000 if found is None else found[0]
-    return Refused(scope, max(expires - now_ms, 0) / 1000)
+    ordered = sorted(limits, key=lambda limit: limit.scope)  # one lock order for every statement
+    params: list[Any] = []
+    ceilings: dict[str, tuple[int, int]] = {}
+    for limit in ordered:
+        ceiling, period = parse_rate(limit.rate)
+        ident = limit.ident if len(limit.ident) <= _IDENT_MAX else digest(limit.ident)
+        params += [limit.scope, ident, now_ms, now_ms + period * 1000, ceiling]
+        ceilings[limit.scope] = (ceiling, period)
+    counted = {scope: (hits, expires) for scope, hits, expires in _run(_statement(len(ordered)), params)}
+    refusals = []
+    for limit in ordered:
+        ceiling, period = ceilings[limit.scope]
+        hits, expires = counted.get(limit.scope, (None, None))
+        if hits is not None and hits <= ceiling:
+            continue
+        if expires is None:  # refused without a write: its window's end is read
+            ident = limit.ident if len(limit.ident) <= _IDENT_MAX else digest(limit.ident)
+            found = _run(queries.REQUEST_COUNT_EXPIRES, [limit.scope, ident])
+            expires = found[0][0] if found else now_ms + period * 1000
+        refusals.append(Refused(limit.scope, max(expires - now_ms, 0) / 1000))
+    return max(refusals, key=lambda refused: refused.wait, default=None)
 
 
-def _run_one(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-    """One statement's first row: prepared on PostgreSQL (a count runs on every limited request), through
+@lru_cache(maxsize=8)
+def _statement(rows: int) -> str:
+    return queries.REQUEST_COUNT.format(values=", ".join([queries.REQUEST_COUNT_ROW] * rows))
+
+
+def _run(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """One statement's rows: prepared on PostgreSQL (a count runs on every limited request), through
     Django's cursor elsewhere."""
     if connection.vendor == "postgresql":
-        return prepared_one(connection, sql, params)
+        return prepared_all(connection, sql, params)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return None if row is None else tuple(row)
+        return [tuple(row) for row in cursor.fetchall()]
 
 
 def request_counts_purge() -> int:

@@ -8,8 +8,9 @@
 - Per client address, every request under ADDRESS_LIMITED_PATHS (the API, the email pages and the email
   provider's webhook) is counted before authentication (`AddressThrottleMiddleware`), so random or missing
   tokens and forged links meet the limit too; per token (or session user), DRF's throttling after it; per
-  link, the answer-link views once the link's signature holds. Every count is one upsert in the service's
-  database (reminders/http/counts.py), shared by every process and host. All answer 429 with Retry-After.
+  link, once the link's signature holds (the answer-link API in the address's statement, the email pages
+  in their views). Every count is an upsert in the service's database (reminders/http/counts.py), shared
+  by every process and host. All answer 429 with Retry-After.
   Rates are read on every request, so a settings change takes effect.
 - One notion of the client address for throttling and django-axes: REMOTE_ADDR, or the address
   API_NUM_PROXIES hops back in X-Forwarded-For when the site runs behind that many proxies.
@@ -28,12 +29,13 @@ from django.core.exceptions import (
     TooManyFilesSent,
 )
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import Resolver404, resolve
 from django.views import defaults
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
-from reminders.http.counts import Refused, digest, parse_rate, request_count
+from reminders.http.counts import Limit, Refused, digest, parse_rate, request_count, requests_count
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -84,15 +86,6 @@ class TokenRateThrottle(CountedRateThrottle):
         return f"token-{digest(key)}" if key else f"user-{request.user.pk}"
 
 
-class AddressRateThrottle(CountedRateThrottle):
-    """Per client address, authenticated or not (counted by `AddressThrottleMiddleware`)."""
-
-    scope = "ip"
-
-    def get_cache_key(self, request: Request | HttpRequest, view: Any) -> str | None:
-        return client_ip(request)
-
-
 def too_many(refused: Refused, *, json: bool) -> HttpResponse:
     """The 429 of a refused request: JSON on the API, a line of text on a page; Retry-After either way."""
     wait = refused.retry_after
@@ -109,17 +102,36 @@ def too_many(refused: Refused, *, json: bool) -> HttpResponse:
 class AddressThrottleMiddleware:
     """The per-address limit on ADDRESS_LIMITED_PATHS, before authentication: DRF checks its throttles
     only after the authentication and permission checks, so a flood of bad or missing tokens was never
-    counted (and each bad token still cost a database lookup)."""
+    counted (and each bad token still cost a database lookup). A session-free view (an answer link's)
+    counts its own limits in the same statement (`_view_limits`)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith(tuple(settings.ADDRESS_LIMITED_PATHS)):
-            throttle = AddressRateThrottle()
-            if not throttle.allow_request(request, None) and throttle.refused is not None:
-                return too_many(throttle.refused, json=_is_api(request))
+            address = Limit("ip", client_ip(request), str(settings.API_THROTTLE_RATES["ip"]))
+            refused = requests_count([address, *_view_limits(request)])
+            if refused is not None:
+                return too_many(refused, json=_is_api(request))
         return self.get_response(request)
+
+
+def _view_limits(request: HttpRequest) -> list[Limit]:
+    """The limits of a session-free view's request (SESSION_FREE_PATHS): its class's `request_limits`,
+    counted with the address in one statement, before the view runs (a link's, once its signature holds).
+    The match is kept for SessionFreeMiddleware."""
+    if not request.path_info.startswith(tuple(settings.SESSION_FREE_PATHS)):
+        return []
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return []
+    limits = getattr(getattr(match.func, "view_class", None), "request_limits", None)
+    if limits is None:
+        return []
+    request.resolver_match = match
+    return list(limits(request, *match.args, **match.kwargs))
 
 
 class RequestBodyLimitMiddleware:

@@ -161,18 +161,18 @@ def test_an_invitation_answer_is_idempotent_and_may_change_while_open(
     assert Invitation.objects.get(training=training, player__name="Alice").status == InvitationStatus.DENIED
 
 
-def test_the_body_is_the_documented_shape_and_a_post_costs_its_two_counts_and_one_statement(
+def test_the_body_is_the_documented_shape_and_a_post_costs_two_statements(
     client: Client, training: Training, django_assert_num_queries: Any
 ) -> None:
     """The view builds AnswerLinkSerializer's JSON without running the serializer (the per-request
-    cost): both must agree. On PostgreSQL a POST is counted by the per-address and the per-link limit (an
-    upsert each) and reads the link's target and records the answer in one statement, whatever the
+    cost): both must agree. On PostgreSQL a POST is counted under the per-address and the per-link limit
+    in one statement, and reads the link's target and records the answer in another, whatever the
     answer's history."""
     for kind, body in (("INVITATION", {"response": "denied"}), ("PRE", {"answers": {"sleep": 7}})):
         path = _path(_player("Alice"), training, kind)
         for _ in range(2):  # a new answer, then the same one again (unchanged)
             # SQLite (the embedded default) records through the ORM: only PostgreSQL's count is pinned.
-            counted = django_assert_num_queries(3) if connection.vendor == "postgresql" else nullcontext()
+            counted = django_assert_num_queries(2) if connection.vendor == "postgresql" else nullcontext()
             with counted:
                 posted = _post(client, path, body)
             assert posted.status_code == 200, posted.content
