@@ -2,8 +2,9 @@
 
 A limit is a rate, "<n>/<s|m|h|d>", counted per (scope, ident): the scope names the limit (`ip`, `token`,
 `link`, `ready`), the ident whom it counts (an address, or a digest of a token or a link: a credential is
-never stored as it is). Each is a row of `RequestCount`, and a request is counted by one statement
-(`queries.REQUEST_COUNT`): atomic, so concurrent requests in every process on every host share one exact
+never stored as it is). Each is a row of `RequestCount`, and a request is counted under all its limits
+(an answer link's address and link) by one statement (`queries.REQUEST_COUNT`): atomic, so concurrent
+requests in every process on every host share one exact
 count, and a row per key, so no one's count can be pushed out by junk (there is no capacity to fill, as a
 cache has). The caller decides what is worth a row: a link is counted only once its signature holds, so
 forged tokens fall under the per-address limit alone.
