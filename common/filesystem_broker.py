@@ -15,11 +15,13 @@ connection of the project (Celery, the engine's publisher, the gateway, the stat
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import time
 import uuid
+from queue import Empty
 from typing import Any
 
 from kombu import transport as kombu_transports
@@ -39,7 +41,8 @@ UNPARSED_PATIENCE_SECONDS = 2.0
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+    # kombu's stubs give _put and _get two signatures (AbstractChannel's, filesystem.Channel's): kombu's own.
+    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         """Write the message whole under a partial name, then rename it into the queue folder."""
         name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
@@ -49,13 +52,11 @@ class Channel(filesystem.Channel):
                 file.write(str_to_bytes(dumps(payload)))
             os.replace(partial, final)
         except OSError as exc:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(partial)
-            except OSError:
-                pass
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: str, timeout: float | None = None) -> Any:
         """The oldest message of `queue`, claimed by a rename (a reader that loses the rename to another
         reader goes on to the next file)."""
         wanted = f"{queue}.msg"
@@ -77,7 +78,7 @@ class Channel(filesystem.Channel):
             payload = self._read_claimed(claimed)
             if payload is not None:
                 return payload
-        raise filesystem.Empty()
+        raise Empty()
 
     def _claims_folder(self) -> str:
         folder = str(self.processed_folder)
@@ -116,4 +117,4 @@ def register() -> None:
     """Make `filesystem://` mean this transport in this process (kombu resolves a URL's scheme through
     its alias table, once per process)."""
     kombu_transports.TRANSPORT_ALIASES["filesystem"] = f"{__name__}:Transport"
-    kombu_transports._transport_cache.pop("filesystem", None)
+    kombu_transports._transport_cache.pop("filesystem", None)  # type: ignore[attr-defined]
