@@ -19,8 +19,10 @@ from pathlib import Path
 from tests.ops.processes import ROOT
 
 # The test process's own service variables (tests/services.py sets some): the stack runs on its defaults.
-NOT_PASSED = ("DATABASE_URL", "CELERY_BROKER_URL", "REMINDERS_CALLBACK_BROKER_URL", "PROMETHEUS_MULTIPROC_DIR",
-              "ADDR", "CELERY_TASK_DEFAULT_QUEUE", "TRAININGS_PUSH_QUEUE")  # fmt: skip
+NOT_PASSED = (
+    "DATABASE_URL", "CELERY_BROKER_URL", "REMINDERS_CALLBACK_BROKER_URL", "PROMETHEUS_MULTIPROC_DIR", "ADDR",
+    "CELERY_TASK_DEFAULT_QUEUE", "TRAININGS_PUSH_QUEUE",
+)  # fmt: skip
 
 
 def _free_port() -> int:
@@ -71,7 +73,8 @@ def test_a_killed_worker_is_restarted_the_others_stay_up_and_ctrl_c_stops_all(tm
         "BIN": str(Path(sys.executable).parent),
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
     })  # fmt: skip
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    migrate = [sys.executable, "manage.py", "migrate", "--noinput", "-v0"]
+    subprocess.run(migrate, cwd=ROOT, env=env, check=True)
     log = tmp_path / "run-all.log"
     with log.open("w") as out:
         runner = subprocess.Popen(
