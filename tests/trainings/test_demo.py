@@ -27,7 +27,7 @@ def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> 
     # The pushes it promises come from the gateway `make run` starts beside the worker and beat.
     assert "PUSH line" in out.getvalue()
     run_all = Path(__file__).resolve().parents[2] / "scripts" / "supervise.py"
-    assert "manage.py push_gateway" in run_all.read_text()
+    assert '"manage.py", "push_gateway"' in run_all.read_text()
 
 
 def test_the_demo_refuses_to_run_without_debug(settings) -> None:
