@@ -5,6 +5,7 @@ transport hands the reader the empty file, kombu issue #1551: the worker of `mak
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,22 @@ def test_it_sets_aside_a_file_that_never_parses_and_goes_on_to_the_next(
     assert message.payload["n"] == 0
     assert [p.name for p in (tmp_path / "processed").iterdir()] == ["0_broken.aside.msg.unreadable"]
     assert "does not parse" in caplog.text
+
+
+def test_a_message_kombus_own_writer_is_still_filling_is_read_once_complete(tmp_path: Path) -> None:
+    # A process on an older checkout writes as kombu does: the file exists, empty, before its bytes come.
+    (tmp_path / "elsewhere").mkdir()
+    _write(_folders(tmp_path / "elsewhere"), 1, "late")
+    [written] = (tmp_path / "elsewhere" / "queue").iterdir()
+    options = _folders(tmp_path)
+    with open(tmp_path / "queue" / written.name, "wb", buffering=0) as filling:
+        later = threading.Timer(0.3, filling.write, args=(written.read_bytes(),))
+        later.start()
+        with Connection("filesystem://", transport_options=options) as connection:
+            message = connection.SimpleQueue("late").get(block=False)
+        later.join()
+    assert message.payload["n"] == 0
+    assert list((tmp_path / "processed").iterdir()) == []
 
 
 def test_every_filesystem_connection_of_the_project_uses_it() -> None:
