@@ -6,7 +6,12 @@ import os
 
 from celery import Celery, signals
 
+from common import filesystem_broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# `filesystem://` (the embedded default) without kombu's empty-message race, in every process that loads the
+# settings: Celery's, and every kombu connection of the project's own.
+filesystem_broker.register()
 
 # LOG_FORMAT=json: Celery leaves logging to Django's LOGGING (one JSON object per line) instead of
 # installing its own text format on the root logger.

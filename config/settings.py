@@ -15,6 +15,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from common.address import site_url
 from config.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -307,7 +308,8 @@ TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECON
 # Answer links (trainings/answers/links.py): the site's public address that every link in a push or an
 # email starts with, and how often one link may be followed ("<n>/<s|m|h|d>", per link, beside the
 # per-address API limit).
-TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", f"http://{env_str('ADDR', '127.0.0.1:8000')}")
+# Default: where `make run` serves (ADDR, or the running stack's: common/address.py).
+TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", site_url(""))
 if not TRAININGS_PUBLIC_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("TRAININGS_PUBLIC_URL must be an http(s) URL")
 # --- Email, the second channel (trainings/push/email/) -------------------------------------------------
