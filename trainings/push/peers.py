@@ -40,7 +40,7 @@ import h2.events
 import h2.settings
 import jwt
 
-from trainings.push.h2client import PlainEncoder
+from common.wire.h2client import PlainEncoder
 from trainings.push.peer_credentials import apns_key as apns_key
 from trainings.push.peer_credentials import server_tls
 from trainings.push.peer_credentials import service_account as service_account

@@ -1,4 +1,4 @@
-"""One HTTP/2 connection of the push providers' client (trainings/push/h2client.py): the client's half of
+"""One HTTP/2 connection of the push providers' client (common/wire/h2client.py): the client's half of
 the protocol (RFC 9113), driven by asyncio's transport callbacks. It frames requests and reads answers
 itself; the module docstring of h2client.py says why and what it keeps cheap."""
 
@@ -9,7 +9,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-from trainings.push.hpack_codec import H2ProtocolError, HeaderDecoder, HeaderEncoder
+from common.wire.hpack_codec import H2ProtocolError, HeaderDecoder, HeaderEncoder
 
 
 class H2Error(Exception):

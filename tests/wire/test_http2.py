@@ -22,7 +22,7 @@ import hpack
 import pytest
 from hyperframe.frame import HeadersFrame
 
-from trainings.push.h2client import H2Client, H2Error, HeaderDecoder
+from common.wire.h2client import H2Client, H2Error, HeaderDecoder
 
 Handler = Callable[[h2.connection.H2Connection, int, dict[str, str], bytes], Awaitable[bool]]
 
