@@ -234,7 +234,6 @@ LENGTH_GUIDE: dict[str, tuple[int, str]] = {
     "": (400, "one concept per module"),
     "reminders.models": (450, "the engine's tables, their constraints and the indexes their queries name"),
     "trainings.models": (450, "the domain's tables, their constraints and the indexes their queries name"),
-    "trainings.push.peers": (450, "a loopback stand-in speaks a whole protocol conversation"),
 }
 
 
