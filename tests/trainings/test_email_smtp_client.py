@@ -1,4 +1,4 @@
-"""The gateway's SMTP client (trainings/push/email/smtp.py) against aiosmtpd servers on loopback: STARTTLS
+"""The gateway's SMTP client (common/wire/smtp.py) against aiosmtpd servers on loopback: STARTTLS
 and AUTH as Django's settings say, commands pipelined when the server offers it, one connection reused for
 many emails, a refused recipient that leaves the connection usable, a server that drops the connection
 (the email is retried, the next one opens a new connection), and refused credentials that stop the gateway.

@@ -1,7 +1,7 @@
-"""Sending one reminder email: with Django's SMTP backend (the default), on the gateway's event loop through a
-pool of open SMTP connections (smtp.py), the email written as bytes (message.py `as_bytes`); with any other
-backend (a django-anymail provider, the console under `make run`), through that backend on threads of
-their own, since those backends block and the gateway's loop must not.
+"""Sending one reminder email: with Django's SMTP backend (the default), on the gateway's event loop through
+a pool of open SMTP connections (common/wire/smtp.py), the email written as bytes (message.py `as_bytes`);
+with any other backend (a django-anymail provider, the console under `make run`), through that backend on
+threads of their own, since those backends block and the gateway's loop must not.
 
 With SMTP, the connection settings are the backend's (EMAIL_HOST, EMAIL_USE_TLS, …) and the bytes are the
 message Django would send (tests/trainings/test_email_mime.py); TRAININGS_EMAIL_CONNECTIONS connections at
@@ -31,9 +31,9 @@ from django.core.mail import get_connection
 from django.core.mail.backends.smtp import EmailBackend as SmtpBackend
 from django.core.mail.message import sanitize_address
 
+from common.wire.smtp import SmtpPool, SmtpRefused, SmtpSettings, SmtpUnreachable
 from trainings.push.email import mime
 from trainings.push.email.message import as_bytes, email_for, email_of
-from trainings.push.email.smtp import SmtpPool, SmtpRefused, SmtpSettings, SmtpUnreachable
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 
 # The settings an SMTP connection depends on: a change (a test's) makes a new pool.
