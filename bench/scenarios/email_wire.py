@@ -1,8 +1,9 @@
 """13. The email channel's two protocol pieces against the libraries that could do them, in the same run.
 
-- MIME, the bytes of one reminder email (HTML and text, answer links, unsubscribe headers): the
-  project's own writer (trainings/push/email/mime.py) against Django's own builder,
-  `EmailMultiAlternatives(...).message().as_bytes()`, for the same emails. CPU per email in this process.
+- MIME, the bytes of one reminder email (HTML and text, answer links, unsubscribe headers), made by
+  Django's own builder, `EmailMultiAlternatives(...).message().as_bytes()`, the channel's only one: CPU per
+  email in this process, and what it takes of a core at the channel's volume. Until it was removed, the
+  project's own writer ran beside it here (docs/benchmarks.md, row 13a, has both).
 - SMTP, sending those bytes over 8 connections to a local server (bench/smtp_sink.py, a process of its
   own, offering PIPELINING as Postfix does): the project's client (common/wire/smtp.py, one event loop)
   against aiosmtplib (one event loop, 8 clients) and smtplib on 8 threads (what Django's SMTP backend
@@ -55,20 +56,6 @@ def _emails(n: int) -> list[Any]:
     })  # fmt: skip
     email = email_of(push, Target(1, "email", "email", "player0@example.com"))
     return [dataclasses.replace(email, to=f"player{i}@example.com") for i in range(n)]
-
-
-def _django_bytes(email: Any) -> bytes:
-    """What Django's SMTP backend writes for the email (`email_for`'s message, `as_bytes(linesep)`)."""
-    from django.conf import settings
-    from django.core.mail import EmailMultiAlternatives
-
-    message = EmailMultiAlternatives(
-        subject=email.subject, body=email.text, from_email=settings.DEFAULT_FROM_EMAIL, to=[email.to],
-        headers=email.headers,
-    )  # fmt: skip
-    message.attach_alternative(email.html, "text/html")
-    made: Any = message.message()  # Django passes linesep, which typeshed does not know
-    return bytes(made.as_bytes(linesep="\r\n"))
 
 
 def _cpu_per_email(build: Callable[[Any], bytes], emails: list[Any]) -> float:
@@ -148,27 +135,21 @@ def _smtplib_threads(port: int, raw: bytes, n: int) -> dict[str, float]:
 
 
 def _mime_rows(emails: list[Any], rounds: int) -> list[Row]:
+    """The channel's one MIME builder, Django's, against the channel's volume."""
     from trainings.push.email.message import as_bytes
 
-    own: list[float] = []
     django: list[float] = []
     for _ in range(rounds):
-        own.append(_cpu_per_email(as_bytes, emails))
-        django.append(_cpu_per_email(_django_bytes, emails))
-        print(f"  MIME round: own {own[-1]:,.1f} µs, Django's builder {django[-1]:,.1f} µs", flush=True)
-    ratios = RoundRatios(tuple(d / o for d, o in zip(django, own, strict=True)))
-    django_us = RoundRatios(tuple(django)).median
-    share = django_us * VOLUME / 1e6
+        django.append(_cpu_per_email(as_bytes, emails))
+        print(f"  MIME round: Django's builder {django[-1]:,.1f} µs", flush=True)
+    spread = RoundRatios(tuple(django))
+    share = spread.median * VOLUME / 1e6
     return [
         Row(
-            f"13a MIME: one reminder email's bytes ({len(emails):,} emails x {rounds} rounds)",
-            RoundRatios(tuple(own)).median,
-            django_us,
-            "Django's builder (EmailMultiAlternatives.message().as_bytes())",
-            "µs CPU/email",
-            ratios.median,
-            "Django/own",
-            note=f"Django/own {ratios.describe()}; at {VOLUME:,.0f} emails/s Django's builder takes "
+            f"13a MIME: an email's bytes, Django's builder ({len(emails):,} emails x {rounds} rounds)",
+            spread.median,
+            unit="µs CPU/email",
+            note=f"rounds {', '.join(f'{x:,.0f}' for x in django)} µs; at {VOLUME:,.0f} emails/s it takes "
             f"{share:.0%} of a core",
         )
     ]
