@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import h2.config
@@ -23,6 +25,7 @@ import pytest
 from hyperframe.frame import HeadersFrame
 
 from common.wire.h2client import H2Client, H2Error, HeaderDecoder
+from tests.peers.credentials import server_tls
 
 Handler = Callable[[h2.connection.H2Connection, int, dict[str, str], bytes], Awaitable[bool]]
 
@@ -39,9 +42,10 @@ class StrictServer:
         self.writers: list[asyncio.StreamWriter] = []
         self.raw = bytearray()  # frames written ahead of h2's own (a late answer h2 would refuse to send)
 
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+    async def start(self, tls: ssl.SSLContext | None = None) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"{'https' if tls else 'http'}://127.0.0.1:{port}"
 
     async def stop(self) -> None:
         for writer in self.writers:
@@ -224,3 +228,34 @@ def test_answer_header_blocks_decode_as_hpack_reads_them_huffman_coded_or_not_wi
     assert decoder.size <= 256
     with pytest.raises(Exception, match="no table entry"):
         decoder.decode(bytes([0x80 | 127, 10]))  # an index past the table
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls-alpn"])
+def test_it_runs_on_uvloop_whose_transports_are_not_asyncio_s(tmp_path: Path, tls: bool) -> None:
+    """uvloop's TCP transport implements the transport interface without subclassing asyncio.Transport;
+    the client takes any transport that writes, closes and says whether it is closing (over TLS too,
+    where ALPN is read from the transport)."""
+    uvloop = pytest.importorskip("uvloop")
+    server = StrictServer(_echo)
+    seen: list[type] = []
+
+    async def main() -> list[Any]:
+        context, ca_file = server_tls(tmp_path, ["h2"]) if tls else (None, None)
+        trust = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+        client = H2Client(await server.start(context), timeout=5.0, ssl_context=trust)
+        try:
+            answers = await asyncio.gather(*(client.post(f"/uv/{n}", headers={}, body=b"x" * n)
+                                             for n in range(1, 20)))  # fmt: skip
+            assert client._connection is not None and client._connection.transport is not None
+            seen.append(type(client._connection.transport))
+            return list(answers)
+        finally:
+            await client.aclose()
+            await server.stop()
+
+    answers = uvloop.run(main())
+    assert [a.body for a in answers] == [str(n).encode() for n in range(1, 20)]
+    assert all(a.status == 200 and a.header("path") == f"/uv/{n}" for n, a in enumerate(answers, 1))
+    assert seen[0].__module__.startswith("uvloop")
+    if not tls:
+        assert not issubclass(seen[0], asyncio.Transport)
