@@ -1,4 +1,4 @@
-"""Fixtures for the FCM and APNs tests: the loopback peers (trainings/push/peers.py) with the settings that
+"""Fixtures for the FCM and APNs tests: the loopback peers (tests/peers/apns_fcm.py) with the settings that
 point the providers at them, and messages as the reminder pipeline publishes them."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
 from trainings.push.gateway import PushSender, broker_connection
-from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
 from trainings.push.providers import providers_from_settings
 from trainings.push.queue import batch_pushes
 

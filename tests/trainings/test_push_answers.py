@@ -17,10 +17,10 @@ from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import delete_queue, drain_queue
 from tests.factories import DeviceFactory, PlayerFactory
+from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.gateway import Outcome, PushSender, dead_letter_queue_name, gateway_run
-from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import AuthFailure, providers_from_settings
 
 pytestmark = pytest.mark.django_db
@@ -168,7 +168,7 @@ def test_refused_credentials_stop_the_gateway_and_leave_the_pushes_queued(
 def test_a_provider_token_apns_refuses_is_an_operator_error(
     apns: ApnsPeer, settings: Any, tmp_path: Any
 ) -> None:
-    from trainings.push.peers import apns_key
+    from tests.peers.apns_fcm import apns_key
 
     other_key, _ = apns_key(tmp_path / "..")  # a key APNs does not know
     settings.PUSH_APNS_KEY_FILE = str(other_key)

@@ -17,10 +17,10 @@ from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import drain_queue
 from tests.factories import DeviceFactory, PlayerFactory
+from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.gateway import Outcome, PushSender, gateway_run
-from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
 
 pytestmark = pytest.mark.django_db

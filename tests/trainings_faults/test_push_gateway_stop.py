@@ -25,9 +25,9 @@ from django.utils import timezone
 from reminders.transports import Delivery
 from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.factories import PlayerFactory
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
 from tests.trainings.push_fixtures import message
 from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
-from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
 
 pytestmark = [
     pytest.mark.faults,

@@ -23,12 +23,12 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+import trainings.admin.coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
+import trainings.admin.guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
+import trainings.admin.operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
 from trainings import kinds
-from trainings.admin import coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
-from trainings.admin import guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
-from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
     local_html,
