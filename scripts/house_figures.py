@@ -7,7 +7,9 @@ Read with `ast` and as text, nothing imported, so it runs on any checkout of the
     python scripts/house_figures.py            # this checkout
     python scripts/house_figures.py --root DIR # another one (e.g. a `git worktree` of an older commit)
 
-It prints one row a figure, with its target, and exits 0; tests/ hold the checks that fail the suite.
+It prints one row a figure, with its target, and exits 0; tests/ hold the checks that fail the suite. It
+keeps its own reading of the imports (tests/test_import_graph.py's is the suite's) so that it can measure
+a checkout from before a figure's test existed.
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ def _code(tree: ast.AST) -> Iterator[ast.AST]:
 
 def _edges(modules: dict[str, Path], *, strict: bool = False) -> list[Edge]:
     """Every import between shipped modules, function-local ones included; `a.b.c` runs `a` and `a.b`,
-    except a package the importing module sits in (already running), unless `strict`: then a submodule
-    importing a sibling by its absolute name ties it to its package, whose `__init__` may import it."""
+    except a package the importing module sits in (already running), unless `strict` and the import reads
+    that package's namespace (`from pkg import x` inside pkg), which ties it to the package's `__init__`."""
     edges: list[Edge] = []
     for module, path in modules.items():
         is_package = path.name == "__init__.py"
@@ -85,12 +87,15 @@ def _edges(modules: dict[str, Path], *, strict: bool = False) -> list[Edge]:
                 names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
             else:
                 continue
+            reads = base if strict and isinstance(node, ast.ImportFrom) and base in modules else None
+            if reads and reads != module and module.startswith(reads + "."):
+                edges.append(Edge(module, reads))
             for name in names:
                 parts = name.split(".")
                 for end in range(1, len(parts) + 1):
                     candidate = ".".join(parts[:end])
                     inside = end < len(parts) and module.startswith(candidate + ".")  # already running
-                    if candidate in modules and candidate != module and (strict or not inside):
+                    if candidate in modules and candidate != module and not inside:
                         edges.append(Edge(module, candidate, implied=end < len(parts)))
     return edges
 

@@ -35,7 +35,7 @@ def test_it_counts_each_figure_on_a_small_house(tmp_path: Path) -> None:
         "trainings/b.py": "def f(push):\n    push.status = 'sent'\n",
         "trainings/h2client.py": "",
         "trainings/sub/__init__.py": "from trainings.sub import x\n",
-        "trainings/sub/x.py": "from trainings.sub.y import Y\n",
+        "trainings/sub/x.py": "from trainings.sub import y\n",
         "trainings/sub/y.py": "Y = 1\n",
         "delivery/__init__.py": "",
         "delivery/api.py": "publish = 1\n",
