@@ -201,7 +201,8 @@ def _engine_threads_stopped() -> Iterator[None]:
 
 @pytest.fixture
 def user(db: None):
-    return UserFactory()
+    """An integration caller of the scheduler API, granted every queue but the service's own."""
+    return UserFactory(queues=["*"])
 
 
 @pytest.fixture
