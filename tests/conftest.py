@@ -218,8 +218,8 @@ def coach(db: None):
 
 @pytest.fixture
 def operator(db: None) -> Client:
-    """The admin, logged in as a superuser."""
-    return logged_in(UserFactory(is_staff=True, is_superuser=True))
+    """The admin, logged in as a superuser granted every queue but the service's own."""
+    return logged_in(UserFactory(is_staff=True, is_superuser=True, queues=["*"]))
 
 
 @pytest.fixture

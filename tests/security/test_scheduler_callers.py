@@ -288,13 +288,16 @@ def test_the_admin_refuses_a_schedule_to_the_push_queue_even_for_a_superuser(cal
 
 def test_the_readmes_curl_example_works_with_the_token_dev_admin_prints(settings: Any) -> None:
     readme = (Path(settings.BASE_DIR) / "README.md").read_text()
-    body = json.loads(re.search(r"/api/jobs/ -d '(.*?)'\n", readme, re.DOTALL).group(1))  # type: ignore[union-attr]
+    example = re.search(r"/api/jobs/ -d '(.*?)'\n", readme, re.DOTALL)
+    assert example is not None, "the README shows a curl example"
+    body = json.loads(example.group(1))
     settings.DEBUG = True
     out = StringIO()
     call_command("dev_admin", stdout=out)
-    token = re.search(r"API token: (\w+)", out.getvalue()).group(1)  # type: ignore[union-attr]
+    token = re.search(r"API token: (\w+)", out.getvalue())
+    assert token is not None
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.group(1)}")
     response = client.post("/api/jobs/", body, format="json")
     assert response.status_code == 201, response.content
     assert Job.objects.get(key=body["key"]).target == "training.invitations.notifications"
