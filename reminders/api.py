@@ -2,11 +2,12 @@
 
 An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their instants
 (`occurrences_cancel`), registers the handlers its jobs call and reserves their key pattern (`register`,
-`register_batch`, `keys_reserve`), receives a `Delivery` per due occurrence and answers with a
-`TransportError`, and asks a worker to scan after its transaction commits (`scan_kick_on_commit`). The
-operator's status page reads the engine's figures (and acts on retrying work) here too; the admin's
-hooks let an app name its jobs in words, give a person a default zone, and add a readiness check. An
-app's own API views throttle and read JSON as the engine's API does (`TokenRateThrottle`, `valid_unicode`).
+`register_batch`, `keys_reserve`) and the queues it declares for itself (`queues_reserve`), receives a
+`Delivery` per due occurrence and answers with a `TransportError`, and asks a worker to scan after its
+transaction commits (`scan_kick_on_commit`). The operator's status page reads the engine's figures (and
+acts on retrying work) here too; the admin's hooks let an app name its jobs in words, give a person a
+default zone, and add a readiness check. An app's own API views throttle and read JSON as the engine's
+API does (`TokenRateThrottle`, `valid_unicode`).
 Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
 one is), so the engine can be reshaped behind this module.
 
@@ -36,6 +37,7 @@ from reminders.ops.figures import (
 )
 from reminders.ops.health import Check, readiness_check_register
 from reminders.transports.base import Delivery, TransportError
+from reminders.transports.queue_access import queues_reserve
 
 __all__ = [
     "ERROR_PREFIX",
@@ -57,6 +59,7 @@ __all__ = [
     "keys_reserve",
     "occurrence_state",
     "occurrences_cancel",
+    "queues_reserve",
     "readiness_check_register",
     "register",
     "register_batch",

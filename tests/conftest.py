@@ -202,7 +202,8 @@ def _engine_threads_stopped() -> Iterator[None]:
 
 @pytest.fixture
 def user(db: None):
-    return UserFactory()
+    """An integration caller of the scheduler API, granted every queue but the service's own."""
+    return UserFactory(queues=["*"])
 
 
 @pytest.fixture
@@ -218,8 +219,8 @@ def coach(db: None):
 
 @pytest.fixture
 def operator(db: None) -> Client:
-    """The admin, logged in as a superuser."""
-    return logged_in(UserFactory(is_staff=True, is_superuser=True))
+    """The admin, logged in as a superuser granted every queue but the service's own."""
+    return logged_in(UserFactory(is_staff=True, is_superuser=True, queues=["*"]))
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from reminders.schedules.lifecycle import (
     schedule_update,
     schedule_upsert,
 )
+from reminders.transports.queue_access import QueueAccess
 
 PREVIEW_COUNT = 10
 
@@ -83,6 +84,7 @@ class ScheduleCreateForm(forms.ModelForm):
         fields: list[str] = []
 
     _TARGETS = {CallbackType.RABBITMQ: "queue", CallbackType.HTTP: "url", CallbackType.HANDLER: "name"}
+    caller: Any = None  # the signed-in operator (ScheduleAdmin.get_form): their queue grants apply here too
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -104,7 +106,7 @@ class ScheduleCreateForm(forms.ModelForm):
             "start_at": cleaned["start_at"].isoformat() if cleaned.get("start_at") else None,
             "end_at": cleaned["end_at"].isoformat() if cleaned.get("end_at") else None,
         }  # fmt: skip
-        serializer = ScheduleInputSerializer(data=data)
+        serializer = ScheduleInputSerializer(data=data, context={"queue_access": QueueAccess(self.caller)})
         if not serializer.is_valid():
             for name, errors in serializer.errors.items():
                 field = {"callback": "target"}.get(name, name)
@@ -136,7 +138,9 @@ class ScheduleAdmin(AuditedAdmin):
         self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
         kwargs["form"] = ScheduleAdminForm if obj is not None else ScheduleCreateForm
-        return super().get_form(request, obj, change=change, **kwargs)
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.caller = request.user  # a class made for this request by modelform_factory
+        return form
 
     def get_fieldsets(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         if obj is None:

@@ -12,6 +12,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from reminders.http.permissions import SCHEDULER_PERMISSIONS, caller_context
 from reminders.http.schedule_serializers import (
     PreviewQuerySerializer,
     PreviewSerializer,
@@ -52,7 +53,7 @@ class ScheduleViewSet(KeyedViewSet):
         "pending fire point replaced at once). 201 on create, 200 on replace.",
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = ScheduleInputSerializer(data=request.data)
+        data = ScheduleInputSerializer(data=request.data, context=caller_context(request))
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         key = values.pop("key")
@@ -69,7 +70,9 @@ class ScheduleViewSet(KeyedViewSet):
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Change some fields; any change bumps the version and replaces the pending fire point."""
         schedule = self.get_object()
-        data = ScheduleInputSerializer(data=request.data, partial=True, instance_schedule=schedule)
+        data = ScheduleInputSerializer(
+            data=request.data, partial=True, instance_schedule=schedule, context=caller_context(request)
+        )
         data.is_valid(raise_exception=True)
         schedule = schedule_update(schedule=schedule, changes=dict(data.validated_data), owner=request.user)  # type: ignore[arg-type]
         return Response(ScheduleSerializer(schedule).data)
@@ -116,6 +119,7 @@ class ScheduleViewSet(KeyedViewSet):
 class ThrottlePolicyViewSet(viewsets.ModelViewSet):
     """Named throttle policies, shared: every user may read and name them; the owner or staff change them."""
 
+    permission_classes = SCHEDULER_PERMISSIONS
     lookup_field = "name"
     serializer_class = ThrottlePolicySerializer
     queryset = ThrottlePolicy.objects.order_by("name")

@@ -50,7 +50,7 @@ class CallbackSerializer(serializers.Serializer):
             )
         callback_type = attrs["type"]
         data_serializer = transport_row(callback_type).data_serializer
-        data = data_serializer(data=attrs["data"])
+        data = data_serializer(data=attrs["data"], context=self.context)  # the caller's queue access
         if not data.is_valid():
             raise serializers.ValidationError({"data": data.errors})
         values = data.validated_data

@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from common.amqp.publisher import Publishing, TxPublisher
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, TransportError
+from reminders.transports.queue_access import QueueAccess
 
 _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 
@@ -32,6 +33,11 @@ class RabbitMQDataSerializer(CallbackDataSerializer):
             raise serializers.ValidationError("use letters, digits, '.', '_', ':' or '-' (at most 255).")
         if value.startswith("amq."):
             raise serializers.ValidationError("queue names starting with 'amq.' are reserved by RabbitMQ.")
+        # The caller's grants, and never the service's own queues (fail closed: no access, no queue).
+        access = self.context.get("queue_access") or QueueAccess(None)
+        refusal = access.refusal(value)
+        if refusal is not None:
+            raise serializers.ValidationError(refusal)
         return value
 
 

@@ -129,7 +129,7 @@ def gunicorn(tmp_path: object) -> Iterator[int]:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_gunicorn_reads_a_chunked_job_and_refuses_one_over_the_limit_in_json(gunicorn: int) -> None:
-    token = Token.objects.create(user=UserFactory()).key
+    token = Token.objects.create(user=UserFactory(queues=["*"])).key
     status, _, body = _post_chunked(gunicorn, json.dumps(JOB).encode(), token)
     assert status == 201, body
     assert Job.objects.get(key="chunked-1").occurrences.count() == 1

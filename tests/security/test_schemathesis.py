@@ -52,7 +52,7 @@ def _keep_the_test_connection() -> Iterator[None]:
 @pytest.fixture
 def token() -> str:
     """Made once per operation, not per example: hashing the user's password dominates otherwise."""
-    return Token.objects.create(user=UserFactory()).key
+    return Token.objects.create(user=UserFactory(queues=["*"])).key
 
 
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
