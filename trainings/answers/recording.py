@@ -24,6 +24,7 @@ from django.utils import timezone
 from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.answers.statements import fetch_one
+from trainings.answers.values import answers_check
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.firing import push_expiry
 from trainings.models import (
@@ -38,8 +39,6 @@ from trainings.models import (
 )
 
 RESPONSES = {"accepted": InvitationStatus.ACCEPTED, "denied": InvitationStatus.DENIED}
-MAX_ANSWER_KEYS = 100
-MAX_ANSWER_CHARS = 20_000
 
 
 class LinkGone(Exception):
@@ -189,8 +188,7 @@ def answer_link_record(
         recorded = _invitation_respond(target, response, now, source)
         _decline_alert_if_wanted(target, response, recorded)
         return recorded
-    if not isinstance(answers, dict):
-        raise ValueError("answers")
+    answers = answers_check(answers)
     if connection.vendor == "postgresql":
         return _questionnaire_record(target, answers, now, source)
     with transaction.atomic():
@@ -301,8 +299,7 @@ def answer_link_answer(
             raise ValueError("response")
         row = fetch_one(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]})
     else:
-        if not isinstance(answers, dict):
-            raise ValueError("answers")
+        answers = answers_check(answers)
         row = fetch_one(
             queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "answers": json.dumps(answers)}
         )
@@ -375,17 +372,6 @@ def _guardian_by(player_id: int, guardian_id: int | None) -> dict[str, Any] | No
     if found is None:  # no longer their guardian: still who answered
         return {"guardian": guardian_id, "name": "", "relation": ""}
     return {"guardian": guardian_id, "name": found.guardian.name, "relation": found.relation}
-
-
-def answers_check(value: Any) -> dict[str, Any]:
-    """A questionnaire's answers as a link accepts them: a JSON object of bounded size (ValueError)."""
-    if not isinstance(value, dict):
-        raise ValueError("must be a JSON object of the questionnaire's answers.")
-    if len(value) > MAX_ANSWER_KEYS:
-        raise ValueError(f"at most {MAX_ANSWER_KEYS} answers.")
-    if len(json.dumps(value)) > MAX_ANSWER_CHARS:
-        raise ValueError(f"at most {MAX_ANSWER_CHARS} characters of JSON.")
-    return value
 
 
 SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

@@ -33,9 +33,9 @@ from trainings.answers.recording import (
     answer_link_current,
     answer_link_open,
     answer_link_record,
-    answers_check,
 )
 from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer
+from trainings.answers.values import answers_check
 
 
 class AnswerLinkRateThrottle(SimpleRateThrottle):

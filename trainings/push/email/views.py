@@ -19,8 +19,8 @@ from trainings.answers.recording import (
     answer_link_current,
     answer_link_open,
     answer_link_record,
-    answers_check,
 )
+from trainings.answers.values import answers_check
 from trainings.push.email.message import unsubscribe_read, words
 from trainings.services import preference_set
 
