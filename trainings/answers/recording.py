@@ -2,8 +2,10 @@
 
 A link is refused (LinkGone, HTTP 410) when its training was deleted or cancelled, when the kind's window
 has closed (the training's start for an invitation or the pre-training questionnaire, the questionnaire's
-close after the end for the post-training one), when the player is no longer on the training's list, or,
-for a link sent to a guardian, when they are no longer the player's guardian. A guardian's answer is the
+close after the end for the post-training one), when the player is no longer on the training's list or no
+longer an active member of its team (a membership ended leaves the invitation and the links behind), or,
+for a link sent to a guardian, when they are no longer the player's guardian. A refusal says why and
+nothing of the training. A guardian's answer is the
 player's (one invitation, one answer per phase) and records who gave it (`responded_by`, `answered_by`).
 Recording is idempotent: the same answer twice changes nothing (not even its time); a different one
 replaces it while the window is open. The next reminder's fire-time re-check then skips the player.
@@ -32,6 +34,7 @@ from trainings.models import (
     Guardianship,
     Invitation,
     InvitationStatus,
+    Membership,
     Player,
     QuestionnaireAnswer,
     Team,
@@ -77,7 +80,7 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
 
 def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
     if connection.vendor == "postgresql":
-        training, invitation = _target_read(link)
+        training, invitation, member = _target_read(link)
     else:
         invitation = (
             Invitation.objects.select_related("training__team", "player")
@@ -85,6 +88,7 @@ def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
             .first()
         )
         training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
+        member = training is not None and _member(training, link.player_id)
     if training is None:
         raise LinkGone("gone", "This training no longer exists.")
     guardianship = None
@@ -94,17 +98,24 @@ def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
             .filter(guardian_id=link.guardian_id, player_id=link.player_id)
             .first()
         )
-    return _target_checked(link, training, invitation, guardianship, now)
+    return _target_checked(link, training, invitation, member, guardianship, now)
+
+
+def _member(training: Training, player_id: int) -> bool:
+    """Whether the player is an active member of the training's team now."""
+    return Membership.objects.filter(team_id=training.team_id, player_id=player_id, active=True).exists()
 
 
 def _target_checked(
     link: AnswerLink,
     training: Training,
     invitation: Invitation | None,
+    member: bool,
     guardianship: Guardianship | None,
     now: datetime,
 ) -> LinkTarget:
-    """The target, if the link may still be answered at `now`; LinkGone saying why otherwise."""
+    """The target, if the link may still be answered at `now`; LinkGone saying why otherwise. `member`:
+    the link's player is an active member of the training's team."""
     if training.cancelled:
         raise LinkGone("cancelled", "This training was cancelled.")
     closes_at = push_expiry(training=training, kind=link.kind)
@@ -112,36 +123,39 @@ def _target_checked(
         raise LinkGone("closed", "The time to answer this has passed.")
     if invitation is None:
         raise LinkGone("not_invited", "You are no longer on this training's list.")
+    if not member:
+        raise LinkGone("not_member", "You are no longer a member of this team.")
     if link.guardian_id is not None and guardianship is None:
         raise LinkGone("not_guardian", "You are no longer this player's guardian.")
     return LinkTarget(link, training, invitation, closes_at, guardianship)
 
 
-def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
-    """(training, invitation) of a link as detached model instances, from `queries.ANSWER_LINK_TARGET`."""
-    row = fetch_one(queries.ANSWER_LINK_TARGET, [link.player_id, link.training_id])
+def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None, bool]:
+    """(training, invitation, member) of a link, the first two as detached model instances, from
+    `queries.ANSWER_LINK_TARGET`."""
+    row = fetch_one(queries.ANSWER_LINK_TARGET, {"player": link.player_id, "training": link.training_id})
     if row is None:
-        return None, None
+        return None, None, False
     return _target_from_row(row)
 
 
-def _target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None]:
-    """(training, invitation) from the target's first twenty columns (`queries.ANSWER_LINK_TARGET`)."""
+def _target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None, bool]:
+    """(training, invitation, member) from the target's first 21 columns (`queries.ANSWER_LINK_TARGET`)."""
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
      decline_alert_within, invitation_id, status, responded_at, source, responded_by, player_id,
-     player_name, language, player_zone) = row[:20]  # fmt: skip
+     player_name, language, player_zone, member) = row[:21]  # fmt: skip
     team = _detached(Team, id=team_id, name=team_name, time_zone=team_zone,
                      decline_alert_within=decline_alert_within)  # fmt: skip
     training = _detached(Training, {"team": team}, id=training_id, team_id=team_id, title=title, start=start,
                          end=end, time_zone=zone, location=location, cancelled=cancelled)  # fmt: skip
     if invitation_id is None:
-        return training, None
+        return training, None, bool(member)
     player = _detached(Player, id=player_id, name=player_name, language=language, time_zone=player_zone)
     invitation = _detached(Invitation, {"training": training, "player": player}, id=invitation_id,
                            training_id=training_id, player_id=player_id, status=status,
                            responded_at=responded_at, response_source=source,
                            responded_by_id=responded_by)  # fmt: skip
-    return training, invitation
+    return training, invitation, bool(member)
 
 
 _M = TypeVar("_M", bound=Model)
@@ -305,9 +319,9 @@ def answer_link_answer(
         )
     if row is None:
         raise LinkGone("gone", "This training no longer exists.")
-    training, found = _target_from_row(row)
-    target = _target_checked(link, training, found, None, now)
-    if not row[20]:  # open, as the statement saw it: refused above for a reason, never written
+    training, found, member = _target_from_row(row)
+    target = _target_checked(link, training, found, member, None, now)
+    if not row[21]:  # open, as the statement saw it: refused above for a reason, never written
         raise LinkGone("closed", "The time to answer this has passed.")
     changed = bool(row[-5])
     if invitation:
@@ -322,7 +336,7 @@ def answer_link_answer(
         assert response is not None  # checked above
         _decline_alert_if_wanted(target, response, recorded)
         return target, recorded
-    stored, answered_at, stored_source, by = row[-4:] if changed else row[21:25]
+    stored, answered_at, stored_source, by = row[-4:] if changed else row[22:26]
     value = json.loads(stored) if isinstance(stored, str) else stored
     who = None if changed else _guardian_by(link.player_id, by)
     return target, Recorded(
