@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from trainings import kinds
+from trainings.answers.values import AnswersField
 from trainings.critical import ALL, validate_critical_offsets
 from trainings.models import (
     ChannelChoice,
@@ -202,7 +203,7 @@ def _on_the_list(found: _Row | None) -> _Row:
 class AnswerInputSerializer(serializers.Serializer):
     player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     phase = serializers.ChoiceField(choices=kinds.live(kinds.questionnaire_choices))
-    answers = serializers.JSONField(required=False, default=dict)
+    answers = AnswersField(required=False, default=dict)
     answered_at = AwareDateTimeField(required=False)
 
     def validate_player(self, value: int) -> Player:

@@ -20,6 +20,7 @@ from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
+from trainings.answers.values import answers_check
 from trainings.critical import CriticalOffsets
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
@@ -238,7 +239,9 @@ def answer_record(
 ) -> QuestionnaireAnswer:
     """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them.
 
-    `source`: how it came in (a coach through the API or the admin, unless said otherwise)."""
+    `source`: how it came in (a coach through the API or the admin, unless said otherwise). `answers` is
+    what an answer link accepts too (`answers_check`: ValueError otherwise)."""
+    answers = answers_check(answers)
     answer, _ = QuestionnaireAnswer.objects.update_or_create(
         training=training,
         player=player,

@@ -33,9 +33,9 @@ from trainings.answers.recording import (
     answer_link_current,
     answer_link_open,
     answer_link_record,
-    answers_check,
 )
 from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer
+from trainings.answers.values import answers_check
 
 
 class AnswerLinkRateThrottle(SimpleRateThrottle):
@@ -62,8 +62,9 @@ _LINK_ERRORS = {
     400: OpenApiResponse(description="Not a valid answer link (nothing more is said), or a field error."),
     410: OpenApiResponse(
         description="The link no longer works: `code` is `gone` (training deleted), `cancelled`, `closed` "
-        "(the window to answer has passed), `not_invited` (no longer on the list) or `not_guardian` (a "
-        "guardian's link, and they are no longer the player's guardian)."
+        "(the window to answer has passed), `not_invited` (no longer on the list), `not_member` (no "
+        "longer an active member of the training's team) or `not_guardian` (a guardian's link, and they are "
+        "no longer the player's guardian). Nothing of the training is said."
     ),
     429: OpenApiResponse(description="Followed too often; Retry-After says when to try again."),
 }

@@ -59,9 +59,10 @@ def unsubscribe_token(*, player_id: int, kind: str, guardian_id: int | None = No
 
 
 def unsubscribe_read(token: str) -> tuple[int, str, int | None]:
-    """(player id, kind, guardian id or None) of a one-click unsubscribe token; signing.BadSignature or
-    ValueError otherwise."""
-    player_id, kind, *guardian = signing.loads(token, salt=UNSUBSCRIBE_SALT)
+    """(player id, kind, guardian id or None) of a one-click unsubscribe token; signing.SignatureExpired
+    past TRAININGS_EMAIL_UNSUBSCRIBE_DAYS, signing.BadSignature or ValueError otherwise."""
+    max_age = settings.TRAININGS_EMAIL_UNSUBSCRIBE_DAYS * 86400
+    player_id, kind, *guardian = signing.loads(token, salt=UNSUBSCRIBE_SALT, max_age=max_age)
     guardian_id = guardian[0] if guardian else None
     if not isinstance(player_id, int) or not isinstance(kind, str) or len(guardian) > 1:
         raise ValueError("not an unsubscribe token")
