@@ -21,7 +21,7 @@ _COACH_PERMISSIONS = {
     "reminderrun": ("view",),
     "push": ("view",),
     "device": ("view",),
-    "guardian": ("view", "add", "change"),
+    "guardian": ("view", "add", "change", "delete"),  # the admin: only guardians of their players alone
     "guardianship": ("view", "add", "change", "delete"),
     "coach": ("view", "change"),  # their own profile (the admin's queryset)
     "coachpush": ("view",),

@@ -1,6 +1,7 @@
 """The guardian admin in a real browser: the change page of a guardian with a login opens and saves (it
-was a 500), and a coach who saves a new guardian without a player is told so on the form, then adds one
-and finds the guardian in their list (screenshots guardian-*.png)."""
+was a 500), and a coach who saves a new guardian without a player is told so on the form, adds one and
+finds the guardian in their list, cannot take that last player away, and deletes the guardian instead
+(screenshots guardian-*.png)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,16 @@ def test_a_coach_is_told_a_new_guardian_needs_a_player_then_adds_one(page: Any, 
     shot(page, "guardian-added-with-player")
     page.goto(f"{live_server.url}/admin/trainings/guardian/")
     assert "Paul" in page.inner_text("#result_list")
+
+    # Taking the last player away would hide the guardian again: refused; deleting them is the way.
+    page.click("#result_list a:text('Paul')")
+    page.check("#id_guardianships-0-DELETE")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".errornote")
+    assert "to remove this guardian, delete them" in page.inner_text("#guardianships-group")
+    shot(page, "guardian-last-player-kept")
+    page.click("a.deletelink")
+    page.click("input[type=submit]")  # "Yes, I'm sure"
+    page.wait_for_selector(".messagelist .success")
+    assert "was deleted successfully" in page.inner_text(".messagelist")
+    assert not Guardian.objects.filter(name="Paul").exists()

@@ -182,9 +182,36 @@ def test_a_coach_cannot_take_a_guardians_last_player_but_an_operator_can(admin_a
     form = {**_as_posted(admin_a.get(url)), "guardianships-0-DELETE": "on"}
 
     refused = admin_a.post(url, form)
-    assert refused.status_code == 200 and "delete them instead" in refused.content.decode()
+    assert refused.status_code == 200 and "to remove this guardian, delete them" in refused.content.decode()
     assert maria.guardianships.count() == 1
 
     operator = logged_in(UserFactory(is_staff=True, is_superuser=True))
     assert operator.post(url, form).status_code == 302
     assert maria.guardianships.count() == 0
+
+
+def test_a_coach_deletes_a_guardian_of_their_players_alone(admin_a: Client, team: Team) -> None:
+    maria = GuardianFactory(name="Maria", player=Player.objects.get(name="Alice"))  # with a device
+    url = f"/admin/trainings/guardian/{maria.pk}/delete/"
+
+    assert admin_a.get(url).status_code == 200
+    assert admin_a.post(url, {"post": "yes"}).status_code == 302
+    assert not Guardian.objects.filter(pk=maria.pk).exists()
+
+
+def test_a_guardian_shared_with_another_team_shows_a_coach_only_their_rows(
+    admin_a: Client, team: Team, zoe: Player
+) -> None:
+    """Another coach's player is neither shown nor lost: the coach unlinks their own, the guardian stays
+    with Zoe, and only an operator deletes them."""
+    shared = Guardian.objects.get(name="Zoe's dad")
+    Guardianship.objects.create(guardian=shared, player=Player.objects.get(name="Alice"), relation="uncle")
+    url = f"/admin/trainings/guardian/{shared.pk}/change/"
+
+    page = admin_a.get(url)
+    assert page.status_code == 200 and "Zoe" not in page.content.decode().replace("Zoe&#x27;s dad", "")
+    assert admin_a.get(f"/admin/trainings/guardian/{shared.pk}/delete/").status_code == 403
+    unlinked = admin_a.post(url, {**_as_posted(page), "guardianships-0-DELETE": "on"})
+
+    assert unlinked.status_code == 302, unlinked.content.decode()[:3000]
+    assert list(shared.guardianships.values_list("player__name", flat=True)) == ["Zoe"]

@@ -13,27 +13,32 @@ from django.http import HttpRequest
 
 from trainings.access import users_linkable_to_guardian
 from trainings.admin.people import OwnDeviceInline, PlayerSearchInline, ZoneAndLanguageLists
-from trainings.models import Guardian, Guardianship
-from trainings.selectors import guardians_visible_to, user_sees_all_teams
+from trainings.models import Device, Guardian, Guardianship
+from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams
 
 # A coach sees a guardian through the guardian's players: one saved without any of theirs would read
 # "added successfully" and then "doesn't exist", a row no coach could find again or delete.
 NEEDS_A_PLAYER = "A guardian guards at least one player: name one of your players below."
-KEEPS_A_PLAYER = (
-    "A guardian keeps at least one player: to remove this guardian, delete them instead of their players."
-)
+KEEPS_A_PLAYER = "A guardian keeps at least one player: to remove this guardian, delete them (below)."
+
+
+def _players_elsewhere(request: HttpRequest, guardian: Guardian) -> bool:
+    """The guardian also guards players the user does not see (another coach's)."""
+    return guardian.guardianships.exclude(player__in=players_visible_to(request.user)).exists()
 
 
 class GuardianshipInline(PlayerSearchInline, admin.TabularInline):
-    """On a guardian's page: whose guardian they are (players of the user's teams). A new guardian needs
-    one; a coach cannot take a guardian's last one away (the guardian would vanish from their lists)."""
+    """On a guardian's page: whose guardian they are, among the user's players (a coach neither reads nor
+    changes another team's rows). A new guardian needs one; a coach cannot take a guardian's last one away
+    (the guardian would vanish from their lists)."""
 
     model = Guardianship
     extra = 0
     fields = ["player", "relation"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Guardianship]:
-        return super().get_queryset(request).select_related("player")
+        visible = players_visible_to(request.user)
+        return super().get_queryset(request).filter(player__in=visible).select_related("player")
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         formset = super().get_formset(request, obj, **kwargs)
@@ -49,7 +54,7 @@ class GuardianshipInline(PlayerSearchInline, admin.TabularInline):
                     for form in self.forms
                     if form.cleaned_data.get("player") is not None and not self._should_delete_form(form)
                 ]
-                if not kept:
+                if not kept and (obj is None or not _players_elsewhere(request, obj)):
                     raise ValidationError(NEEDS_A_PLAYER if obj is None else KEEPS_A_PLAYER)
 
         return AtLeastOnePlayer
@@ -65,6 +70,19 @@ class GuardianAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Guardian]:
         return guardians_visible_to(request.user)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Guardian | None = None) -> bool:
+        """A coach deletes a guardian of their players alone; one who also guards another team's player
+        stays (the coach unlinks their own players from them instead)."""
+        if not super().has_delete_permission(request, obj):
+            return False
+        return obj is None or user_sees_all_teams(request.user) or not _players_elsewhere(request, obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        """The guardian's devices go with them: their app registered them, nobody deletes one on its own
+        in the admin (a coach may read them only), so they need no permission of their own here."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, perms_needed - {Device._meta.verbose_name}, protected
 
     def get_form(
         self, request: HttpRequest, obj: Guardian | None = None, change: bool = False, **kwargs: Any
