@@ -150,10 +150,12 @@ SPECTACULAR_SETTINGS = {
     "in-process handlers, and the trainings reminders built on it.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    # Every error answer each operation can give (reminders/http/openapi.py), after the default enum hook.
+    # Every error answer each operation can give, and request bodies that take no other keys
+    # (reminders/http/openapi.py), after the default enum hook.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "reminders.http.openapi.error_responses",
+        "reminders.http.openapi.strict_request_bodies",
     ],
 }
 

@@ -7,7 +7,7 @@ An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their in
 transaction commits (`scan_kick_on_commit`). The operator's status page reads the engine's figures (and
 acts on retrying work) here too; the admin's hooks let an app name its jobs in words, give a person a
 default zone, and add a readiness check. An app's own API views throttle and read JSON as the engine's
-API does (`TokenRateThrottle`, `valid_unicode`).
+API does (`TokenRateThrottle`, `json_object_unique`, `valid_unicode`).
 Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
 one is), so the engine can be reshaped behind this module.
 
@@ -22,7 +22,7 @@ from reminders.admin.middleware import default_zone_register
 from reminders.engine.handler_registry import keys_reserve, register, register_batch
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.http.limits import TokenRateThrottle
-from reminders.http.parsers import valid_unicode
+from reminders.http.parsers import json_object_unique, valid_unicode
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
 from reminders.ops.figures import (
     ERROR_PREFIX,
@@ -56,6 +56,7 @@ __all__ = [
     "job_describer_register",
     "job_upsert",
     "jobs_insert",
+    "json_object_unique",
     "keys_reserve",
     "occurrence_state",
     "occurrences_cancel",

@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 
 from common.admin_widgets import pretty_json, zone_field
 from common.history_admin import AuditedAdmin
+from reminders.http.parsers import json_object_unique
 from reminders.http.schedule_serializers import EXPRESSION_HELP, ScheduleInputSerializer
 from reminders.jobs import OwnershipError
 from reminders.models import CallbackType, MisfirePolicy, Schedule
@@ -89,7 +90,7 @@ class ScheduleCreateForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         try:
-            payload = json.loads(cleaned.get("payload") or "{}")
+            payload = json.loads(cleaned.get("payload") or "{}", object_pairs_hook=json_object_unique)
         except ValueError as exc:
             self.add_error("payload", f"not JSON: {exc}")
             return cleaned

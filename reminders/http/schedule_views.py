@@ -12,6 +12,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.serializers import NoBody
 from reminders.http.permissions import SCHEDULER_PERMISSIONS, caller_context
 from reminders.http.schedule_serializers import (
     PreviewQuerySerializer,
@@ -94,13 +95,17 @@ class ScheduleViewSet(KeyedViewSet):
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, key: str) -> Response:
         """Cancel the pending fire point; nothing fires until resumed."""
-        return Response(ScheduleSerializer(schedule_pause(schedule=self.get_object())).data)
+        schedule = self.get_object()
+        NoBody(data=request.data).is_valid(raise_exception=True)
+        return Response(ScheduleSerializer(schedule_pause(schedule=schedule)).data)
 
     @extend_schema(request=None, responses={200: ScheduleSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, key: str) -> Response:
         """Continue from now (runs missed while paused are not fired)."""
-        return Response(ScheduleSerializer(schedule_resume(schedule=self.get_object())).data)
+        schedule = self.get_object()
+        NoBody(data=request.data).is_valid(raise_exception=True)
+        return Response(ScheduleSerializer(schedule_resume(schedule=schedule)).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("count", int, description="How many fire times (default 10).")],

@@ -6,11 +6,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.serializers import StrictSerializer
 from trainings.answers.links import expects_response
 from trainings.answers.values import AnswersField
 
 
-class AnswerLinkInputSerializer(serializers.Serializer):
+class AnswerLinkInputSerializer(StrictSerializer):
     """`response` for an invitation's link, `answers` for a questionnaire's; never both."""
 
     response = serializers.ChoiceField(

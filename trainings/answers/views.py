@@ -22,7 +22,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from reminders.api import TokenRateThrottle, valid_unicode
+from reminders.api import TokenRateThrottle, json_object_unique, valid_unicode
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
@@ -146,7 +146,9 @@ class AnswerLinkView(APIView):
         if (request.content_params or {}).get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
             return None
         try:
-            data = json.loads(request.body.decode(), parse_constant=_refused_constant)
+            data = json.loads(
+                request.body.decode(), parse_constant=_refused_constant, object_pairs_hook=json_object_unique
+            )
             link = answer_link_read(str(kwargs.get("token", "")))
         except (ValueError, RecursionError, LinkInvalid):  # a UnicodeDecodeError is a ValueError
             return None
