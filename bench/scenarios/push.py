@@ -98,9 +98,9 @@ def pushes_publish(
     from django.utils import timezone
 
     from reminders.transports import Delivery
-    from reminders.transports.rabbitmq import RabbitMQTransport
+    from trainings.push.queue import queue_publisher_at
 
-    transport = RabbitMQTransport(h.broker_url)
+    transport = queue_publisher_at(h.broker_url)
     try:
         messages: list[dict[str, Any]] = [
             {

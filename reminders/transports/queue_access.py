@@ -49,6 +49,15 @@ def service_queues() -> dict[str, str]:
     return found
 
 
+def service_queue_owner(queue: str, service: dict[str, str] | None = None) -> str | None:
+    """Whose queue `queue` is when it is one of the service's own (`service`: `service_queues()`, read
+    once by a caller that checks many), else None."""
+    owner = (service_queues() if service is None else service).get(queue)
+    if owner is None and any(re.fullmatch(pattern, queue) for pattern in _CELERY_PATTERNS):
+        owner = "a Celery worker's control or event queue"
+    return owner
+
+
 class QueueAccess:
     """One caller's right to publish, checked per queue; the grants and the service's queues are read once
     (a bulk request checks thousands of jobs)."""
@@ -62,9 +71,7 @@ class QueueAccess:
         """Why the caller may not publish to `queue`, or None when it may."""
         if self._service is None:
             self._service = service_queues()
-        owner = self._service.get(queue)
-        if owner is None and any(re.fullmatch(pattern, queue) for pattern in _CELERY_PATTERNS):
-            owner = "a Celery worker's control or event queue"
+        owner = service_queue_owner(queue, self._service)
         if owner is not None:
             return f"{queue!r} is this service's own queue ({owner}); no caller may publish to it."
         if self.caller is None:

@@ -29,7 +29,16 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from reminders.engine.dispatch import occurrences_dispatch_batch
-from reminders.models import Job, Occurrence, QueueGrant, Schedule, ThrottlePolicy
+from reminders.jobs import Callback, job_upsert
+from reminders.models import (
+    CallbackType,
+    Job,
+    Occurrence,
+    OccurrenceStatus,
+    QueueGrant,
+    Schedule,
+    ThrottlePolicy,
+)
 from tests.clients import logged_in
 from tests.conftest import delete_queue, drain_queue
 from tests.factories import GuardianFactory, PlayerFactory, UserFactory
@@ -301,3 +310,23 @@ def test_the_readmes_curl_example_works_with_the_token_dev_admin_prints(settings
     response = client.post("/api/jobs/", body, format="json")
     assert response.status_code == 201, response.content
     assert Job.objects.get(key=body["key"]).target == "training.invitations.notifications"
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("queue", list(_service_queues()))
+def test_a_job_stored_before_the_check_never_publishes_to_a_service_queue(queue: str) -> None:
+    """A job written to a service queue before the API refused it (or before the queue was renamed to
+    its name) fails for good at its delivery, with its reason, and the queue gets nothing."""
+    name = _service_queues()[queue]
+    job, _ = job_upsert(
+        key=f"planted-{queue}",
+        schedules=[timezone.now()],
+        callback=Callback(CallbackType.RABBITMQ, name, {"title": "URGENT from your coach"}),
+    )
+    broker = Broker([name])
+    depths = broker.depths()
+    occurrences_dispatch_batch()
+    occurrence = Occurrence.objects.get(job=job)
+    assert occurrence.status == OccurrenceStatus.FAILED
+    assert "this service's own queue" in occurrence.last_error
+    assert broker.depths() == depths
