@@ -36,12 +36,14 @@ from reminders.ops.figures import (
     retrying_retry_now,
 )
 from reminders.ops.health import Check, readiness_check_register
+from reminders.ops.logfilters import SHOWS_CREDENTIAL
 from reminders.transports.base import Delivery, TransportError
 from reminders.transports.queue_access import queues_reserve
 
 __all__ = [
     "ERROR_PREFIX",
     "FAILURE_SAMPLE",
+    "SHOWS_CREDENTIAL",
     "Callback",
     "Check",
     "Delivery",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import re
 
+from django.conf import settings
+
 from reminders.ops.logformat import FIELDS
 
 # Paths whose next segment is a credential: the signed tokens of the answer links (API and email page) and
@@ -34,12 +36,20 @@ def redact_tokens(text: str) -> str:
     return _TOKEN_IN_PATH.sub(rf"\1{REDACTED}", text)
 
 
+# The `extra` key of a development-only record that shows a link on purpose (see TokenRedaction).
+SHOWS_CREDENTIAL = "shows_credential"
+
+
 class TokenRedaction(logging.Filter):
     """On every handler the service configures: the message, its traceback and the structured fields of
     a record carry no answer-link or unsubscribe token (a `django.request` "Not Found: /answer/<token>/",
-    runserver's request line, a traceback's request path)."""
+    runserver's request line, a traceback's request path). One exception, for development only: a record
+    logged with `extra={SHOWS_CREDENTIAL: True}` (the logging stand-in's PUSH line with its answer page)
+    keeps its link while DEBUG is on."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, SHOWS_CREDENTIAL, False) and settings.DEBUG:
+            return True
         try:
             message = record.getMessage()
         except Exception:  # a bad format is logging's to report, as it would without this filter

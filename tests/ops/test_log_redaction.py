@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 import shlex
@@ -25,12 +26,19 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from reminders.ops.logfilters import REDACTED, TOKEN_PATH_PREFIXES, redact_tokens
+from reminders.ops.logfilters import (
+    REDACTED,
+    SHOWS_CREDENTIAL,
+    TOKEN_PATH_PREFIXES,
+    TokenRedaction,
+    redact_tokens,
+)
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, training_made
 from tests.ops.env_template import template_variables
 from tests.ops.processes import ROOT, database_url
@@ -270,3 +278,20 @@ def test_runserver_writes_no_token_in_its_request_lines(tmp_path: Path) -> None:
     text = log.read_text()
     assert token not in text and token.rsplit(":", 1)[1] not in text, text
     assert text.count(f"/{REDACTED}/") >= 6, text  # django.server's line and django.request's, for each
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_only_a_development_record_marked_as_showing_its_link_keeps_it(settings: Any, debug: bool) -> None:
+    """The logging stand-in's PUSH line under DEBUG (`make run`) keeps its answer page; nothing else does,
+    and outside DEBUG not even a record so marked."""
+    settings.DEBUG = debug
+    line = "PUSH player=1 answer=http://127.0.0.1:8000/answer/abc.def:ghi/"
+
+    def filtered(**extra: object) -> str:
+        record = logging.LogRecord("trainings.push", logging.INFO, __file__, 1, line, (), None)
+        record.__dict__.update(extra)
+        assert TokenRedaction().filter(record)
+        return record.getMessage()
+
+    assert filtered() == "PUSH player=1 answer=http://127.0.0.1:8000/answer/[redacted]/"
+    assert (filtered(**{SHOWS_CREDENTIAL: True}) == line) is debug

@@ -9,6 +9,7 @@ import logging
 
 from django.conf import settings
 
+from reminders.api import SHOWS_CREDENTIAL
 from trainings.answers.links import answer_page_link
 from trainings.push.messages import PushMessage, PushProvider, SendResult, Target, Verdict
 
@@ -24,10 +25,11 @@ class LoggingProvider:
         pass
 
     async def send(self, push: PushMessage, device: Target) -> SendResult:
+        debug = settings.DEBUG  # the link shows (past the logs' token redaction) in development only
         logger.info(
             "PUSH player=%s device=%s/%s kind=%s training=%s key=%s title=%r body=%r%s",
             push.player, device.provider, device.device_id, push.kind, push.training, push.idempotency_key,
-            push.title, push.body, _answer_page(push) if settings.DEBUG else "",
+            push.title, push.body, _answer_page(push) if debug else "", extra={SHOWS_CREDENTIAL: debug},
         )  # fmt: skip
         return SendResult(Verdict.ACCEPTED)
 
