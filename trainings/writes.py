@@ -9,6 +9,7 @@ id order when there are several, then the rule they touch, then its engine jobs,
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -210,7 +211,7 @@ def training_cancel(*, training: Training) -> Training:
     return training_update(training=training, cancelled=True)
 
 
-def training_lock(*, training_id: object) -> Training:
+def training_lock(*, training_id: uuid.UUID | str) -> Training:
     """Lock the training's row (FOR UPDATE) and return it as it is now; Training.DoesNotExist if gone.
 
     Every writer of a training takes this lock before anything else of the training's: its jobs, their
