@@ -101,7 +101,9 @@ def operator_token() -> Iterator[str]:
 
 
 def test_it_answers_every_stateful_scenario_as_documented(operator_token: str) -> None:
-    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+    machine: Any = schema.as_state_machine()
+
+    class Workflow(machine):
         """Each scenario starts from the fixture's rows: what one created is rolled back after it, so that
         the same draws meet the same state (Hypothesis refuses generation that depends on state)."""
 

@@ -85,8 +85,10 @@ def test_a_job_instant_outside_the_range_is_a_400_naming_schedules(edge: str) ->
     assert "schedules" in str(response.json())
 
 
-@pytest.mark.parametrize(("day", "zone"), [("9999-12-31", "Europe/Paris"), ("0001-01-01", "Pacific/Kiritimati"),
-                                           ("2100-06-01", "UTC")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("day", "zone"),
+    [("9999-12-31", "Europe/Paris"), ("0001-01-01", "Pacific/Kiritimati"), ("2100-06-01", "UTC")],
+)
 def test_the_admin_form_refuses_a_start_outside_the_range(team: Team, day: str, zone: str) -> None:
     coach = UserFactory(is_staff=True)
     coach.groups.add(coach_group_ensure())
