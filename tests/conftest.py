@@ -57,6 +57,7 @@ LONG_FIRST = (
     "tests/trainings_faults/test_gateway_crash.py",
     "tests/trainings_faults/test_worker_crash.py",
     "tests/security/test_schemathesis.py",
+    "tests/security/test_schemathesis_stateful.py",
     "tests/browser/",
     "tests/ops/test_run_all_restarts.py",
     "tests/ops/test_procfile.py",

@@ -66,8 +66,9 @@ class ScheduleInputSerializer(StrictSerializer):
     deadline_seconds = serializers.IntegerField(
         min_value=1, max_value=MAX_DEADLINE_SECONDS, required=False, allow_null=True, default=None
     )
-    start_at = AwareDateTimeField(required=False, allow_null=True, default=None)
-    end_at = AwareDateTimeField(required=False, allow_null=True, default=None)
+    # The whole calendar: a schedule's timeline stops where it does (common/fields.py).
+    start_at = AwareDateTimeField(bounded=False, required=False, allow_null=True, default=None)
+    end_at = AwareDateTimeField(bounded=False, required=False, allow_null=True, default=None)
     misfire_policy = serializers.ChoiceField(choices=MisfirePolicy.choices, default=MisfirePolicy.FIRE_ONCE)
     paused = serializers.BooleanField(default=False)
 
