@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint docs docs-build format bench bench-quick clean
+.PHONY: install run soak test lint docs docs-build format bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-1} $(BIN)/python manage.py dev_admin
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-1} BIN=$(BIN) bash scripts/run-all.sh
+
+# `make run`'s stack with the demo for 30 minutes (beside `stress-ng --cpu 2` where installed): exits and
+# reminders on time (docs/development.md, "The development stack"). SOAK_ARGS='--minutes 10 --no-stress'.
+soak: install
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -22,7 +22,8 @@ from bench.harness import RESULTS, Harness
 from bench.report import Section, render_table, write_chart, write_json
 
 SCENARIOS = (
-    "scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email", "admin",
+    "scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email",
+    "email_wire", "admin",
 )  # fmt: skip
 # Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes; the storm
 # schedules 5,000 trainings and sends 300,000 pushes.
@@ -217,6 +218,10 @@ def _run(h: Harness, name: str, selected: list[str], args: argparse.Namespace) -
         from bench.scenarios import email
 
         return [email.run(h)]
+    if name == "email_wire":
+        from bench.scenarios import email_wire
+
+        return [email_wire.run(h)]
     if name == "admin":
         from bench.scenarios import admin
 

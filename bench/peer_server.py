@@ -1,5 +1,5 @@
 """The loopback APNs and FCM peers on a compiled HTTP/2 stack: granian (hyper and rustls) in a process of its
-own, answering with the same checks and answers as trainings/push/peers.py (its peers, built without a
+own, answering with the same checks and answers as tests/peers/apns_fcm.py (its peers, built without a
 server, answer each request here).
 
 Why: on this machine's two cores the stand-ins for Apple's and Google's servers share the cores with the
@@ -22,7 +22,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
-from trainings.push.peers import ApnsPeer, FcmPeer
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 
 
 def _peers() -> tuple[ApnsPeer, FcmPeer]:

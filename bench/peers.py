@@ -18,8 +18,8 @@ from typing import Any
 
 from bench.harness import Harness
 from bench.processes import start_process, stop_process
-from trainings.push.peer_credentials import apns_key, service_account, tls_certificate
-from trainings.push.peers import ApnsPeer, FcmPeer
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer
+from tests.peers.credentials import apns_key, service_account, tls_certificate
 
 KEY_ID = "BENCHKEY01"
 TEAM_ID = "BENCHTEAM1"

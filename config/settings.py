@@ -15,6 +15,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from common.address import site_url
 from config.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -149,10 +150,12 @@ SPECTACULAR_SETTINGS = {
     "in-process handlers, and the trainings reminders built on it.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    # Every error answer each operation can give (reminders/http/openapi.py), after the default enum hook.
+    # Every error answer each operation can give, and request bodies that take no other keys
+    # (reminders/http/openapi.py), after the default enum hook.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "reminders.http.openapi.error_responses",
+        "reminders.http.openapi.strict_request_bodies",
     ],
 }
 
@@ -225,13 +228,36 @@ REMINDERS_HTTP_CONCURRENCY = env_int("REMINDERS_HTTP_CONCURRENCY", 16, minimum=1
 LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
+    },
+    # Answer-link and unsubscribe tokens are credentials: every handler redacts them from the message, the
+    # traceback and the structured fields (reminders/ops/logfilters.py; gunicorn's access log:
+    # reminders/ops/accesslog.py).
+    "filters": {"redact_tokens": {"()": "reminders.ops.logfilters.TokenRedaction"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_tokens"]},
+        "django.server": {
+            "class": "logging.StreamHandler",
+            "formatter": "django.server",
+            "filters": ["redact_tokens"],
+        },
+    },
     # LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR for every process (docs/operations/monitoring.md).
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The scan runs every second: Celery's per-task "received"/"succeeded" lines would drown everything
     # else. The scan logs its own summary when it claimed something.
     "loggers": {
+        # Django's own handlers (DEFAULT_LOGGING: a DEBUG-only console and mail_admins, which sends nothing
+        # without ADMINS, and the service sets none) replaced: its records (django.request, django.security,
+        # ...) go to the root's redacting console. runserver's request lines keep their own format.
+        "django": {"handlers": [], "level": "INFO"},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
         **{
             name: {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")}
             for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
@@ -307,7 +333,8 @@ TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECON
 # Answer links (trainings/answers/links.py): the site's public address that every link in a push or an
 # email starts with, and how often one link may be followed ("<n>/<s|m|h|d>", per link, beside the
 # per-address API limit).
-TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", f"http://{env_str('ADDR', '127.0.0.1:8000')}")
+# Default: where `make run` serves (ADDR, or the running stack's: common/address.py).
+TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", site_url(""))
 if not TRAININGS_PUBLIC_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("TRAININGS_PUBLIC_URL must be an http(s) URL")
 # --- Email, the second channel (trainings/push/email/) -------------------------------------------------
@@ -332,6 +359,11 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Reminders <reminders@localho
 TRAININGS_EMAIL_DOMAIN = env_str("TRAININGS_EMAIL_DOMAIN", "reminders.localhost")
 # Emails in flight at once per gateway: SMTP connections kept open (threads, for a backend that is not SMTP).
 TRAININGS_EMAIL_CONNECTIONS = env_int("TRAININGS_EMAIL_CONNECTIONS", 8, minimum=1, maximum=100)
+# How long an email's one-click unsubscribe link works, in days after it was signed (at most an hour before
+# its email went out); an older one answers 410 saying so. A token is a credential for the person's
+# preferences: it does not live for ever. At least 30 (the US CAN-SPAM Act wants an opt-out to work for 30
+# days after the email was sent); 90 by default, as long as an answer link may live.
+TRAININGS_EMAIL_UNSUBSCRIBE_DAYS = env_int("TRAININGS_EMAIL_UNSUBSCRIBE_DAYS", 90, minimum=30)
 # django-anymail: the provider's credentials and the key its tracking webhook is signed with
 # (POST /email/anymail/mailgun/tracking/: bounces and complaints disable the address).
 ANYMAIL = {
@@ -444,6 +476,8 @@ if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured("LOG_FORMAT must be 'text' or 'json'")
 LOGGING["formatters"]["json"] = {"()": "reminders.ops.logformat.JsonFormatter"}
 LOGGING["handlers"]["console"]["formatter"] = "json" if LOG_FORMAT == "json" else "plain"
+if LOG_FORMAT == "json":
+    LOGGING["handlers"]["django.server"]["formatter"] = "json"
 
 # Retention of trainings bookkeeping (trainings/retention.py, hourly task "trainings: purge old pushes").
 TRAININGS_PUSH_RETENTION_DAYS = env_int("TRAININGS_PUSH_RETENTION_DAYS", 30, minimum=1)

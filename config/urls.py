@@ -50,3 +50,8 @@ urlpatterns += [
 
 # A path no URL matches answers JSON under /api/ (reminders/http/limits.py).
 handler404 = "reminders.http.limits.page_not_found"
+# The other errors Django answers itself (an unhandled exception, a SuspiciousOperation, Django's
+# PermissionDenied) are JSON under /api/ too, with no traceback (reminders/http/errors.py).
+handler500 = "reminders.http.errors.server_error"
+handler400 = "reminders.http.errors.bad_request"
+handler403 = "reminders.http.errors.permission_denied"

@@ -2,13 +2,14 @@
 
 An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their instants
 (`occurrences_cancel`), registers the handlers its jobs call and reserves their key pattern (`register`,
-`register_batch`, `keys_reserve`), receives a `Delivery` per due occurrence and answers with a
-`TransportError`, and asks a worker to scan after its transaction commits (`scan_kick_on_commit`). The
-operator's status page reads the engine's figures (and acts on retrying work) here too; the admin's
-hooks let an app name its jobs in words, give a person a default zone, and add a readiness check. An
-app's own API views throttle and read JSON as the engine's API does (`TokenRateThrottle`, `valid_unicode`),
-and its own limits count in the engine's counters (`Limit`, `requests_count`, `too_many`; a session-free
-view's `request_limits` are counted with the address).
+`register_batch`, `keys_reserve`) and the queues it declares for itself (`queues_reserve`), receives a
+`Delivery` per due occurrence and answers with a `TransportError`, and asks a worker to scan after its
+transaction commits (`scan_kick_on_commit`). The operator's status page reads the engine's figures (and
+acts on retrying work) here too; the admin's hooks let an app name its jobs in words, give a person a
+default zone, and add a readiness check. An app's own API views throttle and read JSON as the engine's
+API does (`TokenRateThrottle`, `json_object_unique`, `valid_unicode`), and its own limits count in the
+engine's counters (`Limit`, `requests_count`, `too_many`; a session-free view's `request_limits` are
+counted with the address).
 Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
 one is), so the engine can be reshaped behind this module.
 
@@ -24,7 +25,7 @@ from reminders.engine.handler_registry import keys_reserve, register, register_b
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.http.counts import Limit, Refused, digest, requests_count
 from reminders.http.limits import TokenRateThrottle, too_many
-from reminders.http.parsers import valid_unicode
+from reminders.http.parsers import json_object_unique, valid_unicode
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
 from reminders.ops.figures import (
     ERROR_PREFIX,
@@ -38,11 +39,14 @@ from reminders.ops.figures import (
     retrying_retry_now,
 )
 from reminders.ops.health import Check, readiness_check_register
+from reminders.ops.logfilters import SHOWS_CREDENTIAL
 from reminders.transports.base import Delivery, TransportError
+from reminders.transports.queue_access import queues_reserve
 
 __all__ = [
     "ERROR_PREFIX",
     "FAILURE_SAMPLE",
+    "SHOWS_CREDENTIAL",
     "Callback",
     "Check",
     "Delivery",
@@ -60,9 +64,11 @@ __all__ = [
     "job_describer_register",
     "job_upsert",
     "jobs_insert",
+    "json_object_unique",
     "keys_reserve",
     "occurrence_state",
     "occurrences_cancel",
+    "queues_reserve",
     "readiness_check_register",
     "register",
     "register_batch",

@@ -7,6 +7,7 @@ token. Nothing about the future lives in the broker.
 
 from __future__ import annotations
 
+import re
 import uuid
 from functools import cache
 from zoneinfo import available_timezones
@@ -174,6 +175,11 @@ class Job(models.Model):
                 condition=Q(callback_type__in=CallbackType.values), name="job_callback_type_valid"
             ),
         ]
+        # The scheduler API (jobs, bulk, schedules, occurrences, throttle policies) is for integration
+        # callers: a user without this permission (a player's, a guardian's, a coach's login) gets 403.
+        permissions = [
+            ("use_scheduler_api", "Can use the scheduler API (jobs, schedules, occurrences, throttles)")
+        ]
 
     def __str__(self) -> str:
         return self.key
@@ -338,6 +344,39 @@ def _time_zone_names() -> frozenset[str]:
 def validate_time_zone_name(value: str) -> None:
     if value not in _time_zone_names():
         raise ValidationError(f"{value!r} is not an IANA time zone name (e.g. Europe/Paris).")
+
+
+# What a queue grant may hold: a queue name's characters, with `*` for any run of them.
+QUEUE_GRANT_PATTERN = r"[A-Za-z0-9*][A-Za-z0-9._:*-]{0,254}"
+
+
+def validate_queue_grant_pattern(value: str) -> None:
+    if not re.fullmatch(QUEUE_GRANT_PATTERN, value):
+        raise ValidationError(
+            "use a queue name's letters, digits, '.', '_', ':' or '-', and '*' for any run."
+        )
+
+
+class QueueGrant(models.Model):
+    """A queue-name pattern one API caller may publish `rabbitmq` callbacks to (`*`: any run of characters).
+
+    A caller publishes only to queues one of its grants matches, and never to the service's own
+    (reminders/transports/queue_access.py), whatever its grants say: those are refused to every caller.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="queue_grants")
+    pattern = models.CharField(
+        max_length=255,
+        validators=[validate_queue_grant_pattern],
+        help_text="A queue name, or a pattern with '*' for any run of characters (e.g. billing.*).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "pattern"], name="queue_grant_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.pattern}"
 
 
 class UserPreference(models.Model):

@@ -1,5 +1,6 @@
-"""The import graph's figures of reminders/ and trainings/: modules, import levels, and how the domain
-reaches into the engine. Run from the repository root: `python scripts/import_figures.py`.
+"""The import graph's figures of the apps: modules, import levels, how the domain reaches into the engine,
+import cycles, and the wire-protocol and loopback-peer modules out of place. Run from the repository root:
+`python scripts/import_figures.py`.
 
 It reads the graph the way tests/test_import_graph.py does (module-level imports, parents included,
 `TYPE_CHECKING` blocks left out), so the figures and the tests agree on what an import is.
@@ -13,7 +14,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.test_import_graph import MODULES, _imports
+from tests.test_import_graph import (
+    MODULES,
+    WIRE_HOME,
+    _cycles,
+    _imports,
+    _serves,
+    _shipped_packages,
+    _speaks_a_protocol,
+)
 
 
 def main() -> None:
@@ -48,6 +57,19 @@ def main() -> None:
     for target in distinct:
         users = sorted(m for m, t in across if t == target)
         print(f"  {target}: {len(users)} ({', '.join(users)})")
+    for label, graph in (("module-level imports", imports), ("function-local ones counted", _imports()),
+                         ("through a package's own __init__ too", _imports(own_package=True))):  # fmt: skip
+        cycles = _cycles(graph)
+        print(f"import cycles, {label}: {len(cycles)} {cycles or ''}")
+    wire = sorted(
+        m for m, path in MODULES.items() if not m.startswith(WIRE_HOME) and _speaks_a_protocol(path)
+    )
+    print(f"wire-protocol modules outside {WIRE_HOME}: {len(wire)} {wire or ''}")
+    shipped = _shipped_packages()
+    root = Path(__file__).resolve().parents[1]
+    peers = sorted(f"{package}.{path.stem}" for package in shipped
+                   for path in (root / package.replace(".", "/")).glob("*.py") if _serves(path))  # fmt: skip
+    print(f"loopback peer modules in shipped packages: {len(peers)} {peers or ''}")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ LONG_FIRST = (
     "tests/trainings_faults/test_gateway_crash.py",
     "tests/trainings_faults/test_worker_crash.py",
     "tests/security/test_schemathesis.py",
+    "tests/security/test_schemathesis_stateful.py",
     "tests/browser/",
+    "tests/ops/test_run_all_restarts.py",
     "tests/ops/test_procfile.py",
     "tests/ops/test_processes.py",
     "tests/ops/test_first_deploy.py",
@@ -203,7 +205,8 @@ def _engine_threads_stopped() -> Iterator[None]:
 
 @pytest.fixture
 def user(db: None):
-    return UserFactory()
+    """An integration caller of the scheduler API, granted every queue but the service's own."""
+    return UserFactory(queues=["*"])
 
 
 @pytest.fixture
@@ -219,8 +222,8 @@ def coach(db: None):
 
 @pytest.fixture
 def operator(db: None) -> Client:
-    """The admin, logged in as a superuser."""
-    return logged_in(UserFactory(is_staff=True, is_superuser=True))
+    """The admin, logged in as a superuser granted every queue but the service's own."""
+    return logged_in(UserFactory(is_staff=True, is_superuser=True, queues=["*"]))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from reminders.models import CallbackType, Job, Occurrence, Schedule, ThrottlePolicy
+from reminders.models import CallbackType, Job, Occurrence, QueueGrant, Schedule, ThrottlePolicy
 from trainings.models import (
     Device,
     Guardian,
@@ -27,10 +27,32 @@ class UserFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)
+        skip_postgeneration_save = True  # `queues` writes rows of its own, never the user
 
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
     password = factory.django.Password("correct horse battery staple")
+
+    @factory.post_generation
+    def queues(self, create: bool, extracted: Any, **kwargs: Any) -> None:
+        """`UserFactory(queues=["billing.*"])`: an integration caller of the scheduler API, holding its
+        permission and these queue grants (`["*"]`: every queue but the service's own)."""
+        if extracted is not None:
+            scheduler_caller_grant(self, *extracted)
+
+
+def scheduler_caller_grant(user: Any, *patterns: str) -> Any:
+    """Make `user` a scheduler API caller (reminders.use_scheduler_api) publishing to `patterns`."""
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="reminders", codename="use_scheduler_api")
+    )
+    for pattern in patterns:
+        QueueGrant.objects.get_or_create(user=user, pattern=pattern)
+    for cache in ("_perm_cache", "_user_perm_cache"):
+        user.__dict__.pop(cache, None)  # has_perm reads the new permission
+    return user
 
 
 class JobFactory(factory.django.DjangoModelFactory):

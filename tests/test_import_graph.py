@@ -1,23 +1,28 @@
-"""The shape of reminders/ and trainings/: no import cycle, no function-local import hiding one, and no
-module too long to read in one sitting.
+"""The shape of the apps: no import cycle (through a package's own `__init__` included), no function-local
+import hiding one, no module too long to read in one sitting, the protocols the project speaks in
+common/wire/ and in no app, and no loopback peer in a package that ships.
 
 Read with `ast`, so nothing is imported to check it. An import of `a.b.c` counts as importing the packages
-`a.b` and `a` too (their `__init__` runs first), except a package the importing module sits in. Imports
-under `if TYPE_CHECKING:` are for annotations only and do not count.
+`a.b` and `a` too (their `__init__` runs first), except a package the importing module sits in; `from a
+import x` inside `a` takes `x` from `a`'s `__init__` and counts as importing `a` in the check of cycles
+through a package. Imports under `if TYPE_CHECKING:` are for annotations only and do not count.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from setuptools import find_packages
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("common", "reminders", "trainings")
+# delivery/ is the push gateway's app once it exists (docs/design.md); its rules are the others'.
+APPS = tuple(app for app in ("common", "reminders", "trainings", "delivery") if (ROOT / app).is_dir())
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,11 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     }
 
 
-def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[str]:
-    """The app modules an import statement runs, parent packages included."""
+def _targets(
+    node: ast.Import | ast.ImportFrom, module: str, is_package: bool, *, own_package: bool = False
+) -> Iterator[str]:
+    """The app modules an import statement runs, parent packages included. With `own_package`, a `from a
+    import x` inside `a` names `a` too: `x` is read from the package while its `__init__` may still run."""
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
@@ -84,6 +92,8 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
             package = package[: len(package) - (node.level - 1)]
             base = ".".join([*package, base] if base else package)
         names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        if own_package and base in MODULES and base != module and module.startswith(base + "."):
+            yield base
     for name in names:
         parts = name.split(".")
         for end in range(1, len(parts) + 1):
@@ -93,7 +103,7 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
                 yield candidate
 
 
-def _imports() -> list[Import]:
+def _imports(*, own_package: bool = False) -> list[Import]:
     found = []
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -102,7 +112,7 @@ def _imports() -> list[Import]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in skip:
                 continue
-            for target in set(_targets(node, module, path.name == "__init__.py")):
+            for target in set(_targets(node, module, path.name == "__init__.py", own_package=own_package)):
                 found.append(Import(module, node.lineno, target, local=id(node) not in top))
     return found
 
@@ -207,6 +217,17 @@ def test_no_function_local_import_closes_a_cycle() -> None:
     assert cycles == [], f"cycles {cycles}, closed by function-local imports: {closing}"
 
 
+def test_no_cycle_runs_through_a_package_s_own_init() -> None:
+    """A package whose `__init__` imports its submodule `a.b`, where `a.b` says `from a import c`, is a
+    cycle too: `a.b` reads `c` from a package still being initialised. Such a module imports its sibling
+    as `a.c` (`from a.c import X`, `import a.c as c`)."""
+    imports = _imports(own_package=True)
+    cycles = _cycles(imports)
+    through = sorted(f"{i.module}:{i.line} imports {i.target}" for i in imports
+                     if any(i.module in c and i.target in c for c in cycles))  # fmt: skip
+    assert cycles == [], f"cycles {cycles}: {through}"
+
+
 def test_it_sees_a_cycle_through_a_package_init(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself: `a.b` importing `a.c.d` runs `a.c`'s __init__, which imports `a.b`; a module
     importing a sibling inside its own package does not count that package."""
@@ -218,6 +239,13 @@ def test_it_sees_a_cycle_through_a_package_init(monkeypatch: pytest.MonkeyPatch)
     imports = [Import("a.b", 1, "a.c", local=False), Import("a.c", 1, "a.b", local=True)]
     assert _cycles(imports) == [["a.b", "a.c"]]
     assert _cycles([i for i in imports if not i.local]) == []
+    # `from a.c import base` inside a.c.d takes base from the package a.c: counted with own_package.
+    node = _parse("from a.c import base, d")
+    assert sorted(_targets(node, "a.c.d", False)) == ["a.c.base"]
+    assert sorted(_targets(node, "a.c.base", False, own_package=True)) == ["a.c", "a.c.d"]
+    assert _cycles([Import("a.c", 1, "a.c.d", local=False), Import("a.c.d", 1, "a.c", local=False)]) == [
+        ["a.c", "a.c.d"]
+    ]
 
 
 def _parse(source: str) -> ast.Import | ast.ImportFrom:
@@ -234,7 +262,6 @@ LENGTH_GUIDE: dict[str, tuple[int, str]] = {
     "": (400, "one concept per module"),
     "reminders.models": (450, "the engine's tables, their constraints and the indexes their queries name"),
     "trainings.models": (450, "the domain's tables, their constraints and the indexes their queries name"),
-    "trainings.push.peers": (450, "a loopback stand-in speaks a whole protocol conversation"),
 }
 
 
@@ -272,3 +299,111 @@ def test_no_type_ignore_in_tests() -> None:
         if marker in line
     ]
     assert found == []
+
+
+# What makes a module a protocol of its own: it packs bytes, runs a header codec or MIME writer, subclasses
+# asyncio.Protocol, or opens its own connections. Those modules live in common/wire/, beside their tests in
+# tests/wire/; an app hands them bytes and headers.
+WIRE_IMPORTS = (
+    "struct",
+    "hpack",
+    "hyperframe",
+    "h2",
+    "quopri",
+    "email.header",
+    "email.generator",
+    "email.mime",
+)
+WIRE_CALLS = ("open_connection", "create_connection", "start_tls", "create_unix_connection")
+WIRE_HOME = "common.wire"
+
+
+def _speaks_a_protocol(path: Path) -> list[str]:
+    """What in a module makes it a wire-protocol module (empty: nothing)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"imports {n}" for n in names if n.split(".")[0] in WIRE_IMPORTS or n in WIRE_IMPORTS]
+        elif isinstance(node, ast.ClassDef):
+            bases = [ast.unparse(b) for b in node.bases]
+            found += [
+                f"class {node.name}({b})"
+                for b in bases
+                if b.endswith(("asyncio.Protocol", "BufferedProtocol"))
+            ]
+        elif isinstance(node, ast.Attribute) and node.attr in WIRE_CALLS:
+            found.append(f"calls {node.attr}")
+    return sorted(set(found))
+
+
+def test_no_app_holds_a_wire_protocol_module() -> None:
+    """trainings/, reminders/ and delivery/ speak no protocol themselves: HTTP/2, HPACK, SMTP and the AMQP
+    frames are common/wire/'s (MIME is Django's)."""
+    in_apps = {
+        module: reasons
+        for module, path in MODULES.items()
+        if _app(module) != "common" and (reasons := _speaks_a_protocol(path))
+    }
+    assert in_apps == {}
+    outside_home = [m for m, p in MODULES.items() if _app(m) == "common" and not m.startswith(WIRE_HOME)
+                    and _speaks_a_protocol(p)]  # fmt: skip
+    assert outside_home == []
+
+
+def test_it_sees_the_protocol_modules_it_keeps_out_of_the_apps() -> None:
+    """The check itself: each module of common/wire/ is found speaking its protocol."""
+    wire = {m: _speaks_a_protocol(p) for m, p in MODULES.items() if m.startswith(WIRE_HOME + ".")}
+    assert set(wire) >= {"common.wire.h2client", "common.wire.h2_connection", "common.wire.hpack_codec",
+                         "common.wire.smtp", "common.wire.amqp_frames"}  # fmt: skip
+    assert all(wire.values()), wire
+    for module in wire:
+        assert (ROOT / "tests" / "wire").is_dir() and module.startswith(WIRE_HOME)
+
+
+# A loopback peer: a module that serves connections (a stand-in for APNs, FCM, an SMTP or webhook server).
+PEER_CALLS = ("start_server", "create_server", "serve_forever")
+PEER_IMPORTS = ("aiosmtpd", "http.server", "socketserver", "granian")
+
+
+def _serves(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"imports {n}" for n in names if n in PEER_IMPORTS or n.split(".")[0] in PEER_IMPORTS]
+        elif isinstance(node, ast.Attribute) and node.attr in PEER_CALLS:
+            found.append(f"calls {node.attr}")
+        elif isinstance(node, ast.ClassDef) and node.name.endswith("Peer"):
+            found.append(f"class {node.name}")
+    return sorted(set(found))
+
+
+def _shipped_packages() -> list[str]:
+    """The packages an install carries: pyproject's setuptools find, as setuptools runs it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    return sorted(
+        find_packages(where=str(ROOT), include=config["include"], exclude=config.get("exclude", ()))
+    )
+
+
+def test_no_loopback_peer_ships() -> None:
+    """The stand-ins that accept any push live in tests/peers/ (and the benchmark's in bench/), outside
+    every package pyproject ships: an installed service serves nothing it is not meant to."""
+    shipped = _shipped_packages()
+    assert {"common.wire", "reminders", "trainings"} <= set(shipped)
+    assert not [p for p in shipped if p.split(".")[0] in ("tests", "bench")]
+    peers = {
+        f"{package}.{path.stem}": reasons
+        for package in shipped
+        for path in sorted((ROOT / package.replace(".", "/")).glob("*.py"))
+        if "migrations" not in package and (reasons := _serves(path))
+    }
+    assert peers == {}
+
+
+def test_it_sees_a_peer() -> None:
+    """The check itself: the loopback peers tests and the benchmark start are found serving."""
+    assert "calls start_server" in _serves(ROOT / "tests" / "peers" / "apns_fcm.py")
+    assert "imports aiosmtpd.controller" in _serves(ROOT / "tests" / "trainings" / "smtp_peer.py")
+    assert "imports granian" not in _serves(ROOT / "bench" / "peer_server.py")  # granian runs it, by name

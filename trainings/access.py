@@ -1,5 +1,5 @@
 """Who may do what in the admin: the coaches' group and its permissions, and the accounts a player's
-login may be linked to."""
+(or a guardian's) login may be linked to."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Q, QuerySet
 
 if TYPE_CHECKING:
-    from trainings.models import Player
+    from trainings.models import Guardian, Player
 
 COACH_GROUP = "Coaches"
 _COACH_PERMISSIONS = {
@@ -21,7 +21,7 @@ _COACH_PERMISSIONS = {
     "reminderrun": ("view",),
     "push": ("view",),
     "device": ("view",),
-    "guardian": ("view", "add", "change"),
+    "guardian": ("view", "add", "change", "delete"),  # the admin: only guardians of their players alone
     "guardianship": ("view", "add", "change", "delete"),
     "coach": ("view", "change"),  # their own profile (the admin's queryset)
     "coachpush": ("view",),
@@ -56,6 +56,18 @@ def users_linkable_to_player(player: Player | None) -> QuerySet[Any]:
     if player is not None and player.pk is not None:
         free |= Q(player=player)
     return accounts.filter(free).distinct()
+
+
+def users_linkable_to_guardian(guardian: Guardian | None) -> QuerySet[Any]:
+    """The accounts a guardian's `user` may be set to: the free ones a player's may be, or the guardian's
+    own login. One filter over a subquery: the free accounts are a `distinct()` query, which Django cannot
+    `|` with another."""
+    from django.contrib.auth import get_user_model
+
+    free = users_linkable_to_player(None)
+    if guardian is None or guardian.user_id is None:
+        return free
+    return get_user_model().objects.filter(Q(pk__in=free.values("pk")) | Q(pk=guardian.user_id))
 
 
 def users_linkable_search(term: str, *, limit: int = 10) -> QuerySet[Any]:

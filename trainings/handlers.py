@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders.api import Delivery, TransportError, keys_reserve, register, register_batch
+from reminders.api import Delivery, TransportError, keys_reserve, queues_reserve, register, register_batch
 from trainings.digest.alerts import decline_alert_fire
 from trainings.digest.firing import COACH_ALERT_HANDLER, COACH_RELEASE_HANDLER, KEY_PREFIX, coach_release
 from trainings.fairness import reminders_order
+from trainings.push.queue import push_queue_names
 from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import (
     MOVED_NOTICE_HANDLER,
@@ -27,6 +28,9 @@ from trainings.services import (
 keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
 keys_reserve(r"trainings-(quiet-release|moved-notice)-", owner="the trainings app (held and moved pushes)")
 keys_reserve(KEY_PREFIX, owner="the trainings app (coaches' digests and alerts)")
+# A message on the push queue is a push the gateway sends to a phone or an inbox: no API caller publishes
+# there or to its dead letters, whatever the queues are named.
+queues_reserve(push_queue_names, owner="the push gateway's pushes or dead letters")
 
 
 @register_batch("trainings.reminder", api=False, order=reminders_order)

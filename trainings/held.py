@@ -306,7 +306,10 @@ def held_pushes_overdue_check(*, now: datetime | None = None) -> collections.Cou
     overdue = Push.objects.filter(status=PushStatus.HELD, release_at__lt=cutoff)
     counts: collections.Counter[str] = collections.Counter()
     for training_id in overdue.values_list("training_id", flat=True).distinct():
-        counts.update(held_pushes_release(training_id=training_id, at=now))
+        try:
+            counts.update(held_pushes_release(training_id=training_id, at=now))
+        except Exception:  # one training's rows must not stop the hourly check for the others
+            logger.exception("held pushes of training %s not checked", training_id)
     if counts:
         logger.warning("pushes held past their release plus the grace: %s", dict(counts))
         metrics.held_pushes_overdue(counts)

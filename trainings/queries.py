@@ -106,36 +106,41 @@ def pushes_insert_values(fields: Sequence[Field], rows: int) -> str:
 
 
 # An answer link's target (player, training): the training with its team and, when the player is on its
-# list, their invitation and the player.
+# list, their invitation and the player; then whether the player is an active member of the team (a link
+# answers only for one: an ex-member keeps their invitation row and their old links).
 ANSWER_LINK_TARGET = f"""
 SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
        tm.name, tm.time_zone, tm.decline_alert_within,
        i.id, i.status, i.responded_at, i.response_source, i.responded_by_id,
-       p.id, p.name, p.language, p.time_zone
+       p.id, p.name, p.language, p.time_zone,
+       m.id IS NOT NULL AS member
   FROM {Training._meta.db_table} t
   JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
-  LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %s
+  LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %(player)s
   LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id
- WHERE t.id = %s
+  LEFT JOIN {_MEMBERSHIP} m ON m.team_id = t.team_id AND m.player_id = %(player)s AND m.active
+ WHERE t.id = %(training)s
 """  # noqa: S608 - table names from the models; the values are bound parameters
 
 # A followed link's POST in one statement (a player's own link): the target as ANSWER_LINK_TARGET reads it,
-# whether the link may still be answered (`open`: the training not cancelled, the player on its list, and
-# now before the kind's close, the training's start or end plus a span), and, only when it may, the answer
-# recorded unless it is the one already there. Then (changed, the recorded row); unchanged, the row as it
-# stood. The close is checked here and again in Python from the same row and instant, which says why a
-# link that may not be answered is refused. LINK_RESPONSE_RECORD below is this for an invitation's response.
+# whether the link may still be answered (`open`: the training not cancelled, the player on its list and an
+# active member of its team, and now before the kind's close, the training's start or end plus a span),
+# and, only when it may, the answer recorded unless it is the one already there. Then (changed, the
+# recorded row); unchanged, the row as it stood. The close is checked here and again in Python from the
+# same row and instant, which says why a link that may not be answered is refused. LINK_RESPONSE_RECORD
+# below is this for an invitation's response.
 _LINK_TARGET_OPEN = f"""
     SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
            tm.name, tm.time_zone, tm.decline_alert_within,
            i.id AS invitation_id, i.status, i.responded_at, i.response_source, i.responded_by_id,
-           p.id AS player_id, p.name, p.language, p.time_zone,
-           (NOT t.cancelled AND i.id IS NOT NULL
+           p.id AS player_id, p.name, p.language, p.time_zone, m.id IS NOT NULL AS member,
+           (NOT t.cancelled AND i.id IS NOT NULL AND m.id IS NOT NULL
             AND %(now)s < (CASE WHEN %(from_end)s THEN t."end" ELSE t.start END) + %(span)s) AS open
       FROM {Training._meta.db_table} t
       JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
       LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %(player)s
-      LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id"""  # noqa: S608 - names from the models
+      LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id
+      LEFT JOIN {_MEMBERSHIP} m ON m.team_id = t.team_id AND m.player_id = %(player)s AND m.active"""  # noqa: S608 - names from the models
 
 # An invitation link's POST: its response recorded in one statement, as said above.
 LINK_RESPONSE_RECORD = f"""

@@ -12,15 +12,17 @@ import logging
 import secrets
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, OperationalError, connections, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from common.db_retry import is_transient, transient_retry
 from reminders.api import Callback, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job
 from trainings.models import ReminderRule, Training, TrainingJob
@@ -170,6 +172,80 @@ def _key_free(key: str, taken: set[str]) -> str:
     return f"{key}.{secrets.token_hex(4)}"
 
 
+@dataclass(frozen=True)
+class RescheduleBatch:
+    training_ids: list[uuid.UUID]
+    cursor: uuid.UUID | None  # where the next batch starts; None: this one is the last
+
+
+def rule_reschedule_batch_ids(
+    *,
+    rule_id: int,
+    after: uuid.UUID | None = None,
+    batch_size: int | None = None,
+    now: datetime | None = None,
+) -> RescheduleBatch:
+    """The ids of the next batch of trainings a rule may still reach, read without a lock.
+
+    Reach: any training that has not ended more than the longest allowed offset ago (the rule's old offsets
+    may have left pending occurrences that far out).
+    """
+    now = now or timezone.now()
+    size = batch_size or settings.TRAININGS_RESCHEDULE_BATCH
+    if not ReminderRule.objects.filter(pk=rule_id).exists():
+        return RescheduleBatch(training_ids=[], cursor=None)  # deleted: nothing left to reschedule
+    trainings = Training.objects.filter(end__gt=now - MAX_OFFSET).order_by("pk")
+    if after is not None:
+        trainings = trainings.filter(pk__gt=after)
+    ids = list(trainings.values_list("pk", flat=True)[:size])
+    return RescheduleBatch(training_ids=ids, cursor=ids[-1] if len(ids) == size else None)
+
+
+def rule_reschedule_trainings(
+    *, rule_id: int, training_ids: Iterable[uuid.UUID], now: datetime | None = None
+) -> RescheduleOutcome:
+    """Reschedule one rule's jobs of these trainings, in one transaction, run again on a lock conflict.
+
+    The rows are locked in id order (the lock order of trainings.writes.training_lock), which serialises
+    us with `training_update` on each of them; one deleted meanwhile is not there to lock. A training
+    whose reminders cannot be worked out (a stored row no rule can place) is logged and left as it is,
+    in a savepoint of its own, and the others go on. A deadlock or serialization failure aborts the
+    whole transaction: it runs again (common/db_retry.py), then raises for the task's own retry.
+    """
+    ids = sorted(training_ids)
+
+    def work() -> RescheduleOutcome:
+        outcome = RescheduleOutcome()
+        rule = ReminderRule.objects.filter(pk=rule_id).first()
+        if rule is None or not ids:
+            return outcome
+        moment = now or timezone.now()
+        with transaction.atomic():
+            for training in Training.objects.filter(pk__in=ids).order_by("pk").select_for_update():
+                try:
+                    with transaction.atomic():
+                        training_reminders_schedule(training=training, rules=[rule], now=moment)
+                except OperationalError as exc:
+                    if is_transient(exc):
+                        raise  # the whole batch runs again
+                    outcome.failed.append(training.pk)
+                    logger.exception("rule %s: training %s not rescheduled", rule.slug, training.pk)
+                except Exception:
+                    outcome.failed.append(training.pk)
+                    logger.exception("rule %s: training %s not rescheduled", rule.slug, training.pk)
+                else:
+                    outcome.done += 1
+        return outcome
+
+    return transient_retry(work, operation="trainings.rule_reschedule")
+
+
+@dataclass
+class RescheduleOutcome:
+    done: int = 0
+    failed: list[uuid.UUID] = field(default_factory=list)  # logged, left as they were
+
+
 def rule_reschedule_batch(
     *,
     rule_id: int,
@@ -177,25 +253,10 @@ def rule_reschedule_batch(
     batch_size: int | None = None,
     now: datetime | None = None,
 ) -> uuid.UUID | None:
-    """Reschedule one batch of the trainings a rule may still reach; returns the cursor for the next one.
-
-    Reach: any training that has not ended more than the longest allowed offset ago (the rule's old offsets
-    may have left pending occurrences that far out). The batch's rows are locked (ordered by id, so two
-    rescans cannot deadlock), which serialises us with `training_update` on each of them.
-    """
-    now = now or timezone.now()
-    size = batch_size or settings.TRAININGS_RESCHEDULE_BATCH
-    rule = ReminderRule.objects.filter(pk=rule_id).first()
-    if rule is None:
-        return None
-    with transaction.atomic():
-        trainings = Training.objects.filter(end__gt=now - MAX_OFFSET).order_by("pk")
-        if after is not None:
-            trainings = trainings.filter(pk__gt=after)
-        batch = list(trainings.select_for_update()[:size])
-        for training in batch:
-            training_reminders_schedule(training=training, rules=[rule], now=now)
-    return batch[-1].pk if len(batch) == size else None
+    """Reschedule one batch of the trainings a rule may still reach; returns the cursor for the next one."""
+    batch = rule_reschedule_batch_ids(rule_id=rule_id, after=after, batch_size=batch_size, now=now)
+    rule_reschedule_trainings(rule_id=rule_id, training_ids=batch.training_ids, now=now)
+    return batch.cursor
 
 
 def reminder_payload_ids(payload: Any) -> tuple[uuid.UUID, int] | None:

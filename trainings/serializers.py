@@ -11,7 +11,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
+from common.serializers import StrictSerializer
 from trainings import kinds
+from trainings.answers.values import AnswersField
 from trainings.critical import ALL, validate_critical_offsets
 from trainings.models import (
     ChannelChoice,
@@ -138,7 +140,7 @@ class _ScopedPlayerListField(serializers.ListField):
         return result
 
 
-class TrainingInputSerializer(serializers.Serializer):
+class TrainingInputSerializer(StrictSerializer):
     """Create (all of team, title, start, end, time_zone required) or update (PUT/PATCH) a training.
 
     `players` is the training's full player list (invitations); omitted on create it defaults to the
@@ -199,10 +201,10 @@ def _on_the_list(found: _Row | None) -> _Row:
     return found
 
 
-class AnswerInputSerializer(serializers.Serializer):
+class AnswerInputSerializer(StrictSerializer):
     player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     phase = serializers.ChoiceField(choices=kinds.live(kinds.questionnaire_choices))
-    answers = serializers.JSONField(required=False, default=dict)
+    answers = AnswersField(required=False, default=dict)
     answered_at = AwareDateTimeField(required=False)
 
     def validate_player(self, value: int) -> Player:
@@ -217,7 +219,7 @@ class AnswerSerializer(serializers.Serializer):
     answers = serializers.JSONField()
 
 
-class InvitationResponseSerializer(serializers.Serializer):
+class InvitationResponseSerializer(StrictSerializer):
     player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     status = serializers.ChoiceField(choices=[InvitationStatus.ACCEPTED, InvitationStatus.DENIED])
 
@@ -273,7 +275,9 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ReminderRuleInputSerializer(serializers.Serializer):
+class ReminderRuleInputSerializer(StrictSerializer):
+    unknown_field_hints = {"critical": 'replaced by critical_offsets: "all" or ["15m"].'}
+
     kind = serializers.ChoiceField(choices=kinds.live(kinds.any_rule_choices), required=False)
     offsets = serializers.ListField(
         child=serializers.CharField(max_length=10),
@@ -290,11 +294,6 @@ class ReminderRuleInputSerializer(serializers.Serializer):
         help_text="The reminders players' mute and quiet hours cannot hide: some of the rule's offsets "
         '(["15m"]; a running experiment\'s variants\' offsets too), "all", or [] for none.',
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "critical" in self.initial_data:  # refused, not ignored: an operator meant something by it
-            raise serializers.ValidationError({"critical": 'replaced by critical_offsets: "all" or ["15m"].'})
-        return attrs
 
     def validate_offsets(self, value: list[str]) -> list[str]:
         try:
@@ -325,7 +324,7 @@ class DeviceSerializer(serializers.ModelSerializer):
         return data
 
 
-class DeviceInputSerializer(serializers.Serializer):
+class DeviceInputSerializer(StrictSerializer):
     platform = serializers.ChoiceField(choices=kinds.live(device_platform_choices))
     provider = serializers.ChoiceField(choices=kinds.live(device_provider_choices))
     token = serializers.CharField(max_length=4096, trim_whitespace=False)
@@ -356,7 +355,7 @@ class DeviceInputSerializer(serializers.Serializer):
 # --- Players' own preferences (trainings/preferences.py) -------------------------------------------------
 
 
-class KindPreferenceSerializer(serializers.Serializer):
+class KindPreferenceSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=kinds.live(kinds.rule_choices))
     channels = serializers.ChoiceField(
         choices=ChannelChoice.choices,
@@ -370,7 +369,7 @@ class KindPreferenceSerializer(serializers.Serializer):
     )
 
 
-class PreferencesSerializer(serializers.Serializer):
+class PreferencesSerializer(StrictSerializer):
     """A player's own preferences: per reminder kind, and their quiet hours (else their team's)."""
 
     kinds = KindPreferenceSerializer(many=True, required=False)

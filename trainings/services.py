@@ -38,6 +38,7 @@ from trainings.writes import (
     training_copy,
     training_create,
     training_delete,
+    training_lock,
     training_members_invite,
     training_update,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "training_copy",
     "training_create",
     "training_delete",
+    "training_lock",
     "training_members_invite",
     "training_moved_notice_schedule",
     "training_moved_notify",

@@ -55,11 +55,6 @@ def pushes_withdraw(rows: QuerySet[Push], *, source: str, reason: str = "") -> i
     return _push_move(rows, source=source, to=PushStatus.WITHDRAWN, **fields)
 
 
-def pushes_release(rows: QuerySet[Push]) -> int:
-    """held -> pending: the player's quiet hours are over; the caller publishes them."""
-    return _push_move(rows, source=PushStatus.HELD, to=PushStatus.PENDING)
-
-
 def held_push_decide(push: Push, *, status: str, reason: str) -> None:
     """Decide one held push's move on the instance (the release decides push by push, under the rows'
     locks); `held_pushes_save` writes the decisions."""

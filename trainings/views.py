@@ -131,10 +131,15 @@ class TrainingViewSet(viewsets.ModelViewSet):
             training = training_update(training=training, **values)
         except DjangoValidationError as exc:
             raise _as_drf(exc) from None
+        except Training.DoesNotExist:  # deleted while this request waited for its lock
+            raise NotFound() from None
         return self._output(training)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        training_delete(training=self.get_object())
+        try:
+            training_delete(training=self.get_object())
+        except Training.DoesNotExist:  # another DELETE went first while this one waited for the lock
+            raise NotFound() from None
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _player_input(

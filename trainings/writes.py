@@ -2,10 +2,14 @@
 
 Scheduling runs inside the write's own transaction (trainings.scheduling). A rule change is rescheduled
 after commit by a worker, batch after batch (trainings.tasks.rule_reschedule).
+
+The lock order of every writer of a training (`training_lock` says why): the training rows first, in
+id order when there are several, then the rule they touch, then its engine jobs, then their occurrences.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +24,7 @@ from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
+from trainings.answers.values import answers_check
 from trainings.critical import CriticalOffsets
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
@@ -31,6 +36,7 @@ from trainings.models import (
     ReminderRule,
     Team,
     Training,
+    TrainingJob,
 )
 from trainings.notices import moved_notice_key, training_moved_notice_schedule
 from trainings.scheduling import rules_from_rows, rules_query, training_reminders_schedule
@@ -173,7 +179,8 @@ def training_update(
 ) -> Training:
     """Change what is given (omitted arguments stay) and replace the pending reminders to match.
 
-    The row is locked first, so a concurrent rule rescan cannot schedule from the old times after us.
+    The row is locked first (`training_lock`), so a concurrent rule rescan cannot schedule from the old
+    times after us. Training.DoesNotExist when it was deleted meanwhile (the caller's 404).
     """
     changes = {
         "team": team,
@@ -185,7 +192,7 @@ def training_update(
     }
     changes["cancelled"] = cancelled
     with transaction.atomic():
-        training = Training.objects.select_for_update().get(pk=training.pk)
+        training = training_lock(training_id=training.pk)
         moved_from = training.start
         for name, value in changes.items():
             if value is not _UNSET:
@@ -205,9 +212,25 @@ def training_cancel(*, training: Training) -> Training:
     return training_update(training=training, cancelled=True)
 
 
+def training_lock(*, training_id: uuid.UUID | str) -> Training:
+    """Lock the training's row (FOR UPDATE) and return it as it is now; Training.DoesNotExist if gone.
+
+    Every writer of a training takes this lock before anything else of the training's: its jobs, their
+    occurrences, its invitations, its history. One order for all of them (training, then the rule's row
+    when a rule is written too, then jobs, then occurrences) is what keeps a DELETE racing a PATCH from
+    deadlocking: an update used to hold the training and wait for its occurrences while a delete held the
+    occurrences and waited for the training. Several trainings are locked in id order (a rule's rescan,
+    a team's digests, a rule's deletion), so two of those cannot deadlock either.
+    """
+    return Training.objects.select_for_update().get(pk=training_id)
+
+
 def training_delete(*, training: Training) -> int:
-    """Delete the training and cancel every pending reminder in the same transaction. Returns how many."""
+    """Delete the training and cancel every pending reminder in the same transaction. Returns how many.
+
+    Training.DoesNotExist when someone else deleted it first (the lock waited for them)."""
     with transaction.atomic():
+        training = training_lock(training_id=training.pk)
         cancelled = occurrences_cancel(
             Occurrence.objects.filter(job__training_job__training=training), reason="training deleted"
         )
@@ -238,7 +261,9 @@ def answer_record(
 ) -> QuestionnaireAnswer:
     """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them.
 
-    `source`: how it came in (a coach through the API or the admin, unless said otherwise)."""
+    `source`: how it came in (a coach through the API or the admin, unless said otherwise). `answers` is
+    what an answer link accepts too (`answers_check`: ValueError otherwise)."""
+    answers = answers_check(answers)
     answer, _ = QuestionnaireAnswer.objects.update_or_create(
         training=training,
         player=player,
@@ -300,8 +325,18 @@ def rule_update(
 
 
 def rule_delete(*, rule: ReminderRule) -> int:
-    """Delete a rule and cancel everything it still had pending. Returns how many occurrences."""
+    """Delete a rule and cancel everything it still had pending. Returns how many occurrences.
+
+    The trainings the rule has jobs for are locked first, in id order, then the rule (the lock order of
+    `training_lock`): a training's update links a new job to the rule while holding its training."""
     with transaction.atomic():
+        list(
+            Training.objects.filter(pk__in=TrainingJob.objects.filter(rule=rule).values("training_id"))
+            .order_by("pk")
+            .select_for_update()
+            .values_list("pk", flat=True)
+        )
+        rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
         pending = Occurrence.objects.filter(job__training_job__rule=rule)
         cancelled = occurrences_cancel(pending, reason=f"rule {rule.slug} deleted")
         rule.delete()

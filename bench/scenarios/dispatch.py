@@ -152,7 +152,7 @@ def run(h: Harness) -> Section:
             "",
             None,
             note="the raw publisher of 2b writing each transaction's frames in one socket write, as the "
-            "project's transport does (common/amqp/frames.py): the broker's own limit",
+            "project's transport does (common/wire/amqp_frames.py): the broker's own limit",
         )
     )
     section.data = {
@@ -220,7 +220,7 @@ def _raw_publish(
     `batched`: each transaction's frames go to the socket in one write, as the project's transport writes
     them, rather than one write per message (py-amqp's `send_method`).
     """
-    from common.amqp.frames import FrameBuffer, PublishEncoder
+    from common.wire.amqp_frames import FrameBuffer, PublishEncoder
 
     queue = h.queue_name("raw-confirm" if confirm else "raw-tx")
     body = json.dumps(PAYLOAD, separators=(",", ":")).encode()

@@ -21,16 +21,21 @@ SPACING_SECONDS = 0.1
 def run_posted(h: Harness) -> dict[str, Any]:
     """POST `posted_jobs` jobs due now; returns p50/p99/max of (arrival on the queue - 201 received)."""
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
     from rest_framework.test import APIClient
 
     from reminders.beat import ensure_periodic_tasks
+    from reminders.models import QueueGrant
 
     count = h.sizes.posted_jobs
     ensure_periodic_tasks(IntervalSchedule, PeriodicTask)
     queue = h.queue_name("posted")
     h.declare(queue)
     user, _ = get_user_model().objects.get_or_create(username="bench-posted")
+    # An integration caller of the scheduler API, granted the queue it posts to.
+    user.user_permissions.add(Permission.objects.get(codename="use_scheduler_api"))
+    QueueGrant.objects.get_or_create(user=user, pattern=queue)
     client = APIClient()
     client.force_authenticate(user)
     answered: dict[str, float] = {}

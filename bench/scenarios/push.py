@@ -4,7 +4,7 @@ N pushes (4,000; 1,000 with --quick), one per player, each player with one devic
 half Android (FCM), are published to the push queue; then `manage.py push_gateway` (a child process)
 drains them, twice in the same run:
 - a: to a local APNs peer (HTTP/2 over TLS, the provider JWT checked) and a local FCM v1 peer (the OAuth
-  bearer token checked), both served from this process (trainings/push/peers.py);
+  bearer token checked), both served from this process (tests/peers/apns_fcm.py);
 - b: the logging provider (no credentials: what `make run` uses), the same messages.
 The rate is pushes finished (DeliveredPush rows, written before each ack) over the time from the start of
 the gateway's first round of sends to the last of them, so the process start-up is not counted.
@@ -98,9 +98,9 @@ def pushes_publish(
     from django.utils import timezone
 
     from reminders.transports import Delivery
-    from reminders.transports.rabbitmq import RabbitMQTransport
+    from trainings.push.queue import queue_publisher_at
 
-    transport = RabbitMQTransport(h.broker_url)
+    transport = queue_publisher_at(h.broker_url)
     try:
         messages: list[dict[str, Any]] = [
             {

@@ -3,9 +3,9 @@
 `tx.commit-ok` is what lets a caller mark a batch published, and a message the broker cannot route comes
 back as a refusal before it, never a silent drop. Queues are declared durable before their first publish.
 `start()` returns once `tx.commit` is sent, so the caller works (marks its rows) while the broker commits.
-The publishes themselves are written as one buffer of frames (`common/amqp/frames.py`), the body being the
-stored JSON text where the message has it. On kombu's filesystem broker (the embedded default) the same
-call goes through a kombu Producer.
+The publishes themselves are written as one buffer of frames (`common/wire/amqp_frames.py`), the body
+being the stored JSON text where the message has it. On kombu's filesystem broker (the embedded default)
+the same call goes through a kombu Producer.
 
 The engine's `rabbitmq` callbacks (reminders/transports/rabbitmq.py) and the push queue
 (trainings/push/queue.py) each keep a publisher of their own; refusals come back keyed by message id.
@@ -28,7 +28,7 @@ from amqp import spec
 from django.conf import settings
 from kombu import Connection, Producer, Queue
 
-from common.amqp.frames import FrameBuffer, PublishEncoder
+from common.wire.amqp_frames import FrameBuffer, PublishEncoder
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from django.db.models.expressions import Combinable
 from django.http import HttpRequest, HttpResponseRedirect
 from django.utils import timezone
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy
 
 from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
@@ -27,6 +28,10 @@ from reminders.schedules.lifecycle import (
 # The lists (occurrences, trainings) need the page's width to fit 1,400 px without scrolling sideways;
 # the app list stays one click away on the index.
 admin.site.enable_nav_sidebar = False
+# The admin is the product's: its header, the browser tab and the index name Reminders, not Django.
+admin.site.site_header = gettext_lazy("Reminders")
+admin.site.site_title = gettext_lazy("Reminders")
+admin.site.index_title = gettext_lazy("Teams, trainings and the scheduler")
 
 
 class OccurrenceInline(admin.TabularInline):

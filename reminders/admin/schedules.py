@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 
 from common.admin_widgets import pretty_json, zone_field
 from common.history_admin import AuditedAdmin
+from reminders.http.parsers import json_object_unique
 from reminders.http.schedule_serializers import EXPRESSION_HELP, ScheduleInputSerializer
 from reminders.jobs import OwnershipError
 from reminders.models import CallbackType, MisfirePolicy, Schedule
@@ -34,6 +35,7 @@ from reminders.schedules.lifecycle import (
     schedule_update,
     schedule_upsert,
 )
+from reminders.transports.queue_access import QueueAccess
 
 PREVIEW_COUNT = 10
 
@@ -83,11 +85,12 @@ class ScheduleCreateForm(forms.ModelForm):
         fields: list[str] = []
 
     _TARGETS = {CallbackType.RABBITMQ: "queue", CallbackType.HTTP: "url", CallbackType.HANDLER: "name"}
+    caller: Any = None  # the signed-in operator (ScheduleAdmin.get_form): their queue grants apply here too
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         try:
-            payload = json.loads(cleaned.get("payload") or "{}")
+            payload = json.loads(cleaned.get("payload") or "{}", object_pairs_hook=json_object_unique)
         except ValueError as exc:
             self.add_error("payload", f"not JSON: {exc}")
             return cleaned
@@ -104,7 +107,7 @@ class ScheduleCreateForm(forms.ModelForm):
             "start_at": cleaned["start_at"].isoformat() if cleaned.get("start_at") else None,
             "end_at": cleaned["end_at"].isoformat() if cleaned.get("end_at") else None,
         }  # fmt: skip
-        serializer = ScheduleInputSerializer(data=data)
+        serializer = ScheduleInputSerializer(data=data, context={"queue_access": QueueAccess(self.caller)})
         if not serializer.is_valid():
             for name, errors in serializer.errors.items():
                 field = {"callback": "target"}.get(name, name)
@@ -136,7 +139,9 @@ class ScheduleAdmin(AuditedAdmin):
         self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
         kwargs["form"] = ScheduleAdminForm if obj is not None else ScheduleCreateForm
-        return super().get_form(request, obj, change=change, **kwargs)
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.caller = request.user  # a class made for this request by modelform_factory
+        return form
 
     def get_fieldsets(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         if obj is None:

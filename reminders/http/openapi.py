@@ -66,3 +66,37 @@ def error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
                         "headers", {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds."}}
                     )
     return result
+
+
+def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: a request body's objects take no other keys (common/serializers.py
+    answers one with a 400), `additionalProperties: false` on every object a body reaches, through `$ref`
+    and nested properties and items. A free-form object (`payload`, `answers`) keeps its own setting."""
+    components = result.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+
+    def close(schema: Any) -> None:
+        if not isinstance(schema, dict):
+            return
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[1]
+            if name not in seen and name in components:
+                seen.add(name)
+                close(components[name])
+            return
+        if "properties" in schema:
+            schema.setdefault("additionalProperties", False)
+            for value in schema["properties"].values():
+                close(value)
+        for key in ("items", "allOf", "anyOf", "oneOf"):
+            value = schema.get(key)
+            for each in value if isinstance(value, list) else [value]:
+                close(each)
+
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method in _METHODS:
+                for media in operation.get("requestBody", {}).get("content", {}).values():
+                    close(media.get("schema"))
+    return result

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 from rest_framework import serializers
 
+from common.serializers import StrictModelSerializer, StrictSerializer
 from reminders.http.serializers import (
     MAX_DEADLINE_SECONDS,
     MAX_WINDOW_SECONDS,
@@ -43,7 +44,7 @@ def batch_size_field(**kwargs: Any) -> serializers.IntegerField:
     )
 
 
-class ScheduleInputSerializer(serializers.Serializer):
+class ScheduleInputSerializer(StrictSerializer):
     """Create or replace (all fields) or, with `partial=True`, change some fields of a schedule."""
 
     key = serializers.RegexField(
@@ -65,8 +66,9 @@ class ScheduleInputSerializer(serializers.Serializer):
     deadline_seconds = serializers.IntegerField(
         min_value=1, max_value=MAX_DEADLINE_SECONDS, required=False, allow_null=True, default=None
     )
-    start_at = AwareDateTimeField(required=False, allow_null=True, default=None)
-    end_at = AwareDateTimeField(required=False, allow_null=True, default=None)
+    # The whole calendar: a schedule's timeline stops where it does (common/fields.py).
+    start_at = AwareDateTimeField(bounded=False, required=False, allow_null=True, default=None)
+    end_at = AwareDateTimeField(bounded=False, required=False, allow_null=True, default=None)
     misfire_policy = serializers.ChoiceField(choices=MisfirePolicy.choices, default=MisfirePolicy.FIRE_ONCE)
     paused = serializers.BooleanField(default=False)
 
@@ -177,7 +179,7 @@ def preview_data(schedule: Schedule, fires: list[datetime]) -> dict[str, Any]:
     }
 
 
-class ThrottlePolicySerializer(serializers.ModelSerializer):
+class ThrottlePolicySerializer(StrictModelSerializer):
     max_per_second = serializers.FloatField(
         min_value=0.001,
         max_value=1_000_000,

@@ -12,6 +12,8 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.serializers import NoBody
+from reminders.http.permissions import SCHEDULER_PERMISSIONS, caller_context
 from reminders.http.schedule_serializers import (
     PreviewQuerySerializer,
     PreviewSerializer,
@@ -52,7 +54,7 @@ class ScheduleViewSet(KeyedViewSet):
         "pending fire point replaced at once). 201 on create, 200 on replace.",
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = ScheduleInputSerializer(data=request.data)
+        data = ScheduleInputSerializer(data=request.data, context=caller_context(request))
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         key = values.pop("key")
@@ -69,7 +71,9 @@ class ScheduleViewSet(KeyedViewSet):
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Change some fields; any change bumps the version and replaces the pending fire point."""
         schedule = self.get_object()
-        data = ScheduleInputSerializer(data=request.data, partial=True, instance_schedule=schedule)
+        data = ScheduleInputSerializer(
+            data=request.data, partial=True, instance_schedule=schedule, context=caller_context(request)
+        )
         data.is_valid(raise_exception=True)
         schedule = schedule_update(schedule=schedule, changes=dict(data.validated_data), owner=request.user)  # type: ignore[arg-type]
         return Response(ScheduleSerializer(schedule).data)
@@ -91,13 +95,17 @@ class ScheduleViewSet(KeyedViewSet):
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, key: str) -> Response:
         """Cancel the pending fire point; nothing fires until resumed."""
-        return Response(ScheduleSerializer(schedule_pause(schedule=self.get_object())).data)
+        schedule = self.get_object()
+        NoBody(data=request.data).is_valid(raise_exception=True)
+        return Response(ScheduleSerializer(schedule_pause(schedule=schedule)).data)
 
     @extend_schema(request=None, responses={200: ScheduleSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, key: str) -> Response:
         """Continue from now (runs missed while paused are not fired)."""
-        return Response(ScheduleSerializer(schedule_resume(schedule=self.get_object())).data)
+        schedule = self.get_object()
+        NoBody(data=request.data).is_valid(raise_exception=True)
+        return Response(ScheduleSerializer(schedule_resume(schedule=schedule)).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("count", int, description="How many fire times (default 10).")],
@@ -116,6 +124,7 @@ class ScheduleViewSet(KeyedViewSet):
 class ThrottlePolicyViewSet(viewsets.ModelViewSet):
     """Named throttle policies, shared: every user may read and name them; the owner or staff change them."""
 
+    permission_classes = SCHEDULER_PERMISSIONS
     lookup_field = "name"
     serializer_class = ThrottlePolicySerializer
     queryset = ThrottlePolicy.objects.order_by("name")

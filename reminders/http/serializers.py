@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.fields import AwareDateTimeField as AwareDateTimeField
+from common.serializers import StrictSerializer
 from reminders.engine import handler_registry
 from reminders.jobs import Callback
 from reminders.models import (
@@ -37,7 +38,7 @@ def callback_representation(job: Job) -> dict[str, Any]:
     return {"type": job.callback_type, "data": {target_field: job.target, "payload": job.payload}}
 
 
-class CallbackSerializer(serializers.Serializer):
+class CallbackSerializer(StrictSerializer):
     type = serializers.ChoiceField(choices=CallbackType.choices)
     data = serializers.DictField()  # type: ignore[assignment]  # DRF pops declared fields off the class
 
@@ -50,7 +51,7 @@ class CallbackSerializer(serializers.Serializer):
             )
         callback_type = attrs["type"]
         data_serializer = transport_row(callback_type).data_serializer
-        data = data_serializer(data=attrs["data"])
+        data = data_serializer(data=attrs["data"], context=self.context)  # the caller's queue access
         if not data.is_valid():
             raise serializers.ValidationError({"data": data.errors})
         values = data.validated_data
@@ -82,7 +83,7 @@ class ThrottleField(serializers.SlugRelatedField):
         return super().to_internal_value(data)
 
 
-class JobInputSerializer(serializers.Serializer):
+class JobInputSerializer(StrictSerializer):
     # Not trimmed (DRF's default): a key is refused unless it is exactly what will be stored and looked up
     # (see `refuse_trailing_newline` for the one case the pattern lets through).
     key = serializers.RegexField(
@@ -134,7 +135,7 @@ class JobInputSerializer(serializers.Serializer):
         return value
 
 
-class BulkJobsInputSerializer(serializers.Serializer):
+class BulkJobsInputSerializer(StrictSerializer):
     jobs = serializers.ListField(child=JobInputSerializer(), allow_empty=False)
 
     def validate_jobs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from reminders.http.permissions import SCHEDULER_PERMISSIONS, caller_context
 from reminders.http.scopes import jobs_visible_to, occurrences_visible_to
 from reminders.http.serializers import (
     KEY_PATTERN,
@@ -40,6 +41,7 @@ class KeyedViewSet(
 ):
     """List, read and delete by the caller-chosen key (jobs, schedules); creating is a keyed upsert."""
 
+    permission_classes = SCHEDULER_PERMISSIONS
     lookup_field = "key"
     lookup_value_regex = KEY_PATTERN
 
@@ -66,7 +68,7 @@ class JobViewSet(KeyedViewSet):
         "atomically; delivered history stays). 201 on create, 200 on replace.",
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = JobInputSerializer(data=request.data)
+        data = JobInputSerializer(data=request.data, context=caller_context(request))
         data.is_valid(raise_exception=True)
         values = data.validated_data
         try:
@@ -94,7 +96,7 @@ class JobViewSet(KeyedViewSet):
     )
     @action(detail=False, methods=["post"], url_path="bulk")
     def bulk(self, request: Request) -> Response:
-        data = BulkJobsInputSerializer(data=request.data)
+        data = BulkJobsInputSerializer(data=request.data, context=caller_context(request))
         data.is_valid(raise_exception=True)
         specs = [
             JobSpec(
@@ -149,6 +151,7 @@ class OccurrencePagination(CursorPagination):
     ]
 )
 class OccurrenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    permission_classes = SCHEDULER_PERMISSIONS
     serializer_class = OccurrenceSerializer
     pagination_class = OccurrencePagination
 

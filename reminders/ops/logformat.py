@@ -27,6 +27,8 @@ class JsonFormatter(logging.Formatter):
             value = record.__dict__.get(name)
             if value is not None:
                 line[name] = value
-        if record.exc_info:
+        if record.exc_text:  # already formatted (and redacted: reminders/ops/logfilters.py)
+            line["exception"] = record.exc_text
+        elif record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str, ensure_ascii=False)

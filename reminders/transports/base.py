@@ -12,6 +12,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from common.compact_json import json_compact as json_compact
+from common.serializers import StrictSerializer
 from reminders.http.parsers import json_strings
 
 
@@ -98,7 +99,7 @@ class Transport(Protocol):
         ...
 
 
-class CallbackDataSerializer(serializers.Serializer):
+class CallbackDataSerializer(StrictSerializer):
     """A callback type's `data` in the API: its target field, named by `target_field`, and a `payload`
     (each subclass declares both, so its fields keep their order; the payload is checked here)."""
 

@@ -25,8 +25,8 @@ from django.utils.crypto import salted_hmac
 from rest_framework import serializers
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
+import reminders.transports.netguard as netguard
 from common.signing import standard_webhook_headers
-from reminders.transports import netguard
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from common.amqp.publisher import Publishing, TxPublisher
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, TransportError
+from reminders.transports.queue_access import QueueAccess, service_queue_owner, service_queues
 
 _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
 
@@ -32,6 +33,11 @@ class RabbitMQDataSerializer(CallbackDataSerializer):
             raise serializers.ValidationError("use letters, digits, '.', '_', ':' or '-' (at most 255).")
         if value.startswith("amq."):
             raise serializers.ValidationError("queue names starting with 'amq.' are reserved by RabbitMQ.")
+        # The caller's grants, and never the service's own queues (fail closed: no access, no queue).
+        access = self.context.get("queue_access") or QueueAccess(None)
+        refusal = access.refusal(value)
+        if refusal is not None:
+            raise serializers.ValidationError(refusal)
         return value
 
 
@@ -47,8 +53,19 @@ class RabbitMQTransport:
         return self.start(deliveries).wait()
 
     def start(self, deliveries: Sequence[Delivery]) -> InFlight:
-        """Publish the batch and send `tx.commit`; `wait()` on the result reads `commit-ok`."""
-        return _Flight(self.publisher.start(deliveries), deliveries)
+        """Publish the batch and send `tx.commit`; `wait()` on the result reads `commit-ok`.
+
+        A job naming one of the service's own queues fails for good without a publish: the API refuses
+        such callbacks, and this catches one stored before it did (or before a queue was renamed)."""
+        own = service_queues()
+        refused = {
+            d.occurrence_id: TransportError(f"{d.target!r} is this service's own queue", permanent=True)
+            for d in deliveries
+            if service_queue_owner(d.target, own) is not None
+        }
+        if refused:
+            deliveries = [d for d in deliveries if d.occurrence_id not in refused]
+        return _Flight(self.publisher.start(deliveries), deliveries, refused)
 
     def close(self) -> None:
         self.publisher.close()
@@ -61,9 +78,12 @@ def _callback_broker_url() -> str:
 class _Flight:
     """The broker's refusals of a batch, as the transport errors of their occurrences."""
 
-    def __init__(self, publishing: Publishing, deliveries: Sequence[Delivery]) -> None:
+    def __init__(
+        self, publishing: Publishing, deliveries: Sequence[Delivery], refused: Mapping[int, TransportError]
+    ) -> None:
         self._publishing = publishing
         self._deliveries = deliveries
+        self._refused = refused  # not published at all
         self._errors: Mapping[int, TransportError] | None = None
 
     def wait(self) -> Mapping[int, TransportError]:
@@ -78,4 +98,6 @@ class _Flight:
                 if refused
                 else {}
             )
+            if self._refused:
+                self._errors = {**self._errors, **self._refused}
         return self._errors

@@ -57,7 +57,7 @@ def world(settings: Any, queue_name: str) -> dict[str, Any]:
     rules_seed(ReminderRule, ReminderTemplate)
     coach = UserFactory(username="coach", is_staff=True)
     coach.groups.add(coach_group_ensure())
-    UserFactory(username="operator", is_staff=True, is_superuser=True)
+    UserFactory(username="operator", is_staff=True, is_superuser=True, queues=["*"])
     team = TeamFactory(name="U15 Paris", time_zone="Europe/Paris", coaches=[coach])
     for name in ("Alice", "Bruno", "Chloe", "Dan"):
         MembershipFactory(team=team, player=PlayerFactory(name=name, time_zone="Europe/Paris", devices=[]))

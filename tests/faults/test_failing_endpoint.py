@@ -121,7 +121,7 @@ def test_it_retries_a_failing_endpoint_with_growing_delays_then_delivers_or_fail
         return mark_failed(failures=failures, now=now, **kwargs)
 
     monkeypatch.setattr(dispatch, "occurrences_mark_failed", recorded)
-    owner = UserFactory()
+    owner = UserFactory(queues=["*"])
     api = APIClient()
     api.force_authenticate(owner)
     _schedule(api, "flaky-hook", endpoint.url("/flaky"))

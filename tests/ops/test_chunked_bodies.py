@@ -92,7 +92,7 @@ def gunicorn_port() -> Iterator[int]:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_gunicorn_reads_a_chunked_job_and_refuses_one_over_the_limit_in_json(gunicorn_port: int) -> None:
-    token = Token.objects.create(user=UserFactory()).key
+    token = Token.objects.create(user=UserFactory(queues=["*"])).key
     status, _, body = _post_chunked(gunicorn_port, json.dumps(JOB).encode(), token)
     assert status == 201, body
     assert Job.objects.get(key="chunked-1").occurrences.count() == 1

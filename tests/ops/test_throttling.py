@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.django_db]
 
 
 def _client(address: str = "10.0.0.1") -> APIClient:
-    token = Token.objects.create(user=UserFactory())
+    token = Token.objects.create(user=UserFactory(queues=["*"]))
     client = APIClient(REMOTE_ADDR=address)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client

@@ -62,7 +62,7 @@ def test_duplicate_keys_and_oversized_requests_are_refused(api: APIClient, setti
 
 def test_a_key_owned_by_someone_else_rolls_the_whole_request_back(api: APIClient) -> None:
     other = APIClient()
-    other.force_authenticate(UserFactory())
+    other.force_authenticate(UserFactory(queues=["*"]))
     other.post("/api/jobs/", _job("theirs", [1]), format="json")
 
     response = api.post("/api/jobs/bulk/", {"jobs": [_job("mine", [1]), _job("theirs", [2])]}, format="json")

@@ -133,7 +133,7 @@ def test_occurrences_are_listed_by_status_and_job(api: APIClient, user: Any) -> 
 
 def test_an_unknown_status_filter_is_a_400() -> None:
     client = APIClient()
-    client.force_authenticate(UserFactory())
+    client.force_authenticate(UserFactory(queues=["*"]))
     response = client.get("/api/occurrences/", {"status": "done"})
     assert response.status_code == 400
     assert "status" in response.json()
@@ -228,7 +228,7 @@ def test_anonymous_callers_get_401() -> None:
 
 def test_another_owners_job_is_404_to_read_and_delete_and_403_to_replace(api: APIClient) -> None:
     other = APIClient()
-    other.force_authenticate(UserFactory())
+    other.force_authenticate(UserFactory(queues=["*"]))
     other.post("/api/jobs/", _body(key="theirs"), format="json")
 
     assert api.get("/api/jobs/theirs/").status_code == 404
@@ -243,10 +243,10 @@ def test_another_owners_job_is_404_to_read_and_delete_and_403_to_replace(api: AP
 
 def test_staff_see_every_job() -> None:
     owner = APIClient()
-    owner.force_authenticate(UserFactory())
+    owner.force_authenticate(UserFactory(queues=["*"]))
     owner.post("/api/jobs/", _body(key="someones"), format="json")
     staff = APIClient()
-    staff.force_authenticate(UserFactory(is_staff=True))
+    staff.force_authenticate(UserFactory(is_staff=True, queues=["*"]))
     assert staff.get("/api/jobs/someones/").status_code == 200
     assert [j["key"] for j in staff.get("/api/jobs/").json()["results"]] == ["someones"]
 

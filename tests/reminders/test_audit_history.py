@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 @pytest.fixture
 def operator_user(db: None) -> Any:
-    return UserFactory(username="olga", is_staff=True, is_superuser=True)
+    return UserFactory(username="olga", is_staff=True, is_superuser=True, queues=["*"])
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def operator(operator_user: Any) -> Client:
 
 @pytest.fixture
 def caller() -> Any:
-    return UserFactory(username="api-caller")
+    return UserFactory(username="api-caller", queues=["*"])
 
 
 @pytest.fixture

@@ -76,6 +76,8 @@ def test_an_operator_creates_a_schedule_in_the_admin_as_through_the_api(staff: C
     bad_queue = staff.post("/admin/reminders/schedule/add/", _add_form(target="amq.nope"))
     assert "reserved by RabbitMQ" in bad_queue.content.decode()
     assert staff.post("/admin/reminders/schedule/add/", _add_form(payload="{not json")).status_code == 200
+    twice = staff.post("/admin/reminders/schedule/add/", _add_form(payload='{"report": "a", "report": "b"}'))
+    assert twice.status_code == 200 and "duplicate key &#x27;report&#x27;" in twice.content.decode()
     response = staff.post("/admin/reminders/schedule/add/", _add_form())
     assert response.status_code == 302, response.content.decode()[:2000]
     schedule = Schedule.objects.select_related("job").get(key="nightly-report")

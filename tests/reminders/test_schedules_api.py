@@ -218,7 +218,7 @@ def test_a_schedule_created_again_under_a_deleted_key_continues_its_history(api:
     other = APIClient()
     from tests.factories import UserFactory
 
-    other.force_authenticate(UserFactory())
+    other.force_authenticate(UserFactory(queues=["*"]))
     api.delete("/api/schedules/renewals/")
     assert other.post("/api/schedules/", _body(), format="json").status_code == 403, (
         "history stays its owner's"
@@ -231,7 +231,7 @@ def test_it_hides_other_owners_schedules_and_their_backing_jobs(api: APIClient) 
     other = APIClient()
     from tests.factories import UserFactory
 
-    other.force_authenticate(UserFactory())
+    other.force_authenticate(UserFactory(queues=["*"]))
     assert other.get("/api/schedules/renewals/").status_code == 404
     assert other.post("/api/schedules/", _body(), format="json").status_code == 403
 

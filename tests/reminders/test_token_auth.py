@@ -23,7 +23,7 @@ def _refusal(key: str) -> str:
 
 
 def test_it_gives_the_user_and_token_drf_gives(django_assert_num_queries: Any) -> None:
-    user = UserFactory(first_name="Anna", is_staff=True)
+    user = UserFactory(first_name="Anna", is_staff=True, queues=["*"])
     key = Token.objects.create(user=user).key
     theirs_user, theirs_token = authentication.TokenAuthentication().authenticate_credentials(key)
     with django_assert_num_queries(1):
@@ -48,7 +48,7 @@ def test_it_refuses_what_drf_refuses_with_its_messages() -> None:
 
 
 def test_an_api_request_with_a_token_is_authenticated_and_a_bad_one_is_401() -> None:
-    key = Token.objects.create(user=UserFactory()).key
+    key = Token.objects.create(user=UserFactory(queues=["*"])).key
     client = APIClient()
     assert client.get("/api/jobs/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
     refused = client.get("/api/jobs/", HTTP_AUTHORIZATION="Token not-a-token")
@@ -64,7 +64,7 @@ def test_a_kept_connection_that_died_while_idle_is_replaced_not_a_failed_request
     from django.conf import settings
     from django.db import connection
 
-    key = Token.objects.create(user=UserFactory()).key
+    key = Token.objects.create(user=UserFactory(queues=["*"])).key
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         pid = cursor.fetchone()[0]

@@ -39,8 +39,8 @@ def _client(user: Any | None) -> APIClient:
 @pytest.fixture
 def world() -> dict[str, Any]:
     """Users A and B with one job each, a staff operator, and a job the system made with no owner."""
-    alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
-    staff = UserFactory(username="operator", is_staff=True)
+    alice, bob = UserFactory(username="alice", queues=["*"]), UserFactory(username="bob", queues=["*"])
+    staff = UserFactory(username="operator", is_staff=True, queues=["*"])
     callback = Callback(type=CallbackType.RABBITMQ, target="q.authz", payload={})
     when = [timezone.now() + timedelta(hours=1)]
     jobs = {
@@ -218,7 +218,7 @@ def _assert_refused_storing_nothing(
 ) -> None:
     """`actor` (a superuser when not one of the world's users) posts the request: 400 with `reason` at
     the request's field, and nothing stored."""
-    user = world.get(actor) or UserFactory(username="root", is_staff=True, is_superuser=True)
+    user = world.get(actor) or UserFactory(username="root", is_staff=True, is_superuser=True, queues=["*"])
     path, body, field = request
     before = _everything()
     response = _client(user).post(path, body, format="json")

@@ -59,7 +59,7 @@ def _keep_the_test_connection() -> Iterator[None]:
 
 @pytest.fixture
 def token() -> str:
-    return Token.objects.create(user=UserFactory()).key
+    return Token.objects.create(user=UserFactory(queues=["*"])).key
 
 
 @schema.parametrize()

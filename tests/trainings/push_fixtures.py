@@ -1,4 +1,4 @@
-"""Fixtures for the FCM and APNs tests: the loopback peers (trainings/push/peers.py) with the settings that
+"""Fixtures for the FCM and APNs tests: the loopback peers (tests/peers/apns_fcm.py) with the settings that
 point the providers at them, and messages as the reminder pipeline publishes them."""
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import pytest
 from django.utils import timezone
 
 from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
 from trainings.push.gateway import PushSender, broker_connection
-from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
 from trainings.push.providers import providers_from_settings
-from trainings.push.queue import batch_pushes
+from trainings.push.queue import batch_pushes, queue_publisher_at
 
 TOPIC = "com.example.coach"
 TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"
@@ -97,7 +96,7 @@ def file_broker(tmp_path: Path, settings: Any) -> str:
 
 
 def publish_to(url: str, queue: str, *bodies: dict[str, Any]) -> None:
-    transport = RabbitMQTransport(url)
+    transport = queue_publisher_at(url)
     try:
         refused = transport.deliver(
             [

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from reminders.models import Job, Occurrence
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
+from tests.peers.apns_fcm import ApnsPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
@@ -35,7 +36,6 @@ from trainings.models import (
 )
 from trainings.models.coaches import CoachPushStatus
 from trainings.push.gateway import Outcome, PushSender
-from trainings.push.peers import ApnsPeer
 from trainings.selectors import job_key
 from trainings.services import answer_record, invitation_respond
 

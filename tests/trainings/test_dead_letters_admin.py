@@ -11,11 +11,11 @@ from django.test import Client
 
 from tests.conftest import delete_queue, drain_queue
 from tests.factories import DeviceFactory, PlayerFactory, UserFactory
+from tests.peers.apns_fcm import Answer, FcmPeer
 from tests.trainings.push_fixtures import message
 from tests.trainings.test_push_answers import _publish
 from trainings.models import PushSend, SendStatus
 from trainings.push.gateway import dead_letter_queue_name, gateway_run
-from trainings.push.peers import Answer, FcmPeer
 from trainings.push.providers import providers_from_settings
 from trainings.services import coach_group_ensure
 

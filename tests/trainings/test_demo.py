@@ -26,8 +26,8 @@ def test_the_demo_schedules_a_reminder_of_each_kind_within_minutes(settings) -> 
     assert min(soon.values_list("fire_at", flat=True)) <= timezone.now() + dt.timedelta(minutes=2)
     # The pushes it promises come from the gateway `make run` starts beside the worker and beat.
     assert "PUSH line" in out.getvalue()
-    run_all = Path(__file__).resolve().parents[2] / "scripts" / "run-all.sh"
-    assert "manage.py push_gateway" in run_all.read_text()
+    run_all = Path(__file__).resolve().parents[2] / "scripts" / "supervise.py"
+    assert '"manage.py", "push_gateway"' in run_all.read_text()
 
 
 def test_the_demo_refuses_to_run_without_debug(settings) -> None:

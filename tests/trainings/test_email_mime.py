@@ -1,6 +1,8 @@
-"""The reminder email written as bytes (trainings/push/email/mime.py, skeleton.py) is the email Django's
-SMTP backend would have sent for the same reminder: parsed, every header and both bodies are equal, in each
-language and for each kind of links (invitation, questionnaire, a notice with none)."""
+"""The reminder email as the SMTP server receives it (trainings/push/email/message.py `as_bytes`, Django's
+builder) is a well-formed message: CRLF lines of at most 998 octets (RFC 5322 2.1.1) whatever the body,
+multipart/alternative with a UTF-8 text and HTML part (RFC 2045/2046), a non-ASCII subject or display name
+as RFC 2047 encoded words and a domain in punycode, and no header a push's text could add. Parsed back,
+it says what the reminder says, in each language and for each kind of links."""
 
 from __future__ import annotations
 
@@ -13,28 +15,25 @@ import pytest
 from django.template.loader import render_to_string
 
 from tests.trainings.push_fixtures import message
-from trainings.push.email.message import as_bytes, email_for, email_links, email_of, words
+from trainings.push.email.message import as_bytes, email_links, email_of, words
+from trainings.push.email.provider import _envelope_address
 from trainings.push.messages import PushMessage, Target
 
 ADDRESS = Target(7, "email", "email", "anna@example.com")
+TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"
 
 
 def _parsed(raw: bytes) -> EmailMessage:
     return email.message_from_bytes(raw, policy=default_policy)
 
 
-def _parts(mail: EmailMessage) -> dict[str, Any]:
-    text, html = mail.get_body(preferencelist=("plain",)), mail.get_body(preferencelist=("html",))
-    assert text is not None and html is not None
-    names = ("Subject", "From", "To", "Message-ID", "List-Unsubscribe", "List-Unsubscribe-Post",
-             "Auto-Submitted", "Content-Language", "MIME-Version")  # fmt: skip
-    return {
-        "headers": {name: str(mail[name]).strip() for name in names},  # a long header may be folded
-        "type": mail.get_content_type(),
-        "text": text.get_content(),
-        "html": html.get_content(),
-        "charsets": [part.get_content_charset() for part in (text, html)],
-    }
+def _push(**extra: Any) -> PushMessage:
+    return PushMessage.from_body(message("occ.1", 7, training=TRAINING, **extra))
+
+
+def _lines_well_formed(raw: bytes) -> None:
+    assert raw.count(b"\n") == raw.count(b"\r\n")  # every line ends in CRLF, no bare LF
+    assert max(len(line) for line in raw.split(b"\r\n")) <= 998
 
 
 @pytest.mark.parametrize("language", ["en", "fr", "de"])
@@ -46,17 +45,43 @@ def _parts(mail: EmailMessage) -> dict[str, Any]:
         ("Séance déplacée <à 18 h> & plus", 'L\'entraînement "vitesse" commence à 18 h. ' * 40),  # long line
     ],
 )
-def test_the_bytes_are_the_email_django_would_send(
+def test_it_is_a_well_formed_message_that_parses_back_to_the_reminder(
     settings: Any, language: str, kind: str, title: str, body: str
 ) -> None:
     settings.TRAININGS_PUBLIC_URL = "https://coach.example.com"
-    push = PushMessage.from_body(message("occ.1", 7, kind=kind, language=language, title=title, body=body,
-                                         training="7d0c0a4e-0000-4000-8000-000000000000"))  # fmt: skip
-    ours = _parts(_parsed(as_bytes(email_of(push, ADDRESS))))
-    sent: Any = email_for(push, ADDRESS).message()  # Django passes linesep, which typeshed does not know
-    django = _parts(_parsed(sent.as_bytes(linesep="\r\n")))
-    assert ours == django
-    assert ours["headers"]["Subject"] == title and ours["headers"]["To"] == "anna@example.com"
+    push = _push(kind=kind, language=language, title=title, body=body)
+    made = email_of(push, ADDRESS)
+    raw = as_bytes(made)
+    _lines_well_formed(raw)
+    mail = _parsed(raw)
+    assert mail.get_content_type() == "multipart/alternative" and mail["MIME-Version"] == "1.0"
+    text, html = mail.get_body(preferencelist=("plain",)), mail.get_body(preferencelist=("html",))
+    assert text is not None and html is not None
+    assert [part.get_content_charset() for part in (text, html)] == ["utf-8", "utf-8"]
+    assert text.get_content().replace("\r\n", "\n") == made.text
+    assert html.get_content().replace("\r\n", "\n") == made.html
+    assert mail["Subject"] == title and mail["To"] == "anna@example.com"
+    assert mail["Message-ID"] == made.headers["Message-ID"] and mail["Date"] is not None
+    for name in ("List-Unsubscribe", "List-Unsubscribe-Post", "Auto-Submitted", "Content-Language"):
+        assert str(mail[name]).strip() == made.headers[name]  # a long header may be folded
+
+
+def test_non_ascii_headers_are_encoded_words_and_the_domain_punycode(settings: Any) -> None:
+    """RFC 2047: a header's non-ASCII text goes as `=?utf-8?...?=`; RFC 5890: a domain as A-labels."""
+    settings.DEFAULT_FROM_EMAIL = "Équipe Rappels <rappels@club-élan.example>"
+    raw = as_bytes(
+        email_of(_push(title="Séance déplacée"), Target(7, "email", "email", "zoë@bücher.example"))
+    )
+    head = raw.split(b"\r\n\r\n", 1)[0].decode("ascii")  # the headers are ASCII whatever they say
+    assert "Subject: =?utf-8?" in head and "Séance" not in head
+    assert "xn--club-lan-f1a.example" in head and "xn--bcher-kva.example" in head
+    mail = _parsed(raw)
+    assert mail["Subject"] == "Séance déplacée"
+    assert mail["From"].addresses[0].display_name == "Équipe Rappels"
+    assert (
+        _envelope_address("Équipe Rappels <rappels@club-élan.example>") == "rappels@xn--club-lan-f1a.example"
+    )
+    assert _envelope_address("anna@example.com") == "anna@example.com"
 
 
 def test_the_bodies_are_the_templates_rendered_for_that_email(settings: Any) -> None:

@@ -1,4 +1,4 @@
-"""The gateway's SMTP client (trainings/push/email/smtp.py) against aiosmtpd servers on loopback: STARTTLS
+"""The gateway's SMTP client (common/wire/smtp.py) against aiosmtpd servers on loopback: STARTTLS
 and AUTH as Django's settings say, commands pipelined when the server offers it, one connection reused for
 many emails, a refused recipient that leaves the connection usable, a server that drops the connection
 (the email is retried, the next one opens a new connection), and refused credentials that stop the gateway.
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
+from tests.peers.credentials import server_tls
 from tests.trainings.push_fixtures import message
 from tests.trainings.smtp_peer import Inbox, smtp_started
 from trainings.push.email.provider import EmailProvider
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
-from trainings.push.peer_credentials import server_tls
 
 
 def _authenticator(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:

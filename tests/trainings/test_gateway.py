@@ -11,17 +11,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
 from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory
 from tests.http_receiver import QuietHandler, serving
 from trainings.models import DeliveredPush, PushSend, SendStatus
 from trainings.push.gateway import Outcome, gateway_run, push_handle
 from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict
+from trainings.push.queue import queue_publisher_at
 from trainings.push.webhook import WebhookProvider
 
 
@@ -160,7 +161,7 @@ def test_an_unreachable_webhook_is_retried() -> None:
 
 
 def _publish(queue: str, *bodies: dict[str, Any]) -> None:
-    transport = RabbitMQTransport()
+    transport = queue_publisher_at(settings.REMINDERS_CALLBACK_BROKER_URL)
     errors = transport.deliver(
         [
             Delivery(i, body["idempotency_key"], "job", timezone.now(), 1, queue, body)

@@ -13,12 +13,12 @@ import pytest
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, training_made
+from tests.peers.apns_fcm import FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
 from trainings import kinds
 from trainings.models import Guardian, Player, Push, PushSend, ReminderRule, SendStatus, Team, Training
 from trainings.push.gateway import Outcome, PushSender
-from trainings.push.peers import FcmPeer
 from trainings.selectors import job_key
 from trainings.services import moved_notice_key, training_update
 

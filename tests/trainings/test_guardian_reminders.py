@@ -13,6 +13,7 @@ import pytest
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, training_made
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from trainings.answers.links import answer_link_read
 from trainings.held import held_pushes_release
@@ -28,7 +29,6 @@ from trainings.models import (
     Training,
 )
 from trainings.push.gateway import Outcome, PushSender
-from trainings.push.peers import ApnsPeer, FcmPeer
 from trainings.remind_now import training_remind_now
 from trainings.selectors import job_key
 from trainings.services import answer_record

@@ -68,7 +68,7 @@ def _scheduled(training: Training, rule: ReminderRule) -> list[dt.datetime]:
 
 
 def test_a_user_owned_job_under_the_trainings_key_is_never_taken_over(team, rules) -> None:
-    mallory = UserFactory(username="mallory")
+    mallory = UserFactory(username="mallory", queues=["*"])
     training = _training_with_only_post_reminders(team)
     pre = rules["pre-questionnaire"]
     assert not TrainingJob.objects.filter(training=training, rule=pre).exists()
@@ -99,7 +99,7 @@ def test_a_user_owned_job_under_the_trainings_key_is_never_taken_over(team, rule
 def test_a_row_squatted_with_the_trainings_handler_is_not_the_trainings_either(team, rules) -> None:
     """Even a row whose callback already names the trainings handler and this training is not adopted: who
     made it decides, not what it says."""
-    mallory = UserFactory(username="mallory")
+    mallory = UserFactory(username="mallory", queues=["*"])
     training = _training_with_only_post_reminders(team)
     pre = rules["pre-questionnaire"]
     payload = {"training": str(training.pk), "rule": pre.pk}
@@ -137,7 +137,7 @@ def test_lookups_go_through_the_link_not_the_key(team, rules) -> None:
 def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None:
     """A user's row that merely looks like the rule's (same key shape, the trainings handler) is not
     cancelled with the rule."""
-    mallory = UserFactory(username="mallory")
+    mallory = UserFactory(username="mallory", queues=["*"])
     training = _training_with_only_post_reminders(team)
     pre = rules["pre-questionnaire"]
     payload = {"training": str(training.pk), "rule": pre.pk}
@@ -159,7 +159,7 @@ def test_deleting_a_rule_cancels_only_the_jobs_linked_to_it(team, rules) -> None
 def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, rules, monkeypatch) -> None:
     """The race the key check cannot see (an insert between the check and the upsert): the save fails
     rather than adopt the row, and the row is as it was."""
-    mallory = UserFactory(username="mallory")
+    mallory = UserFactory(username="mallory", queues=["*"])
     training = _training_with_only_post_reminders(team)
     pre = rules["pre-questionnaire"]
     squatted = _squat(training, pre, mallory)
@@ -182,7 +182,7 @@ def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team
     from tests.trainings.conftest import fire
     from trainings.models import Push, ReminderRun, RunOutcome
 
-    mallory = UserFactory(username="mallory")
+    mallory = UserFactory(username="mallory", queues=["*"])
     start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=15, seconds=30)
     training = training_create(
         team=team, title="Speed", start=start, end=start + dt.timedelta(hours=1), time_zone="Europe/Paris"
@@ -206,12 +206,14 @@ def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team
 
 
 def test_another_teams_occurrences_are_not_listed_to_a_coach(team, coach) -> None:
+    """Coaches are staff, and staff list every occurrence of the engine; a training's rows (their payload
+    names the training) are the trainings app's to show, scoped to the coach's own teams. (A coach needs
+    the scheduler API's permission to list any: this one integrates too.)"""
+    from tests.factories import TeamFactory, scheduler_caller_grant
+
     coach.is_staff = True  # as dev_admin and the admin make coaches
     coach.save(update_fields=["is_staff"])
-    """Coaches are staff, and staff list every occurrence of the engine; a training's rows (their payload
-    names the training) are the trainings app's to show, scoped to the coach's own teams."""
-    from tests.factories import TeamFactory
-
+    scheduler_caller_grant(coach)
     other_coach = UserFactory(username="other-coach", is_staff=True)
     other_team = TeamFactory(name="Rivals", coaches=[other_coach])
     start = timezone.now().replace(microsecond=0) + dt.timedelta(days=4)

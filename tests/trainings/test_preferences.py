@@ -15,6 +15,7 @@ from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_made
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
 from trainings.held import held_pushes_release
@@ -29,7 +30,6 @@ from trainings.models import (
     Team,
 )
 from trainings.push.gateway import Outcome, PushSender
-from trainings.push.peers import ApnsPeer, FcmPeer
 from trainings.selectors import job_key
 from trainings.services import HANDLER_NAME, reminder_fire, rule_update, training_create
 

@@ -10,18 +10,19 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
 from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import delete_queue, drain_queue
 from tests.factories import DeviceFactory, PlayerFactory
+from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.gateway import Outcome, PushSender, dead_letter_queue_name, gateway_run
-from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import AuthFailure, providers_from_settings
+from trainings.push.queue import queue_publisher_at
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +75,7 @@ def test_a_payload_refused_for_another_reason_fails_that_send_and_keeps_the_devi
 
 
 def _publish(queue: str, *bodies: dict[str, Any]) -> None:
-    transport = RabbitMQTransport()
+    transport = queue_publisher_at(settings.REMINDERS_CALLBACK_BROKER_URL)
     try:
         assert not transport.deliver(
             [
@@ -168,7 +169,7 @@ def test_refused_credentials_stop_the_gateway_and_leave_the_pushes_queued(
 def test_a_provider_token_apns_refuses_is_an_operator_error(
     apns: ApnsPeer, settings: Any, tmp_path: Any
 ) -> None:
-    from trainings.push.peers import apns_key
+    from tests.peers.apns_fcm import apns_key
 
     other_key, _ = apns_key(tmp_path / "..")  # a key APNs does not know
     settings.PUSH_APNS_KEY_FILE = str(other_key)

@@ -15,10 +15,10 @@ import pytest
 from django.test import override_settings
 
 from bench.peers import KEY_ID, TEAM_ID, TOPIC, ServedPeers, served_peers_start
+from tests.peers.credentials import apns_key
 from trainings.push.apns import ApnsProvider
 from trainings.push.fcm import FcmProvider
 from trainings.push.messages import PushMessage, PushProvider, SendResult, Target, Verdict
-from trainings.push.peer_credentials import apns_key
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from common.wire.h2client import H2Client, HeaderEncoder
 from tests.factories import DeviceFactory, PlayerFactory
+from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushMinute, PushSend, SendStatus
 from trainings.push.apns import ApnsProvider
 from trainings.push.gateway import Outcome, PushSender
-from trainings.push.h2client import H2Client, HeaderEncoder
 from trainings.push.messages import json_dumps
-from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
 from trainings.push.records import sends_recorded
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tests.factories import DeviceFactory, PlayerFactory
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.push.apns import ApnsProvider
 from trainings.push.fcm import FcmProvider
 from trainings.push.gateway import Outcome, PushSender
-from trainings.push.peers import ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
 
 pytestmark = pytest.mark.django_db

@@ -7,10 +7,10 @@ import datetime as dt
 import time
 
 import pytest
+from django.conf import settings
 
 from reminders.models import Occurrence
 from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory
 from tests.ops.scrape import delta, scrape, value
@@ -19,6 +19,7 @@ from trainings.models import ReminderRule, Training
 from trainings.push.gateway import gateway_run
 from trainings.push.logging import LoggingProvider
 from trainings.push.providers import Providers
+from trainings.push.queue import queue_publisher_at
 from trainings.selectors import job_key
 from trainings.services import training_create
 
@@ -59,7 +60,7 @@ def test_the_gateway_counts_each_outcome_by_kind_and_beats(push_queue: str) -> N
         {**body, "idempotency_key": "k.2", "kind": "INVITATION"},
         {"kind": "made-up", "no": "fields"},  # malformed: rejected, its kind not trusted as a label
     ]
-    transport = RabbitMQTransport()
+    transport = queue_publisher_at(settings.REMINDERS_CALLBACK_BROKER_URL)
     transport.deliver([Delivery(i, f"m{i}", "job", START, 1, push_queue, b) for i, b in enumerate(bodies)])
     transport.close()
     before = scrape()

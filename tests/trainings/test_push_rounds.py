@@ -14,14 +14,14 @@ import pytest
 from django.utils import timezone
 
 from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.conftest import drain_queue
 from tests.factories import DeviceFactory, PlayerFactory
+from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 from trainings.push.gateway import Outcome, PushSender, gateway_run
-from trainings.push.peers import Answer, ApnsPeer, FcmPeer
 from trainings.push.providers import providers_from_settings
+from trainings.push.queue import queue_publisher_at
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +104,7 @@ def test_the_gateway_overlaps_rounds_and_acks_every_push_once(
         provider, platform = ("apns", "ios") if n % 2 == 0 else ("fcm", "android")
         DeviceFactory(player=player, provider=provider, platform=platform, token=token)
         expected[token] = 1
-    transport = RabbitMQTransport()
+    transport = queue_publisher_at(settings.REMINDERS_CALLBACK_BROKER_URL)
     refused = transport.deliver(
         [Delivery(i, f"occ.{p.pk}", "job", timezone.now(), 1, push_queue, message(f"occ.{p.pk}", p.pk))
          for i, p in enumerate(players)]

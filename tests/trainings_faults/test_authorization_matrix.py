@@ -14,16 +14,18 @@ A route (or admin model) added to the trainings app without a row here fails the
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from typing import Any
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Permission
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from rest_framework.test import APIClient
 
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
@@ -35,6 +37,7 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
     rules_seeded,
+    scheduler_caller_grant,
     training_made,
 )
 from tests.fault_table import record
@@ -70,7 +73,7 @@ def _fault_table_row() -> Iterator[None]:
     yield
     if _PASSED:
         record(
-            scenario="Authorization matrix: every trainings API route and admin model",
+            scenario="Authorization matrix: every route; each trainings API route and admin model",
             fault="requests by anonymous callers, another team's coach, staff without the operator "
             "permission, operators and superusers",
             result=f"{_PASSED['api']} API cases ({len(MATRIX)} route-methods x {len(COLUMNS)} callers) and "
@@ -79,8 +82,11 @@ def _fault_table_row() -> Iterator[None]:
             "write changes nothing; a route or admin model without a row fails the suite; "
             f"{_PASSED['engine']} engine API cases against another team's training ({len(ENGINE_ATTACKS)} "
             f"attacks and a read/cancel of its jobs x {len(ENGINE_CALLERS)} callers, operators included): "
-            "the trainings handler named in a job, bulk or schedule, or a training's job key taken first, "
-            "is a 400 naming the field; its jobs are 404 to read or cancel; nothing changes",
+            "the trainings handler named in a job, bulk or schedule, or a training's job key taken first "
+            "(by callers holding the scheduler permission and every queue's grant), "
+            "is a 400 naming the field; its jobs are 404 to read or cancel; nothing changes; "
+            f"{_PASSED['routes']} routes of the whole site (URL conf and OpenAPI schema, {len(ROUTES)} rows "
+            "of owner, rule and limit) answered an anonymous caller as their row's rule says",
         )
 
 
@@ -463,6 +469,15 @@ def _engine_requests(side: Side) -> dict[str, tuple[str, dict[str, Any], str]]:
     }
 
 
+def _engine_callers(world: World) -> dict[str, Any]:
+    """Every caller holding the scheduler API's permission and a grant of every queue: the trainings'
+    reminders stay out of reach even so (without the permission the API is a 403, tested below)."""
+    users = {**world.users, "nobody": UserFactory(username="nobody")}
+    for user in users.values():
+        scheduler_caller_grant(user, "*")
+    return users
+
+
 ENGINE_ATTACKS = ["replay", "replay-bulk", "replay-schedule", "squat", "squat-bulk"]
 ENGINE_CALLERS = ["nobody", "coach_a", "staff", "operator", "superuser"]  # nobody: signed in, no team
 
@@ -481,7 +496,7 @@ def _engine_state(side: Side) -> tuple[Any, ...]:
 def test_no_engine_api_caller_can_schedule_a_trainings_reminder(
     world: World, attack: str, caller: str
 ) -> None:
-    users = {**world.users, "nobody": UserFactory(username="nobody")}
+    users = _engine_callers(world)
     path, body, field = _engine_requests(world.b)[attack]
     before = _engine_state(world.b)
     client = APIClient()
@@ -500,7 +515,7 @@ def test_no_engine_api_caller_can_schedule_a_trainings_reminder(
 def test_no_engine_api_caller_can_read_or_cancel_a_trainings_jobs(world: World, caller: str) -> None:
     """A training's jobs are managed through the trainings API only. Coaches are staff users, and the
     engine's API shows staff every job: without this, coach A could cancel team B's reminders there."""
-    users = {**world.users, "nobody": UserFactory(username="nobody")}
+    users = _engine_callers(world)
     client = APIClient()
     client.force_authenticate(users[caller])
     keys = list(Job.objects.filter(training_job__training=world.b.training).values_list("key", flat=True))
@@ -758,3 +773,352 @@ def test_admin_the_status_page_is_for_operators(world: World, actor: str, allowe
 def test_every_trainings_admin_model_has_a_row() -> None:
     registered = {model for model in admin.site._registry if model._meta.app_label == "trainings"}
     assert registered == set(ADMIN)
+
+
+# --- every route of the site: its owner, who may call it, its limit -----------------------------------------
+
+
+# The rules a row names. `anonymous` is what a caller with no credentials gets (from a public address, on a
+# sample path of the route): checked for every row below; the matrix above and the tests it names check the
+# rest of each rule.
+@dataclass(frozen=True)
+class Rule:
+    says: str
+    anonymous: frozenset[int]
+
+
+PUBLIC = Rule("anyone; it holds no one's data", frozenset({200, 302}))
+HEALTH = Rule("anyone: the status; details to loopback and operators (item 6)", frozenset({200, 503}))
+METRICS = Rule("loopback/private addresses, or METRICS_BEARER_TOKEN when set", frozenset({403, 404}))
+SIGNED_IN = Rule("any signed-in user; rows scoped to the caller (matrix above)", frozenset({401}))
+SCHEDULER = Rule(
+    "reminders.use_scheduler_api: own jobs (staff holding it: all); rabbitmq queues the caller was granted, "
+    "never the service's own (tests/security/test_scheduler_callers.py)",
+    frozenset({401}),
+)
+TEAM = Rule("a coach of the row's team, or manage_all_teams; others 404 (matrix above)", frozenset({401}))
+RULES_WRITE = Rule("read: signed in; change: manage_all_teams (matrix above)", frozenset({401}))
+OPERATORS_API = Rule("manage_all_teams or superuser (matrix above)", frozenset({401}))
+LINKED = Rule("read: the team's coaches; write: the account linked to the player/guardian", frozenset({401}))
+COACH_SELF = Rule("the signed-in coach's own profile and devices; others 404", frozenset({401}))
+LINK_TOKEN = Rule("the signed, expiring token in the URL; a session adds nothing", frozenset({400, 404}))
+# Not asked here: anymail mounts every provider's webhooks and an unconfigured one fails (issue 40 item 2
+# mounts only the configured provider's, and tests it).
+PROVIDER = Rule("the email provider's signature (anymail; issue 40 item 2)", frozenset())
+ADMIN_LOGIN = Rule("anyone (the login page itself)", frozenset({200, 302}))
+STAFF_ADMIN = Rule(
+    "staff session, the model's permissions; coaches: their teams' rows (ADMIN)", frozenset({302})
+)
+ADMIN_OPERATORS = Rule("staff session with manage_all_teams (status, dead letters)", frozenset({302}))
+ADMIN_SUPERUSERS = Rule("superusers, or staff given the model's permissions", frozenset({302}))
+
+# The limits a row names (reminders/http/limits.py, config/settings.py; counts: the "throttle" cache).
+API = "API_THROTTLE_IP_RATE per address before authentication, API_THROTTLE_TOKEN_RATE per token; body limit"
+API_ADDRESS = "API_THROTTLE_IP_RATE per address; body limit"
+ANSWER_LINK = "API_THROTTLE_ANSWER_LINK_RATE per link, API_THROTTLE_IP_RATE per address; body limit"
+LOGIN = "django-axes: AXES_FAILURE_LIMIT failed logins per username and address; body limit"
+BODY = "body limit (REMINDERS_MAX_REQUEST_BYTES) only"
+
+# (URL name, method): (owner, rule, limit). A route the URL conf or the OpenAPI schema has without a row here
+# fails `test_every_route_has_a_row`: add one line. "*" is every method of a view that is not DRF's. An
+# admin model's own views (changelist, add, change, delete, history and its versions) share the row
+# "admin:<app>_<model>"; the model admin's extra views have rows of their own. A name may end in "*" for
+# every route of a namespace a package mounts (anymail's webhooks).
+# fmt: off
+ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
+    # -- the scheduler API (reminders/http/)
+    ("api-root", "GET"):                         ("rest_framework",          SIGNED_IN,        API),
+    ("job-list", "GET"):                         ("reminders.http",          SCHEDULER,        API),
+    ("job-list", "POST"):                        ("reminders.http",          SCHEDULER,        API),
+    ("job-bulk", "POST"):                        ("reminders.http",          SCHEDULER,        API),
+    ("job-detail", "GET"):                       ("reminders.http",          SCHEDULER,        API),
+    ("job-detail", "DELETE"):                    ("reminders.http",          SCHEDULER,        API),
+    ("occurrence-list", "GET"):                  ("reminders.http",          SCHEDULER,        API),
+    ("occurrence-detail", "GET"):                ("reminders.http",          SCHEDULER,        API),
+    ("schedule-list", "GET"):                    ("reminders.http",          SCHEDULER,        API),
+    ("schedule-list", "POST"):                   ("reminders.http",          SCHEDULER,        API),
+    ("schedule-detail", "GET"):                  ("reminders.http",          SCHEDULER,        API),
+    ("schedule-detail", "PATCH"):                ("reminders.http",          SCHEDULER,        API),
+    ("schedule-detail", "DELETE"):               ("reminders.http",          SCHEDULER,        API),
+    ("schedule-pause", "POST"):                  ("reminders.http",          SCHEDULER,        API),
+    ("schedule-resume", "POST"):                 ("reminders.http",          SCHEDULER,        API),
+    ("schedule-preview", "GET"):                 ("reminders.http",          SCHEDULER,        API),
+    ("throttle-policy-list", "GET"):             ("reminders.http",          SCHEDULER,        API),
+    ("throttle-policy-list", "POST"):            ("reminders.http",          SCHEDULER,        API),
+    ("throttle-policy-detail", "GET"):           ("reminders.http",          SCHEDULER,        API),
+    ("throttle-policy-detail", "PUT"):           ("reminders.http",          SCHEDULER,        API),
+    ("throttle-policy-detail", "PATCH"):         ("reminders.http",          SCHEDULER,        API),
+    ("throttle-policy-detail", "DELETE"):        ("reminders.http",          SCHEDULER,        API),
+    ("schema", "GET"):                           ("drf_spectacular",         PUBLIC,           API_ADDRESS),
+    ("api-docs", "GET"):                         ("drf_spectacular",         PUBLIC,           API_ADDRESS),
+    # -- the trainings API (each row's answers per caller: MATRIX above)
+    ("training-list", "GET"):                    ("trainings",               TEAM,             API),
+    ("training-list", "POST"):                   ("trainings",               TEAM,             API),
+    ("training-detail", "GET"):                  ("trainings",               TEAM,             API),
+    ("training-detail", "PUT"):                  ("trainings",               TEAM,             API),
+    ("training-detail", "PATCH"):                ("trainings",               TEAM,             API),
+    ("training-detail", "DELETE"):               ("trainings",               TEAM,             API),
+    ("training-answers", "POST"):                ("trainings",               TEAM,             API),
+    ("training-invitation", "POST"):             ("trainings",               TEAM,             API),
+    ("training-timeline", "GET"):                ("trainings",               TEAM,             API),
+    ("reminder-rule-list", "GET"):               ("trainings",               RULES_WRITE,      API),
+    ("reminder-rule-detail", "GET"):             ("trainings",               RULES_WRITE,      API),
+    ("reminder-rule-detail", "PUT"):             ("trainings",               RULES_WRITE,      API),
+    ("reminder-rule-detail", "PATCH"):           ("trainings",               RULES_WRITE,      API),
+    ("player-devices", "GET"):                   ("trainings",               LINKED,           API),
+    ("player-devices", "POST"):                  ("trainings",               LINKED,           API),
+    ("player-device", "DELETE"):                 ("trainings",               LINKED,           API),
+    ("player-preferences", "GET"):               ("trainings",               LINKED,           API),
+    ("player-preferences", "PUT"):               ("trainings",               LINKED,           API),
+    ("player-preferences", "PATCH"):             ("trainings",               LINKED,           API),
+    ("guardian-list", "GET"):                    ("trainings",               TEAM,             API),
+    ("guardian-list", "POST"):                   ("trainings",               TEAM,             API),
+    ("guardian-detail", "GET"):                  ("trainings",               TEAM,             API),
+    ("guardian-detail", "PUT"):                  ("trainings",               TEAM,             API),
+    ("guardian-detail", "PATCH"):                ("trainings",               TEAM,             API),
+    ("guardian-detail", "DELETE"):               ("trainings",               TEAM,             API),
+    ("guardian-devices", "GET"):                 ("trainings",               LINKED,           API),
+    ("guardian-devices", "POST"):                ("trainings",               LINKED,           API),
+    ("guardian-device", "DELETE"):               ("trainings",               LINKED,           API),
+    ("guardian-preferences", "GET"):             ("trainings",               LINKED,           API),
+    ("guardian-preferences", "PUT"):             ("trainings",               LINKED,           API),
+    ("guardian-preferences", "PATCH"):           ("trainings",               LINKED,           API),
+    ("guardian-trainings", "GET"):               ("trainings",               TEAM,             API),
+    ("analytics-offsets", "GET"):                ("trainings",               TEAM,             API),
+    ("analytics-players", "GET"):                ("trainings",               TEAM,             API),
+    ("experiment-list", "GET"):                  ("trainings",               OPERATORS_API,    API),
+    ("experiment-detail", "GET"):                ("trainings",               OPERATORS_API,    API),
+    ("experiment-results", "GET"):               ("trainings",               OPERATORS_API,    API),
+    ("coach-profile", "GET"):                    ("trainings",               COACH_SELF,       API),
+    ("coach-profile", "PUT"):                    ("trainings",               COACH_SELF,       API),
+    ("coach-profile", "PATCH"):                  ("trainings",               COACH_SELF,       API),
+    ("coach-devices", "GET"):                    ("trainings",               COACH_SELF,       API),
+    ("coach-devices", "POST"):                   ("trainings",               COACH_SELF,       API),
+    ("coach-device", "DELETE"):                  ("trainings",               COACH_SELF,       API),
+    # -- links in pushes and emails, the provider's webhooks
+    ("answer-link", "GET"):                      ("trainings",               LINK_TOKEN,       ANSWER_LINK),
+    ("answer-link", "POST"):                     ("trainings",               LINK_TOKEN,       ANSWER_LINK),
+    ("answer-page", "*"):                        ("trainings",               LINK_TOKEN,       BODY),
+    ("email-unsubscribe", "*"):                  ("trainings",               LINK_TOKEN,       BODY),
+    ("anymail:*", "*"):                          ("anymail",                 PROVIDER,         BODY),
+    # -- operations
+    ("home", "*"):                               ("django.views",            PUBLIC,           BODY),
+    ("metrics", "*"):                            ("reminders.ops",           METRICS,          BODY),
+    ("health-live", "*"):                        ("reminders.ops",           PUBLIC,           BODY),
+    ("health-ready", "*"):                       ("reminders.ops",           HEALTH,           BODY),
+    # -- the admin's own pages
+    ("admin:index", "*"):                        ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:login", "*"):                        ("django.contrib.admin",    ADMIN_LOGIN,      LOGIN),
+    ("admin:logout", "*"):                       ("django.contrib.admin",    ADMIN_LOGIN,      LOGIN),
+    ("admin:password_change", "*"):              ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:password_change_done", "*"):         ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:autocomplete", "*"):                 ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:jsi18n", "*"):                       ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:view_on_site", "*"):                 ("django.contrib",          STAFF_ADMIN,      LOGIN),
+    ("admin:app_list", "*"):                     ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:catch_all", "*"):                    ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin-time-zone", "*"):                    ("reminders.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin-status", "*"):                       ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin-status-retry", "*"):                 ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin-status-retrying", "*"):              ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin-dead-letters", "*"):                 ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin-dead-letters-replay", "*"):          ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin-analytics", "*"):                    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    # -- the admin's models (ADMIN above: how far a coach reaches in each trainings model)
+    ("admin:reminders_job", "*"):                ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:reminders_occurrence", "*"):         ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:reminders_schedule", "*"):           ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:reminders_throttlepolicy", "*"):     ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:reminders_queuegrant", "*"):         ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:trainings_team", "*"):               ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_player", "*"):             ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_player_user_search", "*"): ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_training", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_training_remind", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_training_copy", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_training_cancel", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_guardian", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_coach", "*"):              ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_coachpush", "*"):          ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_reminderrun", "*"):        ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_push", "*"):               ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_device", "*"):             ("trainings.push.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_reminderrule", "*"):       ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin:trainings_experiment", "*"):         ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin:trainings_experiment_stop", "*"):    ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin:trainings_experiment_promote", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
+    ("admin:trainings_pushsend", "*"):           ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:trainings_deliveredpush", "*"):      ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:auth_user", "*"):                    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
+    ("admin:auth_user_password_change", "*"):    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
+    ("admin:auth_group", "*"):                   ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
+    ("admin:authtoken_tokenproxy", "*"):         ("rest_framework.authtoken", ADMIN_SUPERUSERS, LOGIN),
+    ("admin:axes_accessattempt", "*"):           ("axes",                    ADMIN_SUPERUSERS, LOGIN),
+    ("admin:axes_accessfailurelog", "*"):        ("axes",                    ADMIN_SUPERUSERS, LOGIN),
+    ("admin:axes_accesslog", "*"):               ("axes",                    ADMIN_SUPERUSERS, LOGIN),
+    ("admin:django_celery_beat_periodictask", "*"): ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:django_celery_beat_intervalschedule", "*"): ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:django_celery_beat_crontabschedule", "*"): ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:django_celery_beat_solarschedule", "*"): ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:django_celery_beat_clockedschedule", "*"): ("reminders.admin",         ADMIN_SUPERUSERS, LOGIN),
+}
+# fmt: on
+
+_ADMIN_MODEL_VIEWS = ("changelist", "add", "change", "delete", "history", "simple_history", "redirect")
+_SAMPLES = {"app_label": "reminders", "url": "no-such-page/"}  # path parameters; "1" for the others
+
+
+@dataclass(frozen=True)
+class Route:
+    """One (name, method) the URL conf routes, with a path that reaches it and the module of its view."""
+
+    name: str
+    method: str
+    path: str
+    module: str
+    view: Any
+
+
+def _sample(piece: str) -> str:
+    """A path that a `path()` or `re_path()` piece matches: each parameter replaced by a sample value."""
+    piece = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: _SAMPLES.get(m.group(1), "1"), piece)
+    piece = re.sub(r"\(\?P<(\w+)>[^()]*\)", lambda m: _SAMPLES.get(m.group(1), "1"), piece)
+    piece = re.sub(r"\([^()]*\)\?", "", piece)  # an optional group: left out
+    piece = re.sub(r"\([^()]*\)", "1", piece)  # a positional group
+    return piece.removeprefix("^").removesuffix("$").replace("\\.", ".").replace("/?", "/")
+
+
+def _methods(callback: Any) -> list[str]:
+    """A viewset route's methods, a DRF view's handlers, or "*" for any other view."""
+    actions = getattr(callback, "actions", None)
+    view = getattr(callback, "cls", None)
+    if actions:
+        methods = list(actions)
+    elif view is not None and hasattr(view, "initial"):
+        methods = [m for m in view.http_method_names if hasattr(view, m)]
+    else:
+        return ["*"]
+    return [m.upper() for m in methods if m not in ("head", "options")]
+
+
+def _site_routes() -> dict[tuple[str, str], Route]:
+    """Every (row name, method) of config.urls, each with a sample path: API, admin, links, operations."""
+    admin_models = {f"{m._meta.app_label}_{m._meta.model_name}": type(model_admin).__module__
+                    for m, model_admin in admin.site._registry.items()}  # fmt: skip
+    found: dict[tuple[str, str], Route] = {}
+
+    def walk(patterns: list[Any], prefix: str, namespace: str) -> None:
+        for pattern in patterns:
+            piece = str(pattern.pattern)
+            if "format" in piece:  # DRF's format-suffix twins of a route (`jobs.json`)
+                continue
+            if isinstance(pattern, URLResolver):
+                inner = ":".join(filter(None, [namespace, pattern.namespace or ""]))
+                walk(pattern.url_patterns, prefix + _sample(piece), inner)
+                continue
+            callback = pattern.callback
+            path = "/" + prefix + _sample(piece)
+            name = pattern.name
+            model_admin = getattr(callback, "model_admin", None)
+            if name is None and namespace == "admin":
+                name = f"{model_admin.opts.app_label}_{model_admin.opts.model_name}_redirect" if model_admin \
+                    else "catch_all"  # fmt: skip
+            full = f"{namespace}:{name}" if namespace else str(name)
+            view = getattr(callback, "cls", None) or getattr(callback, "view_class", None) or callback
+            module = type(model_admin).__module__ if model_admin else view.__module__
+            for suffix in _ADMIN_MODEL_VIEWS:
+                model = str(name).removesuffix(f"_{suffix}")
+                if namespace == "admin" and model in admin_models and model != name:
+                    full, module = f"admin:{model}", admin_models[model]
+            for method in _methods(callback):
+                found.setdefault((full, method), Route(full, method, path, module, view))
+
+    walk(get_resolver().url_patterns, "", "")
+    return found
+
+
+SITE_ROUTES = _site_routes()
+
+
+def _row(key: tuple[str, str]) -> tuple[str, Rule, str] | None:
+    if key in ROUTES:
+        return ROUTES[key]
+    return next((row for (name, method), row in ROUTES.items()
+                 if "*" in name and fnmatch(key[0], name) and method in ("*", key[1])), None)  # fmt: skip
+
+
+def test_every_route_has_a_row() -> None:
+    """A route in the URL conf with no row in ROUTES, or a row naming no route, fails here (listed)."""
+    assert len(SITE_ROUTES) > 150  # the walk found the admin's models and both APIs
+    missing = sorted(f"{name} {method} ({route.path})" for (name, method), route in SITE_ROUTES.items()
+                     if _row((name, method)) is None)  # fmt: skip
+    stale = sorted(f"{name} {method}" for name, method in ROUTES if "*" not in name
+                   and (name, method) not in SITE_ROUTES)  # fmt: skip
+    assert missing == [], "routes without a row in ROUTES"
+    assert stale == [], "rows of ROUTES without a route"
+
+
+def test_every_schema_operation_has_a_row() -> None:
+    """The OpenAPI schema's operations are the API a generated client calls: each one has its row."""
+    schema = Client().get("/api/schema/", {"format": "json"}).json()
+    missing = []
+    for template, operations in schema["paths"].items():
+        path = re.sub(r"\{\w+\}", "1", template)
+        match = resolve(path)
+        name = f"{match.namespace}:{match.url_name}" if match.namespace else str(match.url_name)
+        for method in operations:
+            if method in ("get", "put", "post", "patch", "delete") and _row((name, method.upper())) is None:
+                missing.append(f"{method.upper()} {template} ({name})")
+    assert len(schema["paths"]) > 20
+    assert missing == [], "schema operations without a row in ROUTES"
+
+
+def test_each_row_names_the_owner_of_its_view() -> None:
+    wrong = sorted(f"{name} {method}: the view is in {route.module}"
+                   for (name, method), route in SITE_ROUTES.items()
+                   if (row := _row((name, method))) and not route.module.startswith(row[0]))  # fmt: skip
+    assert wrong == []
+
+
+@pytest.mark.parametrize("key", sorted(SITE_ROUTES), ids=lambda key: f"{key[0]}-{key[1]}")
+def test_an_anonymous_caller_gets_what_the_rows_rule_says(key: tuple[str, str]) -> None:
+    """From a public address, with no credentials: the row's rule decides (401 on the API, the login page in
+    the admin, a refused token on the link routes)."""
+    route, (_, rule, _) = SITE_ROUTES[key], _row(key) or ("", PUBLIC, "")
+    if not rule.anonymous:
+        pytest.skip(rule.says)
+    assert resolve(route.path).func is not None
+    method = "GET" if route.method == "*" else route.method
+    body = "{}" if method in ("POST", "PUT", "PATCH") else ""
+    response = Client(REMOTE_ADDR="203.0.113.9").generic(method, route.path, body, "application/json")
+    assert response.status_code in rule.anonymous, (route.path, response.status_code)
+    if rule in (STAFF_ADMIN, ADMIN_OPERATORS, ADMIN_SUPERUSERS):
+        assert "/admin/login/" in response["Location"]
+    _PASSED["routes"] += 1
+
+
+@pytest.mark.parametrize("key", sorted(k for k in SITE_ROUTES if ROUTES.get(k, (0, 0))[1] is SCHEDULER),
+                         ids=lambda key: f"{key[0]}-{key[1]}")  # fmt: skip
+def test_a_signed_in_caller_without_the_scheduler_permission_gets_403(key: tuple[str, str]) -> None:
+    route = SITE_ROUTES[key]
+    client = APIClient()
+    client.force_authenticate(UserFactory(username="a-players-login"))
+    response = client.generic(route.method, route.path, "{}", "application/json")
+    assert response.status_code == 403, response.content
+
+
+def test_each_rows_limit_is_the_one_its_view_meets() -> None:
+    """API limits are met under /api/ (the per-address middleware) and by the view's throttles."""
+    from reminders.http.limits import TokenRateThrottle
+
+    wrong = []
+    for key, route in SITE_ROUTES.items():
+        limit = (_row(key) or ("", PUBLIC, ""))[2]
+        throttles = [cls.__name__ for cls in getattr(route.view, "throttle_classes", [])]
+        if limit in (API, API_ADDRESS, ANSWER_LINK) and not route.path.startswith("/api/"):
+            wrong.append(f"{key}: not under /api/, so no address limit")
+        if limit in (API, ANSWER_LINK) and TokenRateThrottle.__name__ not in throttles:
+            wrong.append(f"{key}: no per-token throttle ({throttles})")
+        if limit == ANSWER_LINK and not any("AnswerLink" in name for name in throttles):
+            wrong.append(f"{key}: no per-link throttle ({throttles})")
+    assert wrong == []

@@ -28,9 +28,9 @@ from django.utils import timezone
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import training_made
+from tests.peers.apns_fcm import FcmPeer, service_account
 from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
 from trainings.models import DeliveredPush, Device, Push, PushSend, ReminderRule, SendStatus, Team
-from trainings.push.peers import FcmPeer, service_account
 from trainings.selectors import job_key
 
 pytestmark = [

@@ -23,11 +23,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from reminders.transports import Delivery
-from reminders.transports.rabbitmq import RabbitMQTransport
 from tests.factories import PlayerFactory
+from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
 from tests.trainings.push_fixtures import message
 from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
-from trainings.push.peers import ApnsPeer, FcmPeer, apns_key, service_account
+from trainings.push.queue import queue_publisher_at
 
 pytestmark = [
     pytest.mark.faults,
@@ -70,7 +70,7 @@ def _queued_pushes(push_queue: str) -> set[tuple[str, str]]:
             key = f"stop.{p}.{n}"
             bodies.append(message(key, player.pk, expires_in=3600))
             pairs |= {(key, apns_token), (key, fcm_token)}
-    transport = RabbitMQTransport(settings.CELERY_BROKER_URL)
+    transport = queue_publisher_at(settings.CELERY_BROKER_URL)
     try:
         refused = transport.deliver(
             [

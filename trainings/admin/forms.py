@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -13,6 +14,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
+from common.fields import INSTANT_RANGE_TEXT
 from trainings.admin.html import answers_html, local_time
 from trainings.admin.people import PlayerSearchInline
 from trainings.models import AnswerSource, Invitation, InvitationStatus, QuestionnaireAnswer, Training
@@ -101,8 +103,14 @@ class TrainingForm(ModelForm):
             current = timezone.get_current_timezone()
             for field in ("start", "end"):
                 value = data.get(field)
-                if value is not None:  # parsed in the active zone: read the same wall time in the training's
+                if value is None:
+                    continue
+                try:  # parsed in the active zone: read the same wall time in the training's
                     data[field] = timezone.make_aware(timezone.make_naive(value, current), zone)
+                    data[field].astimezone(UTC)
+                except OverflowError:  # a wall time at the calendar's edge with no instant in that zone
+                    del data[field]
+                    self.add_error(field, f"Must be {INSTANT_RANGE_TEXT}.")
             if data.get("start") and data.get("end") and data["end"] <= data["start"]:
                 self.add_error("end", "The training must end after it starts.")
         return data

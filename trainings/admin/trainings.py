@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from django.contrib import admin, messages
@@ -23,12 +24,12 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+import trainings.admin.coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
+import trainings.admin.guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
+import trainings.admin.operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
 from trainings import kinds
-from trainings.admin import coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
-from trainings.admin import guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
-from trainings.admin import operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
     local_html,
@@ -54,6 +55,7 @@ from trainings.services import (
     training_cancel,
     training_copy,
     training_delete,
+    training_lock,
     training_members_invite,
     training_remind_now,
     training_reminders_schedule,
@@ -165,7 +167,10 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
                 "remind_rules": self._remind_choices(training),
                 "click": uuid.uuid4().hex,
             }
-            response = super().changeform_view(request, object_id, form_url, extra)
+            try:
+                response = super().changeform_view(request, object_id, form_url, extra)
+            except Training.DoesNotExist:  # deleted while the form was saved (save_model's lock)
+                return self._missing(request, str(object_id))
             if hasattr(response, "render"):
                 response.render()  # render while the training's zone is active
         return response
@@ -258,7 +263,10 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         found = self._training_for_action(request, object_id)
         if found is None:
             return self._missing(request, object_id)
-        training = training_cancel(training=found)
+        try:
+            training = training_cancel(training=found)
+        except Training.DoesNotExist:  # deleted meanwhile
+            return self._missing(request, object_id)
         self.message_user(
             request, "Training cancelled; its pending reminders are cancelled.", messages.SUCCESS
         )
@@ -266,8 +274,10 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
 
     def save_model(self, request: HttpRequest, obj: Training, form: ModelForm, change: bool) -> None:
         if change:
-            # Lock first: a concurrent rule rescan must not schedule from the old times after us.
-            Training.objects.select_for_update().filter(pk=obj.pk).first()
+            # Lock first (the one lock order, trainings.writes.training_lock): a concurrent rule rescan
+            # must not schedule from the old times after us. Deleted meanwhile: DoesNotExist, which
+            # changeform_view answers as "does not exist" instead of saving the row back to life.
+            training_lock(training_id=obj.pk)
         obj.save()
 
     def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:
@@ -278,16 +288,19 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         training_reminders_schedule(training=form.instance)
 
     def delete_model(self, request: HttpRequest, obj: Training) -> None:
-        training_delete(training=obj)
+        with suppress(Training.DoesNotExist):  # someone else deleted it first: what was asked is done
+            training_delete(training=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Training]) -> None:
-        for training in queryset:
-            training_delete(training=training)
+        for training in queryset.order_by("pk"):  # the lock order of several trainings
+            with suppress(Training.DoesNotExist):
+                training_delete(training=training)
 
     @admin.action(description="Cancel selected trainings (and their pending reminders)")
     def cancel_trainings(self, request: HttpRequest, queryset: QuerySet[Training]) -> None:
-        for training in queryset:
-            training_cancel(training=training)
+        for training in queryset.order_by("pk"):  # the lock order of several trainings
+            with suppress(Training.DoesNotExist):
+                training_cancel(training=training)
         self.message_user(request, f"{queryset.count()} training(s) cancelled.", messages.SUCCESS)
 
     @admin.action(description="Copy selected trainings to next week (same local time)")

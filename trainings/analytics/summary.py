@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 
+from common.fields import in_instant_range
 from trainings import kinds
 from trainings.analytics.attribution import Answer, OffsetTally, PlayerTally, Reminder, tally
 from trainings.models import (
@@ -52,8 +53,19 @@ CHUNK = 200  # team days per transaction
 MOVED_AHEAD_DAYS = 62  # how far ahead a moved training's old day may have been summarised (invitations)
 
 
-def local_day(training: Training) -> date:
+def local_day(training: Training) -> date | None:
+    """The training's day in its own zone. None for a stored start outside the accepted range of instants
+    (common/fields.py: a row from before it was enforced), which the summaries leave out, logged: its
+    local day, or the UTC window around it, may be past what a date holds."""
+    if not in_instant_range(training.start):
+        logger.warning("analytics: training %s starts at %s, outside the accepted range; left out",
+                       training.pk, training.start.isoformat())  # fmt: skip
+        return None
     return training.start.astimezone(ZoneInfo(training.time_zone)).date()
+
+
+def _team_days(trainings: Iterable[Training]) -> set[TeamDay]:
+    return {(t.team_id, day) for t in trainings if (day := local_day(t)) is not None}
 
 
 def _chunks(items: Iterable[TeamDay], size: int) -> Iterator[list[TeamDay]]:
@@ -164,7 +176,7 @@ def _tallies(
     """Each team day's figures, from its trainings' reminders and answers (three queries in all)."""
     if not trainings:
         return {}
-    pair_of = {t.pk: (t.team_id, local_day(t)) for t in trainings}
+    pair_of = {t.pk: (t.team_id, day) for t in trainings if (day := local_day(t)) is not None}
     closes = {(t.pk, kind.code): kind.closes(t) for t in trainings for kind in kinds.rule_kinds()}
     reminders: dict[TeamDay, list[Reminder]] = defaultdict(list)
     answers: dict[TeamDay, list[Answer]] = defaultdict(list)
@@ -232,32 +244,41 @@ def team_days_refresh(pairs: Iterable[TeamDay], *, today: date | None = None) ->
     oldest = _oldest_kept(today or timezone.localdate())
     done = 0
     for chunk in _chunks(sorted({p for p in pairs if p[1] >= oldest}), CHUNK):
-        with transaction.atomic():
-            SummaryMark.objects.get_or_create(id=1)
-            SummaryMark.objects.select_for_update().get(id=1)  # one refresh at a time
-            tallies = _tallies(_trainings_of(chunk))
-            _every_team_move(_old_figures(chunk), -1)
-            OffsetDay.objects.filter(_pairs_condition(chunk)).delete()
-            PlayerDay.objects.filter(_pairs_condition(chunk)).delete()
-            offset_rows: list[OffsetDay] = []
-            player_rows: list[PlayerDay] = []
-            new: dict[tuple[date, str, str, str], OffsetTally] = defaultdict(OffsetTally)
-            for (team, day), (offsets, players) in tallies.items():
-                for (kind, rule, offset), figures in offsets.items():
-                    offset_rows.append(_offset_row(day, team, kind, rule, offset, figures))
-                    new[(day, kind, rule, offset)].add(figures)
-                player_rows += [
-                    PlayerDay(day=day, team_id=team, player_id=player, kind=kind,
-                              before_reminder=p.before_reminder, after_reminder=p.after_reminder,
-                              after_last=p.after_last, never=p.never)
-                    for (player, kind), p in players.items()
-                    if p.asked
-                ]  # fmt: skip
-            OffsetDay.objects.bulk_create(offset_rows, batch_size=1000)
-            PlayerDay.objects.bulk_create(player_rows, batch_size=1000)
-            _every_team_move(new, 1)
+        try:
+            _team_days_chunk_refresh(chunk)
+        except Exception:  # one chunk's rows must not hold back the others, nor the next refresh
+            logger.exception("analytics: team days %s not recomputed", chunk[:5])
+            continue
         done += len(chunk)
     return done
+
+
+def _team_days_chunk_refresh(chunk: list[TeamDay]) -> None:
+    """One chunk of team days, in one transaction: the old rows out, the recomputed ones in."""
+    with transaction.atomic():
+        SummaryMark.objects.get_or_create(id=1)
+        SummaryMark.objects.select_for_update().get(id=1)  # one refresh at a time
+        tallies = _tallies(_trainings_of(chunk))
+        _every_team_move(_old_figures(chunk), -1)
+        OffsetDay.objects.filter(_pairs_condition(chunk)).delete()
+        PlayerDay.objects.filter(_pairs_condition(chunk)).delete()
+        offset_rows: list[OffsetDay] = []
+        player_rows: list[PlayerDay] = []
+        new: dict[tuple[date, str, str, str], OffsetTally] = defaultdict(OffsetTally)
+        for (team, day), (offsets, players) in tallies.items():
+            for (kind, rule, offset), figures in offsets.items():
+                offset_rows.append(_offset_row(day, team, kind, rule, offset, figures))
+                new[(day, kind, rule, offset)].add(figures)
+            player_rows += [
+                PlayerDay(day=day, team_id=team, player_id=player, kind=kind,
+                          before_reminder=p.before_reminder, after_reminder=p.after_reminder,
+                          after_last=p.after_last, never=p.never)
+                for (player, kind), p in players.items()
+                if p.asked
+            ]  # fmt: skip
+        OffsetDay.objects.bulk_create(offset_rows, batch_size=1000)
+        PlayerDay.objects.bulk_create(player_rows, batch_size=1000)
+        _every_team_move(new, 1)
 
 
 def _offset_row(day: date, team: int, kind: str, rule: str, offset: str, figures: OffsetTally) -> OffsetDay:
@@ -284,11 +305,11 @@ def touched_team_days(since: datetime, until: datetime) -> set[TeamDay]:
         filters = {f"{column}__{op}": value for op, value in window.items()}
         ids.update(queryset.filter(**filters).values_list("training_id", flat=True).distinct())
     trainings = Training.objects.filter(pk__in=ids).only("team_id", "start", "time_zone")
-    pairs = {(t.team_id, local_day(t)) for t in trainings}
+    pairs = _team_days(trainings)
     # A training moved (or edited) lately may have left its old day: that team's summarised days come again,
     # so a day no training is on any more loses its rows. Trainings change far less often than they remind.
     edited = Training.objects.filter(updated_at__gt=since, updated_at__lte=until)
-    edited_pairs = {(t.team_id, local_day(t)) for t in edited.only("team_id", "start", "time_zone")}
+    edited_pairs = _team_days(edited.only("team_id", "start", "time_zone"))
     pairs |= edited_pairs
     changed = {team for team, _ in edited_pairs}
     if changed:
@@ -324,12 +345,9 @@ def summaries_rebuild(*, since: date, until: date, today: date | None = None) ->
         raise ValueError(f"days before {oldest} have no pushes left (TRAININGS_PUSH_RETENTION_DAYS)")
     first = datetime.combine(since, time(), tzinfo=UTC) - timedelta(days=1)
     last = datetime.combine(until, time(), tzinfo=UTC) + timedelta(days=2)
-    pairs = {
-        (t.team_id, local_day(t))
-        for t in Training.objects.filter(start__gte=first, start__lt=last).only(
-            "team_id", "start", "time_zone"
-        )
-    }
+    pairs = _team_days(
+        Training.objects.filter(start__gte=first, start__lt=last).only("team_id", "start", "time_zone")
+    )
     pairs |= set(
         OffsetDay.objects.filter(team__isnull=False, day__range=(since, until)).values_list("team_id", "day")
     )

@@ -168,6 +168,18 @@ def answer_url(token: str) -> str:
     return f"{head}{token}{tail}"
 
 
+def answer_page_link(
+    *, player_id: int, training_id: UUID | str, kind: str, guardian_id: int | None = None
+) -> str | None:
+    """The answer page (its buttons record the answer in one tap in a browser) of a push's link; None for
+    a kind that waits for no answer. For development: `demo_trainings` prints these, and the logging
+    stand-in's PUSH line carries one under DEBUG."""
+    if not answerable(kind):
+        return None
+    token = answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
+    return settings.TRAININGS_PUBLIC_URL.rstrip("/") + reverse("answer-page", kwargs={"token": token})
+
+
 def answer_push_fields(
     *, player_id: int, training_id: str, kind: str, guardian_id: int | None = None
 ) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 A link is refused (LinkGone, HTTP 410) when its training was deleted or cancelled, when the kind's window
 has closed (the training's start for an invitation or the pre-training questionnaire, the questionnaire's
-close after the end for the post-training one), when the player is no longer on the training's list, or,
-for a link sent to a guardian, when they are no longer the player's guardian. A guardian's answer is the
+close after the end for the post-training one), when the player is no longer on the training's list or no
+longer an active member of its team (a membership ended leaves the invitation and the links behind), or,
+for a link sent to a guardian, when they are no longer the player's guardian. A refusal says why and
+nothing of the training. A guardian's answer is the
 player's (one invitation, one answer per phase) and records who gave it (`responded_by`, `answered_by`).
 Recording is idempotent: the same answer twice changes nothing (not even its time); a different one
 replaces it while the window is open. The next reminder's fire-time re-check then skips the player.
@@ -24,6 +26,7 @@ from django.utils import timezone
 from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.answers.statements import fetch_one
+from trainings.answers.values import answers_check
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.firing import push_expiry
 from trainings.models import (
@@ -31,6 +34,7 @@ from trainings.models import (
     Guardianship,
     Invitation,
     InvitationStatus,
+    Membership,
     Player,
     QuestionnaireAnswer,
     Team,
@@ -38,8 +42,6 @@ from trainings.models import (
 )
 
 RESPONSES = {"accepted": InvitationStatus.ACCEPTED, "denied": InvitationStatus.DENIED}
-MAX_ANSWER_KEYS = 100
-MAX_ANSWER_CHARS = 20_000
 
 
 class LinkGone(Exception):
@@ -78,7 +80,7 @@ def answer_link_open(token: str, *, now: datetime | None = None) -> LinkTarget:
 
 def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
     if connection.vendor == "postgresql":
-        training, invitation = _target_read(link)
+        training, invitation, member = _target_read(link)
     else:
         invitation = (
             Invitation.objects.select_related("training__team", "player")
@@ -86,6 +88,7 @@ def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
             .first()
         )
         training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
+        member = training is not None and _member(training, link.player_id)
     if training is None:
         raise LinkGone("gone", "This training no longer exists.")
     guardianship = None
@@ -95,17 +98,24 @@ def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
             .filter(guardian_id=link.guardian_id, player_id=link.player_id)
             .first()
         )
-    return _target_checked(link, training, invitation, guardianship, now)
+    return _target_checked(link, training, invitation, member, guardianship, now)
+
+
+def _member(training: Training, player_id: int) -> bool:
+    """Whether the player is an active member of the training's team now."""
+    return Membership.objects.filter(team_id=training.team_id, player_id=player_id, active=True).exists()
 
 
 def _target_checked(
     link: AnswerLink,
     training: Training,
     invitation: Invitation | None,
+    member: bool,
     guardianship: Guardianship | None,
     now: datetime,
 ) -> LinkTarget:
-    """The target, if the link may still be answered at `now`; LinkGone saying why otherwise."""
+    """The target, if the link may still be answered at `now`; LinkGone saying why otherwise. `member`:
+    the link's player is an active member of the training's team."""
     if training.cancelled:
         raise LinkGone("cancelled", "This training was cancelled.")
     closes_at = push_expiry(training=training, kind=link.kind)
@@ -113,36 +123,39 @@ def _target_checked(
         raise LinkGone("closed", "The time to answer this has passed.")
     if invitation is None:
         raise LinkGone("not_invited", "You are no longer on this training's list.")
+    if not member:
+        raise LinkGone("not_member", "You are no longer a member of this team.")
     if link.guardian_id is not None and guardianship is None:
         raise LinkGone("not_guardian", "You are no longer this player's guardian.")
     return LinkTarget(link, training, invitation, closes_at, guardianship)
 
 
-def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None]:
-    """(training, invitation) of a link as detached model instances, from `queries.ANSWER_LINK_TARGET`."""
-    row = fetch_one(queries.ANSWER_LINK_TARGET, [link.player_id, link.training_id])
+def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None, bool]:
+    """(training, invitation, member) of a link, the first two as detached model instances, from
+    `queries.ANSWER_LINK_TARGET`."""
+    row = fetch_one(queries.ANSWER_LINK_TARGET, {"player": link.player_id, "training": link.training_id})
     if row is None:
-        return None, None
+        return None, None, False
     return _target_from_row(row)
 
 
-def _target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None]:
-    """(training, invitation) from the target's first twenty columns (`queries.ANSWER_LINK_TARGET`)."""
+def _target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None, bool]:
+    """(training, invitation, member) from the target's first 21 columns (`queries.ANSWER_LINK_TARGET`)."""
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
      decline_alert_within, invitation_id, status, responded_at, source, responded_by, player_id,
-     player_name, language, player_zone) = row[:20]  # fmt: skip
+     player_name, language, player_zone, member) = row[:21]  # fmt: skip
     team = _detached(Team, id=team_id, name=team_name, time_zone=team_zone,
                      decline_alert_within=decline_alert_within)  # fmt: skip
     training = _detached(Training, {"team": team}, id=training_id, team_id=team_id, title=title, start=start,
                          end=end, time_zone=zone, location=location, cancelled=cancelled)  # fmt: skip
     if invitation_id is None:
-        return training, None
+        return training, None, bool(member)
     player = _detached(Player, id=player_id, name=player_name, language=language, time_zone=player_zone)
     invitation = _detached(Invitation, {"training": training, "player": player}, id=invitation_id,
                            training_id=training_id, player_id=player_id, status=status,
                            responded_at=responded_at, response_source=source,
                            responded_by_id=responded_by)  # fmt: skip
-    return training, invitation
+    return training, invitation, bool(member)
 
 
 _M = TypeVar("_M", bound=Model)
@@ -189,8 +202,7 @@ def answer_link_record(
         recorded = _invitation_respond(target, response, now, source)
         _decline_alert_if_wanted(target, response, recorded)
         return recorded
-    if not isinstance(answers, dict):
-        raise ValueError("answers")
+    answers = answers_check(answers)
     if connection.vendor == "postgresql":
         return _questionnaire_record(target, answers, now, source)
     with transaction.atomic():
@@ -301,16 +313,15 @@ def answer_link_answer(
             raise ValueError("response")
         row = fetch_one(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]})
     else:
-        if not isinstance(answers, dict):
-            raise ValueError("answers")
+        answers = answers_check(answers)
         row = fetch_one(
             queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "answers": json.dumps(answers)}
         )
     if row is None:
         raise LinkGone("gone", "This training no longer exists.")
-    training, found = _target_from_row(row)
-    target = _target_checked(link, training, found, None, now)
-    if not row[20]:  # open, as the statement saw it: refused above for a reason, never written
+    training, found, member = _target_from_row(row)
+    target = _target_checked(link, training, found, member, None, now)
+    if not row[21]:  # open, as the statement saw it: refused above for a reason, never written
         raise LinkGone("closed", "The time to answer this has passed.")
     changed = bool(row[-5])
     if invitation:
@@ -325,7 +336,7 @@ def answer_link_answer(
         assert response is not None  # checked above
         _decline_alert_if_wanted(target, response, recorded)
         return target, recorded
-    stored, answered_at, stored_source, by = row[-4:] if changed else row[21:25]
+    stored, answered_at, stored_source, by = row[-4:] if changed else row[22:26]
     value = json.loads(stored) if isinstance(stored, str) else stored
     who = None if changed else _guardian_by(link.player_id, by)
     return target, Recorded(
@@ -375,17 +386,6 @@ def _guardian_by(player_id: int, guardian_id: int | None) -> dict[str, Any] | No
     if found is None:  # no longer their guardian: still who answered
         return {"guardian": guardian_id, "name": "", "relation": ""}
     return {"guardian": guardian_id, "name": found.guardian.name, "relation": found.relation}
-
-
-def answers_check(value: Any) -> dict[str, Any]:
-    """A questionnaire's answers as a link accepts them: a JSON object of bounded size (ValueError)."""
-    if not isinstance(value, dict):
-        raise ValueError("must be a JSON object of the questionnaire's answers.")
-    if len(value) > MAX_ANSWER_KEYS:
-        raise ValueError(f"at most {MAX_ANSWER_KEYS} answers.")
-    if len(json.dumps(value)) > MAX_ANSWER_CHARS:
-        raise ValueError(f"at most {MAX_ANSWER_CHARS} characters of JSON.")
-    return value
 
 
 SOURCES_FROM_BODY = (AnswerSource.APP,)  # a link's POST may say it came through the app's own screen

@@ -6,16 +6,18 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.serializers import StrictSerializer
 from trainings.answers.links import expects_response
+from trainings.answers.values import AnswersField
 
 
-class AnswerLinkInputSerializer(serializers.Serializer):
+class AnswerLinkInputSerializer(StrictSerializer):
     """`response` for an invitation's link, `answers` for a questionnaire's; never both."""
 
     response = serializers.ChoiceField(
         choices=["accepted", "denied"], required=False, help_text="An invitation link's answer."
     )
-    answers = serializers.JSONField(required=False, help_text="A questionnaire link's answers (an object).")
+    answers = AnswersField(required=False, help_text="A questionnaire link's answers (an object).")
     # The body's key is `source`; DRF's metaclass takes the field out of the class attributes.
     source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=["app"],
@@ -23,14 +25,6 @@ class AnswerLinkInputSerializer(serializers.Serializer):
         help_text="`app` when the player answered on the app's own screen; otherwise the link's channel "
         "(`push_action` or `email_link`) is recorded.",
     )
-
-    def validate_answers(self, value: Any) -> dict[str, Any]:
-        from trainings.answers.recording import answers_check
-
-        try:
-            return answers_check(value)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         invitation = expects_response(self.context["kind"])

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from reminders.api import Limit, valid_unicode
+from reminders.api import Limit, json_object_unique, valid_unicode
 from trainings.answers.limits import link_limit
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questions import answer_question
@@ -29,16 +29,17 @@ from trainings.answers.recording import (
     answer_link_current,
     answer_link_open,
     answer_link_record,
-    answers_check,
 )
 from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer
+from trainings.answers.values import answers_check
 
 _LINK_ERRORS = {
     400: OpenApiResponse(description="Not a valid answer link (nothing more is said), or a field error."),
     410: OpenApiResponse(
         description="The link no longer works: `code` is `gone` (training deleted), `cancelled`, `closed` "
-        "(the window to answer has passed), `not_invited` (no longer on the list) or `not_guardian` (a "
-        "guardian's link, and they are no longer the player's guardian)."
+        "(the window to answer has passed), `not_invited` (no longer on the list), `not_member` (no "
+        "longer an active member of the training's team) or `not_guardian` (a guardian's link, and they are "
+        "no longer the player's guardian). Nothing of the training is said."
     ),
     429: OpenApiResponse(description="Followed too often; Retry-After says when to try again."),
 }
@@ -133,7 +134,9 @@ class AnswerLinkView(APIView):
         if (request.content_params or {}).get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
             return None
         try:
-            data = json.loads(request.body.decode(), parse_constant=_refused_constant)
+            data = json.loads(
+                request.body.decode(), parse_constant=_refused_constant, object_pairs_hook=json_object_unique
+            )
             link = answer_link_read(str(kwargs.get("token", "")))
         except (ValueError, RecursionError, LinkInvalid):  # a UnicodeDecodeError is a ValueError
             return None

@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
+from common.serializers import StrictSerializer
 from trainings.models import ChannelChoice, Coach
 from trainings.offsets import is_time_zone
 
@@ -27,7 +28,7 @@ class CoachSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
-class CoachInputSerializer(serializers.Serializer):
+class CoachInputSerializer(StrictSerializer):
     """What a coach sets of their own digests: language, zone, channels and quiet hours (both or none)."""
 
     language = serializers.CharField(max_length=10, required=False, help_text="e.g. en, fr.")

@@ -75,7 +75,10 @@ class CoachDeviceViewSet(PersonDeviceViewSet):
     owner = "coach"
 
     def person(self) -> Coach:
-        return coach_of(self.request.user, create=self.request.method == "POST")
+        return coach_of(self.request.user)
+
+    def saved(self, person: Any) -> Coach:
+        return coach_of(self.request.user, create=True)  # only for a valid body: a refused one writes nothing
 
     def is_self(self, person: Any) -> bool:
         return True  # the URL names nobody: it is the caller's own

@@ -51,7 +51,3 @@ def assignments_record_members(experiment: Experiment, *, arms: int, now: dateti
         .distinct()
     )
     assignments_record(experiment.pk, members.iterator(), arms=arms, now=now)
-
-
-def arms_count(experiment: Experiment) -> int:
-    return 1 + experiment.variants.count()

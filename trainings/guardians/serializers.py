@@ -6,11 +6,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.serializers import StrictSerializer
 from trainings.models import Guardian, Guardianship
 from trainings.offsets import is_time_zone
 
 
-class WardSerializer(serializers.Serializer):
+class WardSerializer(StrictSerializer):
     """One of the guardian's players, and what the guardian is to them."""
 
     player = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="The player's id.")
@@ -33,7 +34,7 @@ class GuardianSerializer(serializers.ModelSerializer):
         return [{"player": g.player_id, "name": g.player.name, "relation": g.relation} for g in rows]
 
 
-class GuardianInputSerializer(serializers.Serializer):
+class GuardianInputSerializer(StrictSerializer):
     """A coach or an operator creates or changes a guardian; `players` replaces whose guardian they are."""
 
     name = serializers.CharField(max_length=200)
@@ -55,7 +56,8 @@ class GuardianInputSerializer(serializers.Serializer):
         missing = [pk for pk in ids if pk not in found]
         if missing:
             raise serializers.ValidationError(f"no such player among yours: {missing}.")
-        return [{"player": found[item["player"]], "relation": item["relation"]} for item in value]
+        # `relation` may be absent: a PATCH (partial) applies no field's default, nested ones included.
+        return [{"player": found[item["player"]], "relation": item.get("relation", "")} for item in value]
 
 
 class _OpenLinkSerializer(serializers.Serializer):

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
+from common.fields import validate_instant_range
 from common.history import AuditedHistory
 from trainings import kinds
 from trainings.critical import (
@@ -141,8 +142,10 @@ class Training(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="trainings")
     title = models.CharField(max_length=200)
-    start = models.DateTimeField()
-    end = models.DateTimeField()
+    # The instants the service accepts (common/fields.py): every reminder and local day of the training is
+    # then a date a datetime holds.
+    start = models.DateTimeField(validators=[validate_instant_range])
+    end = models.DateTimeField(validators=[validate_instant_range])
     time_zone = models.CharField(max_length=64, validators=[validate_time_zone], help_text="IANA zone name.")
     location = models.CharField(max_length=200, blank=True)
     cancelled = models.BooleanField(default=False)

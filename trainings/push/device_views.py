@@ -53,10 +53,15 @@ class PersonDeviceViewSet(
             context["owner"] = self.is_self(self.person())
         return context
 
+    def saved(self, person: Player | Guardian | Coach) -> Player | Guardian | Coach:
+        """The person as a stored row, once the body is valid (a coach's profile is made on first use)."""
+        return person
+
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         person = self._own("registers")
         data = DeviceInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        person = self.saved(person)
         device, created = device_register(
             player=person if isinstance(person, Player) else None,
             guardian=person if isinstance(person, Guardian) else None,

@@ -55,7 +55,7 @@ from trainings.push import metrics
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
-from trainings.push.queue import PushMessage, batch_pushes, queue_publisher_at
+from trainings.push.queue import PushMessage, batch_pushes, dead_letter_queue_name, queue_publisher_at
 from trainings.push.records import _ACKED, Handled, Outcome, Round
 from trainings.push.sender import AuthFailure, PushSender
 from trainings.transitions import devices_disable
@@ -112,10 +112,6 @@ class GatewayStats:
 def push_queue() -> Queue:
     name = settings.TRAININGS_PUSH_QUEUE
     return Queue(name, routing_key=name, durable=True, auto_delete=False)
-
-
-def dead_letter_queue_name() -> str:
-    return f"{settings.TRAININGS_PUSH_QUEUE}.dead"
 
 
 def retry_delay(attempt: int, *, retry_after: float = 0.0) -> float:

@@ -24,6 +24,8 @@ __all__ = [
     "batch_body",
     "batch_key",
     "batch_pushes",
+    "dead_letter_queue_name",
+    "push_queue_names",
     "push_queue_publisher",
     "queue_publisher_at",
 ]
@@ -32,6 +34,15 @@ __all__ = [
 # document a message of its own would carry. Its `message_id` is `batch_key(first push's key)`.
 BATCH_SCHEMA = "trainings.push-batch/1"
 _BATCH_HEAD = b'{"schema":"trainings.push-batch/1","pushes":['
+
+
+def dead_letter_queue_name() -> str:
+    return f"{settings.TRAININGS_PUSH_QUEUE}.dead"
+
+
+def push_queue_names() -> tuple[str, str]:
+    """The queues the push gateway declares, by their configured names: pushes and their dead letters."""
+    return settings.TRAININGS_PUSH_QUEUE, dead_letter_queue_name()
 
 
 class PushMessage(NamedTuple):

@@ -8,10 +8,17 @@ from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
 from common.address import site_url
+from reminders.models import QueueGrant
+
+# The README's example publishes here; other queues need a grant of their own (admin: queue grants).
+README_QUEUE = "training.invitations.notifications"
 
 
 class Command(BaseCommand):
-    help = "Development only (DJANGO_DEBUG=1): ensure an `admin` superuser exists and print its API token."
+    help = (
+        "Development only (DJANGO_DEBUG=1): ensure an `admin` superuser exists, may publish to the README's "
+        "queue, and print its API token."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.DEBUG:
@@ -23,6 +30,8 @@ class Command(BaseCommand):
         if created:
             user.set_password("admin")
             user.save()
+        # A superuser holds reminders.use_scheduler_api already; queues are granted one by one.
+        QueueGrant.objects.get_or_create(user=user, pattern=README_QUEUE)
         token, _ = Token.objects.get_or_create(user=user)
         self.stdout.write(
             f"Admin: {site_url('/admin/')} (admin / admin)   API docs: {site_url('/api/docs/')}\n"

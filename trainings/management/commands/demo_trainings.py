@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from common.address import site_url
 from trainings import kinds
+from trainings.answers.links import answer_page_link, answerable, expects_response
 from trainings.models import Device, InvitationStatus, Membership, Player, Team, Training
 from trainings.selectors import training_timeline
 from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
@@ -66,9 +67,10 @@ class Command(BaseCommand):
         self._training(team, "Demo post-training", start=now - dt.timedelta(minutes=71), minutes=60)
 
         self.stdout.write(self.style.SUCCESS(f"Demo team {team.name!r} with {len(players)} players."))
+        upcoming: list[tuple[Training, Any]] = []  # each training with its next reminder, soonest first
         for training in Training.objects.filter(team=team, created_at__gte=now).order_by("created_at"):
-            upcoming = [e for e in training_timeline(training=training) if e.status == "scheduled"]
-            first = upcoming[0] if upcoming else None
+            scheduled = [e for e in training_timeline(training=training) if e.status == "scheduled"]
+            first = scheduled[0] if scheduled else None
             local = first.fire_at.astimezone(training.zone) if first else None
             when = (
                 f"{first.rule} at {local:%H:%M:%S %Z} ({training.time_zone})" if first else "nothing pending"
@@ -77,6 +79,21 @@ class Command(BaseCommand):
                 f"  {training.title}: next reminder {when}   "
                 f"{site_url(f'/admin/trainings/training/{training.pk}/change/')}"
             )
+            if first is not None:
+                upcoming.append((training, first))
+        upcoming.sort(key=lambda pair: pair[1].fire_at)
+        self.stdout.write(
+            "Answer as a player in one tap (the answer page, in a browser): the next reminder of that "
+            "training then skips them, and its page shows the answer."
+        )
+        for name, player in players.items():
+            owed = next(((t, e) for t, e in upcoming if _owes(player, t, e.kind)), None)
+            if owed is None:
+                continue
+            training, entry = owed
+            link = answer_page_link(player_id=player.pk, training_id=training.pk, kind=entry.kind)
+            local = entry.fire_at.astimezone(training.zone)
+            self.stdout.write(f"  {name}, before the {entry.rule} reminder at {local:%H:%M:%S}: {link}")
         self.stdout.write(
             "What to watch:\n"
             "  1. keep `make run` going: its worker and beat deliver the due reminders, and its push gateway "
@@ -103,3 +120,13 @@ class Command(BaseCommand):
             time_zone=team.time_zone,
             location="Demo stadium",
         )
+
+
+def _owes(player: Player, training: Training, kind: str) -> bool:
+    """Whether the player still owes this kind's answer for the training (a reminder of it would reach
+    them)."""
+    if not answerable(kind):
+        return False
+    if expects_response(kind):
+        return training.invitations.filter(player=player, status=InvitationStatus.PENDING).exists()
+    return not training.answers.filter(player=player, phase=kind).exists()

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from common.wire.hpack_codec import huffman_table_build
 from trainings.push.gateway import gateway_run
-from trainings.push.hpack_codec import huffman_table_build
 from trainings.push.providers import AuthFailure, providers_from_settings
 
 

@@ -7,7 +7,7 @@ import time
 
 from django.core.exceptions import ImproperlyConfigured
 
-from trainings.push.h2client import H2BadRequest, H2Error
+from common.wire.h2client import H2BadRequest, H2Error
 from trainings.push.messages import (
     PushMessage,
     SendResult,
@@ -69,7 +69,7 @@ class ApnsProvider:
         """The signed provider JWT, signed again only when `token_seconds` old (or APNs said it expired).
 
         Reused as is, the `authorization` header is one HPACK-indexed byte per request after the first
-        (trainings/push/h2client.py) and no ES256 signature is computed per push."""
+        (common/wire/h2client.py) and no ES256 signature is computed per push."""
         now = time.monotonic()
         if renew or not self._jwt or now - self._jwt_at >= self.token_seconds:
             import jwt

@@ -1,9 +1,9 @@
 """A reminder as an email: the push's title and text in the recipient's language, an HTML and a plain-text
 body with the answer links, and RFC 8058 one-click unsubscribe headers for that reminder kind.
 
-The bodies are filled into skeletons rendered once per language (skeleton.py), the links are signed once per
-(person, training, kind), and for SMTP the message is written as bytes directly (mime.py): the few hundred
-microseconds of CPU an email costs are then mostly the SMTP exchange's.
+The bodies are filled into skeletons rendered once per language (skeleton.py) and the links are signed once
+per (person, training, kind); the message itself is Django's (`EmailMultiAlternatives`), whatever the
+backend: one MIME builder, the one Django's SMTP backend would use (docs/email.md says why).
 
 Email links open a page (trainings/push/email/views.py) whose button records the answer: a GET never
 records anything, since mail scanners follow every link of a message they receive.
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from email.utils import formatdate
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 from django.core import signing
@@ -22,7 +22,6 @@ from django.core.mail import EmailMultiAlternatives
 from django.urls import reverse
 
 from trainings.answers.links import answer_token, answerable, expects_response
-from trainings.push.email import mime
 from trainings.push.email.skeleton import skeletons
 from trainings.push.messages import PushMessage, Target
 
@@ -60,9 +59,10 @@ def unsubscribe_token(*, player_id: int, kind: str, guardian_id: int | None = No
 
 
 def unsubscribe_read(token: str) -> tuple[int, str, int | None]:
-    """(player id, kind, guardian id or None) of a one-click unsubscribe token; signing.BadSignature or
-    ValueError otherwise."""
-    player_id, kind, *guardian = signing.loads(token, salt=UNSUBSCRIBE_SALT)
+    """(player id, kind, guardian id or None) of a one-click unsubscribe token; signing.SignatureExpired
+    past TRAININGS_EMAIL_UNSUBSCRIBE_DAYS, signing.BadSignature or ValueError otherwise."""
+    max_age = settings.TRAININGS_EMAIL_UNSUBSCRIBE_DAYS * 86400
+    player_id, kind, *guardian = signing.loads(token, salt=UNSUBSCRIBE_SALT, max_age=max_age)
     guardian_id = guardian[0] if guardian else None
     if not isinstance(player_id, int) or not isinstance(kind, str) or len(guardian) > 1:
         raise ValueError("not an unsubscribe token")
@@ -146,9 +146,8 @@ def email_of(push: PushMessage, device: Target) -> Email:
     )
 
 
-def email_for(push: PushMessage, device: Target) -> EmailMultiAlternatives:
-    """The email as a Django message, for a backend that is not SMTP (an anymail provider, the console)."""
-    email = email_of(push, device)
+def django_message(email: Email) -> EmailMultiAlternatives:
+    """The email as a Django message: what any backend sends, and what `as_bytes` writes for SMTP."""
     message = EmailMultiAlternatives(
         subject=email.subject, body=email.text, from_email=settings.DEFAULT_FROM_EMAIL, to=[email.to],
         headers=email.headers,
@@ -157,18 +156,14 @@ def email_for(push: PushMessage, device: Target) -> EmailMultiAlternatives:
     return message
 
 
-@lru_cache(maxsize=16)
-def _from_header(from_email: str) -> str:
-    return mime.address(from_email)
+def email_for(push: PushMessage, device: Target) -> EmailMultiAlternatives:
+    """The email as a Django message, for a backend that is not SMTP (an anymail provider, the console)."""
+    return django_message(email_of(push, device))
 
 
 def as_bytes(email: Email) -> bytes:
-    """The email as an SMTP server receives it, what Django's SMTP backend would send for `email_for`."""
-    headers = [
-        ("Subject", mime.header_text(email.subject)),
-        ("From", _from_header(settings.DEFAULT_FROM_EMAIL)),
-        ("To", mime.address(email.to)),
-        ("Date", formatdate(localtime=settings.EMAIL_USE_LOCALTIME)),
-        *email.headers.items(),
-    ]
-    return mime.alternative(headers, email.text, email.html)
+    """The email as an SMTP server receives it: the bytes Django's SMTP backend sends for the same message.
+    A header value with a line break raises BadHeaderError (a ValueError), an address Django cannot write
+    ValueError."""
+    made: Any = django_message(email).message()  # Django passes linesep, which typeshed does not know
+    return bytes(made.as_bytes(linesep="\r\n"))

@@ -1,11 +1,11 @@
-"""Sending one reminder email: with Django's SMTP backend (the default), on the gateway's event loop through a
-pool of open SMTP connections (smtp.py), the email written as bytes (message.py `as_bytes`); with any other
-backend (a django-anymail provider, the console under `make run`), through that backend on threads of
-their own, since those backends block and the gateway's loop must not.
+"""Sending one reminder email: with Django's SMTP backend (the default), on the gateway's event loop through
+a pool of open SMTP connections (common/wire/smtp.py), the bytes of Django's message (message.py
+`as_bytes`); with any other backend (a django-anymail provider, the console under `make run`), through that
+backend on threads of their own, since those backends block and the gateway's loop must not.
 
-With SMTP, the connection settings are the backend's (EMAIL_HOST, EMAIL_USE_TLS, …) and the bytes are the
-message Django would send (tests/trainings/test_email_mime.py); TRAININGS_EMAIL_CONNECTIONS connections at
-most, each reused for every email it sends. On threads, each thread keeps one open connection of the
+With SMTP, the connection settings are the backend's (EMAIL_HOST, EMAIL_USE_TLS, …) and the bytes are what
+Django's SMTP backend sends for the same message; TRAININGS_EMAIL_CONNECTIONS connections at most, each
+reused for every email it sends. On threads, each thread keeps one open connection of the
 backend; a connection that fails is closed and opened again on the next email.
 
 What the server answers becomes the gateway's verdict: a recipient refused permanently (SMTP 5xx on RCPT,
@@ -31,9 +31,8 @@ from django.core.mail import get_connection
 from django.core.mail.backends.smtp import EmailBackend as SmtpBackend
 from django.core.mail.message import sanitize_address
 
-from trainings.push.email import mime
+from common.wire.smtp import SmtpPool, SmtpRefused, SmtpSettings, SmtpUnreachable
 from trainings.push.email.message import as_bytes, email_for, email_of
-from trainings.push.email.smtp import SmtpPool, SmtpRefused, SmtpSettings, SmtpUnreachable
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 
 # The settings an SMTP connection depends on: a change (a test's) makes a new pool.
@@ -66,8 +65,7 @@ class EmailProvider:
             return await asyncio.get_running_loop().run_in_executor(self._threads, self._send, push, device)
         try:
             email = email_of(push, device)
-            message, to = as_bytes(email), mime.address(email.to)
-            recipient = to if to == email.to else parseaddr(to)[1]  # a plain address is its own envelope
+            message, recipient = as_bytes(email), _envelope_address(email.to)
         except ValueError as exc:  # a header value with a line break, an address Django cannot write
             return SendResult(Verdict.FAILED, error=f"not an email: {exc}"[:200])
         try:
@@ -156,10 +154,13 @@ class EmailProvider:
         return SendResult(Verdict.ACCEPTED, message_id=message_id)
 
 
-@functools.lru_cache(maxsize=16)
-def _envelope(address: str) -> str:
-    """The address of MAIL FROM (DEFAULT_FROM_EMAIL), as Django's SMTP backend and smtplib give it."""
+def _envelope_address(address: str) -> str:
+    """An address as MAIL FROM and RCPT TO take it, as Django's SMTP backend and smtplib give it (display
+    name dropped, domain in punycode)."""
     return parseaddr(sanitize_address(address, "utf-8"))[1]
+
+
+_envelope = functools.lru_cache(maxsize=16)(_envelope_address)  # MAIL FROM: DEFAULT_FROM_EMAIL, one value
 
 
 def _smtp_verdict(code: int, text: bytes | str, *, dead: bool) -> SendResult:

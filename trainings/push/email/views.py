@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -23,8 +24,8 @@ from trainings.answers.recording import (
     answer_link_current,
     answer_link_open,
     answer_link_record,
-    answers_check,
 )
+from trainings.answers.values import answers_check
 from trainings.push.email.message import unsubscribe_read, words
 from trainings.services import preference_set
 
@@ -69,6 +70,8 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
     """RFC 8058: a POST (`List-Unsubscribe=One-Click`) unsubscribes at once; a GET asks with a button."""
     try:
         player_id, kind, guardian_id = unsubscribe_read(token)
+    except signing.SignatureExpired:
+        return _page(request, _UNSUBSCRIBE_EXPIRED % settings.TRAININGS_EMAIL_UNSUBSCRIBE_DAYS, status=410)
     except (signing.BadSignature, ValueError, TypeError):
         return _page(request, "This is not a valid unsubscribe link.", status=400)
     refused = link_count(token)
@@ -80,6 +83,12 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
             return _page(request, "This player no longer exists.", status=410)
         return _page(request, "You will no longer receive these reminders by email.")
     return render(request, "trainings/email/unsubscribe.html", {"kind": kind})
+
+
+_UNSUBSCRIBE_EXPIRED = (
+    "This unsubscribe link has expired: links work for %d days after their email. The unsubscribe link in "
+    "a newer reminder email works."
+)
 
 
 def _page(request: HttpRequest, message: str, *, status: int = 200) -> HttpResponse:

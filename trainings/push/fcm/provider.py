@@ -10,8 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from common.wire.h2client import H2BadRequest, H2Error, H2Response
 from trainings.answers.links import as_strings
-from trainings.push.h2client import H2BadRequest, H2Error, H2Response
 from trainings.push.messages import (
     AuthFailure,
     PushMessage,

@@ -1,10 +1,16 @@
 """The logging stand-in (the development default, TRAININGS_PUSH_PROVIDER=logging): a push is
-"delivered" to the log, so `make run` needs no credentials. Its row is in `trainings/push/channels.py`."""
+"delivered" to the log, so `make run` needs no credentials. Its row is in `trainings/push/channels.py`.
+Under DEBUG its PUSH line ends with the push's answer page (`answer=`), so a developer answers as the
+player in one tap; never otherwise, since a link is a credential."""
 
 from __future__ import annotations
 
 import logging
 
+from django.conf import settings
+
+from reminders.api import SHOWS_CREDENTIAL
+from trainings.answers.links import answer_page_link
 from trainings.push.messages import PushMessage, PushProvider, SendResult, Target, Verdict
 
 __all__ = ["LoggingProvider", "address_error", "from_settings"]
@@ -19,15 +25,28 @@ class LoggingProvider:
         pass
 
     async def send(self, push: PushMessage, device: Target) -> SendResult:
+        debug = settings.DEBUG  # the link shows (past the logs' token redaction) in development only
         logger.info(
-            "PUSH player=%s device=%s/%s kind=%s training=%s key=%s title=%r body=%r",
+            "PUSH player=%s device=%s/%s kind=%s training=%s key=%s title=%r body=%r%s",
             push.player, device.provider, device.device_id, push.kind, push.training, push.idempotency_key,
-            push.title, push.body,
+            push.title, push.body, _answer_page(push) if debug else "", extra={SHOWS_CREDENTIAL: debug},
         )  # fmt: skip
         return SendResult(Verdict.ACCEPTED)
 
     async def aclose(self) -> None:
         pass
+
+
+def _answer_page(push: PushMessage) -> str:
+    if push.player is None:  # a coach's digest: nothing to answer
+        return ""
+    try:
+        page = answer_page_link(
+            player_id=push.player, training_id=push.training, kind=push.kind, guardian_id=push.guardian
+        )
+    except ValueError:  # not a training's id (a hand-made message)
+        return ""
+    return f" answer={page}" if page else ""
 
 
 def from_settings(*, in_flight: int) -> PushProvider | None:

@@ -1,15 +1,19 @@
-"""The push providers' own HTTP/2 framing against a strict server: the `h2` library's server side checks
-every frame, header block and window this client sends. Flow control (bodies larger than the server's
+"""HTTP/2 (RFC 9113) as common/wire/h2client.py speaks it, against a strict peer: the `h2` library's server
+side checks every frame, header block and window this client sends. The preface and SETTINGS, the server's
+limits (concurrent streams, frame size, header table), flow control (bodies larger than the server's
 windows), header blocks split in CONTINUATION frames, padding, PING, RST_STREAM, GOAWAY (the streams the
-server did not process fail, the others are answered, the next request opens a new connection) and
-timeouts (a late answer to a stream given up does not disturb the connection)."""
+server did not process fail, the others are answered, the next request opens a new connection), a server
+breaking the protocol (GOAWAY with the RFC's error code), timeouts (a late answer to a stream given up
+does not disturb the connection), and any asyncio transport (uvloop's)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hashlib
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import h2.config
@@ -18,11 +22,11 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
-import hpack
 import pytest
-from hyperframe.frame import HeadersFrame
+from hyperframe.frame import HeadersFrame, PushPromiseFrame, WindowUpdateFrame
 
-from trainings.push.h2client import H2Client, H2Error, HeaderDecoder
+from common.wire.h2client import H2Client, H2Error
+from tests.peers.credentials import server_tls
 
 Handler = Callable[[h2.connection.H2Connection, int, dict[str, str], bytes], Awaitable[bool]]
 
@@ -39,9 +43,10 @@ class StrictServer:
         self.writers: list[asyncio.StreamWriter] = []
         self.raw = bytearray()  # frames written ahead of h2's own (a late answer h2 would refuse to send)
 
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+    async def start(self, tls: ssl.SSLContext | None = None) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"{'https' if tls else 'http'}://127.0.0.1:{port}"
 
     async def stop(self) -> None:
         for writer in self.writers:
@@ -210,17 +215,120 @@ def test_a_request_without_an_answer_times_out_and_a_late_answer_does_not_distur
     assert [e.error_code for e in resets] == [h2.errors.ErrorCodes.CANCEL]  # the server was told
 
 
-def test_answer_header_blocks_decode_as_hpack_reads_them_huffman_coded_or_not_with_the_table_evicting() -> (
-    None
-):
-    encoder, reference, decoder = hpack.Encoder(), hpack.Decoder(), HeaderDecoder()
-    for n in range(400):
-        if n == 200:
-            encoder.header_table_size = 256  # a size update in the next block: the table shrinks
-        fields = [(":status", "200"), ("apns-id", f"{n:08d}-0000-4000-8000-{n:012d}"),
-                  ("content-type", "application/json"), ("x-text", "é€ b" * (n % 40))]  # fmt: skip
-        block = encoder.encode(fields, huffman=n % 2 == 0)
-        assert decoder.decode(block) == reference.decode(block) == fields
-    assert decoder.size <= 256
-    with pytest.raises(Exception, match="no table entry"):
-        decoder.decode(bytes([0x80 | 127, 10]))  # an index past the table
+def test_the_preface_and_settings_are_rfc_9113_s_and_the_server_s_settings_are_acknowledged() -> None:
+    """3.4 and 6.5: the client opens with the preface and its SETTINGS (no server push, wide stream
+    windows), opens the connection's window (6.9), and acknowledges the server's SETTINGS."""
+    server = StrictServer(_echo, {h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 50})
+    answer = _run(server, lambda client: client.post("/first", headers={}, body=b"{}"))
+    assert answer.status == 200
+    changed = [e for e in server.events if isinstance(e, h2.events.RemoteSettingsChanged)]
+    settings = {code: setting.new_value for code, setting in changed[0].changed_settings.items()}
+    assert settings == {h2.settings.SettingCodes.ENABLE_PUSH: 0,
+                        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24}  # fmt: skip
+    opened = [e for e in server.events if isinstance(e, h2.events.WindowUpdated) and e.stream_id == 0]
+    assert [e.delta for e in opened] == [(1 << 30) - 65535]
+    assert any(isinstance(e, h2.events.SettingsAcknowledged) for e in server.events)
+
+
+def test_the_server_s_limits_are_kept_streams_frame_size_and_header_table() -> None:
+    """6.5.2: at most MAX_CONCURRENT_STREAMS open (a request past it fails alone, nothing is sent); a
+    header block longer than the frame size goes on in CONTINUATION frames; a HEADER_TABLE_SIZE of 0
+    makes the encoder announce it and index nothing (h2's decoder would fail the connection otherwise)."""
+    held: list[int] = []
+
+    async def handler(conn: h2.connection.H2Connection, stream_id: int, headers: dict[str, str],
+                      body: bytes) -> bool:  # fmt: skip
+        if headers[":path"] == "/hold":
+            held.append(stream_id)
+            return False
+        await _echo(conn, stream_id, headers, body)
+        if held:  # the held one is answered with the big one
+            conn.send_headers(held.pop(), [(":status", "204")], end_stream=True)
+        return True
+
+    server = StrictServer(handler, {h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 2,
+                                    h2.settings.SettingCodes.HEADER_TABLE_SIZE: 0})  # fmt: skip
+
+    async def test(client: H2Client) -> tuple[Any, ...]:
+        await client.post("/settings", headers={}, body=b"")  # the server's SETTINGS are in
+        hold = asyncio.ensure_future(client.post("/hold", headers={"authorization": "bearer t"}, body=b"h"))
+        await asyncio.sleep(0.05)
+        big = {"authorization": "bearer t", "x-big": "y" * 40_000}
+        second = asyncio.ensure_future(client.post("/big", headers=big, body=b"b"))
+        third = asyncio.ensure_future(client.post("/third", headers={}, body=b"c"))
+        return tuple(await asyncio.gather(hold, second, third, return_exceptions=True))
+
+    hold, big, third = _run(server, test)
+    assert isinstance(third, H2Error) and "allows 2 streams" in str(third)
+    assert big.status == 200 and hold.status == 204
+    requests = [dict(e.headers) for e in server.events if isinstance(e, h2.events.RequestReceived)]
+    assert [h.get("x-big") for h in requests].count("y" * 40_000) == 1
+    assert len(requests) == 3 and len(server.connections) == 1
+    closes = [e for e in server.events if isinstance(e, h2.events.ConnectionTerminated)]
+    assert [e.error_code for e in closes] == [h2.errors.ErrorCodes.NO_ERROR]
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "why"),
+    [
+        # 6.9.1: a WINDOW_UPDATE that takes the connection's window past 2^31-1
+        (WindowUpdateFrame(0, window_increment=(1 << 31) - 1).serialize(), 0x3, "window overflowed"),
+        # 8.4: PUSH_PROMISE although SETTINGS_ENABLE_PUSH is 0
+        (
+            PushPromiseFrame(1, promised_stream_id=2, data=b"\x82", flags=["END_HEADERS"]).serialize(),
+            0x1,
+            "PUSH_PROMISE",
+        ),
+        # 4.2: a frame longer than the SETTINGS_MAX_FRAME_SIZE this client allows (16,384)
+        (b"\x00\x40\x01\x00\x00\x00\x00\x00\x01" + bytes(16385), 0x6, "a frame of 16385 bytes"),
+    ],
+    ids=["window-overflow", "push-promise", "frame-too-large"],
+)
+def test_a_server_breaking_the_protocol_gets_goaway_with_the_error_and_every_request_fails(
+    frame: bytes, code: int, why: str
+) -> None:
+    async def handler(conn: h2.connection.H2Connection, stream_id: int, headers: dict[str, str],
+                      body: bytes) -> bool:  # fmt: skip
+        server.raw += frame
+        return False
+
+    server = StrictServer(handler)
+
+    async def test(client: H2Client) -> Any:
+        return await asyncio.gather(client.post("/a", headers={}, body=b"a"), return_exceptions=True)
+
+    (failed,) = _run(server, test)
+    assert isinstance(failed, H2Error) and why in str(failed)
+    closes = [e for e in server.events if isinstance(e, h2.events.ConnectionTerminated)]
+    assert [e.error_code for e in closes] == [code]
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "tls-alpn"])
+def test_it_runs_on_uvloop_whose_transports_are_not_asyncio_s(tmp_path: Path, tls: bool) -> None:
+    """uvloop's TCP transport implements the transport interface without subclassing asyncio.Transport;
+    the client takes any transport that writes, closes and says whether it is closing (over TLS too,
+    where ALPN is read from the transport)."""
+    uvloop = pytest.importorskip("uvloop")
+    server = StrictServer(_echo)
+    seen: list[type] = []
+
+    async def main() -> list[Any]:
+        context, ca_file = server_tls(tmp_path, ["h2"]) if tls else (None, None)
+        trust = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+        client = H2Client(await server.start(context), timeout=5.0, ssl_context=trust)
+        try:
+            answers = await asyncio.gather(*(client.post(f"/uv/{n}", headers={}, body=b"x" * n)
+                                             for n in range(1, 20)))  # fmt: skip
+            assert client._connection is not None and client._connection.transport is not None
+            seen.append(type(client._connection.transport))
+            return list(answers)
+        finally:
+            await client.aclose()
+            await server.stop()
+
+    answers = uvloop.run(main())
+    assert [a.body for a in answers] == [str(n).encode() for n in range(1, 20)]
+    assert all(a.status == 200 and a.header("path") == f"/uv/{n}" for n, a in enumerate(answers, 1))
+    assert seen[0].__module__.startswith("uvloop")
+    if not tls:
+        assert not issubclass(seen[0], asyncio.Transport)

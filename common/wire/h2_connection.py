@@ -1,4 +1,4 @@
-"""One HTTP/2 connection of the push providers' client (trainings/push/h2client.py): the client's half of
+"""One HTTP/2 connection of the push providers' client (common/wire/h2client.py): the client's half of
 the protocol (RFC 9113), driven by asyncio's transport callbacks. It frames requests and reads answers
 itself; the module docstring of h2client.py says why and what it keeps cheap."""
 
@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import typing
 from collections import deque
 from dataclasses import dataclass, field
 
-from trainings.push.hpack_codec import H2ProtocolError, HeaderDecoder, HeaderEncoder
+from common.wire.hpack_codec import H2ProtocolError, HeaderDecoder, HeaderEncoder
 
 
 class H2Error(Exception):
@@ -59,6 +60,15 @@ class _Stream:
     deadline: float = 0.0  # loop time after which the stream is given up
 
 
+class Transport(typing.Protocol):
+    """What the connection needs of its transport. asyncio's transports have it, and so have transports
+    that do not subclass `asyncio.Transport` (uvloop's), so no class is asked for."""
+
+    def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+    def is_closing(self) -> bool: ...
+
+
 class H2Connection(asyncio.Protocol):
     """One HTTP/2 connection: the client's half of the protocol, driven by the transport's callbacks."""
 
@@ -66,7 +76,7 @@ class H2Connection(asyncio.Protocol):
         self.loop = loop
         self.timeout = timeout
         self._watching = False
-        self.transport: asyncio.Transport | None = None
+        self.transport: Transport | None = None
         self.encoder = HeaderEncoder()
         self.decoder = HeaderDecoder()
         self.streams: dict[int, _Stream] = {}
@@ -88,10 +98,9 @@ class H2Connection(asyncio.Protocol):
     # transport callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = typing.cast(Transport, transport)
         settings = struct.pack(">HLHL", 0x2, 0, 0x4, _STREAM_WINDOW)  # no server push; stream windows
-        transport.write(
+        self.transport.write(
             _PREFACE
             + _frame(_SETTINGS, 0, 0, settings)
             + _frame(_WINDOW_UPDATE, 0, 0, struct.pack(">L", _CONNECTION_WINDOW - 65535))

@@ -1,4 +1,4 @@
-"""Credentials for the loopback APNs and FCM peers (trainings.push.peers): one self-signed certificate
+"""Credentials for the loopback APNs and FCM peers (tests.peers.apns_fcm): one self-signed certificate
 per directory, an APNs signing key and an FCM service account, made here so no test needs real ones."""
 
 from __future__ import annotations

@@ -40,11 +40,11 @@ import h2.events
 import h2.settings
 import jwt
 
-from trainings.push.h2client import PlainEncoder
-from trainings.push.peer_credentials import apns_key as apns_key
-from trainings.push.peer_credentials import server_tls
-from trainings.push.peer_credentials import service_account as service_account
-from trainings.push.peer_credentials import tls_certificate as tls_certificate
+from common.wire.h2client import PlainEncoder
+from tests.peers.credentials import apns_key as apns_key
+from tests.peers.credentials import server_tls
+from tests.peers.credentials import service_account as service_account
+from tests.peers.credentials import tls_certificate as tls_certificate
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ class ApnsPeer(_Peer):
         return answer.status, [*extra, ("content-type", "application/json")], json.dumps(reason).encode()
 
 
-GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 _FCM_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
                429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}  # fmt: skip
 
@@ -384,7 +384,7 @@ class FcmPeer(_Peer):
         return answer.status, extra, _fcm_error(answer.status, code, text)
 
 
-_FCM_TOKEN_INVALID = "The registration token is not a valid FCM registration token"  # noqa: S105 (a message)
+_FCM_TOKEN_INVALID = "The registration token is not a valid FCM registration token"
 
 
 def _fcm_error(code: int, error_code: str, message: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from amqp import spec
 from amqp.method_framing import frame_writer
 from amqp.serialization import dumps
 
-from common.amqp.frames import FrameBuffer, PublishEncoder
+from common.wire.amqp_frames import FrameBuffer, PublishEncoder
 
 FRAME_MAX = 4096  # small, so that a body of a few kilobytes is split into several body frames
 

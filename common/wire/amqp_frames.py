@@ -5,7 +5,7 @@ socket on its own: a `sendall` per message was a third of the dispatch loop's ti
 encoding another tenth (bench/, 2b, py-spy). The project's messages always carry the same properties
 (JSON, persistent, a message id, three headers), so their bytes are assembled here from a cached prefix
 and the chunk goes to the socket in a few large writes. The bytes are the ones py-amqp writes for the
-same `amqp.Message` (tests/reminders/test_amqp_frames.py compares them).
+same `amqp.Message` (tests/wire/test_amqp.py compares them).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ def _unlogged(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reminders', '0007_occurrence_retrying_index'),
+        ('reminders', '0008_queue_grants_scheduler_permission'),
     ]
 
     operations = [

@@ -1,4 +1,4 @@
-"""HPACK (RFC 7541) for the push providers' HTTP/2 client (trainings/push/h2client.py): header blocks
+"""HPACK (RFC 7541) for the push providers' HTTP/2 client (common/wire/h2client.py): header blocks
 encoded with a per-connection cache (a repeating value costs one byte after its first request, a
 per-request value is never indexed) and answers' blocks decoded with a table-driven Huffman decoder."""
 

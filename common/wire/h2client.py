@@ -45,8 +45,8 @@ import ssl
 from collections.abc import Collection
 from urllib.parse import urlsplit
 
-from trainings.push.h2_connection import H2Connection, H2Error, H2Response
-from trainings.push.hpack_codec import (
+from common.wire.h2_connection import H2Connection, H2Error, H2Response
+from common.wire.hpack_codec import (
     HeaderDecoder,
     HeaderEncoder,
     PlainEncoder,
