@@ -6,20 +6,29 @@ time, as much as running it. `prepared_cursor` gives a server-binding cursor tha
 (psycopg keeps one prepared statement per query text and connection), through Django's cursor wrapper so
 its execute wrappers and errors are Django's. Behind a transaction-pooling proxy prepared statements need
 its support (PgBouncer 1.21 and later, `max_prepared_statements`).
+
+`prepared_one` is for a request's hot statements (an answer link's, a limit's count): Django's
+per-request health check (`conn_health_checks`, a `SELECT 1` before a request's first statement on a kept
+connection) is a round trip of its own; there the first statement itself is the check: if it fails because
+the kept connection died while idle, the connection is closed and the statement runs once more on a new
+one, which is what the health check would have done. Its statements must bear that repeat (a read, or a
+write that changes nothing or little when repeated after a connection lost mid-statement).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
+from django.db import InterfaceError, OperationalError
 
 # psycopg prepares a query automatically once it has run this many times on a connection (with a
 # server-binding cursor); None, Django's default, turns preparing off even when asked. Here only the
 # statements asked for are prepared.
 _ONLY_WHEN_ASKED = 2**31 - 1
+Params = Sequence[Any] | Mapping[str, Any]
 
 
 class _PreparedCursor(psycopg.Cursor[Any]):
@@ -54,3 +63,37 @@ def prepared_run(connection: Any, sql: str, params: Sequence[Any]) -> list[tuple
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - start:.3f}"})
     return rows
+
+
+def prepared_one(connection: Any, sql: str, params: Params) -> tuple[Any, ...] | None:
+    """The first row of one statement, prepared, through Django's cursor wrapper (logged and counted like
+    any query, its errors Django's); the statement is the connection's health check (see above)."""
+    rows = prepared_all(connection, sql, params, first=True)
+    return rows[0] if rows else None
+
+
+def prepared_all(connection: Any, sql: str, params: Params, *, first: bool = False) -> list[tuple[Any, ...]]:
+    """Every row of one statement (only the first with `first`), as `prepared_one` runs it."""
+    unchecked = (
+        connection.connection is not None
+        and connection.health_check_enabled
+        and not connection.health_check_done
+    )
+    try:
+        rows = _prepared_rows(connection, sql, params, first)
+    except (OperationalError, InterfaceError):
+        if not unchecked or connection.in_atomic_block or connection.is_usable():
+            raise  # not a connection that died while idle: the error is the statement's
+        connection.close()
+        rows = _prepared_rows(connection, sql, params, first)
+    connection.health_check_done = True  # the connection works: no SELECT 1 for the rest of the request
+    return rows
+
+
+def _prepared_rows(connection: Any, sql: str, params: Params, first: bool) -> list[tuple[Any, ...]]:
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(sql, params)
+        if first:
+            row = cursor.fetchone()
+            return [] if row is None else [tuple(row)]
+        return [tuple(row) for row in cursor.fetchall()]

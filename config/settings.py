@@ -402,6 +402,15 @@ REMINDERS_METRICS_BACKLOG_CAP = env_int("REMINDERS_METRICS_BACKLOG_CAP", 100000,
 # /health/ready and `manage.py healthcheck`: some worker must have finished a scan this recently.
 REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS = env_float("REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS", 30.0, minimum=1.0)
 REMINDERS_HEALTH_TIMEOUT_SECONDS = env_float("REMINDERS_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
+# /health/ready tells its checks' detail only to whoever /metrics serves and to operators (staff holding
+# this permission); anyone else reads its status alone, at most this often per client address,
+# "<n>/<s|m|h|d>" (each check opens a broker connection).
+REMINDERS_OPERATOR_PERMISSION = "trainings.manage_all_teams"
+REMINDERS_HEALTH_READY_RATE = env_str("REMINDERS_HEALTH_READY_RATE", "60/m")
+if not re.fullmatch(r"\d+/(s|m|h|d)", REMINDERS_HEALTH_READY_RATE):
+    raise ImproperlyConfigured(
+        f"REMINDERS_HEALTH_READY_RATE={REMINDERS_HEALTH_READY_RATE!r} is not '<n>/<s|m|h|d>'"
+    )
 # The push gateway in /health/ready: "auto" (checked once a gateway has written a heartbeat), "on", "off".
 TRAININGS_HEALTH_GATEWAY = env_str("TRAININGS_HEALTH_GATEWAY", "auto")
 if TRAININGS_HEALTH_GATEWAY not in ("auto", "on", "off"):
@@ -428,9 +437,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "reminders.http.limits.client_ip"
 
-# API throttling (DRF): per token (or session user) and per client address, each "<n>/<s|m|h|d>". The
-# counters live in the "throttle" cache: per process by default; API_THROTTLE_CACHE=database shares them
-# between processes and hosts (run `manage.py createcachetable` once).
+# Rate limits, each "<n>/<s|m|h|d>": per API token (or session user) and per client address. Every count
+# is a row of the service's own database (reminders/http/counts.py), shared by every process and host.
 API_THROTTLE_RATES = {
     "token": env_str("API_THROTTLE_TOKEN_RATE", "100/s"),
     "ip": env_str("API_THROTTLE_IP_RATE", "300/s"),
@@ -440,19 +448,12 @@ for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the
         raise ImproperlyConfigured(f"API throttle rate {_scope}={_rate!r} is not '<n>/<s|m|h|d>'")
 # How many reverse proxies in front append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
-# The per-address limit is a middleware: it must count requests before authentication refuses them.
+# The per-address limit is a middleware: it must count requests before authentication refuses them. It
+# counts every request under these paths: the API, the email answer and unsubscribe pages, the email
+# provider's webhook (trainings/push/email/urls.py).
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.http.limits.TokenRateThrottle"]
-_THROTTLE_CACHE = env_str("API_THROTTLE_CACHE", "memory")
-if _THROTTLE_CACHE not in ("memory", "database"):
-    raise ImproperlyConfigured("API_THROTTLE_CACHE must be 'memory' or 'database'")
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "throttle": (
-        {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "reminders_throttle_cache"}
-        if _THROTTLE_CACHE == "database"
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
-    ),
-}
+ADDRESS_LIMITED_PATHS = ["/api/", "/answer/", "/email/"]
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Request bodies: one limit for every request, answered with a JSON 413 on the API. 16 MiB holds the
 # documented bulk maximum (200,000 instants, about 5.6 MB in the canonical form, plus 10,000 jobs).

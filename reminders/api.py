@@ -7,7 +7,9 @@ An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their in
 transaction commits (`scan_kick_on_commit`). The operator's status page reads the engine's figures (and
 acts on retrying work) here too; the admin's hooks let an app name its jobs in words, give a person a
 default zone, and add a readiness check. An app's own API views throttle and read JSON as the engine's
-API does (`TokenRateThrottle`, `json_object_unique`, `valid_unicode`).
+API does (`TokenRateThrottle`, `json_object_unique`, `valid_unicode`), and its own limits count in the
+engine's counters (`Limit`, `requests_count`, `too_many`; a session-free view's `request_limits` are
+counted with the address).
 Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
 one is), so the engine can be reshaped behind this module.
 
@@ -21,7 +23,8 @@ from reminders.admin.labels import job_describer_register
 from reminders.admin.middleware import default_zone_register
 from reminders.engine.handler_registry import keys_reserve, register, register_batch
 from reminders.engine.kick import scan_kick_on_commit
-from reminders.http.limits import TokenRateThrottle
+from reminders.http.counts import Limit, Refused, digest, requests_count
+from reminders.http.limits import TokenRateThrottle, too_many
 from reminders.http.parsers import json_object_unique, valid_unicode
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
 from reminders.ops.figures import (
@@ -49,10 +52,13 @@ __all__ = [
     "Delivery",
     "EngineStatus",
     "JobSpec",
+    "Limit",
     "MinutePoint",
+    "Refused",
     "TokenRateThrottle",
     "TransportError",
     "default_zone_register",
+    "digest",
     "engine_status",
     "failures_retry",
     "job_describer_register",
@@ -66,8 +72,10 @@ __all__ = [
     "readiness_check_register",
     "register",
     "register_batch",
+    "requests_count",
     "retrying_cancel",
     "retrying_retry_now",
     "scan_kick_on_commit",
+    "too_many",
     "valid_unicode",
 ]

@@ -415,6 +415,34 @@ class ScanMinute(models.Model):
         return f"{self.minute:%Y-%m-%d %H:%M}: {self.delivered} delivered"
 
 
+class RequestCount(models.Model):
+    """One limit's count of one caller's requests in its current window: (scope, who) -> hits since when.
+
+    Every limit of the site (per address, per API token, per answer or unsubscribe link) counts here with
+    one upsert per request (reminders/http/counts.py), so every process and host shares one count and no
+    count is ever pushed out by others'. A window starts with the first request after the last one ended;
+    the hourly purge deletes rows whose window ended.
+    """
+
+    pk = models.CompositePrimaryKey("scope", "ident")
+    scope = models.CharField(max_length=16)
+    # An address, or a digest of the credential counted (a token or a link is never stored as it is).
+    ident = models.CharField(max_length=64)
+    window_start = models.BigIntegerField()  # unix milliseconds
+    expires = models.BigIntegerField()  # unix milliseconds: the window's end
+    ceiling = models.PositiveIntegerField()  # the limit the hits are counted against (its rate's n)
+    hits = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [
+            # The clean-up of ended windows (queries.REQUEST_COUNTS_PURGE: expires < now).
+            models.Index(fields=["expires"], name="requestcount_expires_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.ident}: {self.hits} since {self.window_start}"
+
+
 # Batch marks and the dispatcher's job lookup filter by `id__any=[...]` (common/lookups.py).
 Occurrence._meta.get_field("id").register_lookup(AnyOf)
 Job._meta.get_field("id").register_lookup(AnyOf)

@@ -3,7 +3,8 @@ saying what it does (procrastinate keeps its `sql/queries.sql` the same way); th
 
 The engine's statements come first (claim, inserts, the timer's re-read, schedule heads), then the
 operator's (status figures, scan record, metric gauges), then the one-liners (ping, clock, wake-up), then
-the API's (a user's permissions, a token with its user: read on every authenticated request). The
+the API's (a user's permissions, a token with its user: read on every authenticated request), then the
+limits' counters (one upsert per request and limit, on PostgreSQL and SQLite alike). The
 per-priority walk over due rows is written once (`due_ranges`, and `due_scopes` for every throttle
 scope). Table names come from the models and bounds are constants; every value is a bound parameter.
 tests/test_sql_homes.py fails when another module of the app executes SQL text of its own.
@@ -21,6 +22,7 @@ from reminders.models import (
     PRIORITY_MIN,
     Job,
     Occurrence,
+    RequestCount,
     ScanMinute,
     Schedule,
     ThrottlePolicy,
@@ -31,6 +33,7 @@ SCHEDULE_TABLE = Schedule._meta.db_table
 JOB_TABLE = Job._meta.db_table
 THROTTLE_TABLE = ThrottlePolicy._meta.db_table
 SCAN_TABLE = ScanMinute._meta.db_table
+COUNT_TABLE = RequestCount._meta.db_table
 
 
 def due_ranges(
@@ -262,3 +265,29 @@ TOKEN_WITH_USER = f"""
       JOIN {get_user_model()._meta.db_table} AS u
         ON u."{_TOKEN_USER.target_field.column}" = t."{_TOKEN_USER.column}"
      WHERE t."{Token._meta.pk.column}" = %(key)s"""  # noqa: S608 - names from the models
+
+# --- The limits' counters (reminders/http/counts.py): the same statements on PostgreSQL and SQLite -------
+
+# Count one request under each of its limits, one REQUEST_COUNT_ROW per limit in `{values}` (scope,
+# ident, now, the window's end were one to start now, the limit; all unix milliseconds), and return
+# (scope, hits, window end) of each limit it is within: the first request, or the first after its window
+# ended, starts a window of hits 1; a request in the window adds 1 only while the hits are under the
+# limit, so a limit already reached returns no row and writes nothing. One statement: concurrent counts of
+# one key queue on its row (the upsert's conflict), so none is lost, in every process on every host; the
+# rows come in scope order, so two statements lock shared rows in one order.
+REQUEST_COUNT = f"""
+    INSERT INTO {COUNT_TABLE} AS c (scope, ident, window_start, expires, ceiling, hits)
+    VALUES {{values}}
+    ON CONFLICT (scope, ident) DO UPDATE SET
+        hits = CASE WHEN c.expires <= excluded.window_start THEN 1 ELSE c.hits + 1 END,
+        window_start = CASE WHEN c.expires <= excluded.window_start
+                            THEN excluded.window_start ELSE c.window_start END,
+        expires = CASE WHEN c.expires <= excluded.window_start THEN excluded.expires ELSE c.expires END,
+        ceiling = excluded.ceiling
+    WHERE c.expires <= excluded.window_start OR c.hits < excluded.ceiling
+    RETURNING scope, hits, expires"""  # noqa: S608 - the table's name from the model; values are bound
+REQUEST_COUNT_ROW = "(%s, %s, %s, %s, %s, 1)"
+# The end of a refused request's window (its Retry-After), by the primary key (scope, ident).
+REQUEST_COUNT_EXPIRES = f"SELECT expires FROM {COUNT_TABLE} WHERE scope = %s AND ident = %s"  # noqa: S608
+# Delete the windows that ended before %(now)s (requestcount_expires_idx).
+REQUEST_COUNTS_PURGE = f"DELETE FROM {COUNT_TABLE} WHERE expires < %(now)s"  # noqa: S608

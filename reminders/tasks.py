@@ -19,6 +19,7 @@ from reminders.engine.kick import scan_kick
 from reminders.engine.lookahead import CARRY_SECONDS, carrier, occurrences_fire_for
 from reminders.engine.occurrences import occurrences_purge_old
 from reminders.engine.scan_result import ScanResult
+from reminders.http.counts import request_counts_purge
 from reminders.ops import health
 from reminders.ops.figures import scan_minutes_purge, scan_record
 
@@ -78,4 +79,5 @@ def _publish_carried_before_exit(**kwargs: Any) -> None:
 def purge_old() -> int:
     scan_minutes_purge(before=timezone.now() - timedelta(days=2))  # the status page reads the last hour
     history_purge_old()  # audit rows past REMINDERS_HISTORY_RETENTION_DAYS
+    request_counts_purge()  # the limits' windows that ended
     return occurrences_purge_old()

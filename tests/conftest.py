@@ -62,6 +62,8 @@ LONG_FIRST = (
     "tests/ops/test_run_all_restarts.py",
     "tests/ops/test_procfile.py",
     "tests/ops/test_processes.py",
+    "tests/ops/test_first_deploy.py",
+    "tests/ops/test_limits_across_workers.py",
 )
 
 

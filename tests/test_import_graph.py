@@ -260,7 +260,11 @@ def _parse(source: str) -> ast.Import | ast.ImportFrom:
 HARD_LIMIT = 500
 LENGTH_GUIDE: dict[str, tuple[int, str]] = {
     "": (400, "one concept per module"),
-    "reminders.models": (450, "the engine's tables, their constraints and the indexes their queries name"),
+    "reminders.models": (
+        480,
+        "the engine's tables (the limits' counters among them), their constraints and the indexes their "
+        "queries name",
+    ),
     "trainings.models": (450, "the domain's tables, their constraints and the indexes their queries name"),
 }
 

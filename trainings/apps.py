@@ -14,3 +14,9 @@ class TrainingsConfig(AppConfig):
         from trainings.push.email.bounces import tracking_received
 
         tracking.connect(tracking_received, dispatch_uid="trainings-email-bounces")
+        # A provider configured without the key its tracking events are signed with (webhooks.py).
+        from django.core import checks
+
+        from trainings.push.email.webhooks import webhook_keys_check
+
+        checks.register(webhook_keys_check, checks.Tags.security, deploy=True)

@@ -1,13 +1,17 @@
-"""Abuse limits that every request meets: the request body limit, API throttling, the client address.
+"""Abuse limits that every request meets: the request body limit, the rate limits, the client address.
 
 - Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (REMINDERS_MAX_REQUEST_BYTES) get a JSON 413 on the API, decided
   from Content-Length before anything is read (a WSGI server hands Django no more than Content-Length).
   A chunked body (Transfer-Encoding, no Content-Length) is read, up to the same limit, where the server
   says its input ends (gunicorn's `wsgi.input_terminated`); elsewhere (runserver, wsgiref) the API answers
   411, since Django would otherwise read it as empty.
-- Per client address, every /api/ request is counted before authentication (`AddressThrottleMiddleware`),
-  so random or missing tokens meet the limit too; per token (or session user), DRF's throttling after it.
-  Both answer 429 with Retry-After. Rates are read on every request, so a settings change takes effect.
+- Per client address, every request under ADDRESS_LIMITED_PATHS (the API, the email pages and the email
+  provider's webhook) is counted before authentication (`AddressThrottleMiddleware`), so random or missing
+  tokens and forged links meet the limit too; per token (or session user), DRF's throttling after it; per
+  link, once the link's signature holds (the answer-link API in the address's statement, the email pages
+  in their views). Every count is an upsert in the service's database (reminders/http/counts.py), shared
+  by every process and host. All answer 429 with Retry-After.
+  Rates are read on every request, so a settings change takes effect.
 - One notion of the client address for throttling and django-axes: REMOTE_ADDR, or the address
   API_NUM_PROXIES hops back in X-Forwarded-For when the site runs behind that many proxies.
 """
@@ -15,35 +19,23 @@
 from __future__ import annotations
 
 import io
-import math
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import caches
 from django.core.exceptions import (
-    ImproperlyConfigured,
     RequestDataTooBig,
     TooManyFieldsSent,
     TooManyFilesSent,
 )
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import Resolver404, resolve
 from django.views import defaults
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$")
-_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_rate(rate: str) -> tuple[int, int]:
-    """ "100/s" -> (100, 1); a malformed rate stops the process instead of silently not limiting."""
-    match = _RATE.match(rate)
-    if not match:
-        raise ImproperlyConfigured(f"throttle rate {rate!r} is not '<n>/<s|m|h|d>'")
-    return int(match.group(1)), _PERIODS[match.group(2)[0]]
+from reminders.http.counts import Limit, Refused, digest, parse_rate, request_count, requests_count
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -57,8 +49,11 @@ def client_ip(request: HttpRequest) -> str:
     return str(request.META.get("REMOTE_ADDR", ""))
 
 
-class _SettingsRateThrottle(SimpleRateThrottle):
-    cache = caches["throttle"]
+class CountedRateThrottle(SimpleRateThrottle):
+    """DRF's throttle interface (rate, key, allow, wait) over the database's counters: `get_cache_key`
+    names whom a request counts for (None: not counted here), `request_count` counts it."""
+
+    refused: Refused | None = None
 
     def get_rate(self) -> str:
         return str(settings.API_THROTTLE_RATES[str(self.scope)])
@@ -68,8 +63,18 @@ class _SettingsRateThrottle(SimpleRateThrottle):
             return None, None
         return parse_rate(rate)
 
+    def allow_request(self, request: Request | HttpRequest, view: Any) -> bool:
+        ident = self.get_cache_key(request, view)  # type: ignore[arg-type]
+        if ident is None:
+            return True
+        self.refused = request_count(scope=str(self.scope), ident=ident, rate=self.get_rate())
+        return self.refused is None
 
-class TokenRateThrottle(_SettingsRateThrottle):
+    def wait(self) -> float | None:
+        return None if self.refused is None else float(self.refused.retry_after)
+
+
+class TokenRateThrottle(CountedRateThrottle):
     """Per API token (TokenAuthentication) or, for a browser session, per user."""
 
     scope = "token"
@@ -78,38 +83,55 @@ class TokenRateThrottle(_SettingsRateThrottle):
         if not request.user or not request.user.is_authenticated:
             return None  # anonymous callers meet the address limit only
         key = getattr(request.auth, "key", None)
-        ident = f"token-{key}" if key else f"user-{request.user.pk}"
-        return self.cache_format % {"scope": self.scope, "ident": ident}
+        return f"token-{digest(key)}" if key else f"user-{request.user.pk}"
 
 
-class AddressRateThrottle(_SettingsRateThrottle):
-    """Per client address, authenticated or not (counted by `AddressThrottleMiddleware`)."""
-
-    scope = "ip"
-
-    def get_cache_key(self, request: Request | HttpRequest, view: Any) -> str | None:
-        return self.cache_format % {"scope": self.scope, "ident": client_ip(request)}
+def too_many(refused: Refused, *, json: bool) -> HttpResponse:
+    """The 429 of a refused request: JSON on the API, a line of text on a page; Retry-After either way."""
+    wait = refused.retry_after
+    detail = f"Request was throttled. Expected available in {wait} seconds."
+    response: HttpResponse = (
+        JsonResponse({"detail": detail}, status=429)
+        if json
+        else HttpResponse(detail, status=429, content_type="text/plain; charset=utf-8")
+    )
+    response["Retry-After"] = str(wait)
+    return response
 
 
 class AddressThrottleMiddleware:
-    """The per-address limit on /api/, before authentication: DRF checks its throttles only after the
-    authentication and permission checks, so a flood of bad or missing tokens was never counted (and each
-    bad token still cost a database lookup)."""
+    """The per-address limit on ADDRESS_LIMITED_PATHS, before authentication: DRF checks its throttles
+    only after the authentication and permission checks, so a flood of bad or missing tokens was never
+    counted (and each bad token still cost a database lookup). A session-free view (an answer link's)
+    counts its own limits in the same statement (`_view_limits`)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if _is_api(request):
-            throttle = AddressRateThrottle()
-            if not throttle.allow_request(request, None):  # type: ignore[arg-type]
-                wait = math.ceil(throttle.wait() or 1)
-                response = JsonResponse(
-                    {"detail": f"Request was throttled. Expected available in {wait} seconds."}, status=429
-                )
-                response["Retry-After"] = str(wait)
-                return response
+        if request.path.startswith(tuple(settings.ADDRESS_LIMITED_PATHS)):
+            address = Limit("ip", client_ip(request), str(settings.API_THROTTLE_RATES["ip"]))
+            refused = requests_count([address, *_view_limits(request)])
+            if refused is not None:
+                return too_many(refused, json=_is_api(request))
         return self.get_response(request)
+
+
+def _view_limits(request: HttpRequest) -> list[Limit]:
+    """The limits of a session-free view's request (SESSION_FREE_PATHS): its class's `request_limits`,
+    counted with the address in one statement, before the view runs (a link's, once its signature holds).
+    The match is kept for SessionFreeMiddleware."""
+    if not request.path_info.startswith(tuple(settings.SESSION_FREE_PATHS)):
+        return []
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return []
+    limits = getattr(getattr(match.func, "view_class", None), "request_limits", None)
+    if limits is None:
+        return []
+    request.resolver_match = match
+    return list(limits(request, *match.args, **match.kwargs))
 
 
 class RequestBodyLimitMiddleware:

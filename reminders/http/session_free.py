@@ -35,8 +35,8 @@ class SessionFreeMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not (self.prefixes and request.path_info.startswith(self.prefixes)):
             return self.get_response(request)
-        try:
-            match = resolve(request.path_info)
+        try:  # resolved already when the address's limit counted the view's own (http/limits.py)
+            match = request.resolver_match or resolve(request.path_info)
         except Resolver404:
             return self.get_response(request)
         if not getattr(match.func, "session_free", False):

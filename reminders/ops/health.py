@@ -1,7 +1,8 @@
 """Readiness checks (`/health/ready`, `manage.py healthcheck`) and the scan heartbeat they read.
 
-Ready means the scheduler can do its work: the database answers, the broker accepts a connection, and some
-worker finished a due scan within REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS. "Finished a scan" is recorded in
+Ready means the scheduler can do its work: the database answers with the schema this code expects (every
+migration applied, every table present), the broker accepts a connection, and some worker finished a due
+scan within REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS. "Finished a scan" is recorded in
 `WorkerHeartbeat` (one row per worker node) by the scan task itself, at most once a second per process, and
 both the write and the age check use the database's clock, so a host whose clock is off does not look dead
 or alive by mistake.
@@ -16,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.apps import apps
 from django.conf import settings
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.db.models.functions import Now
 from kombu import Connection
 
@@ -65,6 +68,34 @@ def check_database() -> Check:
     return Check("database", True, connection.vendor)
 
 
+def check_schema() -> Check:
+    """Every migration of this code applied and every table its models name present: a deploy whose
+    migrate did not run, or a table gone, answers 500 on every request that needs it, so it is not ready.
+    Reads the migration files once per process (Django caches their modules) and the database's catalog."""
+    try:
+        executor = MigrationExecutor(connection)
+        unapplied = [m for m, _ in executor.migration_plan(executor.loader.graph.leaf_nodes())]
+        present = set(connection.introspection.table_names(include_views=True))
+    except Exception as exc:
+        return Check("schema", False, f"{type(exc).__name__}: {exc}"[:300])
+    if unapplied:
+        names = ", ".join(f"{m.app_label}.{m.name}" for m in unapplied[:5])
+        return Check("schema", False, f"{len(unapplied)} migration(s) not applied: {names}"[:300])
+    missing = sorted(_tables() - present)
+    if missing:
+        return Check("schema", False, f"{len(missing)} table(s) missing: {', '.join(missing[:5])}"[:300])
+    return Check("schema", True, f"{len(executor.loader.applied_migrations)} migrations applied")
+
+
+def _tables() -> set[str]:
+    """The tables of every installed model this project's migrations create."""
+    return {
+        model._meta.db_table
+        for model in apps.get_models(include_auto_created=True)
+        if model._meta.managed and not model._meta.proxy
+    }
+
+
 def check_broker() -> Check:
     """Celery's broker (kicks) and, if it is another one, the broker `rabbitmq` callbacks go to."""
     timeout = settings.REMINDERS_HEALTH_TIMEOUT_SECONDS
@@ -110,7 +141,9 @@ def readiness_check_register(check: Callable[[], Check | None]) -> None:
 
 def readiness() -> list[Check]:
     extra = [check() for check in _extra_checks]
-    return [check_database(), check_broker(), check_scan(), *(c for c in extra if c is not None)]
+    database = check_database()
+    schema = check_schema() if database.ok else Check("schema", False, "the database does not answer")
+    return [database, schema, check_broker(), check_scan(), *(c for c in extra if c is not None)]
 
 
 def _redacted(url: str) -> str:

@@ -1,7 +1,9 @@
 """Operations endpoints outside the API: Prometheus `/metrics`, `/health/live`, `/health/ready`.
 
 Plain Django views (no DRF authentication, throttling or content negotiation): probes and scrapers must get
-an answer even when the API is refusing work.
+an answer even when the API is refusing work. What they tell is for the operators: `/metrics` serves
+loopback and private callers (or the bearer of METRICS_BEARER_TOKEN) only, and `/health/ready` tells
+everyone else its status alone, within a per-address limit (each check opens a broker connection).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from prometheus_client import (
     multiprocess,
 )
 
+from reminders.http.counts import request_count
+from reminders.http.limits import client_ip, too_many
 from reminders.ops.db_gauges import DatabaseCollector
 from reminders.ops.health import readiness
 
@@ -85,13 +89,32 @@ def live(request: HttpRequest) -> JsonResponse:
 
 
 @never_cache
-def ready(request: HttpRequest) -> JsonResponse:
-    """200 when the database, the broker and the scan are all fine; else 503 naming what failed."""
+def ready(request: HttpRequest) -> HttpResponse:
+    """200 when the database and its schema, the broker and the scan are all fine; else 503. Operators
+    (`_sees_detail`) read what failed and each check's detail (hosts, vhosts, workers); anyone else reads
+    the status alone, counted per address at REMINDERS_HEALTH_READY_RATE."""
+    detail = _sees_detail(request)
+    if not detail:
+        refused = request_count(
+            scope="ready", ident=client_ip(request), rate=settings.REMINDERS_HEALTH_READY_RATE
+        )
+        if refused is not None:
+            return too_many(refused, json=True)
     checks = readiness()
     failing = [check.name for check in checks if not check.ok]
-    body = {
-        "status": "fail" if failing else "ok",
-        "failing": failing,
-        "checks": {check.name: check.as_dict() for check in checks},
-    }
+    body: dict[str, object] = {"status": "fail" if failing else "ok"}
+    if detail:
+        body["failing"] = failing
+        body["checks"] = {check.name: check.as_dict() for check in checks}
     return JsonResponse(body, status=503 if failing else 200)
+
+
+def _sees_detail(request: HttpRequest) -> bool:
+    """Whoever `/metrics` serves (a direct loopback or private caller, or the metrics token's bearer), and
+    a signed-in staff member holding REMINDERS_OPERATOR_PERMISSION (or a superuser)."""
+    if _metrics_denied(request) is None:
+        return True
+    user = getattr(request, "user", None)
+    if user is None or not (user.is_authenticated and user.is_active and user.is_staff):
+        return False
+    return bool(user.is_superuser or user.has_perm(settings.REMINDERS_OPERATOR_PERMISSION))

@@ -1,4 +1,4 @@
-"""Real `celery worker` and `celery beat` processes on the test database, for the ops tests.
+"""Real `celery worker`, `celery beat` and `gunicorn` processes on the test database, for the ops tests.
 
 Each process gets its own session so the test can freeze and resume the worker with all its prefork
 children at once (SIGSTOP/SIGCONT to the process group), as a stalled host would be.
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,3 +74,52 @@ def service(
         delete_queue(kicks)
         for name in ("worker.log", "beat.log"):
             print(f"--- {name}\n" + (logs / name).read_text()[-3000:])
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def gunicorn(*, workers: int = 1, extra_env: dict[str, str] | None = None) -> Iterator[int]:
+    """`gunicorn config.wsgi` with `workers` sync workers on a free loopback port, on the test database
+    and broker; yields the port once it accepts connections and every worker runs."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "DJANGO_ALLOWED_HOSTS": "localhost,127.0.0.1",
+        **(extra_env or {}),
+    }
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "-b", f"127.0.0.1:{port}",
+               "-w", str(workers)]  # fmt: skip
+    quiet = subprocess.DEVNULL
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=quiet, stderr=quiet)
+    try:
+        deadline = time.monotonic() + 60
+        while not (_listens(port) and _children(process.pid) >= workers):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("gunicorn did not start")
+            time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _listens(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def _children(pid: int) -> int:
+    try:
+        return len(Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    except FileNotFoundError:
+        return 0

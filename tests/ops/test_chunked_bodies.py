@@ -12,23 +12,18 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
-from django.conf import settings
 from rest_framework.authtoken.models import Token
 
 from config.wsgi import application
 from reminders.models import Job
 from tests.factories import UserFactory
-from tests.ops.processes import ROOT, database_url
+from tests.ops.processes import gunicorn
 
 JOB = {
     "key": "chunked-1",
@@ -71,6 +66,7 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+@pytest.mark.django_db(transaction=True)  # the server's thread counts the address in the database
 def test_wsgiref_which_cannot_read_a_chunked_body_answers_411_in_json() -> None:
     server = make_server("127.0.0.1", 0, application, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -85,57 +81,24 @@ def test_wsgiref_which_cannot_read_a_chunked_body_answers_411_in_json() -> None:
     assert "Content-Length" in json.loads(body)["detail"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
-def gunicorn(tmp_path: object) -> Iterator[int]:
+def gunicorn_port() -> Iterator[int]:
     """gunicorn on the test database, with a 64 KiB request limit."""
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "REMINDERS_MAX_REQUEST_BYTES": str(64 * 1024),
-        "DJANGO_ALLOWED_HOSTS": "localhost",
-        "API_THROTTLE_IP_RATE": "100000/s",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", "1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("gunicorn did not start") from None
-                time.sleep(0.1)
+    env = {"REMINDERS_MAX_REQUEST_BYTES": str(64 * 1024), "API_THROTTLE_IP_RATE": "100000/s"}
+    with gunicorn(extra_env=env) as port:
         yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_gunicorn_reads_a_chunked_job_and_refuses_one_over_the_limit_in_json(gunicorn: int) -> None:
+def test_gunicorn_reads_a_chunked_job_and_refuses_one_over_the_limit_in_json(gunicorn_port: int) -> None:
     token = Token.objects.create(user=UserFactory(queues=["*"])).key
-    status, _, body = _post_chunked(gunicorn, json.dumps(JOB).encode(), token)
+    status, _, body = _post_chunked(gunicorn_port, json.dumps(JOB).encode(), token)
     assert status == 201, body
     assert Job.objects.get(key="chunked-1").occurrences.count() == 1
 
     padded = {**JOB, "key": "chunked-2", "padding": "x" * 70_000}
-    status, headers, body = _post_chunked(gunicorn, json.dumps(padded).encode(), token)
+    status, headers, body = _post_chunked(gunicorn_port, json.dumps(padded).encode(), token)
     assert status == 413
     assert headers["content-type"] == "application/json"
     assert json.loads(body)["limit_bytes"] == 64 * 1024

@@ -12,9 +12,12 @@ import sys
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.recorder import MigrationRecorder
 from django.test import Client
 
-from reminders.models import WorkerHeartbeat
+from reminders.models import RequestCount, WorkerHeartbeat
 from reminders.ops import health
 from tests.ops.processes import ROOT, database_url
 
@@ -95,3 +98,33 @@ def test_the_command_as_a_probe_runs_it_exits_with_the_readiness() -> None:
     health.scan_finished(worker="worker@test")
     ready = subprocess.run(probe, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert ready.returncode == 0, ready.stdout + ready.stderr
+
+
+def test_ready_fails_naming_the_schema_when_a_table_the_service_needs_is_missing() -> None:
+    """A deploy that did not create a table (the runbook's first deploy once missed the throttle cache's)
+    answered 500 on every API request while readiness said ready."""
+    health.scan_finished(worker="worker@test")
+    assert Client().get("/health/ready").status_code == 200
+    table = RequestCount._meta.db_table
+    with connection.cursor() as cursor:  # inside the test's transaction: rolled back after it
+        cursor.execute(f"DROP TABLE {connection.ops.quote_name(table)}")
+
+    response = Client().get("/health/ready")
+
+    assert response.status_code == 503
+    assert response.json()["failing"] == ["schema"]
+    assert table in response.json()["checks"]["schema"]["detail"]
+
+
+def test_ready_fails_naming_a_migration_not_applied() -> None:
+    health.scan_finished(worker="worker@test")
+    [(app, latest)] = [node for node in MigrationLoader(None).graph.leaf_nodes() if node[0] == "reminders"]
+    MigrationRecorder(connection).record_unapplied(app, latest)
+
+    response = Client().get("/health/ready")
+
+    assert response.status_code == 503
+    assert response.json()["failing"] == ["schema"]
+    assert f"reminders.{latest}" in response.json()["checks"]["schema"]["detail"]
+    with pytest.raises(CommandError, match="not ready: schema"):
+        call_command("healthcheck")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reminders.http.limits import parse_rate
+from reminders.http.counts import parse_rate
 from tests.ops.processes import ROOT
 
 
@@ -18,7 +18,8 @@ from tests.ops.processes import ROOT
     [
         ("API_THROTTLE_TOKEN_RATE", "fast", "API throttle rate token='fast'"),
         ("API_THROTTLE_IP_RATE", "10/fortnight", "API throttle rate ip='10/fortnight'"),
-        ("API_THROTTLE_CACHE", "redis", "API_THROTTLE_CACHE must be 'memory' or 'database'"),
+        ("API_THROTTLE_ANSWER_LINK_RATE", "often", "API_THROTTLE_ANSWER_LINK_RATE='often'"),
+        ("REMINDERS_HEALTH_READY_RATE", "1/fortnight", "REMINDERS_HEALTH_READY_RATE='1/fortnight'"),
         ("REMINDERS_HEALTH_MAX_SCAN_AGE_SECONDS", "0", "below the minimum"),
         ("AXES_FAILURE_LIMIT", "many", "AXES_FAILURE_LIMIT='many' is not an integer"),
     ],

@@ -1,13 +1,18 @@
-"""API throttling: per token and per client address, rates from settings, 429 with Retry-After."""
+"""API throttling: per token and per client address, rates from settings, 429 with Retry-After; windows
+that end let their caller in again and are purged."""
 
 from __future__ import annotations
 
 import secrets
+import time
 
 import pytest
+from django.db import connection
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from reminders.models import RequestCount
+from reminders.tasks import purge_old
 from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.django_db]
@@ -90,3 +95,29 @@ def test_a_flood_of_bad_or_missing_tokens_from_one_address_gets_429_past_the_add
     # The address is refused whatever it sends next, a valid token included; another address is not.
     assert _client("10.0.0.66").get(path).status_code == 429
     assert _client("10.0.0.67").get(path).status_code == 200
+
+
+def test_a_refused_caller_is_let_in_again_when_its_window_ends(settings: pytest.FixtureRequest) -> None:
+    settings.API_THROTTLE_RATES = {"token": "1000/s", "ip": "2/s"}
+    caller = APIClient(REMOTE_ADDR="10.0.0.70")
+    assert [caller.get("/api/schema/").status_code for _ in range(3)] == [200, 200, 429]
+    time.sleep(1.05)
+    assert caller.get("/api/schema/").status_code == 200
+
+
+def test_the_hourly_purge_deletes_the_windows_that_ended() -> None:
+    now_ms = int(time.time() * 1000)
+    for ident, expires in (("ended", now_ms - 1), ("current", now_ms + 60_000)):
+        RequestCount.objects.create(
+            scope="ip", ident=ident, window_start=expires - 60_000, expires=expires, ceiling=5, hits=5
+        )
+    purge_old()
+    assert list(RequestCount.objects.values_list("ident", flat=True)) == ["current"]
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_counts_write_no_wal() -> None:
+    with connection.cursor() as cursor:
+        table = RequestCount._meta.db_table
+        cursor.execute("SELECT relpersistence FROM pg_class WHERE relname = %s", [table])
+        assert cursor.fetchone() == ("u",)  # UNLOGGED

@@ -584,14 +584,17 @@ TOKEN_ROUTES = {
     ("answer-page", "*"),
     ("email-unsubscribe", "*"),
 }
+# The email provider's tracking webhook: its credential is the provider's signature over the event, and it
+# is served only while the provider's signing key is set (tests/trainings/test_email_webhooks.py).
+SIGNED_ROUTES = {("anymail-mailgun-tracking", "*")}
 
 
 def test_every_trainings_route_has_a_row_in_the_matrix() -> None:
     routes = _trainings_routes()
     assert len(routes) >= len(MATRIX)  # the walk found the app at all
     assert routes >= ADMIN_ROUTES
-    assert routes >= TOKEN_ROUTES
-    assert routes - ADMIN_ROUTES - TOKEN_ROUTES == set(MATRIX) == set(REQUESTS)
+    assert routes >= TOKEN_ROUTES | SIGNED_ROUTES
+    assert routes - ADMIN_ROUTES - TOKEN_ROUTES - SIGNED_ROUTES == set(MATRIX) == set(REQUESTS)
 
 
 @pytest.mark.parametrize("actor", ["anonymous", "coach_a", "staff", "operator", "superuser"])
@@ -799,9 +802,9 @@ OPERATORS_API = Rule("manage_all_teams or superuser (matrix above)", frozenset({
 LINKED = Rule("read: the team's coaches; write: the account linked to the player/guardian", frozenset({401}))
 COACH_SELF = Rule("the signed-in coach's own profile and devices; others 404", frozenset({401}))
 LINK_TOKEN = Rule("the signed, expiring token in the URL; a session adds nothing", frozenset({400, 404}))
-# Not asked here: anymail mounts every provider's webhooks and an unconfigured one fails (issue 40 item 2
-# mounts only the configured provider's, and tests it).
-PROVIDER = Rule("the email provider's signature (anymail; issue 40 item 2)", frozenset())
+# The configured provider's tracking webhook alone; 404 while its signing key is unset
+# (trainings/push/email/webhooks.py, tests/trainings/test_email_webhooks.py).
+PROVIDER = Rule("the email provider's signature with its key; 404 while the key is unset", frozenset({404}))
 ADMIN_LOGIN = Rule("anyone (the login page itself)", frozenset({200, 302}))
 STAFF_ADMIN = Rule(
     "staff session, the model's permissions; coaches: their teams' rows (ADMIN)", frozenset({302})
@@ -809,10 +812,16 @@ STAFF_ADMIN = Rule(
 ADMIN_OPERATORS = Rule("staff session with manage_all_teams (status, dead letters)", frozenset({302}))
 ADMIN_SUPERUSERS = Rule("superusers, or staff given the model's permissions", frozenset({302}))
 
-# The limits a row names (reminders/http/limits.py, config/settings.py; counts: the "throttle" cache).
+# The limits a row names (reminders/http/limits.py, config/settings.py; counts: reminders.RequestCount, one
+# upsert per request, reminders/http/counts.py).
 API = "API_THROTTLE_IP_RATE per address before authentication, API_THROTTLE_TOKEN_RATE per token; body limit"
 API_ADDRESS = "API_THROTTLE_IP_RATE per address; body limit"
-ANSWER_LINK = "API_THROTTLE_ANSWER_LINK_RATE per link, API_THROTTLE_IP_RATE per address; body limit"
+ANSWER_LINK = (
+    "API_THROTTLE_ANSWER_LINK_RATE per link whose signature holds, API_THROTTLE_IP_RATE per address, counted "
+    "in one statement before the view; body limit"
+)
+EMAIL_LINK = "API_THROTTLE_ANSWER_LINK_RATE per link whose signature holds, API_THROTTLE_IP_RATE per address"
+READY = "REMINDERS_HEALTH_READY_RATE per address, for callers other than loopback and operators"
 LOGIN = "django-axes: AXES_FAILURE_LIMIT failed logins per username and address; body limit"
 BODY = "body limit (REMINDERS_MAX_REQUEST_BYTES) only"
 
@@ -895,14 +904,14 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     # -- links in pushes and emails, the provider's webhooks
     ("answer-link", "GET"):                      ("trainings",               LINK_TOKEN,       ANSWER_LINK),
     ("answer-link", "POST"):                     ("trainings",               LINK_TOKEN,       ANSWER_LINK),
-    ("answer-page", "*"):                        ("trainings",               LINK_TOKEN,       BODY),
-    ("email-unsubscribe", "*"):                  ("trainings",               LINK_TOKEN,       BODY),
-    ("anymail:*", "*"):                          ("anymail",                 PROVIDER,         BODY),
+    ("answer-page", "*"):                        ("trainings",               LINK_TOKEN,       EMAIL_LINK),
+    ("email-unsubscribe", "*"):                  ("trainings",               LINK_TOKEN,       EMAIL_LINK),
+    ("anymail-mailgun-tracking", "*"):           ("trainings",               PROVIDER,         API_ADDRESS),
     # -- operations
     ("home", "*"):                               ("django.views",            PUBLIC,           BODY),
     ("metrics", "*"):                            ("reminders.ops",           METRICS,          BODY),
     ("health-live", "*"):                        ("reminders.ops",           PUBLIC,           BODY),
-    ("health-ready", "*"):                       ("reminders.ops",           HEALTH,           BODY),
+    ("health-ready", "*"):                       ("reminders.ops",           HEALTH,           READY),
     # -- the admin's own pages
     ("admin:index", "*"):                        ("django.contrib.admin",    STAFF_ADMIN,      LOGIN),
     ("admin:login", "*"):                        ("django.contrib.admin",    ADMIN_LOGIN,      LOGIN),
@@ -1046,7 +1055,7 @@ def _row(key: tuple[str, str]) -> tuple[str, Rule, str] | None:
 
 def test_every_route_has_a_row() -> None:
     """A route in the URL conf with no row in ROUTES, or a row naming no route, fails here (listed)."""
-    assert len(SITE_ROUTES) > 150  # the walk found the admin's models and both APIs
+    assert len(SITE_ROUTES) > 120  # the walk found the admin's models and both APIs
     missing = sorted(f"{name} {method} ({route.path})" for (name, method), route in SITE_ROUTES.items()
                      if _row((name, method)) is None)  # fmt: skip
     stale = sorted(f"{name} {method}" for name, method in ROUTES if "*" not in name
@@ -1105,17 +1114,23 @@ def test_a_signed_in_caller_without_the_scheduler_permission_gets_403(key: tuple
 
 
 def test_each_rows_limit_is_the_one_its_view_meets() -> None:
-    """API limits are met under /api/ (the per-address middleware) and by the view's throttles."""
+    """The per-address limit is met under ADDRESS_LIMITED_PATHS (the middleware), the per-token one by the
+    view's throttles, an answer link's by its view's `request_limits` (counted with the address)."""
+    from django.conf import settings
+
     from reminders.http.limits import TokenRateThrottle
 
     wrong = []
     for key, route in SITE_ROUTES.items():
         limit = (_row(key) or ("", PUBLIC, ""))[2]
         throttles = [cls.__name__ for cls in getattr(route.view, "throttle_classes", [])]
-        if limit in (API, API_ADDRESS, ANSWER_LINK) and not route.path.startswith("/api/"):
-            wrong.append(f"{key}: not under /api/, so no address limit")
-        if limit in (API, ANSWER_LINK) and TokenRateThrottle.__name__ not in throttles:
+        counted = route.path.startswith(tuple(settings.ADDRESS_LIMITED_PATHS))
+        if limit in (API, API_ADDRESS, ANSWER_LINK, EMAIL_LINK) and not counted:
+            wrong.append(f"{key}: not under ADDRESS_LIMITED_PATHS, so no address limit")
+        if limit not in (API, API_ADDRESS, ANSWER_LINK, EMAIL_LINK) and counted:
+            wrong.append(f"{key}: under ADDRESS_LIMITED_PATHS, so an address limit its row does not name")
+        if limit == API and TokenRateThrottle.__name__ not in throttles:
             wrong.append(f"{key}: no per-token throttle ({throttles})")
-        if limit == ANSWER_LINK and not any("AnswerLink" in name for name in throttles):
-            wrong.append(f"{key}: no per-link throttle ({throttles})")
+        if limit == ANSWER_LINK and not hasattr(route.view, "request_limits"):
+            wrong.append(f"{key}: no per-link limit counted with the address")
     assert wrong == []

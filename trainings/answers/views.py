@@ -3,13 +3,10 @@ token in the path is the credential for one player, training and kind (trainings
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-from django.core.cache import caches
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -18,11 +15,10 @@ from rest_framework.permissions import AllowAny
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from reminders.api import TokenRateThrottle, json_object_unique, valid_unicode
+from reminders.api import Limit, json_object_unique, valid_unicode
+from trainings.answers.limits import link_limit
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
@@ -36,27 +32,6 @@ from trainings.answers.recording import (
 )
 from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer
 from trainings.answers.values import answers_check
-
-
-class AnswerLinkRateThrottle(SimpleRateThrottle):
-    """Per link (a digest of its token), at API_THROTTLE_ANSWER_LINK_RATE; the per-address API limit
-    applies beside it. A forged token is refused by its signature whatever the rate."""
-
-    scope = "answer_link"
-    cache = caches["throttle"]
-
-    def get_rate(self) -> str:
-        return str(settings.API_THROTTLE_ANSWER_LINK_RATE)
-
-    def allow_request(self, request: Request, view: Any) -> bool:
-        self.rate = self.get_rate()  # read per request: a settings change takes effect
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
-
-    def get_cache_key(self, request: Request, view: Any) -> str | None:
-        token = str(view.kwargs.get("token", ""))
-        return self.cache_format % {"scope": self.scope, "ident": hashlib.sha256(token.encode()).hexdigest()}
-
 
 _LINK_ERRORS = {
     400: OpenApiResponse(description="Not a valid answer link (nothing more is said), or a field error."),
@@ -75,7 +50,19 @@ class AnswerLinkView(APIView):
 
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
-    throttle_classes: list[Any] = [*api_settings.DEFAULT_THROTTLE_CLASSES, AnswerLinkRateThrottle]
+    # No caller is authenticated, so no per-token count; the address's and the link's limits are counted
+    # before the view runs, in one statement (`request_limits`).
+    throttle_classes: list[Any] = []
+
+    @staticmethod
+    def request_limits(request: HttpRequest, token: str) -> list[Limit]:
+        """What a request is counted under beside its address: the link, once its signature holds (a
+        forged token makes no count of its own)."""
+        try:
+            answer_link_read(token)
+        except LinkInvalid:
+            return []
+        return [link_limit(token)]
 
     def _open(self, token: str) -> LinkTarget | Response:
         try:
@@ -135,9 +122,10 @@ class AnswerLinkView(APIView):
     def _post_lean(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase | None:
         """The POST of a valid link with a plain JSON body, asking for JSON, without DRF's request wrapper,
         content negotiation and parsers (per request they cost as much as recording the answer): the same
-        throttles, the same answer, the same response. None for anything else (another content type or
-        Accept, a body DRF's JSON parser or the plain shapes would not take, a token this site did not
-        sign, a throttled link): DRF's dispatch then does it all, and refuses what it refuses."""
+        answer, the same response (the limits were counted before the view, `request_limits`). None for
+        anything else (another content type or Accept, a body DRF's JSON parser or the plain shapes would
+        not take, a token this site did not sign): DRF's dispatch then does it all, and refuses what it
+        refuses."""
         if (
             request.content_type != "application/json"
             or request.headers.get("Accept", "*/*") not in _JSON_ACCEPTS
@@ -158,11 +146,6 @@ class AnswerLinkView(APIView):
         self.args, self.kwargs, self.headers = args, kwargs, self.default_response_headers
         lean: Any = request  # a Django request where DRF's calls expect its own: they read what both have
         self.request = lean
-        # The per-token limit counts authenticated callers; a link's caller never is one (no authentication
-        # classes), so DRF's dispatch lets it through whatever its count.
-        throttles = [t for t in self.get_throttles() if not isinstance(t, TokenRateThrottle)]
-        if not all(throttle.allow_request(lean, self) for throttle in throttles):
-            return None  # DRF's dispatch refuses it again (a refusal records nothing), with its 429
         response = _answered(link, values)
         # What finalize_response reads of a DRF request: the renderer DRF's negotiation would have chosen.
         lean.accepted_renderer, lean.accepted_media_type = _JSON_RENDERER, "application/json"

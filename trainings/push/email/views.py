@@ -1,6 +1,8 @@
 """The pages an email's links open: the answer page (its button records the answer) and the RFC 8058
 one-click unsubscribe. No session: the signed token in the path is the credential, so these forms need no
-CSRF cookie (a forged request would need the token, which is all the power there is)."""
+CSRF cookie (a forged request would need the token, which is all the power there is). Both meet the
+limits an answer link meets: per address (the middleware) and, once the token's signature holds, per link
+(trainings/answers/limits.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from trainings.answers.links import LinkInvalid, expects_response
+from reminders.api import Refused
+from trainings.answers.limits import link_count
+from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
@@ -30,6 +34,13 @@ from trainings.services import preference_set
 @require_http_methods(["GET", "POST"])
 def answer_page(request: HttpRequest, token: str) -> HttpResponse:
     """GET shows the question and the buttons (records nothing: mail scanners follow links); POST records."""
+    try:
+        answer_link_read(token)
+    except LinkInvalid:
+        return _page(request, "This is not a valid answer link.", status=400)
+    refused = link_count(token)
+    if refused is not None:
+        return _too_many(request, refused)
     try:
         target = answer_link_open(token)
     except LinkInvalid:
@@ -63,6 +74,9 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
         return _page(request, _UNSUBSCRIBE_EXPIRED % settings.TRAININGS_EMAIL_UNSUBSCRIBE_DAYS, status=410)
     except (signing.BadSignature, ValueError, TypeError):
         return _page(request, "This is not a valid unsubscribe link.", status=400)
+    refused = link_count(token)
+    if refused is not None:
+        return _too_many(request, refused)
     if request.method == "POST":
         owner = (None, guardian_id) if guardian_id is not None else (player_id, None)
         if not preference_set(player_id=owner[0], guardian_id=owner[1], kind=kind, channels="push"):
@@ -79,3 +93,10 @@ _UNSUBSCRIBE_EXPIRED = (
 
 def _page(request: HttpRequest, message: str, *, status: int = 200) -> HttpResponse:
     return render(request, "trainings/email/message.html", {"message": message}, status=status)
+
+
+def _too_many(request: HttpRequest, refused: Refused) -> HttpResponse:
+    wait = refused.retry_after
+    response = _page(request, f"This link was followed too often: try again in {wait} seconds.", status=429)
+    response["Retry-After"] = str(wait)
+    return response
