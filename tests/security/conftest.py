@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 
 from tests.fake_dns import addrinfo
 
@@ -46,3 +48,14 @@ def _offline_dns(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(netguard.socket, "getaddrinfo", fake_getaddrinfo)
     yield
+
+
+@pytest.fixture
+def wsgi_keeps_the_test_connection() -> Iterator[None]:
+    """Schemathesis calls the raw WSGI app, whose request signals close the database connection after each
+    request: the test's transaction (and its rows) would go with it."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)

@@ -9,13 +9,10 @@ with a valid token, with no token (401) and with a bad one, and on rows that exi
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, Phase, settings
@@ -31,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
 from config.wsgi import application
 from tests.factories import UserFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wsgi_keeps_the_test_connection")]
 
 # The per-address limit counts in the database, which collection may not touch: off while the schema loads
 # (the middleware reads the setting per request; the tests' own requests are counted).
@@ -45,16 +42,6 @@ CONFORMANCE = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-
-
-@pytest.fixture(autouse=True)
-def _keep_the_test_connection() -> Iterator[None]:
-    """The raw WSGI app closes the database connection after each request (see test_schemathesis)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture

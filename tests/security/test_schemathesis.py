@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, Phase, settings
@@ -31,7 +29,7 @@ from reminders.models import CallbackType, OccurrenceStatus
 from tests.factories import JobFactory, OccurrenceFactory, UserFactory
 from tests.security.schemathesis_checks import TOKEN, excluded_checks, schema_authenticated, token_of_the_test
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wsgi_keeps_the_test_connection")]
 
 
 # Loaded at collection: the schema view needs no database. (The lazy `from_fixture` loader does not run
@@ -41,17 +39,6 @@ pytestmark = pytest.mark.django_db
 with override_settings(ADDRESS_LIMITED_PATHS=[]):
     schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
 schema_authenticated(schema)
-
-
-@pytest.fixture(autouse=True)
-def _keep_the_test_connection() -> Iterator[None]:
-    """The raw WSGI app closes the database connection after each request, which would end the test's
-    transaction; Django's own test client disconnects the same handlers."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture

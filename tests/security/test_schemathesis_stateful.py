@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, Phase, settings
@@ -29,7 +28,7 @@ from config.wsgi import application
 from tests.factories import GuardianFactory, MembershipFactory, PlayerFactory, TeamFactory, UserFactory
 from tests.security.schemathesis_checks import TOKEN, excluded_checks, schema_authenticated
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wsgi_keeps_the_test_connection")]
 
 # The per-address limit counts in the database, which collection may not touch: off while the schema loads
 # (the middleware reads the setting per request; the tests' own requests are counted).
@@ -41,16 +40,6 @@ schema_authenticated(schema)
 # run in test_schemathesis.py. SCHEMATHESIS_STATEFUL_EXAMPLES=300 digs deeper on demand.
 SCENARIOS = int(os.environ.get("SCHEMATHESIS_STATEFUL_EXAMPLES", "30"))
 STEPS = 20
-
-
-@pytest.fixture(autouse=True)
-def _keep_the_test_connection() -> Iterator[None]:
-    """The raw WSGI app closes the database connection after each request (see test_schemathesis.py)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 # The rows the fixture made, for the bodies below.
