@@ -285,7 +285,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         super().save_related(request, form, formsets, change)
         if not change:  # no player listed: the team's active players, as the API does
             training_members_invite(training=form.instance)
-        training_reminders_schedule(training=form.instance)
+        training_reminders_schedule(training=form.instance, new=not change)  # new: its invitation at creation
 
     def delete_model(self, request: HttpRequest, obj: Training) -> None:
         with suppress(Training.DoesNotExist):  # someone else deleted it first: what was asked is done
