@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
+from trainings import kinds
 from trainings.digest.firing import digests_take
 from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
@@ -204,7 +205,7 @@ def _due(
     offset = wanted.get(delivery.fire_at)
     at_creation = False
     if offset is None:
-        creation = rule.creation_instant(training, wanted)
+        creation = kinds.of(rule.kind).at_creation(training, wanted)
         if creation is None or creation[0] != delivery.fire_at:
             return Firing(delivery, training, rule, RunOutcome.STALE)
         offset, at_creation = creation[1], True

@@ -25,6 +25,7 @@ from django.utils import timezone
 from common.db_retry import is_transient, transient_retry
 from reminders.api import Callback, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence
+from trainings import kinds
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET
 from trainings.selectors import job_key
@@ -46,7 +47,7 @@ def training_reminders_schedule(
 
     A cancelled training or an inactive rule wants none, so its pending occurrences are cancelled.
     Instants at or before `now` are not scheduled, but for the one an invitation sends at the training's
-    creation when it was created after all of its instants (`ReminderRule.creation_instant`): wanted when
+    creation when it was created after all of its instants (`Kind.at_creation`): wanted when
     the training is saved new (`new`), and kept afterwards (a move, a rescan) only while its job holds it,
     so a move never sends one that was not sent at creation, nor sends it twice.
     Returns how many instants are now wanted.
@@ -66,7 +67,8 @@ def training_reminders_schedule(
         if rule.active and not training.cancelled:
             instants = [instant for instant, _ in rule.instants_for(training)]
             wanted_by_rule[rule] = [instant for instant in instants if instant > now]
-            creation = rule.creation_instant(training, instants) if training.start > now else None
+            kind = kinds.of(rule.kind)
+            creation = kind.at_creation(training, instants) if training.start > now else None
             if creation is not None and (new or _holds(linked, rule, creation[0])):
                 wanted_by_rule[rule].insert(0, creation[0])  # past: due at once (fired: stays as it is)
     for rule, wanted in wanted_by_rule.items():

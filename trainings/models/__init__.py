@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -55,14 +54,7 @@ from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
 from trainings.models.preferences import ReminderPreference as ReminderPreference
 from trainings.models.quiet_hours import quiet_hours_both_or_none
-from trainings.offsets import (
-    Offset,
-    OffsetError,
-    is_time_zone,
-    offset_between,
-    parse_stored_offsets,
-    shift,
-)
+from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
 
@@ -263,28 +255,6 @@ class ReminderRule(models.Model):
         anchor, zone = kind.anchor_of(training), training.zone
         pairs = [(shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.all_offsets()]
         return sorted(pairs)
-
-    def creation_instant(
-        self, training: Training, instants: Iterable[datetime] | None = None
-    ) -> tuple[datetime, Offset] | None:
-        """The one reminder sent when the training is created, in place of the ones it was created too late
-        for: a kind whose window opens at creation (the invitation) whose every instant (`instants`, this
-        rule's for the training when not given) is at or before `created_at`, for a training that starts
-        after it. Otherwise nobody would be asked at all. Its offset says how far the start is from it.
-
-        Derived from the training's row, so a move or a rescan wants the same instant again: an occurrence
-        that already fired covers it and nothing goes twice.
-        """
-        kind = kinds.of(self.kind)
-        created = training.created_at
-        if not kind.open_from_creation or kind.instants is not None or created is None:
-            return None
-        if created >= training.start:
-            return None
-        wanted = [instant for instant, _ in self.instants_for(training)] if instants is None else instants
-        if any(instant > created for instant in wanted):
-            return None
-        return created, offset_between(kind.anchor_of(training), created)
 
 
 class ReminderTemplate(models.Model):
