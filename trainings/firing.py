@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
+from trainings import kinds
 from trainings.digest.firing import digests_take
 from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
@@ -35,6 +36,7 @@ from trainings.publishing import pushes_publish, pushes_record
 from trainings.recipients import (
     Recipient,
     Reminded,
+    recipients_reached_by_rule,
     recipients_reminded,
     reminder_recipients_many,
 )
@@ -179,6 +181,7 @@ class _Due:
     rule: ReminderRule
     offset: Offset
     expires_at: datetime
+    at_creation: bool = False  # the invitation sent at creation, in place of the ones it came too late for
 
 
 # A rule's instants for a training's times, by (rule, start, end, zone): a chunk's trainings share them.
@@ -200,9 +203,14 @@ def _due(
     if wanted is None:
         wanted = instants[times] = dict(rule.instants_for(training))
     offset = wanted.get(delivery.fire_at)
+    at_creation = False
     if offset is None:
-        return Firing(delivery, training, rule, RunOutcome.STALE)
-    return _Due(delivery, training, rule, offset, push_expiry(training=training, kind=rule.kind))
+        creation = kinds.of(rule.kind).at_creation(training, wanted)
+        if creation is None or creation[0] != delivery.fire_at:
+            return Firing(delivery, training, rule, RunOutcome.STALE)
+        offset, at_creation = creation[1], True
+    expires_at = push_expiry(training=training, kind=rule.kind)
+    return _Due(delivery, training, rule, offset, expires_at, at_creation)
 
 
 def _firing(
@@ -213,10 +221,11 @@ def _firing(
     held_until: dict[tuple[int, int | None], datetime],
 ) -> Firing:
     """The pending players' recipients minus those already reminded at this offset, and, while the rule
-    runs an experiment, minus those whose arm does not remind at it; one push each."""
+    runs an experiment, minus those whose arm does not remind at it (the invitation at creation goes to
+    every arm: each had missed all of its own); one push each."""
     delivery, training, rule = due.delivery, due.training, due.rule
     assigned: list[int] = []
-    if rule.experiment_id is not None:
+    if rule.experiment_id is not None and not due.at_creation:
         arms, count = rule.arms_at(due.offset), len(rule.arm_offsets())
         assigned = sorted({person.pk for person in pending})
         pending = [p for p in pending if arm_of(rule.experiment_id, p.pk, count) in arms]
@@ -226,10 +235,16 @@ def _firing(
         for occurrence_key, recipient, then in reminded.get((training.pk, rule.pk, str(due.offset)), [])
         if occurrence_key != delivery.idempotency_key and (then is None or abs(then - due.expires_at) < limit)
     }
+    if due.at_creation:  # in place of the missed ones: not to one an earlier reminder of the rule reached
+        already |= recipients_reached_by_rule(
+            training_id=training.pk, rule_id=rule.pk, besides=delivery.idempotency_key
+        )
     recipients = [person for person in pending if (person.pk, person.guardian) not in already]
     if not recipients:
         return Firing(delivery, training, rule, RunOutcome.NOBODY_LEFT, assigned=assigned)
-    firing = recipients_pushes(delivery, training, rule, recipients, due.offset, start_texts, held_until)
+    firing = recipients_pushes(
+        delivery, training, rule, recipients, due.offset, start_texts, held_until, at_creation=due.at_creation
+    )
     firing.assigned = assigned
     return firing
 
@@ -242,10 +257,17 @@ def recipients_pushes(
     offset: Offset,
     start_texts: StartTexts | None = None,
     held_until: dict[tuple[int, int | None], datetime] | None = None,
+    *,
+    at_creation: bool = False,
 ) -> Firing:
     """One unsaved Push per recipient (a player, or a guardian of theirs), its text rendered in their
     language and zone; held behind a push of this training still held for that recipient (`held_until`:
-    (player, guardian) -> latest release)."""
+    (player, guardian) -> latest release).
+
+    `at_creation`: the invitation sent when the training was created too late for its rule's instants. It
+    is the only one its recipients get, so quiet hours that end after the start do not skip it: it goes at
+    once, with the reason recorded (the moved notice's rule, trainings/notices.py); shorter ones hold it.
+    """
     templates = list(rule.templates.all())
     expires_at = push_expiry(training=training, kind=rule.kind)
     # Players sharing language and zone share a text; sharing zone and quiet hours, a status.
@@ -272,6 +294,12 @@ def recipients_pushes(
                 if critical
                 else quiet_status(player, training, delivery.fire_at, expires_at, held_until=behind)
             )
+            if at_creation and status[0] == PushStatus.SKIPPED:
+                status = status_for[quiet] = (
+                    PushStatus.PENDING,
+                    None,
+                    f"sent in quiet hours: the training starts before they end ({status[2]})",
+                )
         pushes.append(
             push_for(
                 delivery,

@@ -17,7 +17,7 @@ it) or with its last reminder (after it); nothing is sent once its pushes have e
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, cast
@@ -28,7 +28,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils.choices import CallableChoiceIterator
 
 from trainings.digest import timing
-from trainings.offsets import Offset
+from trainings.offsets import Offset, offset_between
 
 
 class TrainingTimes(Protocol):
@@ -169,6 +169,24 @@ class Kind:
         if self.sign < 0:
             return (None if self.open_from_creation else anchor - span), anchor
         return (None if self.open_from_creation else anchor), anchor + span
+
+    def at_creation(
+        self, training: TrainingTimes, instants: Iterable[datetime]
+    ) -> tuple[datetime, Offset] | None:
+        """The one reminder sent when the training is created, in place of the ones it came too late for,
+        with its offset (how far the anchor is from it): for a kind whose window opens at creation (the
+        invitation) when every one of its rule's `instants` is at or before `created_at` and the training
+        starts after it; otherwise None. Without it nobody would be asked at all.
+
+        Derived from the training's row, so the firing handler recognises it and a move or a rescan can
+        want the same instant again (trainings.scheduling keeps it only while its job holds it).
+        """
+        created = getattr(training, "created_at", None)
+        if not self.open_from_creation or self.instants is not None or self.to != "players":
+            return None
+        if created is None or created >= training.start or any(instant > created for instant in instants):
+            return None
+        return created, offset_between(self.anchor_of(training), created)
 
     @property
     def short(self) -> str:

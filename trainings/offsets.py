@@ -77,6 +77,17 @@ def parse_stored_offsets(value: object) -> list[Offset]:
     return parse_offsets(value)  # type: ignore[arg-type]
 
 
+def offset_between(anchor: datetime, moment: datetime) -> Offset:
+    """How far `anchor` is from `moment`, as a push says it: rounded to minutes below two hours, hours
+    below two days, else days (at least one minute)."""
+    minutes = max(1, round(abs((anchor - moment).total_seconds()) / 60))
+    if minutes < 120:
+        return Offset(minutes, "m")
+    if minutes < 2 * 1440:
+        return Offset(round(minutes / 60), "h")
+    return Offset(round(minutes / 1440), "d")
+
+
 def shift(anchor: datetime, offset: Offset, *, sign: int, zone: ZoneInfo) -> datetime:
     """`anchor` moved by `offset` (sign -1 = before, +1 = after), as an aware UTC instant."""
     if anchor.tzinfo is None:

@@ -191,6 +191,20 @@ def recipients_reminded(triples: set[tuple[Any, int, str]]) -> Reminded:
     return reminded
 
 
+def recipients_reached_by_rule(
+    *, training_id: Any, rule_id: int, besides: str
+) -> set[tuple[int, int | None]]:
+    """The recipients (player, guardian) a push of this rule for this training reached or will reach, from
+    an occurrence other than `besides` (its key), at any offset; one query. The invitation at creation
+    stands in for the ones missed: whoever had one of them does not get it (trainings.firing)."""
+    return set(
+        Push.objects.filter(training_id=training_id, rule_id=rule_id)
+        .exclude(occurrence_key=besides)
+        .exclude(status__in=[PushStatus.WITHDRAWN, PushStatus.SKIPPED])
+        .values_list("player_id", "guardian_id")
+    )
+
+
 def recipients_names(recipients: Iterable[Recipient]) -> tuple[str, ...]:
     """The recipients as a coach reads them, sorted: "Anna", "Maria (for Anna)"; two queries."""
     recipients = list(recipients)

@@ -15,7 +15,7 @@ from django.utils import formats, translation
 from reminders.api import Delivery
 from trainings import kinds
 from trainings.models import PushStatus, ReminderRule, ReminderTemplate, Training, render_template
-from trainings.offsets import Offset, is_time_zone
+from trainings.offsets import Offset, is_time_zone, offset_between
 
 _FALLBACK_TITLE = "{title}"
 _FALLBACK_BODY = "Reminder: {title} starts {start_date} at {start_time}."
@@ -105,14 +105,8 @@ def push_render(
 
 def offset_at(*, training: Training, kind: str, now: datetime) -> Offset:
     """The `{offset}` of a push sent at `now`: how far the rule's anchor (the start, or the end for POST)
-    is from it, rounded to minutes below two hours, hours below two days, else days."""
-    anchor = kinds.of(kind).anchor_of(training)
-    minutes = max(1, round(abs((anchor - now).total_seconds()) / 60))
-    if minutes < 120:
-        return Offset(minutes, "m")
-    if minutes < 2 * 1440:
-        return Offset(round(minutes / 60), "h")
-    return Offset(round(minutes / 1440), "d")
+    is from it (`offset_between`)."""
+    return offset_between(kinds.of(kind).anchor_of(training), now)
 
 
 def notice_render(*, kind: kinds.Kind, training: Training, player: Addressee) -> Rendered:

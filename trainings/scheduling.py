@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from common.db_retry import is_transient, transient_retry
 from reminders.api import Callback, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
-from reminders.models import CallbackType, Job
+from reminders.models import CallbackType, Job, Occurrence
+from trainings import kinds
 from trainings.models import ReminderRule, Training, TrainingJob
 from trainings.offsets import MAX_OFFSET
 from trainings.selectors import job_key
@@ -45,7 +46,11 @@ def training_reminders_schedule(
     """Make each rule's job hold exactly the future instants it wants for this training.
 
     A cancelled training or an inactive rule wants none, so its pending occurrences are cancelled.
-    Instants at or before `now` are not scheduled. Returns how many instants are now wanted.
+    Instants at or before `now` are not scheduled, but for the one an invitation sends at the training's
+    creation when it was created after all of its instants (`Kind.at_creation`): wanted when
+    the training is saved new (`new`), and kept afterwards (a move, a rescan) only while its job holds it,
+    so a move never sends one that was not sent at creation, nor sends it twice.
+    Returns how many instants are now wanted.
     The training's jobs are the ones linked to it (`TrainingJob`); a new one is created under a key no
     other job holds, so a row someone else made under the usual key is never taken over. A linked job is
     replaced by `job_upsert`; the new ones are inserted together (one statement for the jobs and their
@@ -54,13 +59,18 @@ def training_reminders_schedule(
     """
     now = now or timezone.now()
     wanted_by_rule: dict[ReminderRule, list[datetime]] = {}
-    for rule in _rules_all() if rules is None else rules:
-        wanted_by_rule[rule] = []
-        if rule.active and not training.cancelled:
-            wanted_by_rule[rule] = [instant for instant, _ in rule.instants_for(training) if instant > now]
     linked: dict[int, str] = {}
     if not new:
         linked = dict(TrainingJob.objects.filter(training=training).values_list("rule_id", "job__key"))
+    for rule in _rules_all() if rules is None else rules:
+        wanted_by_rule[rule] = []
+        if rule.active and not training.cancelled:
+            instants = [instant for instant, _ in rule.instants_for(training)]
+            wanted_by_rule[rule] = [instant for instant in instants if instant > now]
+            kind = kinds.of(rule.kind)
+            creation = kind.at_creation(training, instants) if training.start > now else None
+            if creation is not None and (new or _holds(linked, rule, creation[0])):
+                wanted_by_rule[rule].insert(0, creation[0])  # past: due at once (fired: stays as it is)
     for rule, wanted in wanted_by_rule.items():
         key = linked.get(rule.pk)
         if key is not None:
@@ -68,6 +78,12 @@ def training_reminders_schedule(
     fresh = [rule for rule, wanted in wanted_by_rule.items() if wanted and rule.pk not in linked]
     _jobs_link(training, fresh, wanted_by_rule, check_keys=not new)
     return sum(len(wanted) for wanted in wanted_by_rule.values())
+
+
+def _holds(linked: dict[int, str], rule: ReminderRule, instant: datetime) -> bool:
+    """Whether the rule's job for this training has an occurrence at `instant`, in any status."""
+    key = linked.get(rule.pk)
+    return key is not None and Occurrence.objects.filter(job__key=key, fire_at=instant).exists()
 
 
 @cache

@@ -47,3 +47,15 @@ def open_kind(training: Training, rules: Iterable[ReminderRule], now: datetime) 
         if window_state(training, kind.code, rules, now) == OPEN:
             return kind.code
     return None
+
+
+def open_until(training: Training, rules: Iterable[ReminderRule], now: datetime) -> datetime | None:
+    """When the last answer window still open at `now` closes (a post-training questionnaire's, after the
+    end); None when none is open. The training list says it in place of "Done"."""
+    rules = list(rules)
+    closes = [
+        kind.window(training, _span(rules, kind.code))[1]
+        for kind in kinds.rule_kinds()
+        if window_state(training, kind.code, rules, now) == OPEN
+    ]
+    return max(closes, default=None)

@@ -28,6 +28,7 @@ from trainings.models import (
     InvitationStatus,
     Player,
     PushSend,
+    ReminderRule,
     ReminderRun,
     RunOutcome,
     SendStatus,
@@ -230,6 +231,8 @@ def soon(u15: Team, coaches: tuple[Coach, Coach]) -> Training:
     """A training starting in two hours, on a team alerted of declines within three."""
     Team.objects.filter(pk=u15.pk).update(decline_alert_within="3h")
     u15.refresh_from_db()
+    # Not under test: the invitation a training this close sends at its creation (test_late_invitation.py).
+    ReminderRule.objects.filter(slug="invitation").update(active=False)
     return training_made(u15, timezone.now().replace(microsecond=0) + dt.timedelta(hours=2))
 
 

@@ -34,6 +34,8 @@ def _held_training(team: Team, rules: dict[str, ReminderRule], start: dt.datetim
     team.quiet_end = (fire_at + dt.timedelta(minutes=45)).astimezone(paris).time()
     team.save()
     team.players.update(time_zone="Etc/GMT-1")  # a fixed UTC+1: no clock change in the way
+    # Not under test: the invitation a training this close sends at its creation (test_late_invitation.py).
+    ReminderRule.objects.filter(pk=rules["invitation"].pk).update(active=False)
     training = training_create(team=team, title="Held", start=start, end=start + dt.timedelta(hours=1),
                                time_zone="Europe/Paris")  # fmt: skip
     rule = rules["pre-questionnaire"]

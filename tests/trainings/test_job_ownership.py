@@ -183,6 +183,8 @@ def test_a_job_someone_else_pointed_at_the_trainings_handler_reaches_nobody(team
     from trainings.models import Push, ReminderRun, RunOutcome
 
     mallory = UserFactory(username="mallory", queues=["*"])
+    # Not under test: the invitation a training this close sends at its creation (test_late_invitation.py).
+    ReminderRule.objects.filter(pk=rules["invitation"].pk).update(active=False)
     start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=15, seconds=30)
     training = training_create(
         team=team, title="Speed", start=start, end=start + dt.timedelta(hours=1), time_zone="Europe/Paris"

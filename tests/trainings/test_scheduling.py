@@ -83,8 +83,8 @@ def test_it_does_not_schedule_offsets_already_past(team, rules) -> None:
     assert _pending(training, rules["pre-questionnaire"]) == [
         start - dt.timedelta(minutes=m) for m in (45, 30, 15)
     ]
-    # Every invitation offset is past, so no job row at all for that rule.
-    assert not Job.objects.filter(key=job_key(training_id=training.pk, rule=rules["invitation"])).exists()
+    # Every invitation offset is past: the one invitation at creation stands in for them.
+    assert _pending(training, rules["invitation"]) == [training.created_at]
 
 
 def test_moving_by_30_minutes_moves_every_pending_reminder_and_leaves_none_stale(team, rules) -> None:

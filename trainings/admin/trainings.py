@@ -60,7 +60,7 @@ from trainings.services import (
     training_remind_now,
     training_reminders_schedule,
 )
-from trainings.windows import CLOSED, NOT_YET, open_kind, window_state
+from trainings.windows import CLOSED, NOT_YET, open_kind, open_until, window_state
 
 
 def _players_rules() -> QuerySet[ReminderRule]:
@@ -285,7 +285,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         super().save_related(request, form, formsets, change)
         if not change:  # no player listed: the team's active players, as the API does
             training_members_invite(training=form.instance)
-        training_reminders_schedule(training=form.instance)
+        training_reminders_schedule(training=form.instance, new=not change)  # new: its invitation at creation
 
     def delete_model(self, request: HttpRequest, obj: Training) -> None:
         with suppress(Training.DoesNotExist):  # someone else deleted it first: what was asked is done
@@ -372,7 +372,15 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             return format_html('<span class="state-cancelled">{}</span>', "Cancelled")
         if now < training.start:
             return format_html("{}", "Upcoming")
-        return format_html("{}", "In progress" if now < training.end else "Done")
+        if now < training.end:
+            return format_html("{}", "In progress")
+        rules = getattr(training, "active_rules", None)
+        rules = list(ReminderRule.objects.filter(active=True)) if rules is None else rules
+        until = open_until(training, rules, now)
+        if until is None:
+            return format_html("{}", "Done")
+        # Ended, but players are still asked and answers still count as owed: not "Done" yet.
+        return format_html("Ended; questionnaire open until {}", local_html(until, training.zone))
 
     @admin.display(description="Player grid")
     def player_grid(self, training: Training) -> SafeString:

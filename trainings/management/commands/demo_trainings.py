@@ -54,7 +54,11 @@ class Command(BaseCommand):
 
         now = timezone.now().replace(microsecond=0)
         # The 15-min pre-questionnaire reminder in 2 minutes; Alice has already answered, so she is skipped.
+        # Created 17 minutes ahead, after all its invitation instants, it sends its invitation at once; all
+        # have said they come already here, so that one reaches nobody and the questionnaire is what is owed.
         pre = self._training(team, "Demo pre-training", start=now + dt.timedelta(minutes=17), minutes=60)
+        for accepted in pre.invitations.all():
+            invitation_respond(invitation=accepted, status=InvitationStatus.ACCEPTED)
         answer_record(training=pre, player=players["Alice"], phase=kinds.PRE.code, answers={"sleep": 8})
         # The 6-hour invitation reminder in 3 minutes; Bruno has accepted, so he is skipped.
         invitation = self._training(
@@ -67,7 +71,7 @@ class Command(BaseCommand):
         self._training(team, "Demo post-training", start=now - dt.timedelta(minutes=71), minutes=60)
 
         self.stdout.write(self.style.SUCCESS(f"Demo team {team.name!r} with {len(players)} players."))
-        upcoming: list[tuple[Training, Any]] = []  # each training with its next reminder, soonest first
+        upcoming: list[tuple[Training, Any]] = []  # each training's scheduled reminders, soonest first
         for training in Training.objects.filter(team=team, created_at__gte=now).order_by("created_at"):
             scheduled = [e for e in training_timeline(training=training) if e.status == "scheduled"]
             first = scheduled[0] if scheduled else None
@@ -79,8 +83,7 @@ class Command(BaseCommand):
                 f"  {training.title}: next reminder {when}   "
                 f"{site_url(f'/admin/trainings/training/{training.pk}/change/')}"
             )
-            if first is not None:
-                upcoming.append((training, first))
+            upcoming += [(training, entry) for entry in scheduled]
         upcoming.sort(key=lambda pair: pair[1].fire_at)
         self.stdout.write(
             "Answer as a player in one tap (the answer page, in a browser): the next reminder of that "
