@@ -9,7 +9,6 @@ import pytest
 
 from tests.browser.conftest import log_in, shot
 from tests.factories import UserFactory, rules_seeded
-from trainings.models import ReminderRule
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
