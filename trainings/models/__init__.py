@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime
+from datetime import datetime, time
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -73,6 +73,8 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
+QUIET_START_DEFAULT = time(22, 0)
+QUIET_END_DEFAULT = time(7, 0)
 _QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
 
 
@@ -81,11 +83,15 @@ class Team(DigestTimes, models.Model):
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
     created_at = models.DateTimeField(auto_now_add=True)
-    # Quiet hours, wall-clock time in each player's zone (e.g. 22:00-07:00): trainings/push/quiet.py.
+    # Quiet hours, wall-clock time in each player's zone: trainings/push/quiet.py. A new team starts with
+    # 22:00-07:00 (docs/quiet-hours.md), so a late training's post-questionnaire waits for the morning.
     quiet_start = models.TimeField(
-        null=True, blank=True, help_text="Players get no push from (local time)..."
+        null=True,
+        blank=True,
+        default=QUIET_START_DEFAULT,
+        help_text="Players get no push from (local time)...",
     )
-    quiet_end = models.TimeField(null=True, blank=True, help_text=_QUIET_END_HELP)
+    quiet_end = models.TimeField(null=True, blank=True, default=QUIET_END_DEFAULT, help_text=_QUIET_END_HELP)
     reminds = models.CharField(
         max_length=10,
         choices=Reminds.choices,
