@@ -14,7 +14,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 
-from trainings.admin.operators import OffsetsField, _OperatorsOnly
+from trainings.admin.offsets_field import OffsetsField
+from trainings.admin.operators import _OperatorsOnly
 from trainings.experiments.control import experiment_promote, experiment_start, experiment_stop
 from trainings.experiments.results import CONFIDENCES, ArmResult, experiment_results
 from trainings.models import Experiment, ExperimentStatus, ReminderRule

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin
 from django.db.models import F, QuerySet
 from django.forms import ModelForm
@@ -18,7 +17,7 @@ from common.templatetags.admin_time import seconds
 from reminders.api import job_describer_register
 from trainings import kinds
 from trainings.admin.html import local_time, rule_label
-from trainings.critical import ALL
+from trainings.admin.offsets_field import OffsetsField
 from trainings.delivery import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.models import (
     DeliveredPush,
@@ -31,7 +30,7 @@ from trainings.models import (
     ReminderTemplate,
     TrainingJob,
 )
-from trainings.offsets import OffsetError, offsets_from_text
+from trainings.offsets import OffsetError
 from trainings.push.devices import token_preview
 from trainings.selectors import trainings_visible_to, user_sees_all_teams
 from trainings.services import rule_delete, rule_reschedule_on_commit
@@ -58,29 +57,6 @@ class _OperatorsOnly:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._operator(request)
-
-
-class OffsetsField(forms.Field):
-    """Offsets typed and shown as a person writes them, "90m, 75m, 15m" (stored as a list); with
-    `allow_all`, the word "all" too. The items are checked by the model's or the form's validators."""
-
-    widget = forms.TextInput(attrs={"class": "vTextField", "placeholder": "90m, 75m, 15m"})
-
-    def __init__(self, *, allow_all: bool = False, **kwargs: Any) -> None:
-        self.allow_all = allow_all
-        super().__init__(**kwargs)
-
-    def prepare_value(self, value: Any) -> Any:
-        return ", ".join(map(str, value)) if isinstance(value, list) else value
-
-    def to_python(self, value: Any) -> list[str] | str:
-        text = "" if value is None else str(value).strip()
-        if self.allow_all and text.lower() == ALL:
-            return ALL
-        return offsets_from_text(text)
-
-    def has_changed(self, initial: Any, data: Any) -> bool:
-        return self.to_python(self.prepare_value(initial)) != self.to_python(data)
 
 
 class _EngineFieldsForOperators:

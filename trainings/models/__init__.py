@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, time
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -53,7 +53,7 @@ from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
 from trainings.models.preferences import ReminderPreference as ReminderPreference
-from trainings.models.quiet_hours import quiet_hours_both_or_none
+from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
@@ -73,8 +73,6 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-QUIET_START_DEFAULT = time(22, 0)
-QUIET_END_DEFAULT = time(7, 0)
 _QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
 
 
@@ -83,8 +81,7 @@ class Team(DigestTimes, models.Model):
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
     created_at = models.DateTimeField(auto_now_add=True)
-    # Quiet hours, wall-clock time in each player's zone: trainings/push/quiet.py. A new team starts with
-    # 22:00-07:00 (docs/quiet-hours.md), so a late training's post-questionnaire waits for the morning.
+    # Quiet hours, wall-clock time in each player's zone (trainings/push/quiet.py); new teams: 22:00-07:00.
     quiet_start = models.TimeField(
         null=True,
         blank=True,
