@@ -148,6 +148,10 @@ class TeamFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"Team {n}")
     time_zone = "Europe/Paris"
+    # No quiet hours unless a test sets them (a new team's default is 22:00-07:00): the tests' trainings
+    # fire at any hour and mean what they meant before that default.
+    quiet_start = None
+    quiet_end = None
 
     @factory.post_generation
     def coaches(self, create: bool, extracted: list | None, **kwargs: object) -> None:

@@ -62,6 +62,12 @@ def parse_offsets(texts: Iterable[str]) -> list[Offset]:
     return sorted({Offset.parse(text) for text in texts}, key=lambda o: (o.approximate(), o.unit))
 
 
+def offsets_from_text(text: str) -> list[str]:
+    """Offsets as a person types them, "90m, 75m 15m", as the stored list ["90m", "75m", "15m"] (each item
+    checked by `parse_offsets`/`validate_offsets`, not here)."""
+    return [part for part in text.replace(",", " ").split() if part]
+
+
 @lru_cache(maxsize=256)
 def parse_offsets_cached(texts: tuple[str, ...]) -> tuple[Offset, ...]:
     """`parse_offsets` of a rule's stored list, remembered: every training's scheduling reads each rule's

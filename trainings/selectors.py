@@ -84,6 +84,23 @@ def guardians_visible_to(user: User) -> QuerySet[Guardian]:
     return Guardian.objects.filter(players__in=players_visible_to(user)).distinct()
 
 
+def team_zone_of_players(players: list[Player] | QuerySet[Player]) -> str | None:
+    """The zone a person added for these players starts with: the team of the first one that plays in
+    one (active membership, oldest first), else that player's own zone; None for no player."""
+    ids = [player.pk for player in players]
+    if not ids:
+        return None
+    zone = (
+        Membership.objects.filter(player_id__in=ids, active=True)
+        .order_by("joined_at", "pk")
+        .values_list("team__time_zone", flat=True)
+        .first()
+    )
+    return (
+        zone or Player.objects.filter(pk__in=ids).order_by("pk").values_list("time_zone", flat=True).first()
+    )
+
+
 def active_member_ids(team: Team) -> set[int]:
     return set(Membership.objects.filter(team=team, active=True).values_list("player_id", flat=True))
 

@@ -164,7 +164,9 @@ def run(h: Harness) -> Section:
     section = Section("answers")
     n = 600 if h.quick else 3_000
     rounds = 3 if h.quick else 5
-    team = tm.Team.objects.create(name="bench answers", time_zone="Europe/Paris")
+    team = tm.Team.objects.create(
+        name="bench answers", time_zone="Europe/Paris", quiet_start=None, quiet_end=None
+    )
     players = tm.Player.objects.bulk_create([tm.Player(name=f"bench answer {i}") for i in range(n)])
     tm.Membership.objects.bulk_create([tm.Membership(team=team, player=p, active=True) for p in players])
     start = (timezone.now() + timedelta(days=2)).replace(microsecond=0)

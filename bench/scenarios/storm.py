@@ -73,7 +73,10 @@ def _setup(n: int) -> Storm:
     from trainings.services import training_create
 
     teams = tm.Team.objects.bulk_create(
-        [tm.Team(name=f"storm team {i}", time_zone="Europe/Berlin") for i in range(n)]
+        [
+            tm.Team(name=f"storm team {i}", time_zone="Europe/Berlin", quiet_start=None, quiet_end=None)
+            for i in range(n)
+        ]
     )
     players = tm.Player.objects.bulk_create(
         [tm.Player(name=f"storm player {i}") for i in range(n * PLAYERS)], batch_size=5000

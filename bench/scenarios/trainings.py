@@ -46,7 +46,10 @@ def run(h: Harness) -> Section:
     h.declare(push_queue)
     team_count = max(1, n // TRAININGS_PER_TEAM)
     teams = tm.Team.objects.bulk_create(
-        [tm.Team(name=f"bench team {i}", time_zone="Europe/Berlin") for i in range(team_count)]
+        [
+            tm.Team(name=f"bench team {i}", time_zone="Europe/Berlin", quiet_start=None, quiet_end=None)
+            for i in range(team_count)
+        ]
     )
     players = tm.Player.objects.bulk_create(
         [tm.Player(name=f"bench player {i}") for i in range(team_count * PLAYERS_PER_TEAM)]

@@ -257,7 +257,7 @@ def test_editing_a_rule_in_the_admin_reschedules_after_commit(
     templates = list(rule.templates.order_by("id"))
     form: dict[str, Any] = {
         "kind": "PRE",
-        "offsets": '["20m"]',
+        "offsets": "20m",
         "active": "on",
         "templates-TOTAL_FORMS": len(templates),
         "templates-INITIAL_FORMS": len(templates),
@@ -289,7 +289,7 @@ def test_a_rule_with_a_bad_offset_or_placeholder_is_refused(admin_client, rules)
         {
             "slug": "bad",
             "kind": "PRE",
-            "offsets": '["90 minutes"]',
+            "offsets": "90min",
             "active": "on",
             "templates-TOTAL_FORMS": 1,
             "templates-INITIAL_FORMS": 0,

@@ -85,7 +85,7 @@ def test_the_page_names_its_own_players_and_not_every_player_of_the_club(
     """Each row's player is a search box showing that player: the club's other players (here 30 on a
     second team of the coach's) are found by typing, not listed in every row."""
     training = training_made(team, timezone.now() + dt.timedelta(days=2))
-    other = Team.objects.create(name="U17", time_zone="Europe/Paris")
+    other = Team.objects.create(name="U17", time_zone="Europe/Paris", quiet_start=None, quiet_end=None)
     other.coaches.add(*team.coaches.all())
     for i in range(30):
         MembershipFactory(team=other, player=PlayerFactory(name=f"Elsewhere {i}"))

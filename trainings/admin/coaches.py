@@ -9,6 +9,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from trainings.admin.html import rule_label
+from trainings.admin.operators import _EngineFieldsForOperators
 from trainings.admin.people import OwnDeviceInline, ZoneAndLanguageLists
 from trainings.kinds import coach_kinds
 from trainings.models import CoachPush
@@ -53,14 +55,21 @@ class CoachKindFilter(admin.SimpleListFilter):
 
 
 @admin.register(CoachPush)
-class CoachPushAdmin(admin.ModelAdmin):
+class CoachPushAdmin(_EngineFieldsForOperators, admin.ModelAdmin):
     """What each coach was told, or why not (held, skipped), read-only."""
 
     list_display = ["fire_at", "kind", "coach", "team", "owing", "status", "status_reason"]
     list_filter = [CoachKindFilter, "status"]
-    fields = ("coach", "team", "training", "rule", "player", "kind", "language", "title", "body", "owing",
-              "fire_at", "expires_at", "status", "release_at", "status_reason", "sent_at", "key")  # fmt: skip
+    fields = ("coach", "team", "training", "rule_name", "player", "kind", "language", "title", "body",
+              "owing", "fire_at", "expires_at", "status", "release_at", "status_reason", "sent_at",
+              "key")  # fmt: skip
     readonly_fields = fields
+    operator_fields = ("key",)
+
+    @admin.display(description="rule")
+    def rule_name(self, push: CoachPush) -> str:
+        return rule_label(push.rule) if push.rule else "—"
+
     date_hierarchy = "fire_at"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[CoachPush]:

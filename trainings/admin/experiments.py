@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 
+from trainings.admin.offsets_field import OffsetsField
 from trainings.admin.operators import _OperatorsOnly
 from trainings.experiments.control import experiment_promote, experiment_start, experiment_stop
 from trainings.experiments.results import CONFIDENCES, ArmResult, experiment_results
@@ -23,18 +24,13 @@ from trainings.offsets import validate_offsets
 VARIANT_FIELDS = 2  # variants the start form offers (the service takes up to MAX_VARIANTS)
 
 
-def _offsets(text: str) -> list[str]:
-    """ "120m, 45m 15m" as ["120m", "45m", "15m"]."""
-    return [part for part in text.replace(",", " ").split() if part]
-
-
 class ExperimentStartForm(forms.ModelForm):
     """The rule, a name and the variants' offsets as typed ("120m, 45m, 15m")."""
 
     variant_1_label = forms.CharField(max_length=50, required=False, initial="variant A")
-    variant_1_offsets = forms.CharField(help_text='e.g. "120m, 45m, 15m", counted like the rule\'s.')
+    variant_1_offsets = OffsetsField(help_text='e.g. "120m, 45m, 15m", counted like the rule\'s.')
     variant_2_label = forms.CharField(max_length=50, required=False)
-    variant_2_offsets = forms.CharField(required=False, help_text="Optional: a second variant.")
+    variant_2_offsets = OffsetsField(required=False, help_text="Optional: a second variant.")
 
     class Meta:
         model = Experiment
@@ -50,7 +46,7 @@ class ExperimentStartForm(forms.ModelForm):
     def variants(self) -> list[tuple[str, list[str]]]:
         out = []
         for n in range(1, VARIANT_FIELDS + 1):
-            offsets = _offsets(self.cleaned_data.get(f"variant_{n}_offsets") or "")
+            offsets = self.cleaned_data.get(f"variant_{n}_offsets") or []
             if offsets:
                 out.append((self.cleaned_data.get(f"variant_{n}_label") or f"variant {n}", offsets))
         return out
@@ -59,7 +55,7 @@ class ExperimentStartForm(forms.ModelForm):
         data = super().clean() or {}
         rule = data.get("rule")
         for n in range(1, VARIANT_FIELDS + 1):
-            offsets = _offsets(data.get(f"variant_{n}_offsets") or "")
+            offsets = data.get(f"variant_{n}_offsets") or []
             if not offsets:
                 continue
             try:

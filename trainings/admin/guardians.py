@@ -14,7 +14,13 @@ from django.http import HttpRequest
 from trainings.access import users_linkable_to_guardian
 from trainings.admin.people import OwnDeviceInline, PlayerSearchInline, ZoneAndLanguageLists
 from trainings.models import Device, Guardian, Guardianship
-from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams
+from trainings.selectors import (
+    guardians_visible_to,
+    players_visible_to,
+    team_zone_of_players,
+    teams_visible_to,
+    user_sees_all_teams,
+)
 
 # A coach sees a guardian through the guardian's players: one saved without any of theirs would read
 # "added successfully" and then "doesn't exist", a row no coach could find again or delete.
@@ -92,4 +98,23 @@ class GuardianAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         user_field = form.base_fields.get("user")
         if isinstance(user_field, ModelChoiceField):
             user_field.queryset = users_linkable_to_guardian(obj)
+        zone_field = form.base_fields.get("time_zone")
+        if obj is None and zone_field is not None and not user_sees_all_teams(request.user):
+            # A coach's new guardian starts in their (first) team's zone; `save_related` moves an untouched
+            # zone to the team of the players named below.
+            first_zone = (
+                teams_visible_to(request.user).order_by("pk").values_list("time_zone", flat=True).first()
+            )
+            zone_field.initial = first_zone or zone_field.initial
         return form
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """A new guardian whose zone was left as offered lives in their players' team's zone."""
+        super().save_related(request, form, formsets, change)
+        if change or "time_zone" in form.changed_data:
+            return
+        guardian = form.instance
+        zone = team_zone_of_players(list(guardian.players.all()))
+        if zone and zone != guardian.time_zone:
+            guardian.time_zone = zone
+            guardian.save(update_fields=["time_zone"])

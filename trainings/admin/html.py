@@ -14,13 +14,14 @@ from django.utils.safestring import SafeString
 
 from reminders.api import occurrence_state
 from trainings import kinds
+from trainings.defaults import ALL_RULES
 from trainings.delivery import timeline_reached
 from trainings.models import ReminderRule, RunOutcome, Training
 from trainings.selectors import Answered, PlayerRow, training_player_grid, training_timeline
 from trainings.windows import CLOSED, NOT_YET, OPEN
 
-# The seeded rules' slugs (trainings/defaults.py): their kind's name says it all.
-_DEFAULT_SLUGS = {"pre-questionnaire", "post-questionnaire", "invitation"}
+# The seeded rules' slugs (trainings/defaults.py), the coaches' too: their kind's name says it all.
+_DEFAULT_SLUGS = frozenset(spec["slug"] for spec in ALL_RULES)
 
 
 def rule_label(rule: ReminderRule) -> str:

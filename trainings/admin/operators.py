@@ -17,6 +17,7 @@ from common.templatetags.admin_time import seconds
 from reminders.api import job_describer_register
 from trainings import kinds
 from trainings.admin.html import local_time, rule_label
+from trainings.admin.offsets_field import OffsetsField
 from trainings.delivery import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.models import (
     DeliveredPush,
@@ -58,6 +59,37 @@ class _OperatorsOnly:
         return self._operator(request)
 
 
+class _EngineFieldsForOperators:
+    """Idempotency keys and the gateway's raw message are the engine's words: an operator's page shows
+    them, a coach's leaves them out (`operator_fields`)."""
+
+    operator_fields: tuple[str, ...] = ()
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
+        if user_sees_all_teams(request.user):
+            return fieldsets
+        kept = []
+        for name, options in fieldsets:
+            fields = [field for field in options["fields"] if field not in self.operator_fields]
+            if fields:
+                kept.append((name, {**options, "fields": fields}))
+        return kept
+
+
+class RuleFilter(admin.SimpleListFilter):
+    """The rules by the names a coach reads ("Coach's digest before a training"), not their slugs."""
+
+    title = "rule"
+    parameter_name = "rule"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(rule.pk), rule_label(rule)) for rule in ReminderRule.objects.order_by("kind", "slug")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(rule_id=self.value()) if self.value() else queryset
+
+
 class TemplateInline(_OperatorsOnly, admin.StackedInline):
     model = ReminderTemplate
     extra = 0
@@ -71,6 +103,20 @@ class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: ReminderRule | None = None) -> list[str]:
         return ["slug"] if obj is not None else []
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        """Offsets typed like the experiment form's, "90m, 75m, 15m", not as JSON."""
+        if db_field.name == "offsets":
+            return OffsetsField(
+                label="Offsets", help_text='e.g. "90m, 6h, 3d": minutes, hours or days from the training.'
+            )
+        if db_field.name == "critical_offsets":
+            return OffsetsField(
+                allow_all=True, required=False, label="Critical offsets",
+                help_text="Reminders that players' mute and quiet hours cannot hide: some of the offsets "
+                'above ("15m"), "all", or empty for none.',
+            )  # fmt: skip
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     @admin.display(description="offsets")
     def readable_offsets(self, rule: ReminderRule) -> str:
@@ -118,11 +164,12 @@ job_describer_register(_training_jobs_described)
 
 
 @admin.register(ReminderRun)
-class ReminderRunAdmin(_ReadOnlyAdmin):
+class ReminderRunAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
     list_display = ["fire_at_local", "training", "team", "rule_name", "outcome", "recipients", "attempts",
                     "lateness"]  # fmt: skip
-    list_filter = ["outcome", "rule"]
+    list_filter = ["outcome", RuleFilter]
     list_select_related = ["training__team", "rule"]
+    operator_fields = ("occurrence_key",)
     ordering = ["-fire_at", "-id"]  # the latest reminders first
     fields = ["training", "rule_name", "fire_at_local", "outcome", "recipients", "attempts", "ran_local",
               "lateness", "occurrence_key"]  # fmt: skip
@@ -167,7 +214,7 @@ class PushOutcomeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Push)
-class PushAdmin(_ReadOnlyAdmin):
+class PushAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
     list_display = ["created_local", "player", "training", "kind_label", "title", "on_the_phone"]
     list_filter = [PushOutcomeFilter, "kind", ("training", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["player__name", "training__title", "key", "occurrence_key"]
@@ -183,6 +230,7 @@ class PushAdmin(_ReadOnlyAdmin):
         ),
     ]
     readonly_fields = [*_main, "message_json", "key"]
+    operator_fields = ("message_json", "key")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Push]:
         return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))

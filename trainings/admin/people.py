@@ -214,6 +214,9 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         # The player's own account stays a valid choice; a crafted id of any other account outside the
         # linkable ones (a superuser's, another player's) is "not one of the available choices".
         accounts = users_linkable_to_player(obj)
+        # A new player starts in the zone of the coach's (first) team; `save_model` moves an untouched
+        # zone to the team actually picked.
+        first_zone = teams.order_by("pk").values_list("time_zone", flat=True).first() if required else None
 
         class ScopedPlayerForm(base):  # type: ignore[misc, valid-type]
             def __init__(self, *args: Any, **form_kwargs: Any) -> None:
@@ -223,6 +226,8 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
                 if "team" in self.fields:
                     self.fields["team"].queryset = teams
                     self.fields["team"].required = required
+                if obj is None and first_zone and "time_zone" in self.fields:
+                    self.fields["time_zone"].initial = first_zone
 
         return ScopedPlayerForm
 
@@ -243,8 +248,11 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         return JsonResponse({"results": results, "pagination": {"more": False}})
 
     def save_model(self, request: HttpRequest, obj: Player, form: ModelForm, change: bool) -> None:
-        super().save_model(request, obj, form, change)
+        """A new player joins the team picked, in its zone unless another zone was chosen."""
         team = None if change else form.cleaned_data.get("team")
+        if team is not None and "time_zone" not in form.changed_data:
+            obj.time_zone = team.time_zone
+        super().save_model(request, obj, form, change)
         if team is not None:
             Membership.objects.create(team=team, player=obj)
 

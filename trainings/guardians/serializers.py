@@ -39,7 +39,11 @@ class GuardianInputSerializer(StrictSerializer):
 
     name = serializers.CharField(max_length=200)
     language = serializers.CharField(max_length=10, required=False, default="en")
-    time_zone = serializers.CharField(max_length=64, required=False, default="UTC")
+    time_zone = serializers.CharField(
+        max_length=64,
+        required=False,
+        help_text="IANA zone; a new guardian left without one lives in their players' team's.",
+    )
     players = WardSerializer(many=True, required=False)
 
     def validate_time_zone(self, value: str) -> str:

@@ -33,6 +33,7 @@ from trainings.models import Guardian, Player
 from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
 from trainings.push.devices import guardian_of
+from trainings.selectors import team_zone_of_players
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer
 
 _ERRORS = {400: OpenApiResponse(description="Field errors."), 403: OpenApiResponse(description="Not yours.")}
@@ -76,6 +77,8 @@ class GuardianViewSet(viewsets.ModelViewSet):
         values = self._input(partial=partial)
         if guardian is None and not values.get("wards"):
             raise ValidationError({"players": "a new guardian guards at least one of your players."})
+        if guardian is None and "time_zone" not in values:
+            values["time_zone"] = team_zone_of_players([player for player, _ in values["wards"]]) or "UTC"
         try:
             return guardian_save(guardian=guardian, **values)
         except DjangoValidationError as exc:

@@ -53,7 +53,7 @@ from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
 from trainings.models.preferences import ReminderPreference as ReminderPreference
-from trainings.models.quiet_hours import quiet_hours_both_or_none
+from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
@@ -81,11 +81,14 @@ class Team(DigestTimes, models.Model):
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
     created_at = models.DateTimeField(auto_now_add=True)
-    # Quiet hours, wall-clock time in each player's zone (e.g. 22:00-07:00): trainings/push/quiet.py.
+    # Quiet hours, wall-clock time in each player's zone (trainings/push/quiet.py); new teams: 22:00-07:00.
     quiet_start = models.TimeField(
-        null=True, blank=True, help_text="Players get no push from (local time)..."
+        null=True,
+        blank=True,
+        default=QUIET_START_DEFAULT,
+        help_text="Players get no push from (local time)...",
     )
-    quiet_end = models.TimeField(null=True, blank=True, help_text=_QUIET_END_HELP)
+    quiet_end = models.TimeField(null=True, blank=True, default=QUIET_END_DEFAULT, help_text=_QUIET_END_HELP)
     reminds = models.CharField(
         max_length=10,
         choices=Reminds.choices,

@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
+from datetime import time
+
 from django.db import models
 from django.db.models import Q
+
+# A new team's window (docs/quiet-hours.md): a late training's post-questionnaire waits for the morning.
+QUIET_START_DEFAULT = time(22, 0)
+QUIET_END_DEFAULT = time(7, 0)
 
 
 def quiet_hours_both_or_none(owner: str) -> models.CheckConstraint:

@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from trainings.models import Device
+from trainings.models import CoachPush, Device, Push
 from trainings.push.devices import token_preview
 from trainings.selectors import guardians_visible_to, players_visible_to
 
@@ -79,10 +79,19 @@ class DeviceAdmin(admin.ModelAdmin):
 
     @admin.display(description="latest sends")
     def recent_sends(self, device: Device) -> SafeString:
-        sends = device.sends.order_by("-recorded_at")[:10]
+        """Each send named by what it said ("Speed session: Pre-training questionnaire"), not by its push's
+        idempotency key, which is the engine's word (operators find it under Push sends)."""
+        sends = list(device.sends.order_by("-recorded_at")[:10])
+        keys = [s.push_key for s in sends]
+        said = {
+            **dict(CoachPush.objects.filter(key__in=keys).values_list("key", "title")),
+            **{key: f"{training}: {title}" for key, training, title in
+               Push.objects.filter(key__in=keys).values_list("key", "training__title", "title")},
+        }  # fmt: skip
         rows = format_html_join(
             "",
             "<li>{} {} {} {}</li>",
-            ((s.recorded_at.strftime("%Y-%m-%d %H:%M"), s.push_key, s.status, s.error) for s in sends),
-        )
+            ((s.recorded_at.strftime("%Y-%m-%d %H:%M"), said.get(s.push_key, "a push"), s.status, s.error)
+             for s in sends),
+        )  # fmt: skip
         return format_html("<ul>{}</ul>", rows) if sends else format_html("{}", "none yet")

@@ -35,7 +35,10 @@ class Command(BaseCommand):
                 "demo_trainings only runs with DJANGO_DEBUG=1 (it creates a coach / coach login)"
             )
         coach = self._coach()
-        team, _ = Team.objects.get_or_create(name="Demo U15", defaults={"time_zone": "Europe/Paris"})
+        # No quiet hours (a new team's default is 22:00-07:00): the demo's reminders go at any hour.
+        team, _ = Team.objects.get_or_create(
+            name="Demo U15", defaults={"time_zone": "Europe/Paris", "quiet_start": None, "quiet_end": None}
+        )
         team.coaches.add(coach)
         players = {}
         for name, language, zone in PLAYERS:
