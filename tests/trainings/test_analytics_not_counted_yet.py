@@ -7,6 +7,7 @@ import datetime as dt
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from tests.clients import logged_in
@@ -20,8 +21,8 @@ pytestmark = [pytest.mark.django_db]
 PARIS = ZoneInfo("Europe/Paris")  # the coach's zone: their team's
 
 
-def _page(client: object, day: dt.date) -> str:
-    response = client.get("/admin/analytics/", {"since": day.isoformat(), "until": day.isoformat()})  # type: ignore[attr-defined]
+def _page(client: Client, day: dt.date) -> str:
+    response = client.get("/admin/analytics/", {"since": day.isoformat(), "until": day.isoformat()})
     assert response.status_code == 200
     return str(response.content.decode())
 
