@@ -11,12 +11,16 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from reminders.models import Occurrence
+from tests.clients import api_as
 from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_made
+from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
 from trainings.models import Push, PushMinute, PushSend, SendStatus, Team
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.liveness import push_minutes_add
 from trainings.push.providers import providers_from_settings
+from trainings.selectors import job_key
 from trainings.services import coach_group_ensure, training_remind_now
 
 STANDIN = "logging stand-in, nothing sent"
@@ -113,3 +117,24 @@ def test_the_gateway_counts_what_the_stand_in_accepted_and_the_status_page_says_
     page = operator_client.get("/admin/status/").content.decode()
     assert '<span data-figure="reached-hour">0</span> pushes reached a phone' in page
     assert f'<span data-figure="standin-hour">3</span> accepted by the {STANDIN}' in page
+
+
+def test_the_timeline_names_whom_only_the_stand_in_took(
+    browser: Client, coach: Any, team: Team, rules: dict[str, Any], push_queue: str
+) -> None:
+    pre = rules["pre-questionnaire"]
+    training = training_made(team, timezone.now() + dt.timedelta(hours=3))
+    jobs = Occurrence.objects.filter(job__key=job_key(training_id=training.pk, rule=pre))
+    occurrence = jobs.earliest("fire_at")
+    fire(occurrence)
+    pushes = Push.objects.filter(occurrence_key=occurrence.idempotency_key).select_related("player")
+    assert {p.player.name for p in pushes} == {"Alice", "Bruno", "Chloe"}
+    for push in pushes:
+        provider = "fcm" if push.player.name == "Alice" else "logging"
+        PushSend.objects.create(push_key=push.key, player_id=push.player_id, provider=provider,
+                                status=SendStatus.ACCEPTED, recorded_at=timezone.now())  # fmt: skip
+    page = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    assert f"Alice, Bruno ({STANDIN}), Chloe ({STANDIN})" in page
+    body = api_as(coach).get(f"/api/trainings/{training.pk}/timeline/").json()
+    fired = next(e for e in body if e["players_reached"])
+    assert (fired["players_reached"], fired["players_standin"]) == (3, 2)
