@@ -2,8 +2,9 @@
 
 "Published to the push queue" is not "reached": a push reached a player only when a device (or later an
 inbox) accepted it, which is what the gateway's `PushSend` rows say. These reads turn a push and its send
-rows into one outcome: reached (n devices), no device, token dead, failed, still queued (and for how
-long), held for quiet hours until …, skipped (why). One query for the send rows of any number of pushes,
+rows into one outcome: reached (n devices), accepted by a stand-in only ("logging stand-in, nothing sent":
+no phone got it), no device, token dead, failed, still queued (and for how long), held for quiet hours
+until …, skipped (why). One query for the send rows of any number of pushes,
 on the (push_key, device) unique index.
 """
 
@@ -17,6 +18,7 @@ from zoneinfo import ZoneInfo
 from django.utils import timezone
 
 from trainings.models import Push, PushSend, PushStatus, SendStatus, Training
+from trainings.push.channels import standin_names, standin_words
 
 # Outcome codes, for CSS classes and tests; the text is what people read.
 REACHED, QUEUED, HELD, SKIPPED, WITHDRAWN, PENDING = (
@@ -28,6 +30,7 @@ REACHED, QUEUED, HELD, SKIPPED, WITHDRAWN, PENDING = (
     "pending",
 )
 NO_DEVICE, TOKEN_DEAD, FAILED, STALE = "no_device", "token_dead", "failed", "stale"
+STANDIN = "standin"  # accepted by a stand-in channel only (logging, webhook): nothing reached a phone
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,8 @@ class Outcome:
 
     @property
     def reached(self) -> bool:
-        return self.code == REACHED
+        """Accepted, by a device or a stand-in (the stand-in's is shown as such, never as a phone)."""
+        return self.code in (REACHED, STANDIN)
 
 
 def push_sends(keys: Iterable[str]) -> dict[str, list[PushSend]]:
@@ -70,6 +74,10 @@ def push_outcome(
     now = now or timezone.now()
     accepted = [s for s in sends if s.status == SendStatus.ACCEPTED]
     last = sends[-1].recorded_at if sends else None
+    standins = standin_names()
+    if accepted and all(s.provider in standins for s in accepted):
+        names = sorted({s.provider for s in accepted})
+        return Outcome(STANDIN, ", ".join(standin_words(name) for name in names), last, sends)
     if accepted:
         n = len(accepted)
         others = [s for s in sends if s.status != SendStatus.ACCEPTED]
@@ -110,19 +118,23 @@ def push_outcomes(pushes: list[Push], *, zone: ZoneInfo | None = None) -> dict[s
 
 def timeline_reached(*, training: Training, occurrence_keys: list[str]) -> dict[str, list[str]]:
     """Names of the players each occurrence's pushes reached (a device accepted), on push_training_occ_idx
-    and the send rows' (push_key, device) index."""
+    and the send rows' (push_key, device) index; one only a stand-in accepted is named with it
+    ("Ana (logging stand-in, nothing sent)")."""
     pushes = list(
         Push.objects.filter(training=training, occurrence_key__in=occurrence_keys)
         .order_by("player__name")
         .values_list("occurrence_key", "key", "player__name")
     )
-    accepted = set(
-        PushSend.objects.filter(
-            push_key__in=[key for _, key, _ in pushes], status=SendStatus.ACCEPTED
-        ).values_list("push_key", flat=True)
-    )
+    accepted: dict[str, set[str]] = {}
+    for push_key, provider in PushSend.objects.filter(
+        push_key__in=[key for _, key, _ in pushes], status=SendStatus.ACCEPTED
+    ).values_list("push_key", "provider"):
+        accepted.setdefault(push_key, set()).add(provider)
+    standins = standin_names()
     reached: dict[str, list[str]] = {}
     for occurrence_key, key, name in pushes:
         if key in accepted:
-            reached.setdefault(occurrence_key, []).append(name)
+            by = accepted[key]
+            shown = name if by - standins else f"{name} ({', '.join(map(standin_words, sorted(by)))})"
+            reached.setdefault(occurrence_key, []).append(shown)
     return reached

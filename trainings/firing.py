@@ -228,7 +228,10 @@ def _firing(
     if rule.experiment_id is not None and not due.at_creation:
         arms, count = rule.arms_at(due.offset), len(rule.arm_offsets())
         assigned = sorted({person.pk for person in pending})
+        owing = bool(pending)
         pending = [p for p in pending if arm_of(rule.experiment_id, p.pk, count) in arms]
+        if owing and not pending:  # players still owe, all in other arms: not "everybody had answered"
+            return Firing(delivery, training, rule, RunOutcome.NO_ARM_PLAYER, assigned=assigned)
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
     already = {
         recipient

@@ -63,12 +63,13 @@ def training_insert_reading_rules(ctes: Sequence[str], rules: str) -> str:
     return f"WITH {', '.join(ctes)} {rules}"
 
 
-# Add a round's device outcomes to its minute (minute, accepted, not reached): gateways add, never
-# overwrite.
+# Add a round's device outcomes to its minute (minute, accepted, not reached, accepted by a stand-in):
+# gateways add, never overwrite.
 PUSH_MINUTE_ADD = f"""
-INSERT INTO {_PUSH_MINUTE} (minute, accepted, not_reached) VALUES (%s, %s, %s)
+INSERT INTO {_PUSH_MINUTE} (minute, accepted, not_reached, standin) VALUES (%s, %s, %s, %s)
 ON CONFLICT (minute) DO UPDATE SET accepted = {_PUSH_MINUTE}.accepted + excluded.accepted,
-                                   not_reached = {_PUSH_MINUTE}.not_reached + excluded.not_reached
+                                   not_reached = {_PUSH_MINUTE}.not_reached + excluded.not_reached,
+                                   standin = {_PUSH_MINUTE}.standin + excluded.standin
 """  # noqa: S608 - the table name is a constant
 
 

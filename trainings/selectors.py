@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce
 
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings import kinds
-from trainings.delivery import push_outcomes
+from trainings.delivery import STANDIN, push_outcomes
 from trainings.models import (
     AnswerSource,
     Guardian,
@@ -47,6 +47,7 @@ from trainings.models import (
     TrainingJob,
 )
 from trainings.offsets import Offset
+from trainings.push.channels import standin_names
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -127,6 +128,7 @@ class TimelineEntry:
     outcome: str | None
     recipients: int | None
     players_reached: int  # a device accepted their push
+    players_standin: int  # of those, only a stand-in (logging, webhook) accepted it: no phone got it
     pushes_published: int  # put on the push queue (not yet "reached")
 
 
@@ -140,13 +142,21 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
     )
     keys = [o.idempotency_key for o in occurrences]
     runs = {run.occurrence_key: run for run in ReminderRun.objects.filter(occurrence_key__in=keys)}
-    accepted = Exists(PushSend.objects.filter(push_key=OuterRef("key"), status=SendStatus.ACCEPTED))
+    accepted_sends = PushSend.objects.filter(push_key=OuterRef("key"), status=SendStatus.ACCEPTED)
+    accepted = Exists(accepted_sends)
+    by_phone = Exists(accepted_sends.exclude(provider__in=standin_names()))
     counts = {
-        key: (reached, published)
-        for key, reached, published in Push.objects.filter(training=training, occurrence_key__in=keys)
+        key: (reached, standin, published)
+        for key, reached, standin, published in Push.objects.filter(
+            training=training, occurrence_key__in=keys
+        )
         .values("occurrence_key")
-        .annotate(reached=Count("id", filter=Q(accepted)), published=Count("id", filter=Q(status="sent")))
-        .values_list("occurrence_key", "reached", "published")
+        .annotate(
+            reached=Count("id", filter=Q(accepted)),
+            standin=Count("id", filter=Q(accepted) & ~Q(by_phone)),
+            published=Count("id", filter=Q(status="sent")),
+        )
+        .values_list("occurrence_key", "reached", "standin", "published")
     }
     entries = []
     for occurrence in occurrences:
@@ -163,8 +173,9 @@ def training_timeline(*, training: Training) -> list[TimelineEntry]:
                 attempts=occurrence.attempts,
                 outcome=run.outcome if run else None,
                 recipients=run.recipients if run else None,
-                players_reached=counts.get(occurrence.idempotency_key, (0, 0))[0],
-                pushes_published=counts.get(occurrence.idempotency_key, (0, 0))[1],
+                players_reached=counts.get(occurrence.idempotency_key, (0, 0, 0))[0],
+                players_standin=counts.get(occurrence.idempotency_key, (0, 0, 0))[1],
+                pushes_published=counts.get(occurrence.idempotency_key, (0, 0, 0))[2],
             )
         )
     return entries
@@ -224,13 +235,14 @@ class PlayerRow:
     invitation: str
     responded_at: datetime | None
     declined: bool
-    reminders_received: int
+    reminders_received: int  # a phone or an inbox accepted them
     last_push: str
     last_push_at: datetime | None
     # How the invitation's answer came: "from the notification, 3 min after the 60-min reminder" or "".
     invitation_how: str = ""
     # One cell per questionnaire kind (`kinds.questionnaire_kinds()`), by its code.
     answers: dict[str, Answered] = field(default_factory=dict)
+    reminders_standin: int = 0  # accepted by a stand-in only (logging, webhook): nothing sent to a phone
 
 
 def training_player_grid(*, training: Training) -> list[PlayerRow]:
@@ -268,11 +280,14 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
     )
     outcomes = push_outcomes(pushes, zone=training.zone)  # what reached a phone, not what was published
     received: dict[int, int] = {}
+    standin: dict[int, int] = {}
     last: dict[int, tuple[str, datetime | None]] = {}
     sent_of: dict[tuple[int, str], list[tuple[datetime, str]]] = {}
     for push in pushes:
         outcome = outcomes[push.key]
-        if outcome.reached:
+        if outcome.code == STANDIN:
+            standin[push.player_id] = standin.get(push.player_id, 0) + 1
+        elif outcome.reached:
             received[push.player_id] = received.get(push.player_id, 0) + 1
         if push.status == PushStatus.SENT and push.sent_at is not None:
             sent_of.setdefault((push.player_id, push.kind), []).append((push.sent_at, push.offset))
@@ -296,6 +311,7 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
                 responded_at=invitation.responded_at,
                 declined=invitation.status == InvitationStatus.DENIED,
                 reminders_received=received.get(pid, 0),
+                reminders_standin=standin.get(pid, 0),
                 last_push=last_text,
                 last_push_at=outcome_at,
                 invitation_how=answer_how(

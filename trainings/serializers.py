@@ -241,6 +241,10 @@ class TimelineEntrySerializer(serializers.Serializer):
     players_reached = serializers.IntegerField(
         help_text="Players whose push a device accepted (the gateway's records), not merely published."
     )
+    players_standin = serializers.IntegerField(
+        help_text="Of players_reached, those only a stand-in (logging, webhook) accepted: nothing reached a "
+        "phone."
+    )
     pushes_published = serializers.IntegerField(help_text="Pushes published to the push queue.")
 
     @extend_schema_field(OpenApiTypes.DATETIME)

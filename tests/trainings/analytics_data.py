@@ -36,14 +36,14 @@ PLAYERS: dict[str, tuple[int | None, dict[int, int | None]]] = {
     "Ida": (-10, dict.fromkeys(OFFSETS, 0)),
 }
 
-# offset: (sent, reached, answered, within 15, within 60, in window, median band low)
+# offset: (sent, reached, answered, within 15, within 60, in window, median band low: (low, low + 1] min)
 EXPECTED: dict[str, tuple[int, int, int, int, int, int, int | None]] = {
-    "90m": (8, 7, 2, 1, 2, 2, 2),
-    "75m": (7, 5, 1, 1, 1, 1, 5),
+    "90m": (8, 7, 2, 1, 2, 2, 1),
+    "75m": (7, 5, 1, 1, 1, 1, 4),
     "60m": (6, 4, 0, 0, 0, 0, None),
     "45m": (5, 4, 0, 0, 0, 0, None),
-    "30m": (4, 4, 1, 1, 1, 1, 4),
-    "15m": (3, 3, 2, 1, 2, 1, 5),
+    "30m": (4, 4, 1, 1, 1, 1, 3),
+    "15m": (3, 3, 2, 1, 2, 1, 4),
 }
 EXPECTED_UNREMINDED = 2  # Ana, Dan
 # name: (before a reminder, after one, after the last, never)

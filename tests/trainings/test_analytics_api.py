@@ -120,3 +120,16 @@ def test_both_endpoints_are_in_the_schema(client: Any) -> None:
         operation = schema["paths"][path]["get"]
         assert {p["name"] for p in operation["parameters"]} >= {"since", "until", "team", "kind"}
         assert {"200", "400"} <= set(operation["responses"])
+
+
+def test_the_curve_counts_an_answer_at_exactly_m_minutes_as_within_m(built: dict[str, Any]) -> None:
+    """90's answers came exactly 2 and 40 minutes after it: the curve holds each from that minute on, as
+    "within 15 / 60 min" count an answer at exactly 15 / 60."""
+    day = built["day"]
+    body = api_as(built["coach"]).get("/api/analytics/offsets/", {"since": day, "until": day}).json()
+    row = next(r for r in body["offsets"] if r["offset"] == "90m")
+    curve = dict(row["curve"])
+    one, two = round(1 / 7, 4), round(2 / 7, 4)
+    assert (curve[1], curve[2], curve[39], curve[40]) == (0, one, one, two)
+    assert curve[15] == round(row["answered_15"] / row["reached"], 4)
+    assert curve[60] == round(row["answered_60"] / row["reached"], 4)

@@ -13,6 +13,7 @@ from trainings.analytics.attribution import (
     median_band,
     tally,
 )
+from trainings.analytics.figures import OffsetFigures
 
 S = dt.datetime(2026, 3, 1, 18, tzinfo=dt.UTC)
 MIN = dt.timedelta(minutes=1)
@@ -51,8 +52,10 @@ def test_fifteen_and_sixty_minutes_are_inclusive() -> None:
 
 def test_the_bands_are_whole_minutes_in_the_first_hour() -> None:
     assert band_of(dt.timedelta(seconds=59)) == 0
-    assert band_of(dt.timedelta(minutes=1)) == 1
+    assert band_of(dt.timedelta(minutes=1)) == 0  # within 1 min, inclusive
+    assert band_of(dt.timedelta(minutes=1, seconds=1)) == 1
     assert band_bounds(band_of(dt.timedelta(minutes=14, seconds=59))) == (14, 15)
+    assert band_bounds(band_of(dt.timedelta(minutes=15))) == (14, 15)
     assert band_bounds(band_of(dt.timedelta(minutes=100))) == (90, 120)
     assert band_bounds(band_of(dt.timedelta(days=5))) == (4320, None)
 
@@ -61,3 +64,17 @@ def test_the_median_is_the_middle_answers_band() -> None:
     assert median_band({}) is None
     assert median_band({3: 1, 7: 1, 20: 1}) == (7, 8)
     assert median_band({3: 2, 7: 2}) == (3, 4)  # the lower middle of an even count
+
+
+def test_the_curve_counts_an_answer_at_exactly_m_minutes_like_the_15_and_60_counts() -> None:
+    reminders = [_reminder(90, S - 90 * MIN, player=p) for p in (1, 2, 3)]
+    answers = [Answer("t", 1, "PRE", S - 75 * MIN), Answer("t", 2, "PRE", S - 30 * MIN),
+               Answer("t", 3, "PRE", S - 89 * MIN)]  # fmt: skip
+    offsets, _ = tally(reminders, answers, {})
+    row = OffsetFigures("PRE", "pre", "90m", last=True, figures=offsets[("PRE", "pre", "90m")])
+    curve = dict(row.curve())
+    assert (row.figures.within_15, row.figures.within_60) == (2, 3)
+    assert curve[1] == 1 / 3  # the answer at exactly 1 min is in
+    assert curve[15] == row.figures.within_15 / 3
+    assert curve[60] == row.figures.within_60 / 3
+    assert curve[14] == 1 / 3

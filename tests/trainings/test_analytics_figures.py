@@ -56,9 +56,10 @@ def test_it_reports_each_offset_as_constructed(start: dt.datetime) -> None:
     assert by_offset["90m"].within_15_rate == 1 / 7
     assert by_offset["75m"].reached_rate == 5 / 7
     assert by_offset["15m"].in_window_rate == 1 / 3
-    # The curve: by 2 min one of 90's seven reached reminders was answered, by 40 min two.
+    # The curve: within 2 min (inclusive, like "within 15 min") one of 90's seven reached reminders was
+    # answered, within 40 min two.
     curve = dict(by_offset["90m"].curve())
-    assert (curve[2], curve[3], curve[40], curve[41]) == (0, 1 / 7, 1 / 7, 2 / 7)
+    assert (curve[1], curve[2], curve[39], curve[40]) == (0, 1 / 7, 1 / 7, 2 / 7)
 
 
 def test_it_reports_each_player_as_constructed(start: dt.datetime) -> None:
@@ -190,7 +191,7 @@ def test_a_reminder_to_a_player_and_their_guardian_counts_once(start: dt.datetim
     day = local_day(training)
     summaries_rebuild(since=day, until=day)
 
-    assert _figures(Scope((team,)), day) == {"90m": (1, 1, 1, 1, 1, 1, 6)}
+    assert _figures(Scope((team,)), day) == {"90m": (1, 1, 1, 1, 1, 1, 5)}  # (5, 6] min
 
 
 def test_a_moved_training_leaves_no_figures_on_its_old_day(start: dt.datetime) -> None:

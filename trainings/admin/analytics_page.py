@@ -16,7 +16,14 @@ from django.utils.safestring import SafeString, mark_safe
 from trainings import kinds
 from trainings.admin.analytics_charts import answer_rate_chart, colour, time_to_answer_chart
 from trainings.analytics.export import offsets_csv, players_csv
-from trainings.analytics.figures import OffsetFigures, PlayerFigures, TooManyTeams, effectiveness, players
+from trainings.analytics.figures import (
+    OffsetFigures,
+    PlayerFigures,
+    TooManyTeams,
+    effectiveness,
+    players,
+    uncounted,
+)
 from trainings.analytics.serializers import AnalyticsQuerySerializer
 from trainings.offsets import Offset, OffsetError
 from trainings.selectors import teams_visible_to
@@ -117,4 +124,6 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
         players=player_rows, players_note=players_note, chronic=sum(p.chronic for p in player_rows),
         query=request.GET.urlencode(),
     )  # fmt: skip
+    if not result.offsets:  # "none went out" only once the summaries hold what went out
+        context["uncounted"] = uncounted(scope=scope, since=since, until=until, kind=q["kind"])
     return TemplateResponse(request, "admin/analytics.html", context)

@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 
+from trainings import kinds
 from trainings.admin.offsets_field import OffsetsField
 from trainings.admin.operators import _OperatorsOnly
 from trainings.experiments.control import experiment_promote, experiment_start, experiment_stop
@@ -54,6 +55,11 @@ class ExperimentStartForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         rule = data.get("rule")
+        if rule is not None and kinds.of(rule.kind).to == "coaches":
+            refusal = ("A coaches' rule (a digest, an alert) reminds no player: a timing experiment, which "
+                       "splits players between arms, has nothing to compare.")  # fmt: skip
+            self.add_error("rule", refusal)
+            return data
         for n in range(1, VARIANT_FIELDS + 1):
             offsets = data.get(f"variant_{n}_offsets") or []
             if not offsets:

@@ -105,7 +105,12 @@ def player_grid_html(training: Training, windows: Mapping[str, str] | None = Non
         )
         for kind in questionnaires:
             yield answered(row.answers[kind.code], row.declined, windows.get(kind.code, OPEN))
-        yield format_html("{}", row.reminders_received)
+        yield (
+            format_html('{} <small class="grid-standin">(+{} accepted by a stand-in, nothing sent)</small>',
+                        row.reminders_received, row.reminders_standin)
+            if row.reminders_standin
+            else format_html("{}", row.reminders_received)
+        )  # fmt: skip
         yield format_html(
             "{}", f"{row.last_push}, {local_time(row.last_push_at, zone)}" if row.last_push else "—"
         )

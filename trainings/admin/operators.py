@@ -28,9 +28,11 @@ from trainings.models import (
     ReminderRule,
     ReminderRun,
     ReminderTemplate,
+    SendStatus,
     TrainingJob,
 )
 from trainings.offsets import OffsetError
+from trainings.push.channels import standin_names, standin_words
 from trainings.push.devices import token_preview
 from trainings.selectors import trainings_visible_to, user_sees_all_teams
 from trainings.services import rule_delete, rule_reschedule_on_commit
@@ -270,7 +272,7 @@ class PushAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
                 (
                     (
                         _device_name(s.device) if s.device else f"{s.provider} (no device)",
-                        s.get_status_display(),
+                        _send_outcome(s),
                         s.attempts,
                         local_time(s.recorded_at, zone),
                         s.error,
@@ -295,6 +297,13 @@ class PushAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
     @admin.display(description="message")
     def message_json(self, push: Push) -> SafeString:
         return pretty_json(push.message())
+
+
+def _send_outcome(send: PushSend) -> str:
+    """A send's status as people read it: a stand-in's "accepted" is not a phone's, and is said as such."""
+    if send.status == SendStatus.ACCEPTED and send.provider in standin_names():
+        return f"Accepted: {standin_words(send.provider)}"
+    return str(send.get_status_display())
 
 
 def _device_name(device: Device) -> str:
@@ -342,7 +351,7 @@ class PushSendAdmin(_NamedByPush):
         "player_name",
         "training_title",
         "device_name",
-        "status",
+        "outcome",
         "attempts",
         "error",
     ]
@@ -350,7 +359,7 @@ class PushSendAdmin(_NamedByPush):
     list_select_related = ["device"]
     search_fields = ["push_key"]
     ordering = ["-recorded_at", "-id"]
-    fields = ["player_name", "training_title", "device_name", "status", "attempts", "recorded_at", "error",
+    fields = ["player_name", "training_title", "device_name", "outcome", "attempts", "recorded_at", "error",
               "provider_message_id", "push_key"]  # fmt: skip
     readonly_fields = fields  # type: ignore[assignment]
 
@@ -364,6 +373,10 @@ class PushSendAdmin(_NamedByPush):
     @admin.display(description="device")
     def device_name(self, send: PushSend) -> str:
         return _device_name(send.device) if send.device else f"{send.provider} (no device)"
+
+    @admin.display(description="outcome", ordering="status")
+    def outcome(self, send: PushSend) -> str:
+        return _send_outcome(send)
 
 
 @admin.register(DeliveredPush)

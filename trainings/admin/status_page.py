@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Sum
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -36,6 +37,7 @@ from reminders.api import (
     retrying_retry_now,
 )
 from trainings.models import DeliveredPush, GatewayHeartbeat, PushMinute
+from trainings.push.channels import standin_words
 from trainings.selectors import user_sees_all_teams
 
 logger = logging.getLogger(__name__)
@@ -139,8 +141,9 @@ def push_status() -> PushStatus:
 
 
 def pushes_per_minute(points: list[MinutePoint]) -> list[tuple[datetime, int, int]]:
-    """Device sends accepted (and not reached) per minute, aligned with the engine's minutes: at most
-    60 rows of the gateway's per-minute record, on its primary key."""
+    """Device sends accepted by a phone or an inbox (and not reached) per minute, aligned with the engine's
+    minutes: at most 60 rows of the gateway's per-minute record, on its primary key. A stand-in's
+    acceptances reached no phone and are left out (`standins_last_hour` counts them)."""
     if not points:
         return []
     rows = {
@@ -150,8 +153,17 @@ def pushes_per_minute(points: list[MinutePoint]) -> list[tuple[datetime, int, in
     out = []
     for point in points:
         row = rows.get(point.minute)
-        out.append((point.minute, row.accepted if row else 0, row.not_reached if row else 0))
+        out.append((point.minute, row.accepted - row.standin if row else 0, row.not_reached if row else 0))
     return out
+
+
+def standins_last_hour(points: list[MinutePoint]) -> int:
+    """Of the device sends accepted over the chart's minutes, those a stand-in (logging, webhook) accepted:
+    nothing reached a phone. On the minutes' primary key, like `pushes_per_minute`."""
+    if not points:
+        return 0
+    minutes = PushMinute.objects.filter(minute__gte=points[0].minute, minute__lte=points[-1].minute)
+    return int(minutes.aggregate(total=Sum("standin"))["total"] or 0)
 
 
 def deliveries_chart(
@@ -262,6 +274,7 @@ def status_view(request: HttpRequest) -> HttpResponse:
     engine: EngineStatus = engine_status()
     scan_age = None if engine.last_scan_at is None else engine.now - engine.last_scan_at
     pushes = pushes_per_minute(engine.per_minute)
+    standins = standins_last_hour(engine.per_minute)
     context: dict[str, Any] = {
         **admin.site.each_context(request),
         "title": "Scheduler status",
@@ -270,6 +283,9 @@ def status_view(request: HttpRequest) -> HttpResponse:
         "chart": deliveries_chart(engine.per_minute, pushes),
         "delivered_last_hour": sum(p.delivered for p in engine.per_minute),
         "reached_last_hour": sum(accepted for _, accepted, _ in pushes),
+        "standin_last_hour": standins,
+        # The gateway's stand-in is the one this deployment names (web and gateway read one environment).
+        "standin_words": standin_words(settings.TRAININGS_PUSH_PROVIDER),
         "not_reached_last_hour": sum(missed for _, _, missed in pushes),
         "failures": [(group, _failures_link(group.error)) for group in engine.failures],
         "retrying": [(group, _retrying_link(group.error)) for group in engine.retrying],

@@ -7,7 +7,8 @@ that was published but reached no device is sent, never received, and gets no cr
 
 Time to answer is measured from that acceptance, and kept in bands (`BAND_EDGES`): whole minutes within
 the first hour, wider bands after, so a median is exact to the minute inside the hour and to its band
-beyond.
+beyond. "Within m minutes" includes an answer given exactly m minutes after (the 15 / 60 min counts and the
+curve alike), so a band holds (edge i-1, edge i] and the curve at an edge counts every band up to it.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-# Upper edges (minutes, exclusive) of the time-to-answer bands; the band after the last edge is open.
+# Upper edges (minutes, inclusive) of the time-to-answer bands; the band after the last edge is open.
 BAND_EDGES: tuple[int, ...] = (*range(1, 61), 75, 90, 120, 180, 240, 360, 720, 1440, 2880, 4320)
 WITHIN_SHORT = timedelta(minutes=15)
 WITHIN_LONG = timedelta(minutes=60)
 
 
 def band_of(delay: timedelta) -> int:
-    """The band of a time to answer: band i holds [edge i-1, edge i) minutes."""
-    return bisect.bisect_right(BAND_EDGES, max(delay.total_seconds(), 0.0) / 60)
+    """The band of a time to answer: band i holds (edge i-1, edge i] minutes (band 0: [0, 1])."""
+    return bisect.bisect_left(BAND_EDGES, max(delay.total_seconds(), 0.0) / 60)
 
 
 def band_bounds(band: int) -> tuple[int, int | None]:
@@ -51,7 +52,8 @@ def median_band(bands: Mapping[int, int]) -> tuple[int, int | None] | None:
 
 
 def answered_by(bands: Mapping[int, int]) -> list[tuple[int, int]]:
-    """(minutes, answers that came sooner than that) at each band's upper edge: the time-to-answer curve."""
+    """(minutes, answers given within that many minutes, inclusive) at each band's upper edge: the
+    time-to-answer curve, on the same rule as the 15 / 60 min counts."""
     out, seen = [], 0
     for band, edge in enumerate(BAND_EDGES):
         seen += bands.get(band, 0)

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.db.models import QuerySet, Sum
+from django.utils import timezone
 
 from trainings import kinds
 from trainings.analytics.attribution import OffsetTally, PlayerTally, answered_by, median_band
-from trainings.analytics.summary import offset_order, rules_last_offset
-from trainings.models import OffsetDay, PlayerDay, Team
+from trainings.analytics.summary import REFRESH_EVERY, local_day, offset_order, rules_last_offset
+from trainings.models import OffsetDay, PlayerDay, Push, PushStatus, SummaryMark, Team, Training
 from trainings.offsets import Offset, OffsetError
 
 MAX_DAYS = 366
@@ -133,6 +134,44 @@ def effectiveness(*, scope: Scope, since: date, until: date, kind: str | None = 
         for (k, rule, offset), tally in ordered
     ]
     return Effectiveness([f for f in figures if f.rule or f.offset], [f for f in figures if not f.rule])
+
+
+@dataclass(frozen=True)
+class Uncounted:
+    """Reminders of the period went out after the summaries' last refresh: the figures do not hold them
+    yet. `next_refresh` is when the periodic refresh is due (in the past: it is late)."""
+
+    next_refresh: datetime
+
+    @property
+    def overdue(self) -> bool:
+        return self.next_refresh < timezone.now()
+
+
+def uncounted(
+    *, scope: Scope, since: date, until: date, kind: str | None = None, now: datetime | None = None
+) -> Uncounted | None:
+    """Whether a reminder of the scope's trainings of the period was published since the last refresh, so an
+    empty page means "not counted yet" rather than "none went out". Reads the pushes due since then (at most
+    the refresh interval of them, on push_fire_at_idx) and their trainings."""
+    now = now or timezone.now()
+    mark = SummaryMark.objects.filter(id=1).values_list("refreshed_until", flat=True).first()
+    pushes = Push.objects.filter(fire_at__lte=now, status=PushStatus.SENT)
+    if mark is not None:
+        pushes = pushes.filter(fire_at__gt=mark)
+    if scope.teams is not None:
+        pushes = pushes.filter(training__team__in=[team.pk for team in scope.teams])
+    if kind:
+        pushes = pushes.filter(kind=kind)
+    # A training's local day is within a day of its UTC start: the range narrows, local_day decides.
+    window = (datetime.combine(since, time(), tzinfo=UTC) - timedelta(days=1),
+              datetime.combine(until, time(), tzinfo=UTC) + timedelta(days=2))  # fmt: skip
+    trainings = Training.objects.filter(pk__in=pushes.values("training_id"), start__range=window).only(
+        "start", "time_zone"
+    )
+    if not any(since <= (local_day(t) or date.min) <= until for t in trainings[:1000]):
+        return None
+    return Uncounted(next_refresh=mark + REFRESH_EVERY if mark else now)  # never run yet: due now
 
 
 @dataclass(frozen=True)

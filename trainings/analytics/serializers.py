@@ -57,8 +57,8 @@ class AnalyticsQuerySerializer(serializers.Serializer):
 
 
 class BandSerializer(serializers.Serializer):
-    low = serializers.IntegerField(help_text="minutes")
-    high = serializers.IntegerField(allow_null=True, help_text="minutes (null: no upper bound)")
+    low = serializers.IntegerField(help_text="minutes, exclusive (0: from 0 inclusive)")
+    high = serializers.IntegerField(allow_null=True, help_text="minutes, inclusive (null: no upper bound)")
 
 
 class OffsetFiguresSerializer(serializers.Serializer):

@@ -49,6 +49,8 @@ TeamDay = tuple[int, date]
 # Sends are recorded within TRAININGS_GATEWAY_MAX_AGE_SECONDS of publication (later ones go stale): a
 # refresh looks back that far before its previous run, and a little more.
 SENDS_SETTLE = timedelta(minutes=5)
+# How often the periodic refresh runs (its beat row, made by migration 0020, says every 5 minutes).
+REFRESH_EVERY = timedelta(minutes=5)
 CHUNK = 200  # team days per transaction
 MOVED_AHEAD_DAYS = 62  # how far ahead a moved training's old day may have been summarised (invitations)
 

@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from trainings import kinds
 from trainings.experiments.assignment import assignments_record_members
 from trainings.models import Experiment, ExperimentStatus, ReminderRule, Variant, validate_offsets
 from trainings.offsets import parse_offsets
@@ -33,6 +34,10 @@ def experiment_start(
 ) -> Experiment:
     """Start comparing the rule's offsets with `variants` ((label, offsets) each); players are split
     evenly between the rule and the variants. ValidationError naming the field when it cannot start."""
+    if kinds.of(rule.kind).to == "coaches":
+        raise ValidationError({"rule": f"{rule.slug} tells the coaches (a digest, an alert): a timing "
+                                       "experiment splits players between arms, and this rule reminds no "
+                                       "player"})  # fmt: skip
     if not variants:
         raise ValidationError({"variants": "at least one variant to compare with the rule"})
     if len(variants) > MAX_VARIANTS:

@@ -294,6 +294,9 @@ class TrainingJob(models.Model):
 class RunOutcome(models.TextChoices):
     SENT = "sent", "Pushes published"
     NOBODY_LEFT = "nobody_left", "Everybody had answered"
+    # A timing experiment's instant whose arm holds none of the players still owing (they are all in other
+    # arms): nobody had answered it, nobody was asked.
+    NO_ARM_PLAYER = "no_arm", "No player was in this instant's arm of the experiment"
     CANCELLED = "cancelled", "Training cancelled"
     GONE = "gone", "Training or rule deleted"
     STALE = "stale", "Instant no longer wanted (training moved)"

@@ -186,6 +186,9 @@ class PushMinute(models.Model):
     minute = models.DateTimeField(primary_key=True)
     accepted = models.PositiveIntegerField(default=0)
     not_reached = models.PositiveIntegerField(default=0, help_text="Dead token or failed.")
+    standin = models.PositiveIntegerField(
+        default=0, help_text="Of the accepted, those a stand-in (logging, webhook) took: no phone got them."
+    )
 
     def __str__(self) -> str:
         return f"{self.minute:%Y-%m-%d %H:%M}: {self.accepted} accepted"

@@ -85,6 +85,15 @@ def standin_channels() -> tuple[Channel, ...]:
     return tuple(c for c in CHANNELS if c.standin)
 
 
+def standin_names() -> frozenset[str]:
+    return frozenset(c.name for c in CHANNELS if c.standin)
+
+
+def standin_words(name: str) -> str:
+    """What a stand-in's "accepted" means, for people: no phone or inbox got anything."""
+    return f"{name} stand-in, nothing sent"
+
+
 def device_provider_choices() -> list[tuple[str, str]]:
     return [(c.name, c.label) for c in address_channels()]
 

@@ -30,12 +30,14 @@ def gateway_heartbeat(*, name: str | None = None, force: bool = False) -> None:
     _last_beat = time.monotonic()
 
 
-def push_minutes_add(*, at: datetime, accepted: int, not_reached: int) -> None:
-    """Add a round's device outcomes to its minute (concurrent gateways add, never overwrite)."""
+def push_minutes_add(*, at: datetime, accepted: int, not_reached: int, standin: int = 0) -> None:
+    """Add a round's device outcomes to its minute (concurrent gateways add, never overwrite); `standin`:
+    how many of the accepted a stand-in accepted."""
     if not (accepted or not_reached):
         return
     minute = at.replace(second=0, microsecond=0)
     with connection.cursor() as cursor:
         cursor.execute(
-            queries.PUSH_MINUTE_ADD, [connection.ops.adapt_datetimefield_value(minute), accepted, not_reached]
+            queries.PUSH_MINUTE_ADD,
+            [connection.ops.adapt_datetimefield_value(minute), accepted, not_reached, standin],
         )

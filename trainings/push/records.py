@@ -171,13 +171,16 @@ def pushes_finish(
     closing: list[tuple[int, PushMessage, SendStatus]],
     complete: list[tuple[int, PushMessage]],
     now: Any,
+    *,
+    standin_of: Callable[[Target], bool] = lambda device: False,
 ) -> None:
     """The push-level outcomes (stale, no device), a DeliveredPush per finished push, and the round's device
     outcomes added to their minute (`answers`: every answer of the round, each recorded by `sends_record`).
 
     The minute is added once per round rather than with each commit of the recorder: every commit rewrote
     the same row, whose versions pile up on its page until it is pruned. A gateway killed mid-round leaves
-    that round's sends out of the minutes (counts for the status page, not records)."""
+    that round's sends out of the minutes (counts for the status page, not records). `standin_of` says
+    whether a device's send went to a stand-in channel, whose acceptances the minute counts apart."""
     rows = [
         (push.idempotency_key, None, push.player, push.guardian, push.coach, "", str(status), "", "", 0, now)
         for _, push, status in closing
@@ -187,6 +190,7 @@ def pushes_finish(
     verdicts = collections.Counter(_FINAL.get(result.verdict) for _, _, _, result in answers)
     accepted = verdicts[SendStatus.ACCEPTED]
     not_reached = verdicts[SendStatus.TOKEN_DEAD] + verdicts[SendStatus.FAILED]
+    standin = sum(1 for _, _, device, r in answers if r.verdict == Verdict.ACCEPTED and standin_of(device))
     if not finished and not (accepted or not_reached):
         return
     with transaction.atomic():
@@ -203,7 +207,7 @@ def pushes_finish(
                 ),
             )
         # Last: concurrent gateways' rounds wait on the minute's row only for their commit.
-        push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached)
+        push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached, standin=standin)
 
 
 def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:

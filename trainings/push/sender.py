@@ -26,6 +26,7 @@ from django.utils import timezone
 from trainings.critical import critical_at
 from trainings.models import SendStatus
 from trainings.preferences import preferences_of, rules_critical
+from trainings.push.channels import standin_names
 from trainings.push.providers import (
     AuthFailure,
     Providers,
@@ -51,6 +52,8 @@ __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
 logger = logging.getLogger("trainings.push.gateway")
 
+# The stand-in channels (their acceptances are counted apart on the status page: no phone got them).
+STANDINS = standin_names()
 _PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
                  SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
 
@@ -281,7 +284,8 @@ class PushSender:
             for i, push in pushes.items()
             if handled[i] is None and i not in retry and i not in closing_at
         ]
-        pushes_finish(results, closing, complete, round_.now)
+        standin_of = lambda device: self.providers.for_device(device).name in STANDINS  # noqa: E731
+        pushes_finish(results, closing, complete, round_.now, standin_of=standin_of)
         if auth_error is not None:
             raise AuthFailure(auth_error)
 
