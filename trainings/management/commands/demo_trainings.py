@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from django.utils import timezone
 
 from common.address import site_url
@@ -59,10 +60,12 @@ class Command(BaseCommand):
         # The 15-min pre-questionnaire reminder in 2 minutes; Alice has already answered, so she is skipped.
         # Created 17 minutes ahead, after all its invitation instants, it sends its invitation at once; all
         # have said they come already here, so that one reaches nobody and the questionnaire is what is owed.
-        pre = self._training(team, "Demo pre-training", start=now + dt.timedelta(minutes=17), minutes=60)
-        for accepted in pre.invitations.all():
-            invitation_respond(invitation=accepted, status=InvitationStatus.ACCEPTED)
-        answer_record(training=pre, player=players["Alice"], phase=kinds.PRE.code, answers={"sleep": 8})
+        # One transaction: the worker is kicked after it commits, so that invitation finds the answers.
+        with transaction.atomic():
+            pre = self._training(team, "Demo pre-training", start=now + dt.timedelta(minutes=17), minutes=60)
+            for accepted in pre.invitations.all():
+                invitation_respond(invitation=accepted, status=InvitationStatus.ACCEPTED)
+            answer_record(training=pre, player=players["Alice"], phase=kinds.PRE.code, answers={"sleep": 8})
         # The 6-hour invitation reminder in 3 minutes; Bruno has accepted, so he is skipped.
         invitation = self._training(
             team, "Demo invitation", start=now + dt.timedelta(hours=6, minutes=3), minutes=90
