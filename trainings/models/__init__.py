@@ -145,8 +145,7 @@ class Training(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="trainings")
     title = models.CharField(max_length=200)
-    # The instants the service accepts (common/fields.py): every reminder and local day of the training is
-    # then a date a datetime holds.
+    # Instants the service accepts (common/fields.py): each reminder and local day then fits a datetime.
     start = models.DateTimeField(validators=[validate_instant_range])
     end = models.DateTimeField(validators=[validate_instant_range])
     time_zone = models.CharField(max_length=64, validators=[validate_time_zone], help_text="IANA zone name.")
@@ -294,8 +293,7 @@ class TrainingJob(models.Model):
 class RunOutcome(models.TextChoices):
     SENT = "sent", "Pushes published"
     NOBODY_LEFT = "nobody_left", "Everybody had answered"
-    # A timing experiment's instant whose arm holds none of the players still owing (they are all in other
-    # arms): nobody had answered it, nobody was asked.
+    # An experiment's instant whose arm holds none of the players still owing (all are in other arms).
     NO_ARM_PLAYER = "no_arm", "No player was in this instant's arm of the experiment"
     CANCELLED = "cancelled", "Training cancelled"
     GONE = "gone", "Training or rule deleted"
