@@ -12,7 +12,6 @@ import uuid
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
@@ -37,7 +36,6 @@ from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
 from trainings.models.channels import ChannelChoice as ChannelChoice
 from trainings.models.coaches import Coach as Coach
 from trainings.models.coaches import CoachPush as CoachPush
-from trainings.models.coaches import DigestTimes
 from trainings.models.devices import Device as Device
 from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
 from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
@@ -53,7 +51,9 @@ from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
 from trainings.models.preferences import ReminderPreference as ReminderPreference
-from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
+from trainings.models.roster import Membership as Membership
+from trainings.models.roster import Player as Player
+from trainings.models.roster import Team as Team
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
@@ -71,74 +71,6 @@ def validate_template(value: str) -> None:
 def render_template(text: str, values: dict[str, str]) -> str:
     """Replace `{name}` placeholders. Not str.format: a template must not reach attributes of values."""
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
-
-
-_QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
-
-
-class Team(DigestTimes, models.Model):
-    name = models.CharField(max_length=200)
-    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
-    coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
-    created_at = models.DateTimeField(auto_now_add=True)
-    # Quiet hours, wall-clock time in each player's zone (trainings/push/quiet.py); new teams: 22:00-07:00.
-    quiet_start = models.TimeField(
-        null=True,
-        blank=True,
-        default=QUIET_START_DEFAULT,
-        help_text="Players get no push from (local time)...",
-    )
-    quiet_end = models.TimeField(null=True, blank=True, default=QUIET_END_DEFAULT, help_text=_QUIET_END_HELP)
-    reminds = models.CharField(
-        max_length=10,
-        choices=Reminds.choices,
-        default=Reminds.PLAYER,
-        db_default=Reminds.PLAYER,
-        help_text="Who a player's reminders go to: youth teams remind the player and their guardians.",
-    )
-
-    class Meta:
-        permissions = [("manage_all_teams", "Can see and change every team's trainings (operators)")]
-        constraints = [
-            quiet_hours_both_or_none("team"),
-            models.CheckConstraint(condition=Q(reminds__in=Reminds.values), name="team_reminds_valid"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Player(models.Model):
-    name = models.CharField(max_length=200)
-    user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="player"
-    )
-    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
-    language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
-    teams = models.ManyToManyField(Team, through="Membership", related_name="players")
-    quiet_start = models.TimeField(
-        null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
-    )
-    quiet_end = models.TimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [quiet_hours_both_or_none("player")]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Membership(models.Model):
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="memberships")
-    active = models.BooleanField(default=True)
-    joined_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["team", "player"], name="membership_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.player} in {self.team}"
 
 
 class Training(models.Model):

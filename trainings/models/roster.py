@@ -1,0 +1,86 @@
+"""Who a club has: teams, players and the memberships that join them (a roster).
+
+Guardians and coaches hang off these (guardians.py, coaches.py); the platform's API keeps them in step
+with the club's own records.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from trainings.models.coaches import DigestTimes
+from trainings.models.guardians import Reminds
+from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
+from trainings.offsets import validate_time_zone
+
+_QUIET_END_HELP = "...until (local time), then held pushes go. Exception: news of a move to before then."
+
+
+class Team(DigestTimes, models.Model):
+    name = models.CharField(max_length=200)
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Quiet hours, wall-clock time in each player's zone (trainings/push/quiet.py); new teams: 22:00-07:00.
+    quiet_start = models.TimeField(
+        null=True,
+        blank=True,
+        default=QUIET_START_DEFAULT,
+        help_text="Players get no push from (local time)...",
+    )
+    quiet_end = models.TimeField(null=True, blank=True, default=QUIET_END_DEFAULT, help_text=_QUIET_END_HELP)
+    reminds = models.CharField(
+        max_length=10,
+        choices=Reminds.choices,
+        default=Reminds.PLAYER,
+        db_default=Reminds.PLAYER,
+        help_text="Who a player's reminders go to: youth teams remind the player and their guardians.",
+    )
+
+    class Meta:
+        permissions = [
+            ("manage_all_teams", "Can see and change every team's trainings (operators)"),
+            ("use_integration_api", "Can use the platform integration API (roster, devices, webhooks)"),
+        ]
+        constraints = [
+            quiet_hours_both_or_none("team"),
+            models.CheckConstraint(condition=Q(reminds__in=Reminds.values), name="team_reminds_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Player(models.Model):
+    name = models.CharField(max_length=200)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="player"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
+    teams = models.ManyToManyField(Team, through="Membership", related_name="players")
+    quiet_start = models.TimeField(
+        null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
+    )
+    quiet_end = models.TimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [quiet_hours_both_or_none("player")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="memberships")
+    active = models.BooleanField(default=True)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "player"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.player} in {self.team}"
