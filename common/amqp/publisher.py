@@ -26,8 +26,9 @@ from typing import Any, Protocol
 import amqp
 from amqp import spec
 from django.conf import settings
-from kombu import Connection, Producer, Queue
+from kombu import Connection, Producer
 
+from common.amqp.queues import FailoverConnector, queue_arguments, service_queue
 from common.wire.amqp_frames import FrameBuffer, PublishEncoder
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class TxPublisher:
         self._returned: dict[str, str] = {}
         self._lock = threading.Lock()
         self._publish_encoder: tuple[tuple[int, int], PublishEncoder] | None = None
+        self._connector = FailoverConnector(self._connection_to)
 
     @property
     def url(self) -> str:
@@ -152,6 +154,7 @@ class TxPublisher:
         """
         logger.info("broker connection closed (%r); publishing again on a new one", exc)
         self.close()
+        self._connector.next()  # its node may be gone: another of the URL's brokers first
         connection, _ = self._connect()
         return connection
 
@@ -160,6 +163,7 @@ class TxPublisher:
         # every message in this batch is unknown: drop the connection and refuse them all.
         logger.warning("publish of %d messages failed: %r", len(messages), exc)
         self.close()
+        self._connector.next()
         reason = f"broker error: {type(exc).__name__}: {exc}"
         return dict.fromkeys((m.idempotency_key for m in messages), reason)
 
@@ -177,17 +181,19 @@ class TxPublisher:
             self._connection, self._declared = None, set()
         fresh = self._connection is None
         if self._connection is None:
-            url = self.url
-            connection = Connection(
-                url, connect_timeout=self._connect_timeout, transport_options=_transport_options(url)
-            )
-            connection.ensure_connection(max_retries=1)
+            connection = self._connector.connect(self.url)
             self._connection, self._pid = connection, os.getpid()
             if connection.transport.driver_type == "amqp":
                 channel: Any = connection.default_channel
                 channel.tx_select()
                 channel.events["basic_return"].add(self._on_return)
         return self._connection, fresh
+
+    def _connection_to(self, url: str) -> Connection:
+        """One of the setting's brokers (`;` separates several: FailoverConnector picks)."""
+        return Connection(
+            url, connect_timeout=self._connect_timeout, transport_options=_transport_options(url)
+        )
 
     def _on_return(self, exc: Exception, exchange: str, routing_key: str, message: amqp.Message) -> None:
         message_id = message.properties.get("message_id", "")
@@ -207,7 +213,9 @@ class TxPublisher:
         for message in messages:
             if message.target not in self._declared:
                 frames.flush()  # the declare must not overtake the frames before it
-                channel.queue_declare(queue=message.target, durable=True, auto_delete=False)
+                channel.queue_declare(
+                    queue=message.target, durable=True, auto_delete=False, arguments=queue_arguments()
+                )
                 self._declared.add(message.target)
             frames.add(
                 encoder.message(
@@ -234,7 +242,7 @@ class TxPublisher:
     def _publish_kombu(self, connection: Connection, messages: Sequence[Outgoing]) -> Refusals:
         producer = Producer(connection.default_channel)
         for message in messages:
-            queue = Queue(message.target, routing_key=message.target, durable=True)
+            queue = service_queue(message.target)
             producer.publish(
                 message.json_body(),
                 routing_key=message.target,

@@ -51,6 +51,7 @@ from django.utils import timezone
 from kombu import Connection, Consumer, Queue
 from kombu.message import Message
 
+from common.amqp.queues import FailoverConnector, queue_type, service_queue
 from trainings.push import metrics
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.liveness import gateway_heartbeat
@@ -110,8 +111,8 @@ class GatewayStats:
 
 
 def push_queue() -> Queue:
-    name = settings.TRAININGS_PUSH_QUEUE
-    return Queue(name, routing_key=name, durable=True, auto_delete=False)
+    """The push queue, of REMINDERS_QUEUE_TYPE (classic or quorum)."""
+    return service_queue(settings.TRAININGS_PUSH_QUEUE)
 
 
 def retry_delay(attempt: int, *, retry_after: float = 0.0) -> float:
@@ -170,6 +171,44 @@ def broker_connection(url: str) -> Connection:
     return Connection(url, transport_options=options)
 
 
+def _broker_connect(
+    connector: FailoverConnector, url: str, *, first: bool, should_stop: Callable[[], bool]
+) -> Connection | None:
+    """A connection to one of the URL's brokers. At start: a few rounds over them, then the error (as
+    before failover); after a lost connection: until one answers or the gateway is stopped (None)."""
+    rounds = 0
+    while True:
+        try:
+            return connector.connect(url)
+        except Exception as exc:
+            rounds += 1
+            if first and rounds > 3:
+                raise
+            logger.warning("push gateway: no broker answered (%r); trying again", exc)
+        if not first and should_stop():
+            return None
+        time.sleep(2.0 if first else 1.0)
+
+
+def _consumer_qos(consumer: Consumer, prefetch: int, *, started: bool) -> None:
+    """The prefetch: the channel's (global) on classic queues, where a change reaches the running consumer;
+    quorum queues refuse a global limit, so there it is the consumer's, and a change re-subscribes it (the
+    messages it holds stay unacked on the channel)."""
+    if queue_type() != "quorum":
+        consumer.qos(prefetch_count=prefetch, apply_global=True)
+        return
+    if started:
+        consumer.cancel()
+    consumer.qos(prefetch_count=prefetch, apply_global=False)
+    if started:
+        consumer.consume()
+
+
+def _connection_lost(exc: BaseException, broker: Connection) -> bool:
+    """The broker connection died (a node stopped, the network): not a refusal of ours to fix."""
+    return isinstance(exc, (*broker.connection_errors, OSError)) and not isinstance(exc, AuthFailure)
+
+
 def gateway_run(
     *,
     url: str | None = None,
@@ -193,6 +232,7 @@ def gateway_run(
     multiple_ack = url.startswith(("amqp://", "amqps://", "pyamqp://"))  # kombu's virtual brokers ack one
     # Pushes per message lately (batches, or single pushes: replays, digests): the prefetch counts pushes.
     sizes: collections.deque[int] = collections.deque([settings.TRAININGS_PUSH_MESSAGE_PUSHES], maxlen=50)
+    lost: list[Exception] = []  # the broker connection died under receive()
 
     def on_message(body: Any, message: Message) -> None:
         try:
@@ -220,6 +260,11 @@ def gateway_run(
         try:
             broker.drain_events(timeout=timeout)
         except TimeoutError:
+            return False
+        except Exception as exc:
+            if not _connection_lost(exc, broker):
+                raise
+            lost.append(exc)  # raised by the loop once the round ended (its sends are recorded)
             return False
         return True
 
@@ -261,100 +306,135 @@ def gateway_run(
         held.delivery.settle()
         stats.add(Outcome.DEAD_LETTERED)
 
-    broker = broker_connection(url)
+    connector = FailoverConnector(broker_connection)
+    idle_since = time.monotonic()
+    rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
+    taken = 0  # messages put into a round (a round is not begun past max_messages)
+    stopping = False
+    connected_before = False
     try:
-        with broker:
-            broker.ensure_connection(max_retries=3)
-            consumer = Consumer(
-                broker.default_channel, queues=[push_queue()], callbacks=[on_message], accept=["json"]
-            )
-            # The channel's limit (global), not the consumer's: RabbitMQ applies a consumer's limit to
-            # consumers started after it, so a change would never reach this one.
-            prefetch = prefetch_for()
-            consumer.qos(prefetch_count=prefetch, apply_global=True)
-            with consumer:
-                idle_since = time.monotonic()
-                rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
-                taken = 0  # messages put into a round (a round is not begun past max_messages)
-                stopping = False
-                while True:
-                    metrics.gateway_alive()
-                    gateway_heartbeat()  # a write every few seconds at most: the status page's liveness
-                    if not stopping and should_stop():
-                        # Graceful: no new round; the open ones finish, are recorded and acked. What was
-                        # received and not begun (or waits for a retry) goes back to the queue, unacked.
-                        stopping = True
-                        logger.info("push gateway stopping: finishing %d open round(s)", len(rounds))
-                    if stopping and not rounds:
-                        break
-                    if max_messages is not None and stats.handled >= max_messages and not rounds:
-                        break
-                    now = time.monotonic()
-                    next_due = min((h.due for h in waiting), default=now + 0.5)
-                    timeout = 0.5 if not (inbox or rounds) else 0.005
-                    timeout = max(0.0, min(timeout, next_due - now))
-                    while not stopping and len(inbox) < batch_size:
-                        try:
-                            broker.drain_events(timeout=max(timeout, 0.001))
-                        except TimeoutError:
-                            break
-                        timeout = 0.002  # keep filling the batch while messages arrive back to back
-                    if prefetch_for() != prefetch:
-                        prefetch = prefetch_for()
-                        consumer.qos(prefetch_count=prefetch, apply_global=True)
-                    now = time.monotonic()
-                    if (
-                        not stopping
-                        and len(rounds) < OPEN_ROUNDS
-                        and (max_messages is None or taken < max_messages)
-                    ):
-                        due = [h for h in waiting if h.due <= now]
-                        waiting[:] = [h for h in waiting if h.due > now]
-                        room = batch_size if max_messages is None else min(batch_size, max_messages - taken)
-                        batch, inbox[:] = [*due, *inbox[:room]], inbox[room:]
-                        if batch:
-                            idle_since = now
-                            if not rounds and not connection.in_atomic_block:  # (a test's transaction)
-                                close_old_connections()  # a long-lived consumer must not keep a dead one
-                            for held in batch:
-                                held.passes += 1
-                            taken += len(batch)
-                            rounds.append((batch, sender.begin([h.body for h in batch],
-                                                               sends=[h.sends for h in batch])))  # fmt: skip
-                    if not rounds:
-                        if not waiting and idle_seconds is not None and now - idle_since >= idle_seconds:
-                            break
-                        continue
-                    if (
-                        not stopping
-                        and len(rounds) < OPEN_ROUNDS
-                        and not rounds[0][1].finished.is_set()
-                        and not inbox
-                    ):
-                        sender.record_open()
-                        continue  # keep receiving: the next round begins while this one sends
-                    batch, round_ = rounds[0]
-                    # The oldest round ends once its sends are answered (the next one sends meanwhile).
-                    results = sender.end(round_, meanwhile=None if stopping else receive)
-                    rounds.popleft()
-                    metrics.pushes_handled(
-                        (held.body, result.outcome) for held, result in zip(batch, results, strict=True)
+        while True:
+            answered = _broker_connect(connector, url, first=not connected_before, should_stop=should_stop)
+            if answered is None:
+                break  # stopped while no broker answered
+            broker = answered
+            connected_before = True
+            try:
+                with broker:
+                    consumer = Consumer(
+                        broker.default_channel, queues=[push_queue()], callbacks=[on_message], accept=["json"]
                     )
-                    if multiple_ack and all(r.outcome in _ACKED for r in results):
-                        # Not begun: the inbox's first is its oldest (a batch split across rounds
-                        # leaves its tag there).
-                        older_unacked = [*waiting, *(h for b, _ in rounds for h in b), *inbox[:1]]
-                        newest = max(batch, key=_tag)
-                        if all(_tag(h) > _tag(newest) for h in older_unacked):
-                            # Every message up to the batch's newest is done (nothing older or of the same
-                            # message is held for a retry, in the open round or not begun): one `basic.ack
-                            # multiple`.
-                            newest.delivery.message.ack(multiple=True)
-                            for result in results:
-                                stats.add(result.outcome)
-                            continue
-                    for held, result in zip(batch, results, strict=True):
-                        settle(held, result)
+                    prefetch = prefetch_for()
+                    _consumer_qos(consumer, prefetch, started=False)
+                    with consumer:
+                        while True:
+                            metrics.gateway_alive()
+                            gateway_heartbeat()  # a write every few seconds at most: the status page's
+                            if not stopping and should_stop():
+                                # Graceful: no new round; the open ones finish, are recorded and acked.
+                                # What was received and not begun (or waits for a retry) goes back to
+                                # the queue, unacked.
+                                stopping = True
+                                logger.info("push gateway stopping: finishing %d open round(s)", len(rounds))
+                            if stopping and not rounds:
+                                break
+                            if max_messages is not None and stats.handled >= max_messages and not rounds:
+                                break
+                            now = time.monotonic()
+                            next_due = min((h.due for h in waiting), default=now + 0.5)
+                            timeout = 0.5 if not (inbox or rounds) else 0.005
+                            timeout = max(0.0, min(timeout, next_due - now))
+                            while not stopping and len(inbox) < batch_size:
+                                try:
+                                    broker.drain_events(timeout=max(timeout, 0.001))
+                                except TimeoutError:
+                                    break
+                                timeout = 0.002  # keep filling the batch while messages arrive back to back
+                            if prefetch_for() != prefetch:
+                                prefetch = prefetch_for()
+                                _consumer_qos(consumer, prefetch, started=True)
+                            now = time.monotonic()
+                            if (
+                                not stopping
+                                and len(rounds) < OPEN_ROUNDS
+                                and (max_messages is None or taken < max_messages)
+                            ):
+                                due = [h for h in waiting if h.due <= now]
+                                waiting[:] = [h for h in waiting if h.due > now]
+                                room = (
+                                    batch_size
+                                    if max_messages is None
+                                    else min(batch_size, max_messages - taken)
+                                )
+                                batch, inbox[:] = [*due, *inbox[:room]], inbox[room:]
+                                if batch:
+                                    idle_since = now
+                                    if (
+                                        not rounds and not connection.in_atomic_block
+                                    ):  # (a test's transaction)
+                                        close_old_connections()  # a long-lived consumer keeps no dead one
+                                    for held in batch:
+                                        held.passes += 1
+                                    taken += len(batch)
+                                    sends = [h.sends for h in batch]
+                                    rounds.append((batch, sender.begin([h.body for h in batch], sends=sends)))
+                            if not rounds:
+                                if (
+                                    not waiting
+                                    and idle_seconds is not None
+                                    and now - idle_since >= idle_seconds
+                                ):
+                                    break
+                                continue
+                            if (
+                                not stopping
+                                and len(rounds) < OPEN_ROUNDS
+                                and not rounds[0][1].finished.is_set()
+                                and not inbox
+                            ):
+                                sender.record_open()
+                                continue  # keep receiving: the next round begins while this one sends
+                            batch, round_ = rounds[0]
+                            # The oldest round ends once its sends are answered (the next one sends
+                            # meanwhile).
+                            results = sender.end(round_, meanwhile=None if stopping else receive)
+                            rounds.popleft()
+                            if lost:
+                                raise lost[0]  # receive() saw the connection die (the round is recorded)
+                            metrics.pushes_handled(
+                                (held.body, result.outcome)
+                                for held, result in zip(batch, results, strict=True)
+                            )
+                            if multiple_ack and all(r.outcome in _ACKED for r in results):
+                                # Not begun: the inbox's first is its oldest (a batch split across rounds
+                                # leaves its tag there).
+                                older_unacked = [*waiting, *(h for b, _ in rounds for h in b), *inbox[:1]]
+                                newest = max(batch, key=_tag)
+                                if all(_tag(h) > _tag(newest) for h in older_unacked):
+                                    # Every message up to the batch's newest is done (nothing older or of
+                                    # the same message is held for a retry, in the open round or not
+                                    # begun): one `basic.ack multiple`.
+                                    newest.delivery.message.ack(multiple=True)
+                                    for result in results:
+                                        stats.add(result.outcome)
+                                    continue
+                            for held, result in zip(batch, results, strict=True):
+                                settle(held, result)
+                break  # stopped, max_messages handled or idle
+            except Exception as exc:
+                if not _connection_lost(exc, broker):
+                    raise
+                # The broker (or its node) went away: the open rounds' sends finish and are recorded, then
+                # everything unacked comes back from the queue on the next connection, where the recorded
+                # pushes and (push, device) pairs are skipped (nothing sent twice beyond those in flight).
+                logger.warning("push gateway: broker connection lost (%r); reconnecting", exc)
+                lost.clear()
+                for _, round_ in rounds:
+                    sender.end(round_)
+                rounds.clear()
+                inbox.clear()
+                waiting.clear()
+                connector.next()
     except AuthFailure as exc:
         logger.critical(
             "push provider refused our credentials (%s): the gateway stops; every unacked push stays queued "
