@@ -180,6 +180,11 @@ CELERY_BROKER_FAILOVER_STRATEGY = "round-robin"
 # classic: a queue lives on one node; quorum: replicated over the cluster (docs/operations/cluster.md).
 # Every queue the service declares follows it: Celery's (Celery's own quorum support: no global QoS,
 # publisher confirms), the push queue, its dead letters, the engine's `rabbitmq` callback queues.
+# After a cluster node's loss the publishers wait this long before publishing on another node
+# (common/amqp/publisher.py: RabbitMQ 3.10 drops what reaches a quorum queue before its new leader).
+REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS = env_float(
+    "REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS", 5.0, minimum=0.0
+)
 REMINDERS_QUEUE_TYPE = env_str("REMINDERS_QUEUE_TYPE", "classic").strip().lower()
 if REMINDERS_QUEUE_TYPE not in ("classic", "quorum"):
     raise ImproperlyConfigured(f"REMINDERS_QUEUE_TYPE={REMINDERS_QUEUE_TYPE!r} is not one of classic, quorum")

@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +29,7 @@ from amqp import spec
 from django.conf import settings
 from kombu import Connection, Producer
 
-from common.amqp.queues import FailoverConnector, queue_arguments, service_queue
+from common.amqp.queues import FailoverConnector, broker_urls, queue_arguments, service_queue
 from common.wire.amqp_frames import FrameBuffer, PublishEncoder
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class TxPublisher:
         self._lock = threading.Lock()
         self._publish_encoder: tuple[tuple[int, int], PublishEncoder] | None = None
         self._connector = FailoverConnector(self._connection_to)
+        self._settle_until = 0.0  # after a cluster node's loss, no publish before this (monotonic)
 
     @property
     def url(self) -> str:
@@ -103,6 +105,10 @@ class TxPublisher:
         if not messages:
             return Published({})
         self._lock.acquire()
+        if time.monotonic() < self._settle_until:
+            self._lock.release()
+            reason = "a broker node was lost: waiting for the cluster to move its queue leaders"
+            return Published(dict.fromkeys((m.idempotency_key for m in messages), reason))
         try:
             connection, fresh = self._connect()
             if connection.transport.driver_type == "amqp":
@@ -152,9 +158,10 @@ class TxPublisher:
         that fails too, it is a refusal the caller retries. Whatever the old connection had committed
         before it closed is sent again (at-least-once, same message ids).
         """
+        if len(broker_urls(self.url)) > 1:
+            raise _FailingOver(exc)  # a cluster: see `_broken`
         logger.info("broker connection closed (%r); publishing again on a new one", exc)
         self.close()
-        self._connector.next()  # its node may be gone: another of the URL's brokers first
         connection, _ = self._connect()
         return connection
 
@@ -163,7 +170,14 @@ class TxPublisher:
         # every message in this batch is unknown: drop the connection and refuse them all.
         logger.warning("publish of %d messages failed: %r", len(messages), exc)
         self.close()
-        self._connector.next()
+        self._connector.next()  # its node may be gone: another of the URL's brokers first
+        if len(broker_urls(self.url)) > 1 and (isinstance(exc, _FailingOver) or _closed_under_us(exc)):
+            # A cluster node died. RabbitMQ 3.10 acknowledges, and drops, what a channel opened before its
+            # quorum queues have a new leader publishes to them (rabbitmq-server#9208): publish nothing
+            # for REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS, then on a connection opened after the election.
+            self._settle_until = time.monotonic() + float(
+                getattr(settings, "REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS", 5.0)
+            )
         reason = f"broker error: {type(exc).__name__}: {exc}"
         return dict.fromkeys((m.idempotency_key for m in messages), reason)
 
@@ -268,6 +282,10 @@ def _transport_options(url: str) -> dict[str, Any]:
         # A broker that stops answering must not hang the worker past its lease.
         return {"read_timeout": 30, "write_timeout": 30}
     return {}
+
+
+class _FailingOver(Exception):
+    """The connection to one node of a cluster died: the batch is refused, and retried by the caller."""
 
 
 class _Commit:
