@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run soak test lint docs docs-build format bench bench-quick clean
+.PHONY: install run soak test test-clusters lint docs docs-build format bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +47,13 @@ lint: install
 PYTEST_WORKERS ?= 4
 
 test: lint docs-build
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not clusters" $(PYTEST_ARGS)
+
+# The cluster tier (tests/clusters/, `pytest -m clusters`): scenarios on a private 3-node RabbitMQ cluster the
+# tests start on loopback ports and remove (never the machine's broker); CI runs it after `make test`
+# (.ci/run). About 5 minutes here, most of it the nodes booting (docs/operations/cluster.md).
+test-clusters: install
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m clusters $(PYTEST_ARGS)
 
 # The documentation site (docs/, mkdocs.yml): built with --strict, so a broken link or anchor fails `make test`.
 docs-build: install
