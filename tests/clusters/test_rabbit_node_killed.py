@@ -174,7 +174,10 @@ def test_every_job_and_push_arrives_when_the_node_everyone_is_on_is_killed(
     running = [workers(f"cluster-{i}", **env) for i in range(WORKERS)]
     try:
         harness.start_together(running)
-        assert cluster.connections(1) >= 2 * WORKERS + 2, "the processes are not on node 1"
+        # Each worker's consumer and publisher, the gateway's and beat's: all on node 1, the first listed.
+        harness.wait_for(
+            lambda: cluster.connections(1) >= 2 * WORKERS + 2, timeout=60, what="the processes on node 1"
+        )
 
         # A quarter into the burst: node 1 goes, with every connection and the queues' leaders on it.
         harness.wait_for(

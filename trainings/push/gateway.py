@@ -48,11 +48,12 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
-from kombu import Connection, Consumer, Queue
+from kombu import Consumer, Queue
 from kombu.message import Message
 
-from common.amqp.queues import FailoverConnector, queue_type, service_queue
+from common.amqp.queues import FailoverConnector, service_queue
 from trainings.push import metrics
+from trainings.push.broker import broker_connect, broker_connection, connection_lost, consumer_qos
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
@@ -162,53 +163,6 @@ def _tag(held: _Held) -> int:
     return int(held.delivery.message.delivery_tag or 0)
 
 
-def broker_connection(url: str) -> Connection:
-    """A kombu connection to the push broker, with the file broker's folders when it is one (without them
-    kombu looks for `data_in` in the working directory)."""
-    options = (
-        dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
-    )
-    return Connection(url, transport_options=options)
-
-
-def _broker_connect(
-    connector: FailoverConnector, url: str, *, first: bool, should_stop: Callable[[], bool]
-) -> Connection | None:
-    """A connection to one of the URL's brokers. At start: a few rounds over them, then the error (as
-    before failover); after a lost connection: until one answers or the gateway is stopped (None)."""
-    rounds = 0
-    while True:
-        try:
-            return connector.connect(url)
-        except Exception as exc:
-            rounds += 1
-            if first and rounds > 3:
-                raise
-            logger.warning("push gateway: no broker answered (%r); trying again", exc)
-        if not first and should_stop():
-            return None
-        time.sleep(2.0 if first else 1.0)
-
-
-def _consumer_qos(consumer: Consumer, prefetch: int, *, started: bool) -> None:
-    """The prefetch: the channel's (global) on classic queues, where a change reaches the running consumer;
-    quorum queues refuse a global limit, so there it is the consumer's, and a change re-subscribes it (the
-    messages it holds stay unacked on the channel)."""
-    if queue_type() != "quorum":
-        consumer.qos(prefetch_count=prefetch, apply_global=True)
-        return
-    if started:
-        consumer.cancel()
-    consumer.qos(prefetch_count=prefetch, apply_global=False)
-    if started:
-        consumer.consume()
-
-
-def _connection_lost(exc: BaseException, broker: Connection) -> bool:
-    """The broker connection died (a node stopped, the network): not a refusal of ours to fix."""
-    return isinstance(exc, (*broker.connection_errors, OSError)) and not isinstance(exc, AuthFailure)
-
-
 def gateway_run(
     *,
     url: str | None = None,
@@ -262,7 +216,7 @@ def gateway_run(
         except TimeoutError:
             return False
         except Exception as exc:
-            if not _connection_lost(exc, broker):
+            if not connection_lost(exc, broker):
                 raise
             lost.append(exc)  # raised by the loop once the round ended (its sends are recorded)
             return False
@@ -314,7 +268,7 @@ def gateway_run(
     connected_before = False
     try:
         while True:
-            answered = _broker_connect(connector, url, first=not connected_before, should_stop=should_stop)
+            answered = broker_connect(connector, url, first=not connected_before, should_stop=should_stop)
             if answered is None:
                 break  # stopped while no broker answered
             broker = answered
@@ -325,7 +279,7 @@ def gateway_run(
                         broker.default_channel, queues=[push_queue()], callbacks=[on_message], accept=["json"]
                     )
                     prefetch = prefetch_for()
-                    _consumer_qos(consumer, prefetch, started=False)
+                    consumer_qos(consumer, prefetch, started=False)
                     with consumer:
                         while True:
                             metrics.gateway_alive()
@@ -352,7 +306,7 @@ def gateway_run(
                                 timeout = 0.002  # keep filling the batch while messages arrive back to back
                             if prefetch_for() != prefetch:
                                 prefetch = prefetch_for()
-                                _consumer_qos(consumer, prefetch, started=True)
+                                consumer_qos(consumer, prefetch, started=True)
                             now = time.monotonic()
                             if (
                                 not stopping
@@ -422,11 +376,10 @@ def gateway_run(
                                 settle(held, result)
                 break  # stopped, max_messages handled or idle
             except Exception as exc:
-                if not _connection_lost(exc, broker):
+                if not connection_lost(exc, broker):
                     raise
-                # The broker (or its node) went away: the open rounds' sends finish and are recorded, then
-                # everything unacked comes back from the queue on the next connection, where the recorded
-                # pushes and (push, device) pairs are skipped (nothing sent twice beyond those in flight).
+                # The node went away: the open rounds finish and are recorded; what was unacked comes back
+                # on the next connection, where recorded pushes and (push, device) pairs are skipped.
                 logger.warning("push gateway: broker connection lost (%r); reconnecting", exc)
                 lost.clear()
                 for _, round_ in rounds:
