@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import amqp
 import pytest
@@ -115,3 +116,25 @@ def test_a_quorum_queue_is_left_alone(classic_queue: str, capsys: pytest.Capture
 
     assert f"{classic_queue}: already a quorum queue" in capsys.readouterr().out
     assert len(_take_all(classic_queue)) == 5
+
+
+def test_with_queue_type_quorum_the_publisher_declares_quorum_queues_and_skips_a_dead_broker(
+    classic_queue: str, settings: Any
+) -> None:
+    """REMINDERS_QUEUE_TYPE=quorum: the queue a publish declares is a quorum queue; a URL list whose first
+    broker refuses connections publishes on the next one."""
+    from django.utils import timezone
+
+    from common.amqp.publisher import TxPublisher
+    from trainings.push.queue import PushMessage
+
+    settings.REMINDERS_QUEUE_TYPE = "quorum"
+    dead = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1
+    publisher = TxPublisher(f"{dead};{settings.CELERY_BROKER_URL}", connect_timeout=2)
+    try:
+        sent = [PushMessage(f"key-{i}", "job", timezone.now(), 1, classic_queue, {"n": i}) for i in range(3)]
+        assert publisher.deliver(sent) == {}
+    finally:
+        publisher.close()
+    assert _queue_type(classic_queue) == "quorum"
+    assert sorted(m.properties["message_id"] for m in _take_all(classic_queue)) == ["key-0", "key-1", "key-2"]
