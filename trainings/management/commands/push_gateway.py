@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 import gc
+import logging
 import signal
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connections
 
 from common.wire.hpack_codec import huffman_table_build
 from trainings.push.gateway import gateway_run
 from trainings.push.providers import AuthFailure, providers_from_settings
+
+logger = logging.getLogger(__name__)
+# After the database failed under the gateway, wait this long before consuming again.
+_DATABASE_RETRY_SECONDS = 2.0
 
 
 class Command(BaseCommand):
@@ -40,12 +47,29 @@ class Command(BaseCommand):
         gc.collect()
         gc.freeze()
         try:
-            stats = gateway_run(
-                providers=providers,
-                max_messages=options["max_messages"],
-                idle_seconds=options["idle_seconds"],
-                should_stop=lambda: stopping,
-            )
+            while True:
+                try:
+                    stats = gateway_run(
+                        providers=providers,
+                        max_messages=options["max_messages"],
+                        idle_seconds=options["idle_seconds"],
+                        should_stop=lambda: stopping,
+                    )
+                    break
+                except DatabaseError:
+                    # The database went away (a failover, a restart): gateway_run closed its broker
+                    # connection, so RabbitMQ holds every unacked push again. Start over on a new database
+                    # connection (libpq's host list finds a promoted primary) instead of exiting.
+                    if stopping:
+                        raise
+                    logger.warning(
+                        "push gateway: database unavailable; starting over in %.0f s",
+                        _DATABASE_RETRY_SECONDS,
+                        exc_info=True,
+                    )
+                    connections.close_all()
+                    time.sleep(_DATABASE_RETRY_SECONDS)
+                    providers = providers_from_settings()  # the last ones were closed with their loop
         except AuthFailure as exc:
             raise CommandError(
                 f"push provider refused the credentials ({exc}); pushes stay queued. Fix the credentials "
