@@ -335,6 +335,12 @@ LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
 TRAININGS_GATEWAY_IN_FLIGHT = env_int("TRAININGS_GATEWAY_IN_FLIGHT", 100, minimum=1, maximum=1000)
 # Messages taken from the queue per round of sends.
 TRAININGS_GATEWAY_BATCH = env_int("TRAININGS_GATEWAY_BATCH", 500, minimum=1, maximum=5000)
+# AMQP heartbeat of the gateway's broker connection: a gateway whose host is cut off stops beating, and
+# RabbitMQ closes its connection after two missed beats and gives its unacked pushes to another gateway
+# (without one, a silent connection holds them until TCP gives up, hours later). 0 turns it off.
+TRAININGS_GATEWAY_HEARTBEAT_SECONDS = env_int(
+    "TRAININGS_GATEWAY_HEARTBEAT_SECONDS", 30, minimum=0, maximum=600
+)
 # Bounded retries: after this many attempts, or this long after the push's fire time, a push still not
 # delivered goes to the dead-letter queue `<TRAININGS_PUSH_QUEUE>.dead` (`manage.py push_dead_letters`).
 # The age stays well under RabbitMQ's consumer_timeout (30 min): a retrying push is held unacked.

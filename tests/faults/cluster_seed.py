@@ -2,8 +2,8 @@
 DATABASE_URL set to it (the scenario clusters are not pytest-django's test database, so the seeding runs
 in a process of its own on their URL, through the same models and services as the app).
 
-- `engine QUEUE COUNT IN SPREAD`: COUNT jobs to the AMQP queue QUEUE, one occurrence each, due from IN
-  seconds on, spread over SPREAD seconds.
+- `engine QUEUE COUNT IN SPREAD [PRIORITY]`: COUNT jobs to the AMQP queue QUEUE, one occurrence each, due
+  from IN seconds on, spread over SPREAD seconds.
 - `trainings COUNT IN SPREAD`: a team of four players with one FCM device each (the factory's), and COUNT
   trainings ten days ahead whose earliest reminder is made due from IN seconds on, spread over SPREAD
   seconds (the rest stay ten days away); each fires four pushes, one per player.
@@ -16,14 +16,20 @@ import os
 import sys
 
 
-def engine(queue: str, count: int, in_seconds: float, spread: float) -> None:
+def engine(queue: str, count: int, in_seconds: float, spread: float, priority: int = 5) -> None:
     from django.utils import timezone
 
     from reminders.models import CallbackType, Job, Occurrence
 
     jobs = Job.objects.bulk_create(
         [
-            Job(key=f"burst-{queue}-{n}", callback_type=CallbackType.RABBITMQ, target=queue, payload={"n": n})
+            Job(
+                key=f"burst-{queue}-{priority}-{n}",
+                callback_type=CallbackType.RABBITMQ,
+                target=queue,
+                payload={"n": n},
+                priority=priority,
+            )
             for n in range(count)
         ],
         batch_size=1000,
@@ -32,7 +38,10 @@ def engine(queue: str, count: int, in_seconds: float, spread: float) -> None:
     Occurrence.objects.bulk_create(
         [
             Occurrence(
-                job=job, fire_at=(at := base + dt.timedelta(seconds=spread * n / count)), next_attempt_at=at
+                job=job,
+                fire_at=(at := base + dt.timedelta(seconds=spread * n / count)),
+                next_attempt_at=at,
+                priority=priority,
             )
             for n, job in enumerate(jobs)
         ],
@@ -68,7 +77,7 @@ def main(argv: list[str]) -> None:
     django.setup()
     kind, *args = argv
     if kind == "engine":
-        engine(args[0], int(args[1]), float(args[2]), float(args[3]))
+        engine(args[0], int(args[1]), float(args[2]), float(args[3]), *(int(a) for a in args[4:5]))
     elif kind == "trainings":
         trainings(int(args[0]), float(args[1]), float(args[2]))
     else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 
 def available() -> bool:
@@ -56,6 +57,15 @@ class Host:
     def heal(self) -> None:
         _ip("-n", self.netns, "link", "set", self.inside, "up")
 
+    def name_localhost(self) -> None:
+        """On this host `localhost` is the machine's side of the link (`ip netns exec` reads
+        /etc/netns/<name>/hosts for /etc/hosts), so a loopback peer's certificate for localhost holds for a
+        forwarder listening there."""
+        folder = Path("/etc/netns") / self.netns
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts").write_text(f"{self.gateway} localhost\n")
+
     def remove(self) -> None:
         _ip("link", "del", self.outside, check=False)  # takes its peer along
         _ip("netns", "del", self.netns, check=False)
+        shutil.rmtree(Path("/etc/netns") / self.netns, ignore_errors=True)

@@ -6,11 +6,12 @@ import signal
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from common.wire.hpack_codec import huffman_table_build
-from trainings.push.gateway import gateway_run
+from trainings.push.gateway import broker_connection, gateway_run
 from trainings.push.providers import AuthFailure, providers_from_settings
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ class Command(BaseCommand):
         # every full collection walks all of it again while the pushes wait (as the worker does, tasks.py).
         gc.collect()
         gc.freeze()
+        lost_broker: tuple[type[BaseException], ...] = tuple(
+            broker_connection(settings.REMINDERS_CALLBACK_BROKER_URL).connection_errors
+        )
         try:
             while True:
                 try:
@@ -56,14 +60,17 @@ class Command(BaseCommand):
                         should_stop=lambda: stopping,
                     )
                     break
-                except DatabaseError:
-                    # The database went away (a failover, a restart): gateway_run closed its broker
-                    # connection, so RabbitMQ holds every unacked push again. Start over on a new database
-                    # connection (libpq's host list finds a promoted primary) instead of exiting.
-                    if stopping:
+                except Exception as exc:
+                    # The database went away (a failover, a restart), or the broker connection did (this
+                    # host cut off long enough for RabbitMQ to miss its heartbeats): the unacked pushes are
+                    # RabbitMQ's again. Start over on new connections (libpq's host list finds a promoted
+                    # primary) instead of exiting; what was recorded is not sent again.
+                    if stopping or not isinstance(exc, (DatabaseError, *lost_broker)):
                         raise
+                    what = "database" if isinstance(exc, DatabaseError) else "broker"
                     logger.warning(
-                        "push gateway: database unavailable; starting over in %.0f s",
+                        "push gateway: %s unavailable; starting over in %.0f s",
+                        what,
                         _DATABASE_RETRY_SECONDS,
                         exc_info=True,
                     )
