@@ -6,6 +6,7 @@ import signal
 import time
 from typing import Any
 
+import kombu.exceptions
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
@@ -47,8 +48,10 @@ class Command(BaseCommand):
         # every full collection walks all of it again while the pushes wait (as the worker does, tasks.py).
         gc.collect()
         gc.freeze()
-        lost_broker: tuple[type[BaseException], ...] = tuple(
-            broker_connection(settings.REMINDERS_CALLBACK_BROKER_URL).connection_errors
+        # kombu's OperationalError: a new connection refused or unreachable while this host is still cut off.
+        lost_broker: tuple[type[BaseException], ...] = (
+            *broker_connection(settings.REMINDERS_CALLBACK_BROKER_URL).connection_errors,
+            kombu.exceptions.OperationalError,
         )
         try:
             while True:
