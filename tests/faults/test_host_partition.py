@@ -269,7 +269,7 @@ def test_a_partitioned_gateway_host_hands_its_pushes_to_the_other_gateway(
         sent = Counter((r.body["data"]["push"], r.token) for r in peer.received)
         assert len(expected) == total and not expected - set(sent)
         repeated = sum(n - 1 for n in sent.values())
-        assert repeated <= 2 * IN_FLIGHT, repeated
+        assert repeated <= IN_FLIGHT, repeated  # A's sends in flight at the cut, sent again by B
         started_over = "broker unavailable; starting over" in logs[a.netns]
     finally:
         for gateway in gateways.values():
