@@ -122,7 +122,7 @@ class Node:
 
     def value(self, sql: str, params: Sequence[Any] = (), dbname: str = DATABASE) -> Any:
         with contextlib.closing(self.connect(dbname)) as conn:
-            cursor = conn.execute(sql, params or None)  # type: ignore[arg-type]
+            cursor = conn.execute(sql, params or None)
             row = cursor.fetchone() if cursor.description else None
             return row[0] if row else None
 

@@ -51,7 +51,7 @@ class Chaos:
         return self.pair.primary.value(sql, params)
 
     def delivered(self) -> int:
-        return int(self.value("SELECT count(*) FROM reminders_occurrence WHERE status = 'delivered'"))  # type: ignore[call-overload]
+        return int(self.value("SELECT count(*) FROM reminders_occurrence WHERE status = 'delivered'"))
 
     def wait_delivered(self, count: int, timeout: float = 180) -> None:
         harness.wait_for(lambda: self.delivered() >= count, timeout=timeout, what=f"{count} delivered")
@@ -62,7 +62,7 @@ def chaos_cluster(pg_template: PgTemplate) -> Iterator[Callable[..., PgPair]]:
     made: list[PgPair] = []
 
     def make(**kwargs: object) -> PgPair:
-        pair = PgPair(pg_template, standby=False, **kwargs)  # type: ignore[arg-type]
+        pair = PgPair(pg_template, standby=False, **kwargs)
         made.append(pair)
         return pair
 
@@ -112,7 +112,7 @@ def run(
                 check=True,
                 timeout=300,
             )
-        total = int(chaos.value("SELECT count(*) FROM reminders_occurrence"))  # type: ignore[call-overload]
+        total = int(chaos.value("SELECT count(*) FROM reminders_occurrence"))
         with harness.Kicker():
             chaos.wait_delivered(total // 4)
             chaos.fault_from = time.time()
@@ -267,7 +267,7 @@ def test_an_idle_transaction_holds_the_xmin_horizon(
     after = pair.primary.value(
         "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'reminders_occurrence'"
     )
-    assert int(held["dead"]) > int(after)  # type: ignore[call-overload]
+    assert int(held["dead"]) > int(after)
     harness.record(
         "chaos: idle in transaction holding xmin",
         f"a REPEATABLE READ session left idle in transaction for {XMIN_HOLD:.0f} s during a {jobs} "
@@ -307,9 +307,9 @@ def test_every_connection_slot_taken(chaos_cluster: Callable[..., PgPair], tmp_p
             with contextlib.suppress(psycopg.OperationalError):
                 hogs.append(pair.primary.connect(application_name="hog"))
         count = "SELECT count(*) FROM reminders_occurrence WHERE status = 'delivered'"
-        held_at = hogs[0].execute(count).fetchone()[0]  # type: ignore[index]
+        held_at = hogs[0].execute(count).fetchone()[0]
         time.sleep(hold_seconds)
-        delivered = hogs[0].execute(count).fetchone()[0] - held_at  # type: ignore[index]
+        delivered = hogs[0].execute(count).fetchone()[0] - held_at
         refused.append(f"{delivered} delivered while every slot was taken")
         for hog in hogs:
             hog.close()

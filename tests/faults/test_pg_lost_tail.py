@@ -71,7 +71,7 @@ def test_what_the_standby_never_received_is_repeated_or_gone_as_the_runbook_says
         seed(pair.url(), kept, KEPT, 8)  # due in 8 s: on the standby before it stops
         lsn = pair.primary.value("SELECT pg_current_wal_lsn()::text")
         harness.wait_for(
-            lambda: pair.standby.value("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn]),  # type: ignore[union-attr]
+            lambda: pair.standby.value("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn]),
             timeout=30,
             what="the standby to replay the first burst",
         )
@@ -92,9 +92,7 @@ def test_what_the_standby_never_received_is_repeated_or_gone_as_the_runbook_says
             pair.standby.promote()
             harness.wait_for(
                 lambda: (
-                    pair.standby.value(  # type: ignore[union-attr]
-                        "SELECT count(*) FROM reminders_occurrence WHERE status = 'delivered'"
-                    )
+                    pair.standby.value("SELECT count(*) FROM reminders_occurrence WHERE status = 'delivered'")
                     == KEPT
                 ),
                 timeout=120,
