@@ -49,11 +49,12 @@ PYTEST_WORKERS ?= 4
 test: lint docs-build
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not clusters" $(PYTEST_ARGS)
 
-# The cluster tier (tests/clusters/, `pytest -m clusters`): scenarios on a private 3-node RabbitMQ cluster the
-# tests start on loopback ports and remove (never the machine's broker); CI runs it after `make test`
-# (.ci/run). About 5 minutes here, most of it the nodes booting (docs/operations/cluster.md).
+# The cluster tier (.ci/run runs it after `make test`): scenarios on PostgreSQL primaries and standbys,
+# RabbitMQ nodes and network namespaces ("hosts") the tests start themselves on loopback ports and private
+# addresses (docs/operations/cluster.md). Needs root (initdb as the postgres user, `ip netns`). Two test
+# processes: each scenario already runs several workers, a gateway and its own servers.
 test-clusters: install
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m clusters $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 --dist worksteal -m clusters $(PYTEST_ARGS)
 
 # The documentation site (docs/, mkdocs.yml): built with --strict, so a broken link or anchor fails `make test`.
 docs-build: install

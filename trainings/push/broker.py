@@ -20,10 +20,11 @@ logger = logging.getLogger("trainings.push.gateway")
 def broker_connection(url: str) -> Connection:
     """A kombu connection to the push broker, with the file broker's folders when it is one (without them
     kombu looks for `data_in` in the working directory)."""
-    options = (
-        dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
-    )
-    return Connection(url, transport_options=options)
+    if url.startswith("filesystem"):
+        return Connection(
+            url, transport_options=dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}))
+        )
+    return Connection(url, heartbeat=settings.TRAININGS_GATEWAY_HEARTBEAT_SECONDS)
 
 
 def broker_connect(

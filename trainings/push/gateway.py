@@ -112,8 +112,7 @@ class GatewayStats:
 
 
 def push_queue() -> Queue:
-    """The push queue, of REMINDERS_QUEUE_TYPE (classic or quorum)."""
-    return service_queue(settings.TRAININGS_PUSH_QUEUE)
+    return service_queue(settings.TRAININGS_PUSH_QUEUE)  # of REMINDERS_QUEUE_TYPE: classic or quorum
 
 
 def retry_delay(attempt: int, *, retry_after: float = 0.0) -> float:
@@ -209,6 +208,7 @@ def gateway_run(
 
     def receive(timeout: float) -> bool:
         """While a round's sends are in flight: take in the next round's messages (nothing is acked here)."""
+        broker.heartbeat_check()  # a long round must not go silent: RabbitMQ would take the gateway for dead
         if len(inbox) >= batch_size:
             return False
         try:
@@ -282,12 +282,12 @@ def gateway_run(
                     consumer_qos(consumer, prefetch, started=False)
                     with consumer:
                         while True:
+                            broker.heartbeat_check()  # a beat when due; raises when the server stopped
                             metrics.gateway_alive()
                             gateway_heartbeat()  # a write every few seconds at most: the status page's
                             if not stopping and should_stop():
-                                # Graceful: no new round; the open ones finish, are recorded and acked.
-                                # What was received and not begun (or waits for a retry) goes back to
-                                # the queue, unacked.
+                                # Graceful: the open rounds finish, are recorded and acked; the rest
+                                # (received, not begun, or waiting for a retry) goes back unacked.
                                 stopping = True
                                 logger.info("push gateway stopping: finishing %d open round(s)", len(rounds))
                             if stopping and not rounds:
