@@ -26,6 +26,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils.choices import CallableChoiceIterator
+from django.utils.translation import gettext_noop
 
 from trainings.digest import timing
 from trainings.offsets import Offset, offset_between
@@ -348,6 +349,32 @@ MOVED = register(
             "fr": (
                 "Entraînement déplacé : {title}",
                 "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
+            ),
+        },
+    )
+)
+
+
+# "The training is cancelled" (trainings/notices.py): to invited players who accepted or were reached by a
+# push of it, never to one who declined.
+CANCELLED = register(
+    Kind(
+        code="CANCELLED",
+        label="Training cancelled",
+        anchor="start",
+        sign=-1,
+        closes=at_start,
+        answer=None,
+        screen="training",
+        rule=False,
+        notice={
+            "en": (
+                gettext_noop("Training cancelled: {title}"),
+                gettext_noop("{title} on {start_date} at {start_time} ({time_zone}) is cancelled."),
+            ),
+            "fr": (
+                "Entraînement annulé : {title}",
+                "{title} du {start_date} à {start_time} ({time_zone}) est annulé.",
             ),
         },
     )

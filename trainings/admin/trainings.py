@@ -23,6 +23,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 
 import trainings.admin.coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
 import trainings.admin.guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
@@ -53,6 +54,7 @@ from trainings.selectors import (
 )
 from trainings.services import (
     training_cancel,
+    training_cancelled_notice_schedule,
     training_copy,
     training_delete,
     training_lock,
@@ -268,7 +270,12 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         except Training.DoesNotExist:  # deleted meanwhile
             return self._missing(request, object_id)
         self.message_user(
-            request, "Training cancelled; its pending reminders are cancelled.", messages.SUCCESS
+            request,
+            gettext(
+                "Training cancelled; its pending reminders are cancelled, and the players who said they "
+                "would come or were reminded are told."
+            ),
+            messages.SUCCESS,
         )
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
@@ -277,7 +284,9 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             # Lock first (the one lock order, trainings.writes.training_lock): a concurrent rule rescan
             # must not schedule from the old times after us. Deleted meanwhile: DoesNotExist, which
             # changeform_view answers as "does not exist" instead of saving the row back to life.
-            training_lock(training_id=obj.pk)
+            before = training_lock(training_id=obj.pk)
+            if obj.cancelled and not before.cancelled:  # the box ticked: as the Cancel button does
+                training_cancelled_notice_schedule(training=obj)
         obj.save()
 
     def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:
