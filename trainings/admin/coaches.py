@@ -12,8 +12,9 @@ from django.http import HttpRequest
 from trainings.admin.html import rule_label
 from trainings.admin.operators import _EngineFieldsForOperators
 from trainings.admin.people import OwnDeviceInline, ZoneAndLanguageLists
+from trainings.digest.profiles import coach_profile_ensure
 from trainings.kinds import coach_kinds
-from trainings.models import CoachPush
+from trainings.models import CoachPush, Team
 from trainings.models.coaches import Coach
 from trainings.selectors import teams_visible_to, user_sees_all_teams
 
@@ -39,6 +40,15 @@ class CoachAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return user_sees_all_teams(request.user)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        """A coach of a team finds their own profile here, made on the first visit if need be (they
+        cannot add one: a profile is a user's, and an operator's list is everyone's)."""
+        if not user_sees_all_teams(request.user):
+            team = Team.objects.filter(coaches=request.user.pk).order_by("pk").first()
+            if team is not None:
+                coach_profile_ensure(request.user, time_zone=team.time_zone)
+        return super().changelist_view(request, extra_context)
 
 
 class CoachKindFilter(admin.SimpleListFilter):
