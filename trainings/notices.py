@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from reminders.api import Callback, Delivery, job_upsert
 from reminders.models import CallbackType
@@ -173,6 +174,11 @@ def cancelled_notice_key(*, training_id: object) -> str:
 
 
 CANCELLED_NOTICE_HANDLER = "trainings.cancelled_notice"
+# What a coach who cancels reads (the admin's message).
+CANCELLED_TOLD = gettext_lazy(
+    "Training cancelled; its pending reminders are cancelled, and the players who said they would come or "
+    "were reminded are told."
+)
 
 
 def training_cancelled_notice_schedule(*, training: Training) -> None:

@@ -20,6 +20,7 @@ from trainings.held import (
 )
 from trainings.notices import (
     CANCELLED_NOTICE_HANDLER,
+    CANCELLED_TOLD,
     MOVED_NOTICE_HANDLER,
     cancelled_notice_key,
     moved_notice_key,
@@ -49,6 +50,7 @@ from trainings.writes import (
 
 __all__ = [
     "CANCELLED_NOTICE_HANDLER",
+    "CANCELLED_TOLD",
     "COACH_GROUP",
     "HANDLER_NAME",
     "MOVED_NOTICE_HANDLER",

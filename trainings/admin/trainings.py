@@ -23,7 +23,6 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext
 
 import trainings.admin.coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
 import trainings.admin.guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
@@ -53,6 +52,7 @@ from trainings.selectors import (
     trainings_with_counts,
 )
 from trainings.services import (
+    CANCELLED_TOLD,
     training_cancel,
     training_cancelled_notice_schedule,
     training_copy,
@@ -269,14 +269,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             training = training_cancel(training=found)
         except Training.DoesNotExist:  # deleted meanwhile
             return self._missing(request, object_id)
-        self.message_user(
-            request,
-            gettext(
-                "Training cancelled; its pending reminders are cancelled, and the players who said they "
-                "would come or were reminded are told."
-            ),
-            messages.SUCCESS,
-        )
+        self.message_user(request, str(CANCELLED_TOLD), messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
     def save_model(self, request: HttpRequest, obj: Training, form: ModelForm, change: bool) -> None:

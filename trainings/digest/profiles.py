@@ -85,7 +85,7 @@ def team_unreached(team: Team) -> list[str]:
             warnings.append(
                 gettext(
                     "The coaches' messages (%(settings)s) reach nobody: no coach of this team has a device "
-                    "or an email address. Add one on your coach profile (Coaches)."
+                    "or an email address. Give yours on your coach profile (Coaches: Email for your digests)."
                 )
                 % {"settings": ", ".join(said)}
             )
