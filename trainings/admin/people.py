@@ -155,8 +155,9 @@ class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         super().save_related(request, form, formsets, change)  # the coaches list as saved, from here on
         if any(getattr(form.instance, name) for name in COACH_SETTINGS):
             team_coaches({form.instance.pk})
-        for warning in team_unreached(form.instance):
-            messages.warning(request, warning)
+        if "_continue" not in request.POST:  # else the change page, opened next, says it (below)
+            for warning in team_unreached(form.instance):
+                messages.warning(request, warning)
 
     def change_view(
         self,
