@@ -220,8 +220,10 @@ def training_cancelled_notify(*, delivery: Delivery) -> int:
         )
         if training is None or not training.cancelled or training.start <= delivery.fire_at:
             return 0
-        told = Push.objects.filter(training=training, kind=kinds.CANCELLED.code).exclude(
-            occurrence_key=delivery.idempotency_key  # this job's own, if it ran before: recorded again as is
+        told = (
+            Push.objects.filter(training=training, kind=kinds.CANCELLED.code)
+            .exclude(status=PushStatus.WITHDRAWN)  # withdrawn while held (restored meanwhile): not told
+            .exclude(occurrence_key=delivery.idempotency_key)  # this job's own, if it ran before: as is
         )
         reached = Push.objects.filter(training=training, status=PushStatus.SENT).exclude(
             kind=kinds.CANCELLED.code

@@ -136,6 +136,7 @@ def test_the_coachs_guide_step_by_step(live_server: Any, page: Any, settings: An
     _picture(page, "digest-nobody")
     page.goto(f"{live_server.url}/admin/trainings/coach/")
     page.click("#result_list tbody tr a")
+    page.wait_for_selector("#id_email")
     page.fill("#id_email", "coach@example.com")
     _picture(page, "coach-profile")
     page.click("input[name=_save]")

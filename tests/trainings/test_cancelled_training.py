@@ -200,6 +200,12 @@ def test_a_restore_while_held_withdraws_the_notice(coach: Any, team: Team, push_
     push = Push.objects.get(kind=CANCELLED)
     assert (push.status, push.status_reason) == (PushStatus.WITHDRAWN, "training restored while held")
 
+    Team.objects.filter(pk=team.pk).update(quiet_start=None, quiet_end=None)
+    _cancel_by_api(coach, training)  # cancelled for good: Alice was never told, so she is now
+    fire(_notice(training))
+    (body,) = _told(push_queue, expect=1)
+    assert _names([body]) == {"Alice"} and body["kind"] == CANCELLED
+
 
 def test_when_the_training_would_have_started_before_quiet_hours_end_it_goes_at_once(
     coach: Any, team: Team, push_queue: str
