@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -21,6 +22,7 @@ from tests.clients import api_as, logged_in
 from tests.conftest import drain_queue
 from tests.factories import DeviceFactory, GuardianFactory, training_made
 from tests.trainings.conftest import fire
+from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
 from trainings import kinds
 from trainings.models import (
@@ -45,7 +47,7 @@ from trainings.services import (
     training_update,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
+pytestmark = pytest.mark.django_db
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
 CANCELLED = kinds.CANCELLED.code
@@ -65,8 +67,18 @@ def _cancel_by_api(coach: Any, training: Training) -> None:
     assert response.json()["cancelled"] is True
 
 
-def _told(push_queue: str, expect: int) -> list[dict[str, Any]]:
-    return [json.loads(m.body) for m in drain_queue(push_queue, expect=expect)]
+Pushes = Callable[..., list[dict[str, Any]]]
+
+
+@pytest.fixture
+def pushes(request: pytest.FixtureRequest, settings: Any) -> Pushes:
+    """What is on the push queue now (read and acked): on RabbitMQ where the suite runs with it, on the
+    embedded file broker otherwise (`make run`'s), so these tests run on both."""
+    if settings.CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://")):
+        queue = request.getfixturevalue("push_queue")
+        return lambda expect=None: [json.loads(m.body) for m in drain_queue(queue, expect=expect)]
+    url = request.getfixturevalue("file_broker")
+    return lambda expect=None: left_on(url, settings.TRAININGS_PUSH_QUEUE)
 
 
 def _names(bodies: list[dict[str, Any]]) -> set[str]:
@@ -74,7 +86,7 @@ def _names(bodies: list[dict[str, Any]]) -> set[str]:
 
 
 def test_the_players_who_accepted_hear_of_it_and_one_who_declined_does_not(
-    coach: Any, team: Team, push_queue: str
+    coach: Any, team: Team, pushes: Pushes
 ) -> None:
     training = training_made(team, START)
     _respond(training, "Alice", InvitationStatus.ACCEPTED)
@@ -83,7 +95,7 @@ def test_the_players_who_accepted_hear_of_it_and_one_who_declined_does_not(
     _cancel_by_api(coach, training)
     fire(_notice(training))
 
-    (body,) = _told(push_queue, expect=1)
+    (body,) = pushes(expect=1)
     assert _names([body]) == {"Alice"}
     assert (body["kind"], body["title"]) == (CANCELLED, "Training cancelled: Speed session")
     assert body["body"] == "Speed session on June 11, 2030 at 6 p.m. (Europe/Paris) is cancelled."
@@ -91,18 +103,18 @@ def test_the_players_who_accepted_hear_of_it_and_one_who_declined_does_not(
 
 
 def test_everyone_a_reminder_reached_hears_of_it_in_their_language_unless_they_declined_since(
-    coach: Any, team: Team, rules: dict[str, ReminderRule], push_queue: str
+    coach: Any, team: Team, rules: dict[str, ReminderRule], pushes: Pushes
 ) -> None:
     training = training_made(team, START)
     fire(Occurrence.objects.get(job__key=job_key(training_id=training.pk, rule=rules["pre-questionnaire"]),
                                 fire_at=START - dt.timedelta(minutes=90)))  # fmt: skip
-    drain_queue(push_queue, expect=3)
+    pushes(expect=3)
     _respond(training, "Chloe", InvitationStatus.DENIED)
 
     _cancel_by_api(coach, training)
     fire(_notice(training))
 
-    bodies = _told(push_queue, expect=2)
+    bodies = pushes(expect=2)
     assert _names(bodies) == {"Alice", "Bruno"}
     by_language = {b["language"]: b for b in bodies}
     assert by_language["fr"]["title"] == "Entraînement annulé : Speed session"
@@ -111,7 +123,7 @@ def test_everyone_a_reminder_reached_hears_of_it_in_their_language_unless_they_d
 
 
 def test_never_twice_a_second_patch_a_redelivered_job_a_restore_and_cancel_again(
-    coach: Any, team: Team, push_queue: str
+    coach: Any, team: Team, pushes: Pushes
 ) -> None:
     training = training_made(team, START)
     _respond(training, "Alice", InvitationStatus.ACCEPTED)
@@ -120,31 +132,29 @@ def test_never_twice_a_second_patch_a_redelivered_job_a_restore_and_cancel_again
     assert Occurrence.objects.filter(job__key=cancelled_notice_key(training_id=training.pk)).count() == 1
     notice = _notice(training)
     fire(notice)
-    assert len(_told(push_queue, expect=1)) == 1
+    assert len(pushes(expect=1)) == 1
 
     notice.refresh_from_db()  # the broker hands the same job over again (a worker died before its ack)
     again = Delivery(notice.pk, notice.idempotency_key, cancelled_notice_key(training_id=training.pk),
                      notice.fire_at, 2, "", {"training": str(training.pk)})  # fmt: skip
     assert training_cancelled_notify(delivery=again) == 1  # the same push, recorded once and not re-sent
-    assert drain_queue(push_queue) == []
+    assert pushes() == []
 
     response = api_as(coach).patch(f"/api/trainings/{training.pk}/", {"cancelled": False}, format="json")
     assert response.status_code == 200
     _cancel_by_api(coach, training)
     fire(_notice(training))
-    assert drain_queue(push_queue) == []  # Alice was told already
+    assert pushes() == []  # Alice was told already
     assert Push.objects.filter(kind=CANCELLED).count() == 1
 
 
-def test_a_cancel_undone_before_the_notice_fires_tells_nobody(
-    coach: Any, team: Team, push_queue: str
-) -> None:
+def test_a_cancel_undone_before_the_notice_fires_tells_nobody(coach: Any, team: Team, pushes: Pushes) -> None:
     training = training_made(team, START)
     _respond(training, "Alice", InvitationStatus.ACCEPTED)
     _cancel_by_api(coach, training)
     training_update(training=Training.objects.get(pk=training.pk), cancelled=False)
     fire(_notice(training))
-    assert drain_queue(push_queue) == []
+    assert pushes() == []
     assert not Push.objects.filter(kind=CANCELLED).exists()
 
 
@@ -159,7 +169,7 @@ def _quiet_now(team: Team, *, before: int, after: int) -> dt.datetime:
 
 
 def test_in_quiet_hours_it_waits_for_their_end_and_a_restore_meanwhile_withdraws_it(
-    coach: Any, team: Team, push_queue: str
+    coach: Any, team: Team, pushes: Pushes
 ) -> None:
     training = training_made(team, timezone.now() + dt.timedelta(days=1))
     _respond(training, "Alice", InvitationStatus.ACCEPTED)
@@ -169,7 +179,7 @@ def test_in_quiet_hours_it_waits_for_their_end_and_a_restore_meanwhile_withdraws
     _cancel_by_api(coach, training)
     fire(_notice(training))
 
-    assert drain_queue(push_queue) == []
+    assert pushes() == []
     held = Push.objects.filter(kind=CANCELLED)
     assert {(p.status, p.release_at) for p in held} == {(PushStatus.HELD, end)}
     release = Occurrence.objects.get(job__key=quiet_release_key(training_id=training.pk, rule=None),
@@ -179,13 +189,13 @@ def test_in_quiet_hours_it_waits_for_their_end_and_a_restore_meanwhile_withdraws
         invitation=training.invitations.get(player__name="Bruno"), status=InvitationStatus.DENIED
     )
     fire(release)
-    (body,) = _told(push_queue, expect=1)  # Bruno declined while it was held
+    (body,) = pushes(expect=1)  # Bruno declined while it was held
     assert _names([body]) == {"Alice"} and body["kind"] == CANCELLED
     bruno = Push.objects.get(kind=CANCELLED, player__name="Bruno")
     assert (bruno.status, bruno.status_reason) == (PushStatus.WITHDRAWN, "answered while held")
 
 
-def test_a_restore_while_held_withdraws_the_notice(coach: Any, team: Team, push_queue: str) -> None:
+def test_a_restore_while_held_withdraws_the_notice(coach: Any, team: Team, pushes: Pushes) -> None:
     training = training_made(team, timezone.now() + dt.timedelta(days=1))
     _respond(training, "Alice", InvitationStatus.ACCEPTED)
     _quiet_now(team, before=60, after=120)
@@ -196,19 +206,19 @@ def test_a_restore_while_held_withdraws_the_notice(coach: Any, team: Team, push_
     fire(Occurrence.objects.get(job__key=quiet_release_key(training_id=training.pk, rule=None),
                                 status=OccurrenceStatus.SCHEDULED))  # fmt: skip
 
-    assert drain_queue(push_queue) == []
+    assert pushes() == []
     push = Push.objects.get(kind=CANCELLED)
     assert (push.status, push.status_reason) == (PushStatus.WITHDRAWN, "training restored while held")
 
     Team.objects.filter(pk=team.pk).update(quiet_start=None, quiet_end=None)
     _cancel_by_api(coach, training)  # cancelled for good: Alice was never told, so she is now
     fire(_notice(training))
-    (body,) = _told(push_queue, expect=1)
+    (body,) = pushes(expect=1)
     assert _names([body]) == {"Alice"} and body["kind"] == CANCELLED
 
 
 def test_when_the_training_would_have_started_before_quiet_hours_end_it_goes_at_once(
-    coach: Any, team: Team, push_queue: str
+    coach: Any, team: Team, pushes: Pushes
 ) -> None:
     _quiet_now(team, before=60, after=180)
     soon = timezone.now().replace(second=0, microsecond=0) + dt.timedelta(minutes=120)
@@ -218,7 +228,7 @@ def test_when_the_training_would_have_started_before_quiet_hours_end_it_goes_at_
     _cancel_by_api(coach, training)
     fire(_notice(training))
 
-    (body,) = _told(push_queue, expect=1)
+    (body,) = pushes(expect=1)
     assert body["kind"] == CANCELLED
     push = Push.objects.get(kind=CANCELLED)
     assert push.status == PushStatus.SENT
@@ -236,7 +246,7 @@ def maria(team: Team) -> Guardian:
 
 
 def test_end_to_end_phones_by_the_logging_stand_in_emails_by_smtp_guardians_too(
-    coach: Any, team: Team, maria: Guardian, push_queue: str, smtp: Inbox, settings: Any, caplog: Any
+    coach: Any, team: Team, maria: Guardian, pushes: Pushes, smtp: Inbox, settings: Any, caplog: Any
 ) -> None:
     """Alice and her mother are told (the team reminds both), Alice's mother by email; Chloe, whose only
     address is an email, by email; Bruno on his phone (the logging stand-in takes it: no FCM settings)."""
@@ -256,7 +266,7 @@ def test_end_to_end_phones_by_the_logging_stand_in_emails_by_smtp_guardians_too(
     assert response.status_code == 200
     assert "the players who said they would come or were reminded are told" in response.content.decode()
     fire(_notice(training))
-    bodies = _told(push_queue, expect=4)
+    bodies = pushes(expect=4)
 
     sender = PushSender(providers_from_settings())
     try:
