@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from common.i18n import validate_spoken_language
 from trainings import kinds
 from trainings.models.channels import ChannelChoice
 from trainings.models.quiet_hours import quiet_hours_both_or_none
@@ -38,7 +39,12 @@ class Coach(models.Model):
     """What a coach's digests need: a language, a zone, channels and quiet hours (else the team's)."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coach")
-    language = models.CharField(max_length=10, default="en", help_text="Language of the coach's digests.")
+    language = models.CharField(
+        max_length=10,
+        default="en",
+        validators=[validate_spoken_language],
+        help_text="Language of the coach's digests.",
+    )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     channels = models.CharField(
         max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT, db_default="default"

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from common.i18n import validate_spoken_language
 from trainings.models.coaches import DigestTimes
 from trainings.models.guardians import Reminds
 from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
@@ -59,7 +60,12 @@ class Player(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="player"
     )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
-    language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
+    language = models.CharField(
+        max_length=10,
+        default="en",
+        validators=[validate_spoken_language],
+        help_text="Language of the player's pushes.",
+    )
     teams = models.ManyToManyField(Team, through="Membership", related_name="players")
     quiet_start = models.TimeField(
         null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
