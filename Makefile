@@ -24,16 +24,11 @@ $(MESSAGES_STAMP): $(PO_FILES) $(STAMP)
 
 install: $(STAMP) $(MESSAGES_STAMP)
 
-# Refresh the catalogs from the source after adding or changing a text (needs GNU gettext's xgettext, e.g.
-# `apt-get install gettext`): new msgids arrive with an empty msgstr for a translator to fill, and the
-# suite fails until every language has them (docs/development.md, "Languages").
-MESSAGE_LANGUAGES := de en es fr it nl
+# Refresh the catalogs from the source after adding or changing a text, for every language of locale/ (needs
+# GNU gettext's xgettext, e.g. `apt-get install gettext`): new msgids arrive with an empty msgstr for a
+# translator to fill, and the suite fails until every language has them (docs/development.md, "Languages").
 messages: install
-	$(BIN)/python manage.py makemessages --no-obsolete --extension html,txt,py \
-		$(foreach language,$(MESSAGE_LANGUAGES),--locale $(language)) \
-		--ignore '.venv/*' --ignore 'var/*' --ignore 'tests/*' --ignore 'bench/*' --ignore 'docs/*' \
-		--ignore 'site/*' --ignore 'build/*' --ignore 'scripts/*'
-	$(BIN)/python scripts/compile_messages.py
+	$(BIN)/python scripts/compile_messages.py --refresh
 
 # ADDR=host:port serves elsewhere when 8000 is taken (e.g. `ADDR=127.0.0.1:8010 make run`); the links
 # dev_admin and demo_trainings print follow it.
