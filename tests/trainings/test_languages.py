@@ -186,8 +186,9 @@ def test_the_email_says_its_words_in_the_readers_language(
     )
     mail = email.message_from_bytes(as_bytes(email_of(push, Target(7, "email", "email", "a@example.com"))),
                                     policy=default_policy)  # fmt: skip
-    text = mail.get_body(preferencelist=("plain",)).get_content()  # type: ignore[union-attr]
-    page = mail.get_body(preferencelist=("html",)).get_content()  # type: ignore[union-attr]
+    plain, rich = mail.get_body(preferencelist=("plain",)), mail.get_body(preferencelist=("html",))
+    assert plain is not None and rich is not None
+    text, page = plain.get_content(), rich.get_content()
     assert mail["Subject"] == SAYS[language][0] and mail["Content-Language"] == language
     assert f"{SAYS[language][3]}: https://coach.example.com/answer/" in text
     assert f'<html lang="{language}">' in page and SAYS[language][3] in html.unescape(page)
