@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from common.i18n import translated
 from tests.browser.conftest import log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.trainings.push_fixtures import message
@@ -95,4 +96,6 @@ def test_a_coach_reads_the_admin_in_their_own_language(live_server: Any, page: A
         # Its name on at most two lines beside the description, in every language's length.
         assert link.count() == 1 and link.bounding_box()["height"] < 45, link.bounding_box()
         assert log_out in page.locator("#logout-form").text_content()
+        models = [name.strip() for name in page.locator(".app-trainings th").all_text_contents()]
+        assert translated(language, "players").capitalize() in models, models  # the models' names too
         shot(page, f"language-admin-{language}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 from common.i18n import validate_spoken_language
 from trainings import kinds
@@ -56,7 +57,8 @@ class Coach(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        verbose_name_plural = "coaches"
+        verbose_name = gettext_lazy("coach")
+        verbose_name_plural = gettext_lazy("coaches")
         constraints = [
             quiet_hours_both_or_none("coach"),
             models.CheckConstraint(
@@ -109,8 +111,8 @@ class CoachPush(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        verbose_name = "coach's digest"
-        verbose_name_plural = "coaches' digests"
+        verbose_name = gettext_lazy("coach's digest")
+        verbose_name_plural = gettext_lazy("coaches' digests")
         constraints = [
             models.UniqueConstraint(fields=["key"], name="coachpush_unique_key"),
             models.CheckConstraint(

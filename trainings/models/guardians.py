@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 from common.i18n import validate_spoken_language
 from trainings.models.quiet_hours import quiet_hours_both_or_none
@@ -52,6 +53,8 @@ class Guardian(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = gettext_lazy("guardian")
+        verbose_name_plural = gettext_lazy("guardians")
         constraints = [quiet_hours_both_or_none("guardian")]
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 from common.i18n import validate_spoken_language
 from trainings.models.coaches import DigestTimes
@@ -41,6 +42,8 @@ class Team(DigestTimes, models.Model):
     )
 
     class Meta:
+        verbose_name = gettext_lazy("team")
+        verbose_name_plural = gettext_lazy("teams")
         permissions = [
             ("manage_all_teams", "Can see and change every team's trainings (operators)"),
             ("use_integration_api", "Can use the platform integration API (roster, devices, webhooks)"),
@@ -73,6 +76,8 @@ class Player(models.Model):
     quiet_end = models.TimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = gettext_lazy("player")
+        verbose_name_plural = gettext_lazy("players")
         constraints = [quiet_hours_both_or_none("player")]
 
     def __str__(self) -> str:
