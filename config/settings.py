@@ -55,6 +55,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # The request's language from Accept-Language (no URL prefixes); a signed-in coach's admin is in their
+    # own (trainings/admin/language.py, below). After CommonMiddleware: answer-link API calls skip it.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -133,6 +136,17 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en"
+# The languages the service speaks: a catalog each in locale/ (docs/development.md, "Languages"). A person
+# chooses one of these; a stored value outside them reads as its base language or English (common/i18n.py).
+LANGUAGES = [
+    ("de", "Deutsch"),
+    ("en", "English"),
+    ("es", "Español"),
+    ("fr", "Français"),
+    ("it", "Italiano"),
+    ("nl", "Nederlands"),
+]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 # Dates as people read them in the admin: one format, with the zone (config/formats/en/formats.py).
 FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
@@ -547,6 +561,10 @@ SPECTACULAR_SETTINGS.update(
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
     "reminders.admin.middleware.user_time_zone",
+)
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "trainings.admin.language.coach_language",
 )
 # A coach opening an operator page is refused with a page, not a traceback in the log.
 LOGGING.setdefault("filters", {})["forbidden_quietly"] = {

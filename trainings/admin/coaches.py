@@ -111,7 +111,7 @@ class CoachKindFilter(admin.SimpleListFilter):
     parameter_name = "kind"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(kind.code, kind.label) for kind in coach_kinds()]
+        return [(kind.code, kind.label_text) for kind in coach_kinds()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[CoachPush]) -> QuerySet[CoachPush]:
         return queryset.filter(kind=self.value()) if self.value() else queryset

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
@@ -16,17 +15,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, reverse
 
 from common.admin_widgets import LongSelect, zone_field
+from common.i18n import language_choices
 from reminders.api import default_zone_register
 from trainings.access import users_linkable_search, users_linkable_to_player
 from trainings.digest.profiles import COACH_SETTINGS, team_coaches, team_unreached
 from trainings.digest.schedule import DIGEST_FIELDS, team_digests_reschedule
 from trainings.models import Device, Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
-
-
-def language_choices() -> list[tuple[str, str]]:
-    """Django's list of languages (code and English name), the codes push templates are written for."""
-    return sorted(((code, f"{name} ({code})") for code, name in settings.LANGUAGES), key=lambda c: c[1])
 
 
 def _team_zone(user: Any) -> str | None:
