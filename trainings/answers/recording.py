@@ -24,6 +24,7 @@ from django.db.models.base import ModelState
 from django.utils import timezone
 
 from trainings import kinds, queries
+from trainings.answers import questionnaires
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.answers.statements import fetch_one
 from trainings.answers.values import answers_check
@@ -202,7 +203,8 @@ def answer_link_record(
         recorded = _invitation_respond(target, response, now, source)
         _decline_alert_if_wanted(target, response, recorded)
         return recorded
-    answers = answers_check(answers)
+    definition = questionnaires.definition_of(target.training.team_id, target.link.kind)
+    answers = questionnaires.answers_valid(definition, answers_check(answers))
     if connection.vendor == "postgresql":
         return _questionnaire_record(target, answers, now, source)
     with transaction.atomic():
@@ -308,14 +310,26 @@ def answer_link_answer(
                               "from_end": closes.anchor == "end", "span": closes.span(),
                               "source": source}  # fmt: skip
     invitation = expects_response(link.kind)
+    team, definition = (
+        (0, None) if invitation else questionnaires.guess(link.training_id, link.kind) or (0, None)
+    )
     if invitation:
         if response not in RESPONSES:
             raise ValueError("response")
         row = fetch_one(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]})
-    else:
+    else:  # checked against the definition last read for the training, written only if it still holds
         answers = answers_check(answers)
+        checked = questionnaires.answers_valid(definition, answers) if definition else answers
+        revision = definition.revision if definition else -1  # no guess yet: nothing written
         row = fetch_one(
-            queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "answers": json.dumps(answers)}
+            queries.LINK_ANSWERS_RECORD,
+            {
+                **params,
+                "phase": link.kind,
+                "team": team,
+                "answers": json.dumps(checked),
+                "revision": revision,
+            },
         )
     if row is None:
         raise LinkGone("gone", "This training no longer exists.")
@@ -323,6 +337,9 @@ def answer_link_answer(
     target = _target_checked(link, training, found, member, None, now)
     if not row[21]:  # open, as the statement saw it: refused above for a reason, never written
         raise LinkGone("closed", "The time to answer this has passed.")
+    if not invitation and (definition is None or (row[1], row[26]) != (team, definition.revision)):
+        questionnaires.learn(link.training_id, link.kind, row[1])  # not written: checked as any other way
+        return target, answer_link_record(target=target, answers=answers, source=source, now=now)
     changed = bool(row[-5])
     if invitation:
         if changed:

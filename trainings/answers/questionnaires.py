@@ -1,0 +1,149 @@
+"""What a questionnaire asks and what an answer to it may be: one definition per team and phase (the
+team's own questionnaire, trainings.models.Questionnaire, or the built-in questions of
+trainings/answers/presets.py), and the one check every way an answer comes in calls (an answer link's
+POST, the email page, a coach in the admin, the API): every required question answered, nothing but the
+definition's questions, each value in its range. An empty answer is refused: it would record the
+questionnaire as answered and stop the player's reminders.
+
+A definition is read by its revision (a fresh number on every edit, so a process never checks an answer
+against questions a coach has changed since: the one-statement answer of a link writes only while the
+revision it checked against is the team's, trainings/answers/recording.py).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+from uuid import UUID
+
+from django.utils import translation
+
+from trainings.answers.presets import DEFAULTS, PRESETS, SCALE, TEXT_MAX_CHARS, QuestionSpec
+from trainings.models import Question, Questionnaire
+
+
+@dataclass(frozen=True)
+class Definition:
+    revision: int  # 0: the built-in questions (no questionnaire of the team's own)
+    phase: str
+    questions: tuple[QuestionSpec, ...]
+
+    def of(self, key: str) -> QuestionSpec | None:
+        return next((q for q in self.questions if q.id == key), None)
+
+
+class AnswersRefused(ValueError):
+    """The answers do not fit the questionnaire: `errors` by question id ("" for the answer as a whole)."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{key or 'answers'}: {reason}" for key, reason in errors.items()))
+        self.errors = errors
+
+    def as_field_errors(self) -> dict[str, Any]:
+        """As an API's 400 says it: under `answers`, each question's reason (or the whole answer's)."""
+        if "" in self.errors:
+            return {"answers": [self.errors[""]]}
+        return {"answers": {key: [reason] for key, reason in self.errors.items()}}
+
+
+def built_in(phase: str) -> Definition:
+    return Definition(0, phase, tuple(PRESETS[key] for key in DEFAULTS.get(phase, ())))
+
+
+def definition_of(team_id: int, phase: str) -> Definition:
+    """The questions the team asks in this phase (its own questionnaire, or the built-in ones)."""
+    own = Questionnaire.objects.filter(team_id=team_id, phase=phase).values_list("pk", "revision").first()
+    if own is None:
+        return built_in(phase)
+    return _read(own[0], own[1], phase)
+
+
+@lru_cache(maxsize=1024)
+def _read(questionnaire_id: int, revision: int, phase: str) -> Definition:
+    """A questionnaire's questions at a revision (a revision is never reused: cached for good)."""
+    return Definition(revision, phase, tuple(_spec(q) for q in Question.objects.filter(
+        questionnaire_id=questionnaire_id)))  # fmt: skip
+
+
+def _spec(question: Question) -> QuestionSpec:
+    if question.preset in PRESETS:
+        return replace(PRESETS[question.preset], id=question.key, required=question.required)
+    labels = tuple((value, label) for value, label in ((question.minimum, question.minimum_label),
+                   (question.maximum, question.maximum_label)) if label and value is not None)  # fmt: skip
+    return QuestionSpec(question.key, question.text, question.text, question.type, question.minimum,
+                        question.maximum, labels, question.required)  # fmt: skip
+
+
+def answers_valid(definition: Definition, answers: dict[str, Any]) -> dict[str, Any]:
+    """The answers as stored (texts trimmed, optional questions left empty left out); AnswersRefused
+    naming each question and its reason otherwise."""
+    errors: dict[str, str] = {key: "not a question of this questionnaire." for key in answers
+                              if definition.of(key) is None}  # fmt: skip
+    kept: dict[str, Any] = {}
+    for question in definition.questions:
+        value = answers.get(question.id)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if question.required:
+                errors[question.id] = "an answer is required."
+            continue
+        reason = _refusal(question, value)
+        if reason:
+            errors[question.id] = reason
+        else:
+            kept[question.id] = value.strip() if isinstance(value, str) else value
+    if not errors and not kept:
+        errors[""] = "an empty answer is refused: answer at least one question."
+    if errors:
+        raise AnswersRefused(errors)
+    return kept
+
+
+def _refusal(question: QuestionSpec, value: Any) -> str:
+    if question.type == SCALE:
+        low, high = question.minimum, question.maximum
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be a whole number from {low} to {high}."
+        if low is not None and high is not None and not low <= value <= high:
+            return f"{value} is out of range: from {low} to {high}."
+        return ""
+    if not isinstance(value, str):
+        return "must be a text."
+    return f"at most {TEXT_MAX_CHARS} characters." if len(value) > TEXT_MAX_CHARS else ""
+
+
+def questions_body(definition: Definition, language: str) -> list[dict[str, Any]]:
+    """The questions as the answer link's GET gives them, in `language` (a coach's own text as typed)."""
+    return _body(definition, language)
+
+
+@lru_cache(maxsize=512)
+def _body(definition: Definition, language: str) -> list[dict[str, Any]]:
+    with translation.override(language):
+        return [
+            {"id": q.id, "text": str(q.text), "short": str(q.short), "type": q.type, "minimum": q.minimum,
+             "maximum": q.maximum, "labels": [{"value": v, "label": str(label)} for v, label in q.labels],
+             "required": q.required}
+            for q in definition.questions
+        ]  # fmt: skip
+
+
+# The one-statement answer of a link (trainings/answers/recording.py): per training and phase, the team and
+# the definition a process last checked against. A guess: the statement writes only if the training's
+# team and its questionnaire's revision are still these, and tells them otherwise.
+_GUESSES: OrderedDict[tuple[UUID, str], tuple[int, Definition]] = OrderedDict()
+_GUESSES_MAX = 8192
+
+
+def guess(training_id: UUID, phase: str) -> tuple[int, Definition] | None:
+    return _GUESSES.get((training_id, phase))
+
+
+def learn(training_id: UUID, phase: str, team_id: int) -> Definition:
+    """The team's definition, read now, kept as the training's guess."""
+    definition = definition_of(team_id, phase)
+    _GUESSES[(training_id, phase)] = (team_id, definition)
+    if len(_GUESSES) > _GUESSES_MAX:
+        _GUESSES.popitem(last=False)
+    return definition
