@@ -10,7 +10,6 @@ Pure data (nothing of the apps imported): trainings.models takes the presets' na
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
@@ -27,7 +26,7 @@ class QuestionSpec:
     id: str
     text: str | Promise
     short: str | Promise
-    type: Literal["scale", "text"] = SCALE
+    type: str = SCALE  # SCALE or TEXT
     minimum: int | None = None
     maximum: int | None = None
     labels: tuple[tuple[int, str | Promise], ...] = field(default=())  # (value, its words)

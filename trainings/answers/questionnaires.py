@@ -78,7 +78,12 @@ def _spec(question: Question) -> QuestionSpec:
 
 def answers_valid(definition: Definition, answers: dict[str, Any]) -> dict[str, Any]:
     """The answers as stored (texts trimmed, optional questions left empty left out); AnswersRefused
-    naming each question and its reason otherwise."""
+    naming each question and its reason otherwise. A kind with no questions of its own (one a deployment
+    adds to trainings/kinds.py without built-in questions) takes any answers but none."""
+    if not definition.questions:
+        if not answers:
+            raise AnswersRefused({"": "an empty answer is refused."})
+        return answers
     errors: dict[str, str] = {key: "not a question of this questionnaire." for key in answers
                               if definition.of(key) is None}  # fmt: skip
     kept: dict[str, Any] = {}

@@ -19,7 +19,7 @@ class AnswerLinkInputSerializer(StrictSerializer):
     )
     answers = AnswersField(
         required=False,
-        help_text="A questionnaire link's answers: an object of question id to value (the GET's `questions`).",
+        help_text="A questionnaire link's answers: question id to value (the GET's `questions`).",
     )
     # The body's key is `source`; DRF's metaclass takes the field out of the class attributes.
     source = serializers.ChoiceField(  # type: ignore[assignment]
@@ -73,7 +73,7 @@ class _LinkAnswerSerializer(serializers.Serializer):
 
 class _QuestionLabelSerializer(serializers.Serializer):
     value = serializers.IntegerField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
 
 
 class QuestionSerializer(serializers.Serializer):
@@ -88,7 +88,9 @@ class QuestionSerializer(serializers.Serializer):
     minimum = serializers.IntegerField(allow_null=True)
     maximum = serializers.IntegerField(allow_null=True)
     labels = _QuestionLabelSerializer(many=True, help_text="The words at some values of a scale.")
-    required = serializers.BooleanField(help_text="Whether an answer without it is refused.")
+    required = serializers.BooleanField(  # type: ignore[assignment]
+        help_text="Whether an answer without it is refused."
+    )
 
 
 class AnswerLinkSerializer(serializers.Serializer):

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from reminders.api import Limit, json_object_unique, valid_unicode
 from trainings.answers.limits import link_limit
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
-from trainings.answers.questionnaires import AnswersRefused, definition_of, questions_body
+from trainings.answers.questionnaires import AnswersRefused, learn, questions_body
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
@@ -85,7 +85,7 @@ class AnswerLinkView(APIView):
             return target
         body = _link_body(target, answer_link_current(target))
         if body["expects"] == "answers":  # what to ask, for the app to render (GET only: a POST is lean)
-            definition = definition_of(target.training.team_id, target.link.kind)
+            definition = learn(target.training.pk, target.link.kind, target.training.team_id)
             body["questions"] = questions_body(definition, body["language"])
         return Response(body)
 

@@ -78,6 +78,16 @@ class Question(models.Model):
     def __str__(self) -> str:
         return self.key
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        super().save(*args, **kwargs)
+        self.questionnaire.revise()
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        questionnaire = self.questionnaire
+        deleted = super().delete(*args, **kwargs)
+        questionnaire.revise()
+        return deleted
+
     def clean(self) -> None:
         if self.preset:
             if self.preset not in PRESETS:
@@ -93,13 +103,3 @@ class Question(models.Model):
                 errors["maximum"] = "The highest value must be above the lowest, at most 100 steps apart."
         if errors:
             raise ValidationError(errors)
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        super().save(*args, **kwargs)
-        self.questionnaire.revise()
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        questionnaire = self.questionnaire
-        deleted = super().delete(*args, **kwargs)
-        questionnaire.revise()
-        return deleted

@@ -12,12 +12,16 @@ from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from reminders.api import Refused
 from trainings.answers.limits import link_count
 from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
+from trainings.answers.presets import SCALE
+from trainings.answers.questionnaires import AnswersRefused, Definition, definition_of, questions_body
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
@@ -25,7 +29,6 @@ from trainings.answers.recording import (
     answer_link_open,
     answer_link_record,
 )
-from trainings.answers.values import answers_check
 from trainings.push.email.message import unsubscribe_read, words
 from trainings.services import preference_set
 
@@ -51,17 +54,73 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
     invitation = expects_response(target.link.kind)
     context: dict[str, Any] = {"question": question, "language": language, "words": words(language),
                                "invitation": invitation, "training": target.training}  # fmt: skip
+    status, typed, errors = 200, {}, {}
     if request.method == "POST":
         response = request.POST.get("response")
-        notes = request.POST.get("notes", "")
         if invitation and response not in ("accepted", "denied"):
             return _page(request, 'response: "accepted" or "denied".', status=400)
-        answers = None if invitation else answers_check({"notes": notes[:2000]})
-        answer_link_record(target=target, response=response, answers=answers)
-        context["done"] = True
-    context["answer"] = answer_link_current(target)
+        if invitation:
+            answer_link_record(target=target, response=response)
+            context["done"] = True
+        else:
+            typed = _form_answers(request, definition_of(target.training.team_id, target.link.kind))
+            try:
+                answer_link_record(target=target, answers=typed)
+                context["done"] = True
+            except AnswersRefused as exc:  # the page again, each refused question saying why
+                status, errors = 400, exc.errors
+    context["answer"] = answer = answer_link_current(target)
     context["chosen"] = request.GET.get("response", "")
-    return render(request, "trainings/email/answer_page.html", context)
+    if invitation:
+        context["recorded"] = _recorded_words(answer, language)
+    else:
+        definition = definition_of(target.training.team_id, target.link.kind)
+        stored = (answer or {}).get("answers") or {}
+        context["questions"] = _form_questions(definition, language, typed if errors else stored, errors)
+        context["whole_error"] = errors.get("", "")
+    with translation.override(language):  # the page's own words in the reader's language too
+        return render(request, "trainings/email/answer_page.html", context, status=status)
+
+
+def _form_answers(request: HttpRequest, definition: Definition) -> dict[str, Any]:
+    """The form's answers as the one check takes them: a scale's choice as a whole number, a question
+    left empty left out (the check then says whether it was required)."""
+    answers: dict[str, Any] = {}
+    for question in definition.questions:
+        value = request.POST.get(f"q-{question.id}", "").strip()
+        if value:
+            answers[question.id] = int(value) if question.type == SCALE and _whole(value) else value
+    return answers
+
+
+def _whole(value: str) -> bool:
+    return value.lstrip("-").isdigit() and len(value) <= 6
+
+
+def _form_questions(
+    definition: Definition, language: str, values: dict[str, Any], errors: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Each question with what the form shows: its choices (value and words) and the value to check."""
+    shown = []
+    for question in questions_body(definition, language):
+        labels = {label["value"]: label["label"] for label in question["labels"]}
+        choices = []
+        if question["type"] == SCALE and question["minimum"] is not None and question["maximum"] is not None:
+            choices = [(v, labels.get(v, "")) for v in range(question["minimum"], question["maximum"] + 1)]
+        value = values.get(question["id"], "")
+        shown.append({**question, "choices": choices, "value": "" if value is None else str(value),
+                      "error": errors.get(question["id"], "")})  # fmt: skip
+    return shown
+
+
+def _recorded_words(answer: dict[str, Any] | None, language: str) -> str:
+    """Which answer is stored, said as the person reads it ("You're in"), or nothing before any."""
+    response = (answer or {}).get("response")
+    if response is None:
+        return ""
+    with translation.override(language):
+        return str(_("You're in: your coach sees that you will come.") if response == "accepted"
+                   else _("You've declined: your coach sees that you can't come."))  # fmt: skip
 
 
 @csrf_exempt
