@@ -152,3 +152,29 @@ def learn(training_id: UUID, phase: str, team_id: int) -> Definition:
     if len(_GUESSES) > _GUESSES_MAX:
         _GUESSES.popitem(last=False)
     return definition
+
+
+@dataclass(frozen=True)
+class Guessed:
+    """The one-statement answer's check: the guess it was made against (`revision` -1: none, or the
+    answers refused, so nothing is written and the answer is checked again as any other way checks it,
+    once the link is known to be open) and the answers to write."""
+
+    team: int
+    revision: int
+    checked: dict[str, Any]
+
+    def holds(self, team_id: int, revision: int) -> bool:
+        """Whether the statement's row says the training's team and questionnaire are the ones guessed."""
+        return (team_id, revision) == (self.team, self.revision)
+
+
+def guessed_check(training_id: UUID, phase: str, answers: dict[str, Any]) -> Guessed:
+    known = guess(training_id, phase)
+    if known is None:
+        return Guessed(0, -1, answers)
+    team, definition = known
+    try:
+        return Guessed(team, definition.revision, answers_valid(definition, answers))
+    except AnswersRefused:
+        return Guessed(team, -1, answers)

@@ -310,35 +310,22 @@ def answer_link_answer(
                               "from_end": closes.anchor == "end", "span": closes.span(),
                               "source": source}  # fmt: skip
     invitation = expects_response(link.kind)
-    team, definition = (
-        (0, None) if invitation else questionnaires.guess(link.training_id, link.kind) or (0, None)
-    )
     if invitation:
         if response not in RESPONSES:
             raise ValueError("response")
         row = fetch_one(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]})
-    else:  # checked against the definition last read for the training, written only if it still holds
-        answers = answers_check(answers)
-        checked = questionnaires.answers_valid(definition, answers) if definition else answers
-        revision = definition.revision if definition else -1  # no guess yet: nothing written
-        row = fetch_one(
-            queries.LINK_ANSWERS_RECORD,
-            {
-                **params,
-                "phase": link.kind,
-                "team": team,
-                "answers": json.dumps(checked),
-                "revision": revision,
-            },
-        )
+    else:  # checked against the questions last read for the training: written only if they still hold
+        check = questionnaires.guessed_check(link.training_id, link.kind, answers_check(answers))
+        row = fetch_one(queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "team": check.team,
+                        "revision": check.revision, "answers": json.dumps(check.checked)})  # fmt: skip
     if row is None:
         raise LinkGone("gone", "This training no longer exists.")
     training, found, member = _target_from_row(row)
     target = _target_checked(link, training, found, member, None, now)
     if not row[21]:  # open, as the statement saw it: refused above for a reason, never written
         raise LinkGone("closed", "The time to answer this has passed.")
-    if not invitation and (definition is None or (row[1], row[26]) != (team, definition.revision)):
-        questionnaires.learn(link.training_id, link.kind, row[1])  # not written: checked as any other way
+    if not invitation and not check.holds(row[1], row[26]):  # not written: checked as any other way is
+        questionnaires.learn(link.training_id, link.kind, row[1])
         return target, answer_link_record(target=target, answers=answers, source=source, now=now)
     changed = bool(row[-5])
     if invitation:
