@@ -32,7 +32,8 @@ def answers_chart(series: Series, *, width: int = 560, height: int = 220) -> Saf
         dots = format_html_join("", dot, (
             (f"{x(index):.1f}", f"{y(value):.1f}", colour(i), f"{player}, {series.days[index]}: {value}")
             for index, value in points))  # fmt: skip
-        line = '<g class="player" data-player="{}"><polyline class="answers-line" stroke="{}" points="{}"/>{}</g>'
+        line = '<g class="player" data-player="{}"><polyline class="answers-line" stroke="{}" points="{}"/>'
+        line += "{}</g>"
         lines.append(format_html(line, player, colour(i), xy, dots))
     mean = series.mean()
     mean_xy = " ".join(f"{x(index):.1f},{y(value):.1f}" for index, value in mean)

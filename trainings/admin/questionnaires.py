@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
@@ -14,11 +15,12 @@ from trainings.answers.presets import DEFAULTS, PRESETS
 from trainings.models import Question, Questionnaire, fresh_revision
 from trainings.selectors import teams_visible_to
 
+# A questionnaire asks something: one without questions could not be answered.
+NEEDS_A_QUESTION = "A questionnaire asks at least one question: add one, or delete the questionnaire."
+
 
 class QuestionInline(admin.TabularInline):
     model = Question
-    min_num = 1  # a questionnaire asks something: one without questions could not be answered
-    validate_min = True
     fields = ["position", "key", "preset", "text", "type", "minimum", "maximum", "minimum_label",
               "maximum_label", "required"]  # fmt: skip
 
@@ -27,16 +29,24 @@ class QuestionInline(admin.TabularInline):
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         formset = super().get_formset(request, obj, **kwargs)
-        if obj is None and request.method == "GET":  # a new one: the built-in questions, to change
-            rows = _built_in_rows(request)
+        rows = _built_in_rows(request) if obj is None and request.method == "GET" else []
 
-            class StartsBuiltIn(formset):  # type: ignore[misc,valid-type]
-                def __init__(self, *args: Any, **kw: Any) -> None:
+        class AtLeastOneQuestion(formset):  # type: ignore[misc,valid-type]
+            """A new one starts from the built-in questions (to change); none may be left without any."""
+
+            def __init__(self, *args: Any, **kw: Any) -> None:
+                if rows:
                     kw.setdefault("initial", rows)
-                    super().__init__(*args, **kw)
+                super().__init__(*args, **kw)
 
-            return StartsBuiltIn
-        return formset
+            def clean(self) -> None:
+                super().clean()
+                kept = [f for f in self.forms if f.has_changed() or f.instance.pk]
+                kept = [f for f in kept if not (self.can_delete and self._should_delete_form(f))]
+                if not any(self.errors) and not kept:
+                    raise ValidationError(NEEDS_A_QUESTION)
+
+        return AtLeastOneQuestion
 
 
 def _built_in_rows(request: HttpRequest) -> list[dict[str, Any]]:

@@ -84,6 +84,8 @@ def answers_valid(definition: Definition, answers: dict[str, Any]) -> dict[str, 
         if not answers:
             raise AnswersRefused({"": "an empty answer is refused."})
         return answers
+    if all(value is None or (isinstance(value, str) and not value.strip()) for value in answers.values()):
+        raise AnswersRefused({"": "an empty answer is refused: answer the questions."})
     errors: dict[str, str] = {key: "not a question of this questionnaire." for key in answers
                               if definition.of(key) is None}  # fmt: skip
     kept: dict[str, Any] = {}
@@ -98,8 +100,6 @@ def answers_valid(definition: Definition, answers: dict[str, Any]) -> dict[str, 
             errors[question.id] = reason
         else:
             kept[question.id] = value.strip() if isinstance(value, str) else value
-    if not errors and not kept:
-        errors[""] = "an empty answer is refused: answer at least one question."
     if errors:
         raise AnswersRefused(errors)
     return kept

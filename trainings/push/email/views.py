@@ -55,12 +55,13 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
     context: dict[str, Any] = {"question": question, "language": language, "words": words(language),
                                "invitation": invitation, "training": target.training}  # fmt: skip
     status, typed, errors = 200, {}, {}
+    recorded: dict[str, Any] | None = None  # the invitation's response as this POST left it
     if request.method == "POST":
         response = request.POST.get("response")
         if invitation and response not in ("accepted", "denied"):
             return _page(request, 'response: "accepted" or "denied".', status=400)
         if invitation:
-            answer_link_record(target=target, response=response)
+            recorded = answer_link_record(target=target, response=response).answer
             context["done"] = True
         else:
             typed = _form_answers(request, definition_of(target.training.team_id, target.link.kind))
@@ -69,7 +70,7 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
                 context["done"] = True
             except AnswersRefused as exc:  # the page again, each refused question saying why
                 status, errors = 400, exc.errors
-    context["answer"] = answer = answer_link_current(target)
+    context["answer"] = answer = recorded or answer_link_current(target)
     context["chosen"] = request.GET.get("response", "")
     if invitation:
         context["recorded"] = _recorded_words(answer, language)
