@@ -25,7 +25,7 @@ class QuestionInline(admin.TabularInline):
               "maximum_label", "required"]  # fmt: skip
 
     def get_extra(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> int:
-        return 1 if obj is not None else len(_built_in_rows(request))
+        return 1 if obj is not None else len(_built_in_rows(request)) + 1  # and a row for their own
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         formset = super().get_formset(request, obj, **kwargs)
