@@ -51,6 +51,7 @@ from trainings.models import (
     Player,
     Push,
     PushSend,
+    Questionnaire,
     ReminderRule,
     ReminderRun,
     RunOutcome,
@@ -671,6 +672,7 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     ),
     Device: (lambda s: s.player.devices.get(), SCOPED),
     Guardian: (lambda s: s.guardian, SCOPED),
+    Questionnaire: (lambda s: Questionnaire.objects.get_or_create(team=s.team, phase="POST")[0], SCOPED),
     PushSend: (_send, SUPERUSERS),  # coaches read a push's sends on the push's own page
     Experiment: (_experiment, OPERATORS),
     Coach: (_coach, SCOPED),  # a coach sees their own profile only
@@ -944,6 +946,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_training_copy", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_cancel", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_guardian", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_questionnaire", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_coach", "*"):              ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_coachpush", "*"):          ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrun", "*"):        ("trainings.admin",         STAFF_ADMIN,      LOGIN),
