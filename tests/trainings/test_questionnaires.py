@@ -347,3 +347,30 @@ def test_the_effectiveness_page_charts_a_teams_answers_per_question_and_player(
         "No answer in this period."
         in html.split('data-question="PRE-fatigue"', 1)[1].split("</figure>", 1)[0]
     )
+
+
+def test_a_coach_records_an_answer_on_the_training_page_checked_like_every_other_way_in(
+    training: Training, alice: Player
+) -> None:
+    browser = logged_in(_coach(training.team))
+    page = f"/admin/trainings/training/{training.pk}/answer/"
+    assert (
+        "Record an answer" in browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
+    )
+    form = browser.get(page, {"phase": "POST"}).content.decode()
+    assert form.count('name="q-rpe"') == 11 and "<small>Maximal</small>" in form
+
+    refused = browser.post(page, {"phase": "POST", "player": alice.pk, "q-rpe": "12"})
+    assert refused.status_code == 400 and "12 is out of range: from 0 to 10." in refused.content.decode()
+    empty = browser.post(page, {"phase": "POST", "player": alice.pk})
+    assert empty.status_code == 400 and "an empty answer is refused" in empty.content.decode()
+    assert not QuestionnaireAnswer.objects.exists()
+
+    done = browser.post(
+        page, {"phase": "POST", "player": alice.pk, "q-rpe": "6", "q-notes": "said at the bus"}
+    )
+    assert done.status_code == 302
+    answer = QuestionnaireAnswer.objects.get(player=alice, phase="POST")
+    assert (answer.answers, answer.source) == ({"rpe": 6, "notes": "said at the bus"}, "admin")
+    other = training_made(TeamFactory(name="Rivals"), START)
+    assert browser.get(f"/admin/trainings/training/{other.pk}/answer/")["Location"] == "/admin/"

@@ -561,6 +561,7 @@ def _trainings_routes() -> set[tuple[str, str]]:
 ADMIN_ROUTES = {
     ("trainings_training_remind", "*"),
     ("trainings_training_copy", "*"),
+    ("trainings_training_answer", "*"),
     ("trainings_training_cancel", "*"),
     ("admin-status", "*"),
     ("admin-status-retry", "*"),
@@ -743,7 +744,9 @@ def test_admin_training_actions_reach_only_the_coachs_own_trainings(world: World
     coach = _admin(world, "coach_a")
     rule = ReminderRule.objects.get(slug="invitation")
     before = _state(world.b)
-    for action, body in (("remind", {"rule": rule.pk, "click": "c1"}), ("copy", {}), ("cancel", {})):
+    answer = {"player": world.b.player.pk, "phase": "PRE", "q-fatigue": "3"}
+    for action, body in (("remind", {"rule": rule.pk, "click": "c1"}), ("copy", {}), ("cancel", {}),
+                         ("answer", answer)):  # fmt: skip
         theirs = reverse(f"admin:trainings_training_{action}", args=[world.b.training.pk])
         response = coach.post(theirs, body)
         assert response.status_code == 302 and response["Location"] == "/admin/"  # "does not exist"
@@ -944,6 +947,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_training", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_remind", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_copy", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_training_answer", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_cancel", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_guardian", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_questionnaire", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),

@@ -13,6 +13,7 @@ revision it checked against is the team's, trainings/answers/recording.py).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -132,6 +133,38 @@ def _body(definition: Definition, language: str) -> list[dict[str, Any]]:
              "required": q.required}
             for q in definition.questions
         ]  # fmt: skip
+
+
+def form_answers(form: Mapping[str, str], definition: Definition) -> dict[str, Any]:
+    """A form's answers (the email page's, the admin's: a field `q-<id>` per question) as the check takes
+    them: a scale's choice as a whole number, a question left empty left out (the check then says whether
+    it was required)."""
+    answers: dict[str, Any] = {}
+    for question in definition.questions:
+        value = form.get(f"q-{question.id}", "").strip()
+        if value:
+            answers[question.id] = int(value) if question.type == SCALE and _whole(value) else value
+    return answers
+
+
+def _whole(value: str) -> bool:
+    return value.lstrip("-").isdigit() and len(value) <= 6
+
+
+def form_questions(
+    definition: Definition, language: str, values: dict[str, Any], errors: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Each question with what the form shows: its choices (value and words) and the value to check."""
+    shown = []
+    for question in questions_body(definition, language):
+        labels = {label["value"]: label["label"] for label in question["labels"]}
+        choices = []
+        if question["type"] == SCALE and question["minimum"] is not None and question["maximum"] is not None:
+            choices = [(v, labels.get(v, "")) for v in range(question["minimum"], question["maximum"] + 1)]
+        value = values.get(question["id"], "")
+        shown.append({**question, "choices": choices, "value": "" if value is None else str(value),
+                      "error": errors.get(question["id"], "")})  # fmt: skip
+    return shown
 
 
 # The one-statement answer of a link (trainings/answers/recording.py): per training and phase, the team and

@@ -20,8 +20,7 @@ from django.views.decorators.http import require_http_methods
 from reminders.api import Refused
 from trainings.answers.limits import link_count
 from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
-from trainings.answers.presets import SCALE
-from trainings.answers.questionnaires import AnswersRefused, Definition, definition_of, questions_body
+from trainings.answers.questionnaires import AnswersRefused, definition_of, form_answers, form_questions
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
@@ -64,7 +63,7 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
             recorded = answer_link_record(target=target, response=response).answer
             context["done"] = True
         else:
-            typed = _form_answers(request, definition_of(target.training.team_id, target.link.kind))
+            typed = form_answers(request.POST, definition_of(target.training.team_id, target.link.kind))
             try:
                 answer_link_record(target=target, answers=typed)
                 context["done"] = True
@@ -77,41 +76,10 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
     else:
         definition = definition_of(target.training.team_id, target.link.kind)
         stored = (answer or {}).get("answers") or {}
-        context["questions"] = _form_questions(definition, language, typed if errors else stored, errors)
+        context["questions"] = form_questions(definition, language, typed if errors else stored, errors)
         context["whole_error"] = errors.get("", "")
     with translation.override(language):  # the page's own words in the reader's language too
         return render(request, "trainings/email/answer_page.html", context, status=status)
-
-
-def _form_answers(request: HttpRequest, definition: Definition) -> dict[str, Any]:
-    """The form's answers as the one check takes them: a scale's choice as a whole number, a question
-    left empty left out (the check then says whether it was required)."""
-    answers: dict[str, Any] = {}
-    for question in definition.questions:
-        value = request.POST.get(f"q-{question.id}", "").strip()
-        if value:
-            answers[question.id] = int(value) if question.type == SCALE and _whole(value) else value
-    return answers
-
-
-def _whole(value: str) -> bool:
-    return value.lstrip("-").isdigit() and len(value) <= 6
-
-
-def _form_questions(
-    definition: Definition, language: str, values: dict[str, Any], errors: dict[str, str]
-) -> list[dict[str, Any]]:
-    """Each question with what the form shows: its choices (value and words) and the value to check."""
-    shown = []
-    for question in questions_body(definition, language):
-        labels = {label["value"]: label["label"] for label in question["labels"]}
-        choices = []
-        if question["type"] == SCALE and question["minimum"] is not None and question["maximum"] is not None:
-            choices = [(v, labels.get(v, "")) for v in range(question["minimum"], question["maximum"] + 1)]
-        value = values.get(question["id"], "")
-        shown.append({**question, "choices": choices, "value": "" if value is None else str(value),
-                      "error": errors.get(question["id"], "")})  # fmt: skip
-    return shown
 
 
 def _recorded_words(answer: dict[str, Any] | None, language: str) -> str:
