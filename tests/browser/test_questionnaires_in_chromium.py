@@ -55,8 +55,8 @@ def test_a_player_answers_the_wellness_check_and_the_session_rpe_by_email(
     assert legends[:4] == ["How well did you sleep last night?", "How tired do you feel?",
                            "How stressed do you feel?", "How sore are your muscles?"]  # fmt: skip
     sleep = page.locator("#question-sleep_quality")
-    assert sleep.locator("label").first.inner_text().split() == ["1", "Very", "badly"]
-    assert sleep.locator("label").last.inner_text().split() == ["7", "Very", "well"]
+    assert sleep.locator("label").all_inner_texts() == ["1", "2", "3", "4", "5", "6", "7"]
+    assert sleep.locator(".ends span").all_inner_texts() == ["1: Very badly", "7: Very well"]
     shot(page, "questionnaire-email-wellness")
     page.click("button[type=submit]")  # nothing chosen: the browser asks for the first required question
     assert not QuestionnaireAnswer.objects.exists()

@@ -204,6 +204,9 @@ def test_the_email_page_asks_each_question_with_its_labels(training: Training, a
     for label in ("Rest", "Very, very easy", "Moderate", "Very hard", "Maximal"):
         assert f"<small>{label}</small>" in page
     assert "Anything to tell your coach?" in page and "(optional)" in page
+    pre = Client().get(f"/answer/{_link(alice, training, 'PRE', 'email')}/").content.decode()
+    assert pre.count('name="q-fatigue"') == 7
+    assert '<div class="ends"><span>1: Very fresh</span><span>7: Exhausted</span></div>' in pre
 
 
 def test_the_email_page_says_why_a_question_is_refused_and_keeps_what_was_typed(

@@ -206,7 +206,10 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("training-detail", "PUT"): lambda s: (_detail(s), _training_body(s)),
     ("training-detail", "PATCH"): lambda s: (_detail(s), {"title": "Renamed", "cancelled": True}),
     ("training-detail", "DELETE"): lambda s: (_detail(s), None),
-    ("training-answers", "POST"): lambda s: (_detail(s, "answers/"), {"player": s.player.pk, "phase": "PRE"}),
+    ("training-answers", "POST"): lambda s: (
+        _detail(s, "answers/"),
+        {"player": s.player.pk, "phase": "POST", "answers": {"rpe": 5}},  # the built-in session RPE
+    ),
     ("training-invitation", "POST"): lambda s: (
         _detail(s, "invitation/"),
         {"player": s.player.pk, "status": "DENIED"},
