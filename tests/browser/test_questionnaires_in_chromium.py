@@ -126,6 +126,7 @@ def test_a_coach_makes_the_teams_questionnaire_and_reads_the_answers_per_questio
     page.fill("#id_questions-2-maximum", "5")
     page.fill("#id_questions-2-minimum_label", "Light")
     page.fill("#id_questions-2-maximum_label", "Like lead")
+    assert fits_without_sideways_scroll(page)
     shot(page, "questionnaire-admin-add")
     page.click("input[name=_save]")
     page.wait_for_selector(".messagelist .success")

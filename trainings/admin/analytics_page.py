@@ -96,7 +96,7 @@ def _answers_context(scope: Scope, since: date, until: date) -> dict[str, Any]:
     for one in answers_over_time(scope.teams[0], since, until):
         question = one.question
         charts.append({
-            "phase": one.phase, "id": question.id, "phase_label": kinds.of(one.phase).short,
+            "phase": one.phase, "id": question.id, "phase_label": kinds.of(one.phase).label,
             "short": question.short, "minimum": question.minimum, "maximum": question.maximum,
             "ends": ", ".join(f"{value} {label}" for value, label in question.labels if value in
                               (question.minimum, question.maximum)),

@@ -18,11 +18,21 @@ from trainings.selectors import teams_visible_to
 # A questionnaire asks something: one without questions could not be answered.
 NEEDS_A_QUESTION = "A questionnaire asks at least one question: add one, or delete the questionnaire."
 
+_WIDTHS = {"position": 3, "key": 8, "text": 18, "minimum": 4, "maximum": 4, "minimum_label": 9,
+           "maximum_label": 9}  # fmt: skip
+
 
 class QuestionInline(admin.TabularInline):
     model = Question
     fields = ["position", "key", "preset", "text", "type", "minimum", "maximum", "minimum_label",
               "maximum_label", "required"]  # fmt: skip
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        width = _WIDTHS.get(db_field.name)
+        if field is not None and width:  # one row a question, within a laptop's window
+            field.widget.attrs["style"] = f"width: {width}em"
+        return field
 
     def get_extra(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> int:
         return 1 if obj is not None else len(_built_in_rows(request)) + 1  # and a row for their own
@@ -71,6 +81,13 @@ class QuestionnaireAdmin(admin.ModelAdmin):
         if db_field.name == "team":
             kwargs["queryset"] = teams_visible_to(request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "team" and field is not None:  # the team is chosen here, not edited
+            for flag in ("can_add_related", "can_change_related", "can_view_related", "can_delete_related"):
+                setattr(field.widget, flag, False)
+        return field
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return {"phase": request.GET.get("phase", "PRE"), **super().get_changeform_initial_data(request)}
