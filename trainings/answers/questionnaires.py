@@ -12,7 +12,6 @@ revision it checked against is the team's, trainings/answers/recording.py).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -170,7 +169,7 @@ def form_questions(
 # The one-statement answer of a link (trainings/answers/recording.py): per training and phase, the team and
 # the definition a process last checked against. A guess: the statement writes only if the training's
 # team and its questionnaire's revision are still these, and tells them otherwise.
-_GUESSES: OrderedDict[tuple[UUID, str], tuple[int, Definition]] = OrderedDict()
+_GUESSES: dict[tuple[UUID, str], tuple[int, Definition]] = {}
 _GUESSES_MAX = 8192
 
 
@@ -181,9 +180,9 @@ def guess(training_id: UUID, phase: str) -> tuple[int, Definition] | None:
 def learn(training_id: UUID, phase: str, team_id: int) -> Definition:
     """The team's definition, read now, kept as the training's guess."""
     definition = definition_of(team_id, phase)
+    if len(_GUESSES) >= _GUESSES_MAX:  # forgotten at once (a guess costs one read): no order to keep
+        _GUESSES.clear()
     _GUESSES[(training_id, phase)] = (team_id, definition)
-    if len(_GUESSES) > _GUESSES_MAX:
-        _GUESSES.popitem(last=False)
     return definition
 
 
