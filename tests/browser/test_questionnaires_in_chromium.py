@@ -92,7 +92,7 @@ def test_an_invitation_tap_says_which_answer_was_recorded(page: Any, live_server
     assert page.locator("p.recorded").count() == 0
     page.locator("form:has(input[value=accepted]) button").click()
     page.wait_for_selector("p.recorded")
-    assert page.inner_text("p.recorded") == "You're in: your coach sees that you will come."
+    assert page.inner_text("p.recorded") == "✓ You're in: your coach sees that you will come."
     shot(page, "questionnaire-invitation-accepted")
     page.locator("form:has(input[value=denied]) button").click()
     page.wait_for_selector("text=You've declined")
