@@ -24,6 +24,7 @@ from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
+from trainings.answers.questionnaires import answers_valid, definition_of
 from trainings.answers.values import answers_check
 from trainings.critical import CriticalOffsets
 from trainings.digest.alerts import decline_alert_on_commit
@@ -271,8 +272,9 @@ def answer_record(
     """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them.
 
     `source`: how it came in (a coach through the API or the admin, unless said otherwise). `answers` is
-    what an answer link accepts too (`answers_check`: ValueError otherwise)."""
-    answers = answers_check(answers)
+    what an answer link accepts too: checked against the team's questionnaire for `phase`
+    (trainings/answers/questionnaires.py: AnswersRefused, a ValueError, naming the question otherwise)."""
+    answers = answers_valid(definition_of(training.team_id, phase), answers_check(answers))
     answer, _ = QuestionnaireAnswer.objects.update_or_create(
         training=training,
         player=player,

@@ -31,17 +31,17 @@ START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
 # Per language: the email's button, the answer page's question (its start) and thanks, and the admin
 # index's "Reminder effectiveness" link and Django's "Log out".
 SEEN = {
-    "de": ("Ich komme", "Kommst du zu Speed session am", "Danke, deine Antwort ist gespeichert.",
+    "de": ("Ich komme", "Kommst du zu Speed session am", "Du bist dabei: Dein Trainer sieht, dass du kommst.",
            "Wirkung der Erinnerungen", "Abmelden"),
-    "en": ("I'll come", "Will you come to Speed session on", "Thank you, your answer is recorded.",
+    "en": ("I'll come", "Will you come to Speed session on", "You're in: your coach sees that you will come.",
            "Reminder effectiveness", "Log out"),
-    "es": ("Voy", "¿Vienes a Speed session el", "Gracias, tu respuesta ha quedado registrada.",
+    "es": ("Voy", "¿Vienes a Speed session el", "Estás dentro: tu entrenador ve que vendrás.",
            "Eficacia de los recordatorios", "Cerrar sesión"),
-    "fr": ("Je viens", "Viendras-tu à Speed session le", "Merci, ta réponse est enregistrée.",
+    "fr": ("Je viens", "Viendras-tu à Speed session le", "C'est noté : ton entraîneur voit que tu viens.",
            "Efficacité des rappels", "Déconnexion"),
-    "it": ("Ci sarò", "Vieni a Speed session,", "Grazie, la tua risposta è stata registrata.",
+    "it": ("Ci sarò", "Vieni a Speed session,", "Ci sei: il tuo allenatore vede che verrai.",
            "Efficacia dei promemoria", "Annulla l'accesso"),
-    "nl": ("Ik kom", "Kom je naar Speed session op", "Bedankt, je antwoord is opgeslagen.",
+    "nl": ("Ik kom", "Kom je naar Speed session op", "Je bent erbij: je trainer ziet dat je komt.",
            "Effect van de herinneringen", "Afmelden"),
 }  # fmt: skip
 
@@ -76,8 +76,8 @@ def test_a_player_reads_the_email_and_answers_in_their_language(
         assert page.locator("p").first.inner_text().startswith(question)
         shot(page, f"language-answer-{language}")
         page.get_by_role("button", name=button).click()
-        page.wait_for_selector("p.done")
-        assert thanks in page.locator("p.done").inner_text()
+        page.wait_for_selector("p.recorded")
+        assert thanks in page.locator("p.recorded").inner_text()
         shot(page, f"language-answered-{language}")
         assert Invitation.objects.get(training=training, player=player).status == InvitationStatus.ACCEPTED
 

@@ -14,8 +14,17 @@ from django.utils import timezone
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import OccurrenceFactory, UserFactory, training_made
 from trainings import kinds
-from trainings.models import Device, Push, PushSend, ReminderRun, SendStatus, Team, Training
-from trainings.services import answer_record, coach_group_ensure, training_cancel, training_remind_now
+from trainings.models import (
+    Device,
+    Push,
+    PushSend,
+    QuestionnaireAnswer,
+    ReminderRun,
+    SendStatus,
+    Team,
+    Training,
+)
+from trainings.services import coach_group_ensure, training_cancel, training_remind_now
 
 
 @pytest.fixture
@@ -141,8 +150,13 @@ def test_answers_are_owed_only_while_the_questionnaire_is_open(browser: Client, 
     assert "not yet open" in grid and "owed" not in grid
 
     past = training_made(team, timezone.now() - dt.timedelta(days=2), title="Past")
-    answer_record(training=past, player=past.invitations.first().player, phase=kinds.PRE.code,
-                  answers={"sleep_hours": 8, "sore": False, "mood": "good"})  # fmt: skip
+    QuestionnaireAnswer.objects.create(  # stored before questionnaires had questions: still shown
+        training=past,
+        player=past.invitations.first().player,
+        phase=kinds.PRE.code,
+        answered_at=timezone.now(),
+        answers={"sleep_hours": 8, "sore": False, "mood": "good"},
+    )
     page = browser.get(f"/admin/trainings/training/{past.pk}/change/").content.decode()
     grid = page.split('class="player-grid"', 1)[1].split("</table>", 1)[0]
     assert "missed" in grid and "owed" not in grid

@@ -46,17 +46,17 @@ LANGUAGES = ["de", "en", "es", "fr", "it", "nl"]
 # the answer page's thanks.
 SAYS = {
     "de": ("Kommst du zu Speed session?", "Kommst du zu Speed session am ", "Juni", "Ich komme",
-           "Danke, deine Antwort ist gespeichert."),
+           "Du bist dabei: Dein Trainer sieht, dass du kommst."),
     "en": ("Will you come to Speed session?", "Will you come to Speed session on ", "June", "I'll come",
-           "Thank you, your answer is recorded."),
+           "You're in: your coach sees that you will come."),
     "es": ("¿Vienes a Speed session?", "¿Vienes a Speed session el ", "junio", "Voy",
-           "Gracias, tu respuesta ha quedado registrada."),
+           "Estás dentro: tu entrenador ve que vendrás."),
     "fr": ("Serez-vous à Speed session ?", "Viendras-tu à Speed session le ", "juin", "Je viens",
-           "Merci, ta réponse est enregistrée."),
+           "C'est noté : ton entraîneur voit que tu viens."),
     "it": ("Vieni a Speed session?", "Vieni a Speed session, ", "Giugno", "Ci sarò",
-           "Grazie, la tua risposta è stata registrata."),
+           "Ci sei: il tuo allenatore vede che verrai."),
     "nl": ("Kom je naar Speed session?", "Kom je naar Speed session op ", "juni", "Ik kom",
-           "Bedankt, je antwoord is opgeslagen."),
+           "Je bent erbij: je trainer ziet dat je komt."),
 }  # fmt: skip
 
 

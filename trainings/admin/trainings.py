@@ -30,6 +30,7 @@ import trainings.admin.operators as _admin_operators  # noqa: F401  (registers t
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
 from trainings import kinds
+from trainings.admin.answer_form import answer_page
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
     local_html,
@@ -193,24 +194,14 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         return sorted(choices, key=lambda c: not c[3])
 
     def get_urls(self) -> list[Any]:
-        extra = [
-            path(
-                "<path:object_id>/remind/",
-                self.admin_site.admin_view(self.remind_view),
-                name="trainings_training_remind",
-            ),
-            path(
-                "<path:object_id>/copy/",
-                self.admin_site.admin_view(self.copy_view),
-                name="trainings_training_copy",
-            ),
-            path(
-                "<path:object_id>/cancel/",
-                self.admin_site.admin_view(self.cancel_view),
-                name="trainings_training_cancel",
-            ),
-        ]
+        """The training page's own actions (the answer form: trainings/admin/answer_form.py)."""
+        views = {"remind": self.remind_view, "copy": self.copy_view, "answer": self.answer_view,
+                 "cancel": self.cancel_view}  # fmt: skip
+        extra = [path(f"<path:object_id>/{name}/", self.admin_site.admin_view(view),
+                      name=f"trainings_training_{name}") for name, view in views.items()]  # fmt: skip
         return extra + super().get_urls()
+
+    answer_view = answer_page
 
     def _training_for_action(self, request: HttpRequest, object_id: str) -> Training | None:
         """The coach's own training for a POST; None (answered like the admin: "does not exist") else."""

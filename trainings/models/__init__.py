@@ -52,6 +52,9 @@ from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
 from trainings.models.preferences import ReminderPreference as ReminderPreference
+from trainings.models.questionnaires import Question as Question
+from trainings.models.questionnaires import Questionnaire as Questionnaire
+from trainings.models.questionnaires import fresh_revision as fresh_revision
 from trainings.models.roster import Membership as Membership
 from trainings.models.roster import Player as Player
 from trainings.models.roster import Team as Team

@@ -22,6 +22,7 @@ from reminders.api import Refused
 from trainings import kinds
 from trainings.answers.limits import link_count
 from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
+from trainings.answers.questionnaires import AnswersRefused, definition_of, form_answers, form_questions
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
@@ -29,7 +30,6 @@ from trainings.answers.recording import (
     answer_link_open,
     answer_link_record,
 )
-from trainings.answers.values import answers_check
 from trainings.models import Guardian, Player
 from trainings.push.email.message import unsubscribe_read, words
 from trainings.services import preference_set
@@ -59,17 +59,43 @@ def answer_page(request: HttpRequest, token: str) -> HttpResponse:
     invitation = expects_response(target.link.kind)
     context: dict[str, Any] = {"question": question, "language": language, "words": words(language),
                                "invitation": invitation, "training": target.training}  # fmt: skip
+    status, typed, errors = 200, {}, {}
+    recorded: dict[str, Any] | None = None  # the invitation's response as this POST left it
     if request.method == "POST":
         response = request.POST.get("response")
-        notes = request.POST.get("notes", "")
         if invitation and response not in ("accepted", "denied"):
             return _page(request, gettext('response: "accepted" or "denied".'), status=400)
-        answers = None if invitation else answers_check({"notes": notes[:2000]})
-        answer_link_record(target=target, response=response, answers=answers)
-        context["done"] = True
-    context["answer"] = answer_link_current(target)
+        if invitation:
+            recorded = answer_link_record(target=target, response=response).answer
+            context["done"] = True
+        else:
+            typed = form_answers(request.POST, definition_of(target.training.team_id, target.link.kind))
+            try:
+                answer_link_record(target=target, answers=typed)
+                context["done"] = True
+            except AnswersRefused as exc:  # the page again, each refused question saying why
+                status, errors = 400, exc.errors
+    context["answer"] = answer = recorded or answer_link_current(target)
     context["chosen"] = request.GET.get("response", "")
-    return render(request, "trainings/email/answer_page.html", context)
+    if invitation:
+        context["recorded"] = _recorded_words(answer, language)
+    else:
+        definition = definition_of(target.training.team_id, target.link.kind)
+        stored = (answer or {}).get("answers") or {}
+        context["questions"] = form_questions(definition, language, typed if errors else stored, errors)
+        context["whole_error"] = errors.get("", "")
+    with translation.override(language):  # the page's own words in the reader's language too
+        return render(request, "trainings/email/answer_page.html", context, status=status)
+
+
+def _recorded_words(answer: dict[str, Any] | None, language: str) -> str:
+    """Which answer is stored, said as the person reads it ("You're in"), or nothing before any."""
+    response = (answer or {}).get("response")
+    if response is None:
+        return ""
+    with translation.override(language):
+        return (gettext("You're in: your coach sees that you will come.") if response == "accepted"
+                else gettext("You've declined: your coach sees that you can't come."))  # fmt: skip
 
 
 @csrf_exempt
