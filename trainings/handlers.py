@@ -22,12 +22,14 @@ from trainings.services import (
     reminders_fire,
     training_moved_notify,
 )
+from trainings.webhooks.events import KEY_PREFIX as WEBHOOK_KEY_PREFIX
 
 # Only this app's services create these jobs: an API caller can neither take one of their keys first
 # nor name the handler (it pushes to any training's players).
 keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
 keys_reserve(r"trainings-(quiet-release|moved-notice)-", owner="the trainings app (held and moved pushes)")
 keys_reserve(KEY_PREFIX, owner="the trainings app (coaches' digests and alerts)")
+keys_reserve(WEBHOOK_KEY_PREFIX, owner="the trainings app (events to the platform's webhooks)")
 # A message on the push queue is a push the gateway sends to a phone or an inbox: no API caller publishes
 # there or to its dead letters, whatever the queues are named.
 queues_reserve(push_queue_names, owner="the push gateway's pushes or dead letters")
