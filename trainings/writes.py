@@ -273,7 +273,7 @@ def answer_record(
             defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source,
                       "answered_by": None},
         )  # fmt: skip
-        answer_recorded(training_id=training.pk, player_id=player.pk, guardian_id=None, kind=phase,
+        answer_recorded(training=training, player_id=player.pk, guardian_id=None, kind=phase,
                         answer={"answers": answers}, source=source, at=answer.answered_at)  # fmt: skip
     return answer
 
@@ -295,9 +295,9 @@ def invitation_respond(
     response = "accepted" if status == InvitationStatus.ACCEPTED else "denied"
     with transaction.atomic():  # the response and its events (trainings/webhooks/) together
         invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
-        answer_recorded(training_id=invitation.training_id, player_id=invitation.player_id, guardian_id=None,
-                        kind=kinds.INVITATION.code, answer={"response": response}, source=source,
-                        at=invitation.responded_at)  # fmt: skip
+        answer_recorded(training=lambda: invitation.training, player_id=invitation.player_id,
+                        guardian_id=None, kind=kinds.INVITATION.code, answer={"response": response},
+                        source=source, at=invitation.responded_at)  # fmt: skip
     if status == InvitationStatus.DENIED:  # the coaches may want to know now (trainings/digest/)
         decline_alert_on_commit(training_id=invitation.training_id, player_id=invitation.player_id)
     return invitation

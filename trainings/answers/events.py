@@ -51,7 +51,7 @@ def _answer_sent(target: LinkTarget, recorded: Recorded) -> None:
     link, answer = target.link, recorded.answer
     value = {"response": answer["response"]} if "response" in answer else {"answers": answer["answers"]}
     answer_recorded(
-        training_id=link.training_id,
+        training=target.training,
         player_id=link.player_id,
         guardian_id=link.guardian_id,
         kind=link.kind,

@@ -15,13 +15,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from reminders.api import Callback, JobSpec, jobs_insert, scan_kick_on_commit
@@ -81,15 +81,18 @@ def events_publish(event: str, datas: Sequence[dict[str, Any]], to: Sequence[Sub
             specs.append(JobSpec(key=f"{KEY_PREFIX}{subscriber.id}-{uuid.uuid4().hex}", schedules=[now],
                                  callback=callback))  # fmt: skip
             links.append(WebhookJob(subscription_id=subscriber.id, event=event))
-    with transaction.atomic():
+    if connection.in_atomic_block:  # the caller's transaction: no savepoint (two more round trips)
         jobs_insert(specs=specs, links=links)
+    else:
+        with transaction.atomic():
+            jobs_insert(specs=specs, links=links)
     scan_kick_on_commit(now)
     return len(specs)
 
 
 def answer_recorded(
     *,
-    training_id: Any,
+    training: Training | Callable[[], Training],
     player_id: int,
     guardian_id: int | None,
     kind: str,
@@ -98,16 +101,16 @@ def answer_recorded(
     at: datetime | None,
 ) -> int:
     """`answer.recorded` for an answer just written (and changed) in the caller's transaction: a player's
-    or guardian's through a link or the email page, or a coach's through the admin or the API."""
+    or guardian's through a link or the email page, or a coach's through the admin or the API. `training`
+    as the writer read it (its id, title, start and team are sent), or how to read it when someone
+    subscribes."""
     to = subscribers(WebhookEvent.ANSWER_RECORDED)
     if not to:
         return 0
-    player = Player.objects.filter(pk=player_id).values(*_PLAYER_FIELDS).first() or {"id": player_id}
-    training = Training.objects.filter(pk=training_id).values("id", "title", "start", "team_id").first()
     data = {
-        "player": {"id": player_id, "external_id": player.get("external_id")},
+        "player": _players([player_id])[player_id],
         "guardian": {"id": guardian_id} if guardian_id is not None else None,
-        "training": _training(training, training_id),
+        "training": _training(training() if callable(training) else training),
         "kind": kind,
         "answer": answer,
         "source": source or None,
@@ -116,10 +119,20 @@ def answer_recorded(
     return events_publish(WebhookEvent.ANSWER_RECORDED, [data], to)
 
 
-def _training(row: Mapping[str, Any] | None, training_id: Any) -> dict[str, Any]:
-    if row is None:
-        return {"id": str(training_id), "title": None, "start": None, "team": None}
-    return {"id": str(row["id"]), "title": row["title"], "start": _iso(row["start"]), "team": row["team_id"]}
+def _training(training: Training) -> dict[str, Any]:
+    return {"id": str(training.pk), "title": training.title, "start": _iso(training.start),
+            "team": training.team_id}  # fmt: skip
+
+
+def _players(ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """Each player as an event names them: id and the platform's external_id (null until the roster has
+    the field; one query for them all then, none before)."""
+    ids = set(ids)
+    found = {i: {"id": i, "external_id": None} for i in ids}
+    if "external_id" in _PLAYER_FIELDS:
+        for row in Player.objects.filter(pk__in=ids).values(*_PLAYER_FIELDS):
+            found[row["id"]] = {"id": row["id"], "external_id": row["external_id"]}
+    return found
 
 
 def _iso(instant: datetime | None) -> str | None:
@@ -145,14 +158,11 @@ def push_outcomes(outcomes: Sequence[PushOutcome]) -> int:
     to = subscribers(WebhookEvent.PUSH_OUTCOME) if outcomes else []
     if not to:
         return 0
-    players = {
-        row["id"]: row
-        for row in Player.objects.filter(pk__in={o.player for o in outcomes}).values(*_PLAYER_FIELDS)
-    }
+    players = _players(o.player for o in outcomes)
     datas = [
         {
             "push": o.push,
-            "player": {"id": o.player, "external_id": players.get(o.player, {}).get("external_id")},
+            "player": players[o.player],
             "guardian": {"id": o.guardian} if o.guardian is not None else None,
             "training": o.training,
             "kind": o.kind,
