@@ -1,4 +1,4 @@
-"""13. Events back: N answers (1,000) recorded through their answer links become N `answer.recorded`
+"""15. Events back: N answers (1,000) recorded through their answer links become N `answer.recorded`
 deliveries to a loopback receiver, by the engine's HTTP callbacks, with the time to the last one.
 
 A real worker and beat run (REMINDERS_HTTP_ALLOW_PRIVATE=1 in their environment, so the SSRF guard lets
@@ -138,7 +138,7 @@ def run(h: Harness) -> Section:
     jobs = tm.WebhookJob.objects.filter(subscription=subscription).count()
     section.rows += [
         Row(
-            f"13a events: {n:,} answers → {n:,} answer.recorded deliveries to a loopback receiver, time to "
+            f"15a events: {n:,} answers → {n:,} answer.recorded deliveries to a loopback receiver, time to "
             "the last one",
             last,
             answer_seconds,
@@ -153,7 +153,7 @@ def run(h: Harness) -> Section:
             f"worker and beat; the clock starts before the first answer (waited {waited:.1f} s)",
         ),
         Row(
-            "13b answer link with a subscriber vs none: time per answer (one statement, or one "
+            "15b answer link with a subscriber vs none: time per answer (one statement, or one "
             "transaction with the event's job)",
             answer_seconds / n * 1e6,
             plain_seconds / n * 1e6,
