@@ -32,7 +32,7 @@ from trainings.push.records import pushes_finish
 from trainings.selectors import user_sees_all_teams
 from trainings.webhooks.subscriptions import subscriptions_failing_disable
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 
