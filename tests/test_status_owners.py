@@ -34,8 +34,6 @@ OTHER_MODELS = {
     "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
     "LINK_RESPONSE_RECORD": "Invitation.status, the player's RSVP (an answer link's one-statement POST)",
     "_experiment_end": "Experiment.status, stopped or promoted (trainings/experiments/control.py owns it)",
-    "subscription_disable": "WebhookSubscription.disabled_at/_reason (trainings/webhooks/subscriptions.py)",
-    "subscription_enable": "WebhookSubscription.disabled_at/_reason (trainings/webhooks/subscriptions.py)",
 }
 
 _SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)

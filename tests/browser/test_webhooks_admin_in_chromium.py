@@ -27,8 +27,8 @@ def test_an_operator_reads_the_webhooks_status_and_enables_a_disabled_one(
     )
     broken = WebhookSubscription.objects.create(
         owner=platform, url="https://old.platform.example/hook", events=["push.outcome"], secret="whsec_y",
-        active=False, disabled_at=timezone.now(),
-        disabled_reason="every delivery failed for 24 h (since 2030-06-10 08:00 UTC)",
+        active=False, stopped_at=timezone.now(),
+        stopped_reason="every delivery failed for 24 h (since 2030-06-10 08:00 UTC)",
     )  # fmt: skip
 
     log_in(page, live_server.url, "operator")
@@ -45,5 +45,5 @@ def test_an_operator_reads_the_webhooks_status_and_enables_a_disabled_one(
     page.click("button[name=index]")
     page.wait_for_selector("#result_list")
     broken.refresh_from_db()
-    assert broken.active and broken.disabled_reason == ""
+    assert broken.active and broken.stopped_reason == ""
     assert "disabled:" not in page.inner_text("#result_list")

@@ -28,7 +28,7 @@ class WebhookSubscriptionAdmin(_OperatorsOnly, admin.ModelAdmin):
     list_display = ["url", "owner", "events_shown", "state", "created_at"]
     list_filter = ["active"]
     list_select_related = ["owner"]
-    fields = ["url", "owner", "events_shown", "state", "created_at", "disabled_at", "disabled_reason"]
+    fields = ["url", "owner", "events_shown", "state", "created_at", "stopped_at", "stopped_reason"]
     readonly_fields = fields  # type: ignore[assignment]
     actions = ["enable"]
 
@@ -42,7 +42,7 @@ class WebhookSubscriptionAdmin(_OperatorsOnly, admin.ModelAdmin):
     @admin.display(description="status")
     def state(self, subscription: WebhookSubscription) -> str:
         if not subscription.active:
-            return f"disabled: {subscription.disabled_reason}" if subscription.disabled_reason else "disabled"
+            return f"disabled: {subscription.stopped_reason}" if subscription.stopped_reason else "disabled"
         since = subscription_failing_since(subscription)
         return f"failing since {since:%Y-%m-%d %H:%M} UTC" if since is not None else "active"
 

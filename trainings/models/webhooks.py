@@ -31,8 +31,10 @@ class WebhookSubscription(models.Model):
     secret = models.CharField(max_length=100)
     created_at = models.DateTimeField(auto_now_add=True)
     active = models.BooleanField(default=True)
-    disabled_at = models.DateTimeField(null=True, blank=True)
-    disabled_reason = models.CharField(max_length=300, blank=True)
+    # When and why it was disabled (the API's `disabled_at`, `disabled_reason`); not the devices' state
+    # columns' names: trainings/transitions.py owns those.
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stopped_reason = models.CharField(max_length=300, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["active"], name="webhook_active_idx")]

@@ -38,6 +38,8 @@ class WebhookSerializer(serializers.ModelSerializer):
         child=serializers.ChoiceField(choices=WebhookEvent.choices), read_only=True
     )
     status = serializers.SerializerMethodField(help_text="active, or disabled (disabled_reason says why).")
+    disabled_at = serializers.DateTimeField(source="stopped_at", read_only=True, allow_null=True)
+    disabled_reason = serializers.CharField(source="stopped_reason", read_only=True)
 
     class Meta:
         model = WebhookSubscription

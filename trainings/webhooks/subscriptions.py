@@ -42,9 +42,9 @@ def subscription_delete(*, subscription: WebhookSubscription) -> None:
 def subscription_disable(*, subscription: WebhookSubscription, reason: str) -> None:
     with transaction.atomic():
         subscription.active = False
-        subscription.disabled_at = timezone.now()
-        subscription.disabled_reason = reason[:300]
-        subscription.save(update_fields=["active", "disabled_at", "disabled_reason"])
+        subscription.stopped_at = timezone.now()
+        subscription.stopped_reason = reason[:300]
+        subscription.save(update_fields=["active", "stopped_at", "stopped_reason"])
         _pending_cancel(subscription, reason=f"webhook subscription disabled: {reason}"[:300])
     transaction.on_commit(subscribers_forget)
 
@@ -88,7 +88,7 @@ def subscription_failing_since(subscription: WebhookSubscription) -> Any:
 def subscription_enable(*, subscription: WebhookSubscription) -> None:
     """An operator's re-enabling after the endpoint is fixed: events from now on (none are replayed)."""
     subscription.active = True
-    subscription.disabled_at = None
-    subscription.disabled_reason = ""
-    subscription.save(update_fields=["active", "disabled_at", "disabled_reason"])
+    subscription.stopped_at = None
+    subscription.stopped_reason = ""
+    subscription.save(update_fields=["active", "stopped_at", "stopped_reason"])
     transaction.on_commit(subscribers_forget)
