@@ -201,6 +201,24 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Several brokers (a cluster's nodes) in one URL setting: `amqp://u:p@a:5672/v;amqp://u:p@b:5672/v`.
+# Celery, beat and every publisher of the project's own move to the next when theirs dies.
+CELERY_BROKER_FAILOVER_STRATEGY = "round-robin"
+# classic: a queue lives on one node; quorum: replicated over the cluster (docs/operations/cluster.md).
+# Every queue the service declares follows it: Celery's (Celery's own quorum support: no global QoS,
+# publisher confirms), the push queue, its dead letters, the engine's `rabbitmq` callback queues.
+# After a cluster node's loss the publishers wait this long before publishing on another node
+# (common/amqp/publisher.py: RabbitMQ 3.10 drops what reaches a quorum queue before its new leader).
+REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS = env_float(
+    "REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS", 5.0, minimum=0.0
+)
+REMINDERS_QUEUE_TYPE = env_str("REMINDERS_QUEUE_TYPE", "classic").strip().lower()
+if REMINDERS_QUEUE_TYPE not in ("classic", "quorum"):
+    raise ImproperlyConfigured(f"REMINDERS_QUEUE_TYPE={REMINDERS_QUEUE_TYPE!r} is not one of classic, quorum")
+if REMINDERS_QUEUE_TYPE == "quorum" and not CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = "quorum"
+    CELERY_WORKER_DETECT_QUORUM_QUEUES = True  # Celery's default; said here: the worker's QoS is per consumer
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"

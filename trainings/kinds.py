@@ -26,6 +26,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils.choices import CallableChoiceIterator
+from django.utils.translation import gettext_noop
 
 from trainings.digest import timing
 from trainings.offsets import Offset, offset_between
@@ -329,29 +330,35 @@ INVITATION = register(
         open_from_creation=True,
     )
 )
-# "The training moved" (trainings/notices.py): to players already reminded, who have not declined.
-MOVED = register(
-    Kind(
-        code="MOVED",
-        label="Training moved",
-        anchor="start",
-        sign=-1,
-        closes=at_start,
-        answer=None,
-        screen="training",
-        rule=False,
-        notice={
-            "en": (
-                "Training moved: {title}",
-                "{title} now starts on {start_date} at {start_time} ({time_zone}).",
-            ),
-            "fr": (
-                "Entraînement déplacé : {title}",
-                "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
-            ),
-        },
-    )
-)
+
+
+def _notice(code: str, label: str, notice: Mapping[str, tuple[str, str]]) -> Kind:
+    """A notice of a change to a training (trainings/notices.py): nobody answers it, it opens the training,
+    no rule sends it, and it is of no use once the training has started."""
+    return register(Kind(code=code, label=label, anchor="start", sign=-1, closes=at_start, answer=None,
+                         screen="training", rule=False, notice=notice))  # fmt: skip
+
+
+# "The training moved": to players already reminded, who have not declined.
+MOVED = _notice("MOVED", "Training moved", {
+    "en": ("Training moved: {title}", "{title} now starts on {start_date} at {start_time} ({time_zone})."),
+    "fr": (
+        "Entraînement déplacé : {title}",
+        "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
+    ),
+})  # fmt: skip
+# "The training is cancelled": to invited players who accepted or whom a push of it reached, never to one who
+# declined.
+CANCELLED = _notice("CANCELLED", "Training cancelled", {
+    "en": (
+        gettext_noop("Training cancelled: {title}"),
+        gettext_noop("{title} on {start_date} at {start_time} ({time_zone}) is cancelled."),
+    ),
+    "fr": (
+        "Entraînement annulé : {title}",
+        "{title} du {start_date} à {start_time} ({time_zone}) est annulé.",
+    ),
+})  # fmt: skip
 
 
 # The coaches' kinds (trainings/digest/): to a team's coaches, at the team's times (`Team.digest_*`); they

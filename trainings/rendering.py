@@ -110,7 +110,8 @@ def offset_at(*, training: Training, kind: str, now: datetime) -> Offset:
 
 
 def notice_render(*, kind: kinds.Kind, training: Training, player: Addressee) -> Rendered:
-    """A notice of this kind (the training moved), in the player's language (English otherwise) and zone."""
+    """A notice of this kind (the training moved, cancelled), in the player's language (English
+    otherwise) and zone."""
     language = player.language if player.language in kind.notice else "en"
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
     local_start = training.start.astimezone(ZoneInfo(zone_name))
@@ -121,7 +122,7 @@ def notice_render(*, kind: kinds.Kind, training: Training, player: Addressee) ->
             "start_date": formats.date_format(local_start, "DATE_FORMAT"),
             "time_zone": zone_name,
         }
-    title, body = kind.notice[language]
+        title, body = (translation.gettext(text) for text in kind.notice[language])  # catalogs, when any
     return Rendered(
         language=language, title=render_template(title, values), body=render_template(body, values)
     )

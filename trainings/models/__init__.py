@@ -234,7 +234,7 @@ class RunOutcome(models.TextChoices):
     GONE = "gone", "Training or rule deleted"
     STALE = "stale", "Instant no longer wanted (training moved)"
     INACTIVE = "inactive", "Rule deactivated"
-    NO_COACH = "no_coach", "No coach with a profile to tell"
+    NO_COACH = "no_coach", "The team has no coach to tell"
     SUMMARIZED = "summarized", "In the coaches' summary of the day already"
 
 
