@@ -63,5 +63,5 @@ def analytics_refresh() -> int:
 
 @shared_task(name="trainings.tasks.webhooks_check", ignore_result=True)
 def webhooks_check() -> list[int]:
-    """Every 10 minutes (a beat row made by migration 0038): disable the subscriptions failing for a day."""
+    """Every 10 minutes (a beat row made by migration 0039): disable the subscriptions failing for a day."""
     return subscriptions_failing_disable()

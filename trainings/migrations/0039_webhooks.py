@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('reminders', '0009_request_counts'),
-        ('trainings', '0037_team_integration_permission'),
+        ('trainings', '0038_run_outcome_no_coach_label'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
