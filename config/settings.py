@@ -350,6 +350,12 @@ TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 1000, minimum
 # still records, retries and dead-letters each push on its own. 1: a message per push.
 TRAININGS_PUSH_MESSAGE_PUSHES = env_int("TRAININGS_PUSH_MESSAGE_PUSHES", 100, minimum=1, maximum=1000)
 
+# --- Events back to the platform (trainings/webhooks/: signed HTTP callbacks of the engine) ----------
+# Who subscribes to an event is read at most this often per process (an answer link is one statement).
+TRAININGS_WEBHOOK_CACHE_SECONDS = env_float("TRAININGS_WEBHOOK_CACHE_SECONDS", 5.0, minimum=0.0)
+# A subscription whose deliveries have all failed for this long is disabled (checked every 10 minutes).
+TRAININGS_WEBHOOK_DISABLE_AFTER_HOURS = env_float("TRAININGS_WEBHOOK_DISABLE_AFTER_HOURS", 24.0, minimum=0.0)
+
 # --- Push delivery to phones (trainings/push/: FCM HTTP v1, APNs over HTTP/2) --------------------------
 # A provider whose credentials are unset is off; TRAININGS_PUSH_PROVIDER stands in for its devices.
 PUSH_FCM_BASE_URL = env_str("PUSH_FCM_BASE_URL", "https://fcm.googleapis.com")

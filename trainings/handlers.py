@@ -24,6 +24,7 @@ from trainings.services import (
     training_cancelled_notify,
     training_moved_notify,
 )
+from trainings.webhooks.events import KEY_PREFIX as WEBHOOK_KEY_PREFIX
 
 # Only this app's services create these jobs: an API caller can neither take one of their keys first
 # nor name the handler (it pushes to any training's players).
@@ -33,6 +34,7 @@ keys_reserve(
     owner="the trainings app (held pushes, moved and cancelled notices)",
 )
 keys_reserve(KEY_PREFIX, owner="the trainings app (coaches' digests and alerts)")
+keys_reserve(WEBHOOK_KEY_PREFIX, owner="the trainings app (events to the platform's webhooks)")
 # A message on the push queue is a push the gateway sends to a phone or an inbox: no API caller publishes
 # there or to its dead letters, whatever the queues are named.
 queues_reserve(push_queue_names, owner="the push gateway's pushes or dead letters")

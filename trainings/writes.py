@@ -23,7 +23,7 @@ from common.history import audited_history
 from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
-from trainings import queries
+from trainings import kinds, queries
 from trainings.answers.questionnaires import answers_valid, definition_of
 from trainings.answers.values import answers_check
 from trainings.critical import CriticalOffsets
@@ -47,6 +47,7 @@ from trainings.notices import (
 )
 from trainings.scheduling import rules_from_rows, rules_query, training_reminders_schedule
 from trainings.tasks import rule_reschedule
+from trainings.webhooks.events import answer_recorded
 
 
 def _invitations_set(*, training: Training, players: Sequence[Player]) -> None:
@@ -275,13 +276,16 @@ def answer_record(
     what an answer link accepts too: checked against the team's questionnaire for `phase`
     (trainings/answers/questionnaires.py: AnswersRefused, a ValueError, naming the question otherwise)."""
     answers = answers_valid(definition_of(training.team_id, phase), answers_check(answers))
-    answer, _ = QuestionnaireAnswer.objects.update_or_create(
-        training=training,
-        player=player,
-        phase=phase,
-        defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source,
-                  "answered_by": None},
-    )  # fmt: skip
+    with transaction.atomic():  # the answer and its events (trainings/webhooks/) together
+        answer, _ = QuestionnaireAnswer.objects.update_or_create(
+            training=training,
+            player=player,
+            phase=phase,
+            defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source,
+                      "answered_by": None},
+        )  # fmt: skip
+        answer_recorded(training=training, player_id=player.pk, guardian_id=None, kind=phase,
+                        answer={"answers": answers}, source=source, at=answer.answered_at)  # fmt: skip
     return answer
 
 
@@ -299,7 +303,12 @@ def invitation_respond(
     invitation.responded_at = responded_at or timezone.now()
     invitation.response_source = source
     invitation.responded_by = None  # a coach recorded it, not a guardian
-    invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+    response = "accepted" if status == InvitationStatus.ACCEPTED else "denied"
+    with transaction.atomic():  # the response and its events (trainings/webhooks/) together
+        invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+        answer_recorded(training=lambda: invitation.training, player_id=invitation.player_id,
+                        guardian_id=None, kind=kinds.INVITATION.code, answer={"response": response},
+                        source=source, at=invitation.responded_at)  # fmt: skip
     if status == InvitationStatus.DENIED:  # the coaches may want to know now (trainings/digest/)
         decline_alert_on_commit(training_id=invitation.training_id, player_id=invitation.player_id)
     return invitation

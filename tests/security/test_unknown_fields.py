@@ -186,6 +186,9 @@ ROUTES: dict[str, Route] = {
     "guardian-preferences": Route(
         "guardian_user", lambda w: {"guardian_pk": w.guardian.pk}, _same(lambda w: QUIET)
     ),
+    "webhook-list": Route(
+        "root", _NONE, _same(lambda w: {"url": "https://example.com/events", "events": ["answer.recorded"]})
+    ),
     "answer-link": Route(
         "anonymous",
         lambda w: {

@@ -26,6 +26,7 @@ from django.utils.translation import gettext_noop as _
 
 from trainings import kinds, queries
 from trainings.answers import questionnaires
+from trainings.answers.events import answer_events
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.answers.statements import fetch_one
 from trainings.answers.values import answers_check
@@ -184,6 +185,7 @@ class Recorded:
     answer: dict[str, Any]
 
 
+@answer_events
 def answer_link_record(
     *,
     target: LinkTarget,
@@ -283,6 +285,7 @@ def _questionnaire_record(
     return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who})
 
 
+@answer_events
 def answer_link_answer(
     link: AnswerLink,
     *,

@@ -58,6 +58,9 @@ from trainings.models.questionnaires import fresh_revision as fresh_revision
 from trainings.models.roster import Membership as Membership
 from trainings.models.roster import Player as Player
 from trainings.models.roster import Team as Team
+from trainings.models.webhooks import WebhookEvent as WebhookEvent
+from trainings.models.webhooks import WebhookJob as WebhookJob
+from trainings.models.webhooks import WebhookSubscription as WebhookSubscription
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
