@@ -515,3 +515,6 @@ MIDDLEWARE.insert(
 SIMPLE_HISTORY_REVERT_DISABLED = True
 # Purged by the hourly purge task past this age.
 REMINDERS_HISTORY_RETENTION_DAYS = env_int("REMINDERS_HISTORY_RETENTION_DAYS", 365, minimum=1)
+# How long an API caller's Idempotency-Key replays its first answer (common/idempotency.py); the hourly
+# purge deletes older keys.
+IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
+from common.idempotency import idempotent
 from trainings.models import Guardian, Player, ReminderRule, Training
 from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
@@ -115,6 +116,7 @@ class TrainingViewSet(viewsets.ModelViewSet):
         training = self.get_queryset().get(pk=training.pk)
         return Response(TrainingSerializer(training, context=self.get_serializer_context()).data, status=code)
 
+    @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         values = self._input()
         values.pop("cancelled", None)

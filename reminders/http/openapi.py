@@ -1,7 +1,8 @@
 """The OpenAPI schema's error answers: every status code the API can give, documented on each operation.
 
 drf-spectacular documents what a view returns when it succeeds; the API also answers 401 (no or a bad
-token), 403, 404 (a path naming a row), 400 (bad input), 411/413/415 (a body it cannot read) and 429
+token), 403, 404 (a path naming a row), 400 (bad input), 411/413/415 (a body it cannot read), 422 (an
+Idempotency-Key used with another request, common/idempotency.py) and 429
 (throttled, with Retry-After) on every operation where they can occur. A client generated from the schema
 should know them, and `tests/security/test_schema_conformance.py` holds every response to it.
 """
@@ -9,6 +10,9 @@ should know them, and `tests/security/test_schema_conformance.py` holds every re
 from __future__ import annotations
 
 from typing import Any
+
+from common.idempotency import HEADER as IDEMPOTENCY_HEADER
+from common.idempotency import KEY_REUSED
 
 _DETAIL = {
     "type": "object",
@@ -37,6 +41,7 @@ _ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
     411: ("A chunked body that this server cannot read: send Content-Length.", _DETAIL),
     413: ("The body is over REMINDERS_MAX_REQUEST_BYTES.", _TOO_LARGE),
     415: ("A Content-Type the API does not parse.", _DETAIL),
+    422: (KEY_REUSED, _DETAIL),
     429: ("Throttled per token or per address; retry after Retry-After seconds.", _DETAIL),
 }
 _BODY_ERRORS = (400, 411, 413, 415)
@@ -57,6 +62,8 @@ def error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
                 codes.append(400)
             if method in ("put", "post", "patch"):
                 codes.extend(_BODY_ERRORS)
+            if any(p.get("name") == IDEMPOTENCY_HEADER for p in operation.get("parameters", [])):
+                codes.append(422)
             for code in sorted(set(codes)):
                 description, body = _ERRORS[code]
                 entry = responses.setdefault(str(code), {"description": description})
