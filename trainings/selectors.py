@@ -58,6 +58,11 @@ def user_sees_all_teams(user: User) -> bool:
     return bool(getattr(user, "is_superuser", False)) or user.has_perm("trainings.manage_all_teams")  # type: ignore[union-attr]
 
 
+def user_uses_integration_api(user: User) -> bool:
+    """An integration caller (a platform's service account): it sees the roster rows it created."""
+    return bool(getattr(user, "is_authenticated", False)) and user.has_perm("trainings.use_integration_api")  # type: ignore[union-attr]
+
+
 def teams_visible_to(user: User) -> QuerySet[Team]:
     if user_sees_all_teams(user):
         return Team.objects.all()

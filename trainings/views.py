@@ -245,18 +245,24 @@ class ReminderRuleViewSet(
             200: DeviceSerializer,
             201: DeviceSerializer,
             400: OpenApiResponse(description="Field errors."),
-            403: OpenApiResponse(description="Only the player registers their own devices."),
+            403: OpenApiResponse(description="Neither the player nor an integration caller."),
         },
-        description="Register a push token for yourself (the player). 201 when new; 200 when the token was "
-        "known: it is re-enabled and moves to you.",
+        description="Register a push token for the player: the player's own login (the app), or an "
+        "integration caller (trainings.use_integration_api) on their behalf. 201 when new; 200 when the "
+        "token was known: it is re-enabled and moves to this player.",
     ),
     destroy=extend_schema(
-        responses={204: None, 403: OpenApiResponse(description="Only the player removes their devices.")},
-        description="Remove one of your devices (the app signed out).",
+        responses={
+            204: None,
+            403: OpenApiResponse(description="Neither the player nor an integration caller."),
+        },
+        description="Remove one of the player's devices (the app signed out): the player, or an "
+        "integration caller on their behalf.",
     ),
 )
 class PlayerDeviceViewSet(PersonDeviceViewSet):
     owner = "player"
+    on_behalf = True
 
     def person(self) -> Player:
         return _device_player(self.request, self.kwargs["player_pk"])
