@@ -141,7 +141,8 @@ class _ScopedPlayerListField(serializers.ListField):
 
 
 class TrainingInputSerializer(StrictSerializer):
-    """Create (all of team, title, start, end, time_zone required) or update (PUT/PATCH) a training.
+    """Create (team, title, start and end required; time_zone defaults to the team's) or update (PUT/PATCH)
+    a training.
 
     `players` is the training's full player list (invitations); omitted on create it defaults to the
     team's active members, omitted on update it stays as it is.

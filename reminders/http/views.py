@@ -92,7 +92,14 @@ class JobViewSet(KeyedViewSet):
 
     @extend_schema(
         request=BulkJobsInputSerializer,
-        responses={200: BulkResultSerializer, 400: OpenApiResponse(description="Field errors by job index.")},
+        responses={
+            200: BulkResultSerializer,
+            400: OpenApiResponse(description="Field errors by job index."),
+            409: OpenApiResponse(
+                description="Another request created one of these keys at the same moment; nothing was "
+                "stored: retry."
+            ),
+        },
         description="Create or replace many jobs in one transaction: all of them or none. Each job follows "
         "the rules of POST /api/jobs/. Errors are reported under jobs.<index>.",
     )
