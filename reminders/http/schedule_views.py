@@ -139,7 +139,7 @@ class ThrottlePolicyViewSet(viewsets.ModelViewSet):
     @extend_schema(
         responses={
             204: None,
-            409: OpenApiResponse(description="The policy is in use by jobs or schedules; change those first."),
+            409: OpenApiResponse(description="In use by jobs or schedules: change those first."),
         }
     )
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
