@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
@@ -22,6 +22,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from common.idempotency import idempotent
+from reminders.models import OccurrenceStatus
 from trainings.models import Guardian, Player, ReminderRule, Training
 from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
@@ -175,14 +176,30 @@ class TrainingViewSet(viewsets.ModelViewSet):
         return Response(InvitationSerializer(invitation).data)
 
     @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "status",
+                str,
+                enum=list(OccurrenceStatus.values),
+                description="Only the occurrences in this status; repeat it (or separate with commas) for "
+                "several.",
+            )
+        ],
         responses={200: TimelineEntrySerializer(many=True)},
         description="Every reminder occurrence of the training, by fire time: rule, status, and when it "
-        "has fired, how many players were still pending and how many pushes went out.",
+        "has fired, how many players were still pending and how many pushes went out. A deleted "
+        "training's timeline goes with it (404); a cancelled one keeps it.",
     )
     @action(detail=True, methods=["get"], pagination_class=None)
     def timeline(self, request: Request, pk: str | None = None) -> Response:
         training = self.get_object()
-        entries = training_timeline(training=training)
+        statuses = {s for value in request.query_params.getlist("status") for s in value.split(",") if s}
+        unknown = sorted(statuses - set(OccurrenceStatus.values))
+        if unknown:
+            raise ValidationError(
+                {"status": [f"{unknown[0]!r} is none of {', '.join(OccurrenceStatus.values)}."]}
+            )
+        entries = training_timeline(training=training, statuses=statuses)
         return Response(TimelineEntrySerializer(entries, many=True, context={"zone": training.zone}).data)
 
 
