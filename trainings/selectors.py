@@ -60,7 +60,6 @@ def user_sees_all_teams(user: User) -> bool:
 
 
 def user_uses_integration_api(user: User) -> bool:
-    """An integration caller (a platform's service account): it sees the roster rows it created."""
     return bool(getattr(user, "is_authenticated", False)) and user.has_perm("trainings.use_integration_api")  # type: ignore[union-attr]
 
 
