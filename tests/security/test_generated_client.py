@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import importlib.util
 import pkgutil
 import subprocess
 import sys
@@ -24,7 +25,6 @@ from django.contrib.auth.models import Permission
 from rest_framework.authtoken.models import Token
 
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, rules_seeded
-from trainings.models import Team
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,13 +58,42 @@ def generated(live_server: Any, tmp_path: Path) -> Iterator[ModuleType]:
             del sys.modules[name]
 
 
-def _platform_token(team_ids: list[int]) -> str:
-    """The platform's service account: the integration permission, and the teams it syncs."""
+def _platform_token() -> str:
+    """The platform's service account: the integration permission, its token."""
     user = UserFactory(username="club-platform")
     user.user_permissions.add(Permission.objects.get(codename="use_integration_api"))
-    for team_id in team_ids:
-        Team.objects.get(pk=team_id).coaches.add(user)
     return str(Token.objects.create(user=user).key)
+
+
+def _roster(client: Any, models: ModuleType) -> tuple[int, list[int]]:
+    """team -> players -> members through the generated client: the team's id and its players'. A tree
+    without the roster routes (`/api/teams/`) makes them in the database, the platform coaching the team."""
+    if importlib.util.find_spec(f"{PACKAGE}.api.teams") is None:
+        team = TeamFactory(name="U15", time_zone="Europe/Paris")
+        team.coaches.add(Token.objects.get(key=client.token).user)
+        players = [PlayerFactory(name=name) for name in ("Alice", "Bruno")]
+        for player in players:
+            MembershipFactory(team=team, player=player)
+        return team.pk, [player.pk for player in players]
+
+    def run(module: str, **kwargs: Any) -> Any:
+        return importlib.import_module(f"{PACKAGE}.api.{module}").sync_detailed(client=client, **kwargs)
+
+    made = run("teams.teams_create", body=models.TeamInput(name="U15", time_zone="Europe/Paris",
+                                                           external_id="t-u15"),
+               idempotency_key="team-t-u15")  # fmt: skip
+    assert made.status_code == 201
+    team = made.parsed.id
+    players = []
+    for external_id, name in (("m-1", "Alice"), ("m-2", "Bruno")):
+        player = run("players.players_create", body=models.PlayerInput(name=name, external_id=external_id))
+        assert player.status_code == 201
+        players.append(player.parsed.id)
+    members = run("teams.teams_members_update", team_pk=team, body=models.Members(players=players))
+    assert members.status_code == 200
+    found = run("teams.teams_list", external_id="t-u15")
+    assert [row.id for row in found.parsed.results] == [team]
+    return team, players
 
 
 def _every_module_imports(generated: ModuleType) -> None:
@@ -84,23 +113,21 @@ def test_every_module_imports_and_a_platforms_day_runs_through_it(
     """One test: generating the client is most of its time."""
     _every_module_imports(generated)
     rules_seeded()  # the transactional test's flush removed them
-    team = TeamFactory(name="U15", time_zone="Europe/Paris")
-    players = [PlayerFactory(name=name) for name in ("Alice", "Bruno")]
-    for player in players:
-        MembershipFactory(team=team, player=player)
+    token = _platform_token()
     # Any answer the schema does not document raises.
-    client = generated.AuthenticatedClient(base_url=live_server.url, token=_platform_token([team.pk]),
-                                           prefix="Token", raise_on_unexpected_status=True)  # fmt: skip
+    client = generated.AuthenticatedClient(base_url=live_server.url, token=token, prefix="Token",
+                                           raise_on_unexpected_status=True)  # fmt: skip
     api = importlib.import_module(f"{PACKAGE}.api.trainings")
     models = importlib.import_module(f"{PACKAGE}.models")
 
     def call(module: str, **kwargs: Any) -> Any:
         return importlib.import_module(f"{api.__name__}.{module}").sync_detailed(client=client, **kwargs)
 
+    team, players = _roster(client, models)
     # Devices on the player's behalf.
     devices = importlib.import_module(f"{PACKAGE}.api.players.players_devices_create")
     device = devices.sync_detailed(
-        players[0].pk,
+        players[0],
         client=client,
         body=models.DeviceInput(platform=models.PlatformEnum.ANDROID, provider=models.ProviderEnum.FCM,
                                 token="fcm-alice-from-the-platform"),
@@ -108,7 +135,7 @@ def test_every_module_imports_and_a_platforms_day_runs_through_it(
     assert device.status_code == 201 and isinstance(device.parsed, models.Device)
 
     # Create, and retry the create with the same key: one training.
-    body = models.TrainingInput(team=team.pk, title="Speed session", start=START,
+    body = models.TrainingInput(team=team, title="Speed session", start=START,
                                 end=START + dt.timedelta(minutes=90))  # fmt: skip
     created = call("trainings_create", body=body, idempotency_key="platform-training-81")
     assert created.status_code == 201 and isinstance(created.parsed, models.Training)
@@ -118,9 +145,7 @@ def test_every_module_imports_and_a_platforms_day_runs_through_it(
     assert (retried.status_code, retried.parsed.id, retried.headers["Idempotent-Replayed"]) == (
         201, training.id, "true",
     )  # fmt: skip
-    other = models.TrainingInput(
-        team=team.pk, title="Another", start=START, end=START + dt.timedelta(hours=1)
-    )
+    other = models.TrainingInput(team=team, title="Another", start=START, end=START + dt.timedelta(hours=1))
     reused = call("trainings_create", body=other, idempotency_key="platform-training-81")
     assert reused.status_code == 422 and "another request" in reused.parsed.detail
 
@@ -150,7 +175,7 @@ def test_every_module_imports_and_a_platforms_day_runs_through_it(
     answer = call(
         "trainings_answers_create",
         id=training.id,
-        body=models.AnswerInput(player=players[1].pk, phase=models.PhaseEnum.PRE),
+        body=models.AnswerInput(player=players[1], phase=models.PhaseEnum.PRE),
     )
     assert answer.status_code == 201 and isinstance(answer.parsed, models.Answer)
 
