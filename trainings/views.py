@@ -91,7 +91,8 @@ _WRITE: dict[str, Any] = {
     partial_update=extend_schema(
         **_WRITE,
         description="Change some fields; pending reminders move with it. "
-        "`cancelled: true` cancels every pending reminder.",
+        "`cancelled: true` cancels every pending reminder and tells the players who accepted or were "
+        "reminded (a `CANCELLED` push, once).",
     ),
     destroy=extend_schema(description="Delete the training and cancel every pending reminder."),
 )

@@ -38,7 +38,12 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.notices import moved_notice_key, training_moved_notice_schedule
+from trainings.notices import (
+    cancelled_notice_key,
+    moved_notice_key,
+    training_cancelled_notice_schedule,
+    training_moved_notice_schedule,
+)
 from trainings.scheduling import rules_from_rows, rules_query, training_reminders_schedule
 from trainings.tasks import rule_reschedule
 
@@ -193,7 +198,7 @@ def training_update(
     changes["cancelled"] = cancelled
     with transaction.atomic():
         training = training_lock(training_id=training.pk)
-        moved_from = training.start
+        moved_from, was_cancelled = training.start, training.cancelled
         for name, value in changes.items():
             if value is not _UNSET:
                 setattr(training, name, value)
@@ -204,11 +209,14 @@ def training_update(
         training_reminders_schedule(training=training)
         if training.start != moved_from and not training.cancelled:
             training_moved_notice_schedule(training=training)  # players already reminded hear of it
+        if training.cancelled and not was_cancelled:
+            training_cancelled_notice_schedule(training=training)  # those coming, or reminded, hear of it
     return training
 
 
 def training_cancel(*, training: Training) -> Training:
-    """Cancel the training: every pending reminder is cancelled, the row stays for the record."""
+    """Cancel the training: every pending reminder is cancelled, the row stays for the record, and the
+    players who accepted or were reminded are told (trainings/notices.py)."""
     return training_update(training=training, cancelled=True)
 
 
@@ -240,6 +248,7 @@ def training_delete(*, training: Training) -> int:
             Occurrence.objects.filter(
                 Q(job__key__startswith=f"trainings-quiet-release-{training.pk}-")
                 | Q(job__key=moved_notice_key(training_id=training.pk))
+                | Q(job__key=cancelled_notice_key(training_id=training.pk))
             ),
             reason="training deleted",
         )

@@ -165,7 +165,7 @@ def test_zones_and_languages_are_chosen_from_lists_and_a_coach_reads_their_teams
     player = team.players.get(name="Alice")
     page = browser.get(f"/admin/trainings/player/{player.pk}/change/").content.decode()
     assert '<select name="time_zone"' in page and 'value="Asia/Tokyo"' in page
-    assert '<select name="language"' in page and "French (fr)" in page
+    assert '<select name="language"' in page and "Français (fr)" in page  # by its own name
     page = browser.get("/admin/").content.decode()
     assert "Times in America/New_York" in page  # no preference of their own: the team's zone
     detail = browser.get(f"/admin/trainings/team/{team.pk}/change/").content.decode()

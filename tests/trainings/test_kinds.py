@@ -184,6 +184,7 @@ def test_the_table_says_where_each_kind_counts_from_and_when_it_closes(settings:
         ("POST", "after the end", START + dt.timedelta(minutes=90, hours=24)),
         ("INVITATION", "before the start", START),
         ("MOVED", "before the start", START),
+        ("CANCELLED", "before the start", START),
         ("DIGEST", "before the start", START),
         ("SUMMARY", "before the start", START),
         ("DECLINED", "before the start", START),

@@ -575,6 +575,10 @@ ADMIN_ROUTES = {
     ("trainings_experiment_change", "*"),
     ("trainings_experiment_stop", "*"),
     ("trainings_experiment_promote", "*"),
+    # A model's own pages the trainings app overrides (the admin:trainings_team and admin:trainings_coach
+    # rows): the team page's "reaches nobody" warnings, a coach's own profile made on their first visit.
+    ("trainings_team_change", "*"),
+    ("trainings_coach_changelist", "*"),
 }
 
 # Routes whose only credential is a signed token in the URL (one player, one training, one kind), never the

@@ -52,7 +52,9 @@ from trainings.selectors import (
     trainings_with_counts,
 )
 from trainings.services import (
+    CANCELLED_TOLD,
     training_cancel,
+    training_cancelled_notice_schedule,
     training_copy,
     training_delete,
     training_lock,
@@ -267,9 +269,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             training = training_cancel(training=found)
         except Training.DoesNotExist:  # deleted meanwhile
             return self._missing(request, object_id)
-        self.message_user(
-            request, "Training cancelled; its pending reminders are cancelled.", messages.SUCCESS
-        )
+        self.message_user(request, str(CANCELLED_TOLD), messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
     def save_model(self, request: HttpRequest, obj: Training, form: ModelForm, change: bool) -> None:
@@ -277,7 +277,9 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             # Lock first (the one lock order, trainings.writes.training_lock): a concurrent rule rescan
             # must not schedule from the old times after us. Deleted meanwhile: DoesNotExist, which
             # changeform_view answers as "does not exist" instead of saving the row back to life.
-            training_lock(training_id=obj.pk)
+            before = training_lock(training_id=obj.pk)
+            if obj.cancelled and not before.cancelled:  # the box ticked: as the Cancel button does
+                training_cancelled_notice_schedule(training=obj)
         obj.save()
 
     def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:

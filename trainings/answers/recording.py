@@ -22,6 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.db.models import Model
 from django.db.models.base import ModelState
 from django.utils import timezone
+from django.utils.translation import gettext_noop as _
 
 from trainings import kinds, queries
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
@@ -90,7 +91,7 @@ def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
         training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
         member = training is not None and _member(training, link.player_id)
     if training is None:
-        raise LinkGone("gone", "This training no longer exists.")
+        raise LinkGone("gone", _("This training no longer exists."))
     guardianship = None
     if link.guardian_id is not None and not training.cancelled and invitation is not None:
         guardianship = (
@@ -117,16 +118,16 @@ def _target_checked(
     """The target, if the link may still be answered at `now`; LinkGone saying why otherwise. `member`:
     the link's player is an active member of the training's team."""
     if training.cancelled:
-        raise LinkGone("cancelled", "This training was cancelled.")
+        raise LinkGone("cancelled", _("This training was cancelled."))
     closes_at = push_expiry(training=training, kind=link.kind)
     if now >= closes_at:
-        raise LinkGone("closed", "The time to answer this has passed.")
+        raise LinkGone("closed", _("The time to answer this has passed."))
     if invitation is None:
-        raise LinkGone("not_invited", "You are no longer on this training's list.")
+        raise LinkGone("not_invited", _("You are no longer on this training's list."))
     if not member:
-        raise LinkGone("not_member", "You are no longer a member of this team.")
+        raise LinkGone("not_member", _("You are no longer a member of this team."))
     if link.guardian_id is not None and guardianship is None:
-        raise LinkGone("not_guardian", "You are no longer this player's guardian.")
+        raise LinkGone("not_guardian", _("You are no longer this player's guardian."))
     return LinkTarget(link, training, invitation, closes_at, guardianship)
 
 
@@ -318,11 +319,11 @@ def answer_link_answer(
             queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "answers": json.dumps(answers)}
         )
     if row is None:
-        raise LinkGone("gone", "This training no longer exists.")
+        raise LinkGone("gone", _("This training no longer exists."))
     training, found, member = _target_from_row(row)
     target = _target_checked(link, training, found, member, None, now)
     if not row[21]:  # open, as the statement saw it: refused above for a reason, never written
-        raise LinkGone("closed", "The time to answer this has passed.")
+        raise LinkGone("closed", _("The time to answer this has passed."))
     changed = bool(row[-5])
     if invitation:
         if changed:
