@@ -7,6 +7,7 @@ users too (that is what lets them into the admin).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,6 +57,10 @@ def user_sees_all_teams(user: User) -> bool:
     if not getattr(user, "is_authenticated", False):
         return False
     return bool(getattr(user, "is_superuser", False)) or user.has_perm("trainings.manage_all_teams")  # type: ignore[union-attr]
+
+
+def user_uses_integration_api(user: User) -> bool:
+    return bool(getattr(user, "is_authenticated", False)) and user.has_perm("trainings.use_integration_api")  # type: ignore[union-attr]
 
 
 def teams_visible_to(user: User) -> QuerySet[Team]:
@@ -132,13 +137,17 @@ class TimelineEntry:
     pushes_published: int  # put on the push queue (not yet "reached")
 
 
-def training_timeline(*, training: Training) -> list[TimelineEntry]:
-    """Every occurrence of every rule's job for this training (history included), by fire time."""
+def training_timeline(*, training: Training, statuses: Collection[str] = ()) -> list[TimelineEntry]:
+    """Every occurrence of every rule's job for this training (history included), by fire time; only those
+    in `statuses` when given (the API's `?status=`)."""
     rules = {link.job_id: link.rule for link in training.reminder_jobs.select_related("rule")}
+    rows = Occurrence.objects.filter(job_id__in=list(rules))
+    if statuses:
+        rows = rows.filter(status__in=list(statuses))
     occurrences = list(
-        Occurrence.objects.filter(job_id__in=list(rules))
-        .order_by("fire_at", "id")
-        .only("id", "fire_at", "status", "attempts", "idempotency_key", "job_id")
+        rows.order_by("fire_at", "id").only(
+            "id", "fire_at", "status", "attempts", "idempotency_key", "job_id"
+        )
     )
     keys = [o.idempotency_key for o in occurrences]
     runs = {run.occurrence_key: run for run in ReminderRun.objects.filter(occurrence_key__in=keys)}

@@ -266,7 +266,7 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("guardian-devices", "GET"): lambda s: (_guardian(s, "devices/"), None),
     ("guardian-devices", "POST"): lambda s: (
         _guardian(s, "devices/"),
-        {"platform": "ios", "provider": "apns", "token": "new-token"},
+        {"platform": "ios", "provider": "apns", "token": "ab" * 32},
     ),
     ("guardian-device", "DELETE"): lambda s: (_guardian(s, f"devices/{s.guardian.devices.get().pk}/"), None),
     ("guardian-preferences", "GET"): lambda s: (_guardian(s, "preferences/"), None),
@@ -328,16 +328,19 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("reminder-rule-detail", "GET"):       (401,      200,     200,          200,        200,      200),
     ("reminder-rule-detail", "PUT"):       (401,      403,     403,          403,        200,      200),
     ("reminder-rule-detail", "PATCH"):     (401,      403,     403,          403,        200,      200),
-    # Devices: only the player registers or removes their own (tests/trainings/test_devices_api.py).
+    # Devices: coaches and operators read them (tests/trainings/test_devices_api.py).
     ("player-devices", "GET"):             (401,      200,     404,          404,        200,      200),
     # Coaches and operators read a player's preferences; only the player (an account linked to them) writes.
     ("player-preferences", "GET"):         (401,      200,     404,          404,        200,      200),
     ("player-preferences", "PUT"):         (401,      403,     404,          404,        403,      403),
     ("player-preferences", "PATCH"):       (401,      403,     404,          404,        403,      403),
-    ("player-devices", "POST"):            (401,      403,     404,          404,        403,      403),
-    ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      403),
+    # Registering and removing: the player, or an integration caller on their behalf (superusers hold every
+    # permission, trainings.use_integration_api too; tests/trainings/test_devices_on_behalf.py).
+    ("player-devices", "POST"):            (401,      403,     404,          404,        403,      201),
+    ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      204),
     # Guardians: coaches of their players and operators manage them; only the guardian (an account linked
-    # to them) registers devices and writes preferences (tests/trainings/test_guardians_api.py).
+    # to them) writes preferences, and registers devices (or an integration caller on their behalf, as for
+    # players) (tests/trainings/test_guardians_api.py).
     ("guardian-list", "GET"):              (401,      LISTED,  HIDDEN,       HIDDEN,     LISTED,   LISTED),
     ("guardian-list", "POST"):             (401,      201,     400,          400,        201,      201),
     ("guardian-detail", "GET"):            (401,      200,     404,          404,        200,      200),
@@ -345,8 +348,8 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("guardian-detail", "PATCH"):          (401,      200,     404,          404,        200,      200),
     ("guardian-detail", "DELETE"):         (401,      204,     404,          404,        204,      204),
     ("guardian-devices", "GET"):           (401,      200,     404,          404,        200,      200),
-    ("guardian-devices", "POST"):          (401,      403,     404,          404,        403,      403),
-    ("guardian-device", "DELETE"):         (401,      403,     404,          404,        403,      403),
+    ("guardian-devices", "POST"):          (401,      403,     404,          404,        403,      201),
+    ("guardian-device", "DELETE"):         (401,      403,     404,          404,        403,      204),
     ("guardian-preferences", "GET"):       (401,      200,     404,          404,        200,      200),
     ("guardian-preferences", "PUT"):       (401,      403,     404,          404,        403,      403),
     ("guardian-preferences", "PATCH"):     (401,      403,     404,          404,        403,      403),
@@ -839,6 +842,11 @@ WEBHOOK_CALLERS = Rule(
     "use_integration_api: the caller's own subscriptions; manage_all_teams: everyone's (matrix above)",
     frozenset({401}),
 )
+ON_BEHALF = Rule(
+    "read: the team's coaches; write: the account linked to the player/guardian, or an integration caller "
+    "(trainings.use_integration_api) among the people it reads (tests/trainings/test_devices_on_behalf.py)",
+    frozenset({401}),
+)
 COACH_SELF = Rule("the signed-in coach's own profile and devices; others 404", frozenset({401}))
 LINK_TOKEN = Rule("the signed, expiring token in the URL; a session adds nothing", frozenset({400, 404}))
 # The configured provider's tracking webhook alone; 404 while its signing key is unset
@@ -911,8 +919,8 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("reminder-rule-detail", "PUT"):             ("trainings",               RULES_WRITE,      API),
     ("reminder-rule-detail", "PATCH"):           ("trainings",               RULES_WRITE,      API),
     ("player-devices", "GET"):                   ("trainings",               LINKED,           API),
-    ("player-devices", "POST"):                  ("trainings",               LINKED,           API),
-    ("player-device", "DELETE"):                 ("trainings",               LINKED,           API),
+    ("player-devices", "POST"):                  ("trainings",               ON_BEHALF,        API),
+    ("player-device", "DELETE"):                 ("trainings",               ON_BEHALF,        API),
     ("player-preferences", "GET"):               ("trainings",               LINKED,           API),
     ("player-preferences", "PUT"):               ("trainings",               LINKED,           API),
     ("player-preferences", "PATCH"):             ("trainings",               LINKED,           API),
@@ -923,8 +931,8 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("guardian-detail", "PATCH"):                ("trainings",               TEAM,             API),
     ("guardian-detail", "DELETE"):               ("trainings",               TEAM,             API),
     ("guardian-devices", "GET"):                 ("trainings",               LINKED,           API),
-    ("guardian-devices", "POST"):                ("trainings",               LINKED,           API),
-    ("guardian-device", "DELETE"):               ("trainings",               LINKED,           API),
+    ("guardian-devices", "POST"):                ("trainings",               ON_BEHALF,        API),
+    ("guardian-device", "DELETE"):               ("trainings",               ON_BEHALF,        API),
     ("guardian-preferences", "GET"):             ("trainings",               LINKED,           API),
     ("guardian-preferences", "PUT"):             ("trainings",               LINKED,           API),
     ("guardian-preferences", "PATCH"):           ("trainings",               LINKED,           API),

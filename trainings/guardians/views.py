@@ -1,8 +1,9 @@
 """The guardians API: thin views over trainings/guardians/services.py.
 
 Scope: a coach reads and manages the guardians of their teams' players, an operator everyone; a guardian
-reads themself, registers their own devices, sets their own preferences and lists their own players'
-trainings. Anyone else's guardian is a 404; a write that is not the caller's to make is a 403.
+reads themself, registers their own devices (an integration caller may, on their behalf), sets their own
+preferences and lists their own players' trainings. Anyone else's guardian is a 404; a write that is not
+the caller's to make is a 403.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from trainings.selectors import team_zone_of_players
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer
 
 _ERRORS = {400: OpenApiResponse(description="Field errors."), 403: OpenApiResponse(description="Not yours.")}
+_NOT_BEHALF = OpenApiResponse(description="Neither the guardian nor an integration caller.")
+_BEHALF_ERRORS = {**_ERRORS, 403: _NOT_BEHALF}
 
 
 def _is_self(request: Request, guardian: Guardian) -> bool:
@@ -111,15 +114,19 @@ def _guardian(request: Request, pk: int) -> Guardian:
     list=extend_schema(responses={200: DeviceSerializer(many=True)},
                        description="The guardian's devices and email addresses (full tokens to them)."),
     create=extend_schema(request=DeviceInputSerializer,
-                         responses={200: DeviceSerializer, 201: DeviceSerializer, **_ERRORS},
-                         description="Register a push token (or an email address) for yourself."),
-    destroy=extend_schema(responses={204: None, 403: _ERRORS[403]},
-                          description="Remove one of your devices."),
+                         responses={200: DeviceSerializer, 201: DeviceSerializer, **_BEHALF_ERRORS},
+                         description="Register a push token (or an email address) for the guardian: their "
+                         "own login, or an integration caller (trainings.use_integration_api) on their "
+                         "behalf."),
+    destroy=extend_schema(responses={204: None, 403: _BEHALF_ERRORS[403]},
+                          description="Remove one of the guardian's devices: the guardian, or an "
+                          "integration caller on their behalf."),
 )  # fmt: skip
 class GuardianDeviceViewSet(PersonDeviceViewSet):
     """A guardian's devices: the same as a player's (`/api/players/<id>/devices/`)."""
 
     owner = "guardian"
+    on_behalf = True
 
     def person(self) -> Guardian:
         return _guardian(self.request, self.kwargs["guardian_pk"])
