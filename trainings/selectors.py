@@ -58,11 +58,20 @@ def user_sees_all_teams(user: User) -> bool:
     return bool(getattr(user, "is_superuser", False)) or user.has_perm("trainings.manage_all_teams")  # type: ignore[union-attr]
 
 
+def user_uses_integration_api(user: User) -> bool:
+    """An integration caller (a platform's service account): it sees the roster rows it created."""
+    return bool(getattr(user, "is_authenticated", False)) and user.has_perm("trainings.use_integration_api")  # type: ignore[union-attr]
+
+
 def teams_visible_to(user: User) -> QuerySet[Team]:
+    """Operators: every team; an integration caller: the teams it created, and those it coaches; anyone
+    else: the teams they coach."""
     if user_sees_all_teams(user):
         return Team.objects.all()
     if not getattr(user, "is_authenticated", False):
         return Team.objects.none()
+    if user_uses_integration_api(user):
+        return Team.objects.filter(Q(coaches=user.pk) | Q(owner=user.pk)).distinct()
     return Team.objects.filter(coaches=user.pk)
 
 
@@ -73,9 +82,14 @@ def trainings_visible_to(user: User) -> QuerySet[Training]:
 
 
 def players_visible_to(user: User) -> QuerySet[Player]:
+    """The players of the teams a user sees; an integration caller also sees those it created (on no team
+    yet, or only on others')."""
     if user_sees_all_teams(user):
         return Player.objects.all()
-    return Player.objects.filter(memberships__team__in=teams_visible_to(user)).distinct()
+    on_teams = Q(memberships__team__in=teams_visible_to(user))
+    if user_uses_integration_api(user):
+        return Player.objects.filter(on_teams | Q(owner=user.pk)).distinct()
+    return Player.objects.filter(on_teams).distinct()
 
 
 def guardians_visible_to(user: User) -> QuerySet[Guardian]:

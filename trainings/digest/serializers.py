@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from rest_framework import serializers
 
 from common.serializers import StrictSerializer
 from trainings.models import ChannelChoice, Coach
 from trainings.offsets import is_time_zone
+from trainings.roster.fields import language_error
 
 
 class CoachSerializer(serializers.ModelSerializer):
@@ -44,9 +44,9 @@ class CoachInputSerializer(StrictSerializer):
     quiet_end = serializers.TimeField(allow_null=True, required=False, help_text="Local time, e.g. 07:00.")
 
     def validate_language(self, value: str) -> str:
-        known = {code.lower() for code, _ in settings.LANGUAGES}
-        if value.lower() not in known and value.lower().split("-")[0] not in known:
-            raise serializers.ValidationError(f"{value!r} is not a language code such as en or fr.")
+        error = language_error(value)
+        if error:
+            raise serializers.ValidationError(error)
         return value
 
     def validate_time_zone(self, value: str) -> str:

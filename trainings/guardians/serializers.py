@@ -9,6 +9,7 @@ from rest_framework import serializers
 from common.serializers import StrictSerializer
 from trainings.models import Guardian, Guardianship
 from trainings.offsets import is_time_zone
+from trainings.roster.fields import ExternalIdField, LanguageField
 
 
 class WardSerializer(StrictSerializer):
@@ -24,7 +25,8 @@ class GuardianSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Guardian
-        fields = ["id", "name", "user", "language", "time_zone", "quiet_start", "quiet_end", "players"]
+        fields = ["id", "name", "user", "language", "time_zone", "quiet_start", "quiet_end", "external_id",
+                  "players"]  # fmt: skip
         read_only_fields = fields
 
     def get_players(self, guardian: Guardian) -> list[dict[str, Any]]:
@@ -38,7 +40,8 @@ class GuardianInputSerializer(StrictSerializer):
     """A coach or an operator creates or changes a guardian; `players` replaces whose guardian they are."""
 
     name = serializers.CharField(max_length=200)
-    language = serializers.CharField(max_length=10, required=False, default="en")
+    language = LanguageField(required=False, default="en")
+    external_id = ExternalIdField(required=False, allow_null=True)
     time_zone = serializers.CharField(
         max_length=64,
         required=False,

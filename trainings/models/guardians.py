@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from trainings.models.external import external_id_field, external_id_unique, owner_field
 from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import validate_time_zone
 
@@ -44,9 +45,11 @@ class Guardian(models.Model):
     quiet_end = models.TimeField(null=True, blank=True)
     players = models.ManyToManyField("trainings.Player", through="Guardianship", related_name="guardians")
     created_at = models.DateTimeField(auto_now_add=True)
+    owner = owner_field("guardians")
+    external_id = external_id_field()
 
     class Meta:
-        constraints = [quiet_hours_both_or_none("guardian")]
+        constraints = [quiet_hours_both_or_none("guardian"), external_id_unique("guardian")]
 
     def __str__(self) -> str:
         return self.name
