@@ -21,28 +21,21 @@ ZERO = {"created": 0, "updated": 0, "deactivated": 0}
 
 
 def _roster() -> dict[str, Any]:
-    mum = {"external_id": "g-mum", "name": "Maria", "email": "maria@example.com", "relation": "mother"}
+    def mum() -> dict[str, Any]:
+        return {"external_id": "g-mum", "name": "Maria", "email": "maria@example.com", "relation": "mother"}
+
+    def ana() -> dict[str, Any]:
+        return {"external_id": "p-ana", "name": "Ana", "language": "pt", "email": "ana@example.com",
+                "guardians": [mum()]}  # fmt: skip
+
+    rui = {"external_id": "p-rui", "name": "Rui", "guardians": [mum()]}
+    kenji = {"external_id": "p-kenji", "name": "Kenji"}
     return {
         "teams": [
-            {
-                "external_id": "t-u15",
-                "name": "U15",
-                "time_zone": "Europe/Lisbon",
-                "players": [
-                    {"external_id": "p-ana", "name": "Ana", "language": "pt", "email": "ana@example.com",
-                     "guardians": [dict(mum)]},
-                    {"external_id": "p-rui", "name": "Rui", "guardians": [dict(mum)]},
-                ],
-            },
-            {
-                "external_id": "t-u17",
-                "name": "U17",
-                "time_zone": "Asia/Tokyo",
-                "players": [{"external_id": "p-ana", "name": "Ana", "language": "pt", "email": "ana@example.com",
-                             "guardians": [dict(mum)]}, {"external_id": "p-kenji", "name": "Kenji"}],
-            },
+            {"external_id": "t-u15", "name": "U15", "time_zone": "Europe/Lisbon", "players": [ana(), rui]},
+            {"external_id": "t-u17", "name": "U17", "time_zone": "Asia/Tokyo", "players": [ana(), kenji]},
         ],
-    }  # fmt: skip
+    }
 
 
 def _sync(api: Any, body: dict[str, Any]) -> Any:
