@@ -291,7 +291,10 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("player-list", "GET"): lambda s: ("/api/players/", None),
     ("player-list", "POST"): lambda s: ("/api/players/", {"name": "New", "team": s.team.pk}),
     ("player-detail", "GET"): lambda s: (f"/api/players/{s.player.pk}/", None),
-    ("player-detail", "PATCH"): lambda s: (f"/api/players/{s.player.pk}/", {"name": "Renamed", "language": "fr"}),
+    ("player-detail", "PATCH"): lambda s: (
+        f"/api/players/{s.player.pk}/",
+        {"name": "Renamed", "language": "fr"},
+    ),
     ("player-detail", "DELETE"): lambda s: (f"/api/players/{s.player.pk}/", None),
     ("roster-sync", "POST"): lambda s: (
         "/api/roster/",
