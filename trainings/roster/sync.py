@@ -175,7 +175,8 @@ def roster_sync(*, owner: Any, teams: list[dict[str, Any]], deactivate_missing: 
 
 
 def _teams_upsert(owner: Any, rows: dict[str, _Row], result: SyncResult) -> dict[str, int]:
-    existing = {t.external_id: t for t in Team.objects.filter(owner=owner, external_id__in=list(rows))}
+    mine = Team.objects.filter(owner=owner, external_id__isnull=False)
+    existing = {t.external_id: t for t in mine if t.external_id in rows}
     new, changed, moved = [], [], []
     for key, row in rows.items():
         team = existing.get(key)
@@ -216,7 +217,10 @@ def _people_upsert(
 ) -> tuple[dict[str, int], set[int], set[int]]:
     """Create or update players (guardians) by external id; returns their ids by key, and the ids created
     and changed (an email change is counted by the caller)."""
-    existing = {p.external_id: p for p in model.objects.filter(owner=owner, external_id__in=list(rows))}
+    # The caller's keyed rows, all of them: one index scan on the owner, where IN (thousands of ids) was
+    # parsed and probed per id.
+    mine = model.objects.filter(owner=owner, external_id__isnull=False).only("pk", "external_id", *fields)
+    existing = {p.external_id: p for p in mine if p.external_id in rows}
     new: list[Any] = []
     changed: list[Any] = []
     for key, row in rows.items():
@@ -275,10 +279,11 @@ def _emails_set(
     player_ids: dict[str, int],
     guardian_rows: dict[str, _Row],
     guardian_ids: dict[str, int],
-) -> set[tuple[str, int]]:
+) -> set[Holder]:
     """Each person given an `email` has exactly that email device; a device moves from another person the
-    caller manages; one held by someone outside the caller's roster is refused (a 400 on the row)."""
-    wanted: dict[tuple[str, int], tuple[str | None, str]] = {}  # (column, id) -> (address, path)
+    caller manages; one held by someone outside the caller's roster is refused (a 400 on the row). Returns
+    the people whose addresses changed."""
+    wanted: dict[Holder, tuple[str | None, str]] = {}  # (column, id) -> (address, path)
     for rows, ids, column in (
         (player_rows, player_ids, "player_id"),
         (guardian_rows, guardian_ids, "guardian_id"),
@@ -291,15 +296,21 @@ def _emails_set(
     tokens = {address for address, _ in wanted.values() if address is not None}
     players = [pk for column, pk in wanted if column == "player_id"]
     guardians = [pk for column, pk in wanted if column == "guardian_id"]
-    devices = list(
-        Device.objects.filter(provider=EMAIL)
-        .filter(Q(token__in=tokens) | Q(player_id__in=players) | Q(guardian_id__in=guardians))
-        .select_for_update()
-    )
-    holder = {d.pk: _holder(d) for d in devices}
-    old = dict(holder)
-    by_token = {d.token: d for d in devices}
-    outsiders = _outside_holders(owner, [d for d in devices if d.token in tokens])
+    # Three reads of bare values, each on its own index (one OR of the three lists scanned far more).
+    found: dict[int, tuple[str, Holder | None]] = {}
+    for where in (Q(token__in=tokens), Q(player_id__in=players), Q(guardian_id__in=guardians)):
+        read = Device.objects.filter(where, provider=EMAIL).values_list(
+            "pk", "token", "player_id", "guardian_id"
+        )
+        for device_pk, token, player, guardian in read:
+            found[device_pk] = (token, _holder(player, guardian))
+    old = {device_pk: whose for device_pk, (_, whose) in found.items()}
+    holder = dict(old)
+    by_token = {token: device_pk for device_pk, (token, _) in found.items()}
+    synced = {("player_id", pk) for pk in player_ids.values()} | {
+        ("guardian_id", pk) for pk in guardian_ids.values()
+    }
+    outsiders = _outside_holders(owner, {old[d] for d in by_token.values() if old[d] not in synced})
     errors: dict[str, list[str]] = {}
     moved: list[Device] = []
     new: list[Device] = []
@@ -309,53 +320,54 @@ def _emails_set(
         device = by_token.get(address)
         if device is None:
             new.append(Device(provider=EMAIL, platform=EMAIL, token=address, **{column: pk}))
-        elif holder[device.pk] != (column, pk):
-            if device.pk in outsiders:
+        elif holder[device] != (column, pk):
+            if old[device] in outsiders:
                 errors[f"{path}.email"] = ["the address of someone outside your roster."]
                 continue
-            holder[device.pk] = (column, pk)
-            device.player_id = pk if column == "player_id" else None
-            device.guardian_id = pk if column == "guardian_id" else None
-            device.coach_id = None
-            device.disabled_at, device.disabled_reason = None, ""
-            moved.append(device)
+            holder[device] = (column, pk)
+            moved.append(Device(pk=device, player_id=pk if column == "player_id" else None,
+                                guardian_id=pk if column == "guardian_id" else None, coach_id=None,
+                                disabled_at=None, disabled_reason=""))  # fmt: skip
     if errors:
         raise RosterRowError(errors)
-    gone = [
-        d.pk for d in devices if (h := holder[d.pk]) is not None and h in wanted and wanted[h][0] != d.token
-    ]
+    gone = [pk for pk, (token, _) in found.items() if (h := holder[pk]) in wanted and wanted[h][0] != token]
     if gone:
         Device.objects.filter(pk__in=gone).delete()
     if moved:
         Device.objects.bulk_update(moved, ["player", "guardian", "coach", "disabled_at", "disabled_reason"])
     Device.objects.bulk_create(new, batch_size=BATCH)
-    touched = {_holder(d) for d in [*moved, *new]} | {old[pk] for pk in gone}
+    touched = {holder[d.pk] for d in moved} | {old[d.pk] for d in moved} | {old[pk] for pk in gone}
+    touched |= {_holder(d.player_id, d.guardian_id) for d in new}
     return {h for h in touched if h is not None}
 
 
-def _holder(device: Device) -> tuple[str, int] | None:
-    if device.player_id is not None:
-        return ("player_id", device.player_id)
-    if device.guardian_id is not None:
-        return ("guardian_id", device.guardian_id)
+Holder = tuple[str, int]
+
+
+def _holder(player: int | None, guardian: int | None) -> Holder | None:
+    """Whose a device is, as (column, id); None for a coach's."""
+    if player is not None:
+        return ("player_id", player)
+    if guardian is not None:
+        return ("guardian_id", guardian)
     return None
 
 
-def _outside_holders(owner: Any, devices: list[Device]) -> set[int]:
-    """The devices whose person the caller does not manage (a coach's own are never the caller's)."""
-    players = {d.player_id for d in devices if d.player_id is not None}
-    guardians = {d.guardian_id for d in devices if d.guardian_id is not None}
-    mine_p = (
-        set(players_visible_to(owner).filter(pk__in=players).values_list("pk", flat=True))
-        if players
-        else set()
-    )
-    mine_g = (
-        set(guardians_visible_to(owner).filter(pk__in=guardians).values_list("pk", flat=True))
-        if guardians
-        else set()
-    )
-    return {d.pk for d in devices if not (d.player_id in mine_p or d.guardian_id in mine_g)}
+def _outside_holders(owner: Any, holders: set[Holder | None]) -> set[Holder | None]:
+    """Of these people holding addresses, those the caller does not manage (a coach's: None, never theirs).
+    The people this sync names are the caller's and are not asked about."""
+    players = {pk for h in holders if h and h[0] == "player_id" for pk in [h[1]]}
+    guardians = {pk for h in holders if h and h[0] == "guardian_id" for pk in [h[1]]}
+    mine: set[Holder | None] = set()
+    if players:
+        mine |= {
+            ("player_id", pk)
+            for pk in players_visible_to(owner).filter(pk__in=players).values_list("pk", flat=True)
+        }
+    if guardians:
+        seen = guardians_visible_to(owner).filter(pk__in=guardians).values_list("pk", flat=True)
+        mine |= {("guardian_id", pk) for pk in seen}
+    return holders - mine
 
 
 def _memberships_set(
@@ -382,18 +394,23 @@ def _memberships_set(
     result.memberships.created, result.memberships.updated = len(new), len(back)
     if not deactivate_missing:
         return
-    # The caller's teams and players the roster does not name: their active memberships end.
-    missing_teams = Team.objects.filter(owner=owner).exclude(pk__in=team_ids.values())
-    missing_players = Player.objects.filter(owner=owner).exclude(pk__in=player_ids.values())
-    left = Membership.objects.filter(active=True).filter(
-        Q(team__in=missing_teams) | Q(player__in=missing_players, team__owner=owner)
+    # The caller's teams and players the roster does not name: their active memberships end. (The sets
+    # are subtracted here: NOT IN a list of thousands of ids cost PostgreSQL a second.)
+    missing_team_ids = set(Team.objects.filter(owner=owner).values_list("pk", flat=True)) - set(
+        team_ids.values()
     )
-    gone = list(left.values_list("pk", "team_id", "player_id"))
+    missing_player_ids = set(Player.objects.filter(owner=owner).values_list("pk", flat=True)) - set(
+        player_ids.values()
+    )
+    gone: list[tuple[int, int, int]] = []
+    if missing_team_ids or missing_player_ids:
+        left = Membership.objects.filter(active=True).filter(
+            Q(team_id__in=missing_team_ids) | Q(player_id__in=missing_player_ids, team__owner=owner)
+        )
+        gone = list(left.values_list("pk", "team_id", "player_id"))
     off_all = set(off) | {pk for pk, _, _ in gone}
     if off_all:
         Membership.objects.filter(pk__in=off_all).update(active=False)
-    missing_team_ids = set(missing_teams.values_list("pk", flat=True))
-    missing_player_ids = set(missing_players.values_list("pk", flat=True))
     result.memberships.deactivated = len(off_all)
     result.teams.deactivated = len({t for _, t, _ in gone if t in missing_team_ids})
     result.players.deactivated = len({p for _, _, p in gone if p in missing_player_ids})
@@ -432,8 +449,14 @@ def _guardianships_set(
         return
     listed = set(player_ids.values())
     off = [pk for key, (pk, _) in rows.items() if key not in wanted and key[0] in listed]
-    missing = Guardian.objects.filter(owner=owner).exclude(pk__in=guardian_ids.values())
-    gone = list(Guardianship.objects.filter(guardian__in=missing).values_list("pk", "guardian_id"))
+    missing = set(Guardian.objects.filter(owner=owner).values_list("pk", flat=True)) - set(
+        guardian_ids.values()
+    )
+    gone = (
+        list(Guardianship.objects.filter(guardian_id__in=missing).values_list("pk", "guardian_id"))
+        if missing
+        else []
+    )
     off_all = set(off) | {pk for pk, _ in gone}
     if off_all:
         Guardianship.objects.filter(pk__in=off_all).delete()
