@@ -33,7 +33,7 @@ from trainings.models import Guardian, Player
 from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
 from trainings.push.devices import guardian_of
-from trainings.roster.services import ExternalIdTaken
+from trainings.roster.services import ExternalIdTaken, external_filter
 from trainings.selectors import team_zone_of_players
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer
 
@@ -62,7 +62,7 @@ class GuardianViewSet(viewsets.ModelViewSet):
     def get_queryset(self) -> Any:
         guardians = guardians_readable_by(self.request.user).order_by("name", "pk")
         external_id = self.request.query_params.get("external_id") if self.action == "list" else None
-        return guardians if external_id is None else guardians.filter(external_id=external_id)
+        return external_filter(guardians, external_id)
 
     def _input(self, *, partial: bool) -> dict[str, Any]:
         data = GuardianInputSerializer(

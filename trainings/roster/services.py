@@ -210,4 +210,12 @@ def active_members(team: Team) -> list[int]:
 
 
 def external_filter(queryset: Any, external_id: str | None) -> Any:
-    return queryset if external_id is None else queryset.filter(Q(external_id=external_id))
+    """`?external_id=`: the rows with it (a caller's own id is one row; an operator may see several
+    callers' rows with the same id). A NUL is refused: PostgreSQL text cannot hold it."""
+    if external_id is None:
+        return queryset
+    if "\x00" in external_id:
+        from rest_framework.exceptions import ValidationError
+
+        raise ValidationError({"external_id": ["must not contain the NUL character."]})
+    return queryset.filter(Q(external_id=external_id))
