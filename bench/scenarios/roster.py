@@ -1,4 +1,4 @@
-"""13. The bulk roster sync: `POST /api/roster/` with a club of N players (10,000; 1,000 with --quick), sent
+"""14. The bulk roster sync: `POST /api/roster/` with a club of N players (10,000; 1,000 with --quick), sent
 once to create it all and once more unchanged.
 
 The club: N / 500 teams of 500 players, each player with an email address and a guardian (one for every
@@ -138,7 +138,7 @@ def run(h: Harness) -> Section:
     size = f"{len(body) / 1e6:.1f} MB body, {len(club['teams'])} teams"
     section.rows += [
         Row(
-            f"13a roster sync of {n:,} players, created (POST /api/roster/, {size})",
+            f"14a roster sync of {n:,} players, created (POST /api/roster/, {size})",
             created_s,
             floor_s,
             "bulk_create of the same rows alone",
@@ -151,7 +151,7 @@ def run(h: Harness) -> Section:
             f"(floor {floor_cpu:.2f} s); {load}",
         ),
         Row(
-            f"13b roster sync of {n:,} players, unchanged (the same body again)",
+            f"14b roster sync of {n:,} players, unchanged (the same body again)",
             unchanged_s,
             floor_s,
             "bulk_create of the same rows alone",
