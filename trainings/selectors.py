@@ -64,8 +64,7 @@ def user_uses_integration_api(user: User) -> bool:
 
 
 def teams_visible_to(user: User) -> QuerySet[Team]:
-    """Operators: every team; an integration caller: the teams it created, and those it coaches; anyone
-    else: the teams they coach."""
+    """Operators: every team; an integration caller: those it created or coaches; others: those coached."""
     if user_sees_all_teams(user):
         return Team.objects.all()
     if not getattr(user, "is_authenticated", False):
@@ -82,8 +81,7 @@ def trainings_visible_to(user: User) -> QuerySet[Training]:
 
 
 def players_visible_to(user: User) -> QuerySet[Player]:
-    """The players of the teams a user sees; an integration caller also sees those it created (on no team
-    yet, or only on others')."""
+    """The players of the teams a user sees; an integration caller's own too (on no team yet, say)."""
     if user_sees_all_teams(user):
         return Player.objects.all()
     on_teams = Q(memberships__team__in=teams_visible_to(user))

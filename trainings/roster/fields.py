@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainings.models.external import EXTERNAL_ID_MAX
@@ -82,3 +83,9 @@ class ExternalIdField(serializers.CharField):
         kwargs.setdefault("max_length", EXTERNAL_ID_MAX)
         kwargs.setdefault("help_text", "Your own id for it: unique among the rows you created.")
         super().__init__(**kwargs)
+
+
+@extend_schema_field({"type": "string", "pattern": r"^\d{2}:\d{2}:\d{2}$", "example": "22:00:00"})
+class LocalTimeField(serializers.TimeField):
+    """A wall-clock time as the API answers it, "22:00:00": not the schema's `time` format, which is RFC
+    3339's and wants an offset a local time has not."""

@@ -9,7 +9,13 @@ from rest_framework import serializers
 from common.serializers import StrictSerializer
 from trainings.models import Player, Reminds, Team
 from trainings.offsets import OffsetError, parse_offsets
-from trainings.roster.fields import EmailAddressField, ExternalIdField, LanguageField, TimeZoneField
+from trainings.roster.fields import (
+    EmailAddressField,
+    ExternalIdField,
+    LanguageField,
+    LocalTimeField,
+    TimeZoneField,
+)
 from trainings.serializers import _ScopedPlayerListField, _ScopedTeamField
 
 MAX_MEMBERS = 5_000
@@ -19,6 +25,11 @@ class TeamSerializer(serializers.ModelSerializer):
     coaches: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(
         many=True, read_only=True, help_text="The coaches' user ids."
     )
+
+    quiet_start = LocalTimeField(allow_null=True, read_only=True, help_text="No pushes from (local time).")
+    quiet_end = LocalTimeField(allow_null=True, read_only=True, help_text="...until (local time).")
+    digest_morning_at = LocalTimeField(allow_null=True, read_only=True,
+                                       help_text="The coaches' morning summary (team's zone).")  # fmt: skip
 
     class Meta:
         model = Team

@@ -7,7 +7,7 @@ channel reads: setting a player's `email` replaces their email devices with that
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +15,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Model, Q
 
 from trainings.digest.schedule import DIGEST_FIELDS, team_digests_reschedule
-from trainings.models import Device, Guardian, Membership, Player, Team
-from trainings.push.devices import device_register
+from trainings.models import Membership, Player, Team
+from trainings.roster.emails import email_set
 
-EMAIL = "email"
 KEEP: Any = object()  # `email` not given: the person's addresses stay as they are
 
 
@@ -145,45 +144,6 @@ def player_save(
         if email is not KEEP:
             email_set(person=player, address=email)
     return player
-
-
-def emails_of(people: Iterable[Player | Guardian]) -> dict[int, str]:
-    """Each person's email address (their oldest email device), by id: one query for the lot."""
-    people = list(people)
-    if not people:
-        return {}
-    column = "player_id" if isinstance(people[0], Player) else "guardian_id"
-    rows = (
-        Device.objects.filter(provider=EMAIL, **{f"{column}__in": [p.pk for p in people]})
-        .order_by("-created_at", "-id")
-        .values_list(column, "token")
-    )
-    return dict(rows)  # the oldest last: it wins
-
-
-def email_set(*, person: Player | Guardian, address: str | None) -> None:
-    """Make `address` the person's only email device (kept as is when it already is one of theirs)."""
-    owner = {"player": person} if isinstance(person, Player) else {"guardian": person}
-    mine = Device.objects.filter(provider=EMAIL, **owner)
-    if address is None:
-        mine.delete()
-        return
-    mine.exclude(token=address).delete()
-    if not mine.filter(token=address).exists():
-        device_register(**owner, provider=EMAIL, platform=EMAIL, token=address)
-
-
-def email_held_elsewhere(*, address: str, person: Player | Guardian | None, visible: Any) -> bool:
-    """The address is another person's email device, someone the caller does not manage: taking it would
-    move their reminders to this person (device tokens are unique), so it is refused."""
-    device = Device.objects.filter(provider=EMAIL, token=address).first()
-    if device is None:
-        return False
-    if isinstance(person, Player) and device.player_id == person.pk:
-        return False
-    if isinstance(person, Guardian) and device.guardian_id == person.pk:
-        return False
-    return device.player_id is None or not visible.filter(pk=device.player_id).exists()
 
 
 def members_set(*, team: Team, players: Sequence[Player]) -> MembersResult:

@@ -24,9 +24,8 @@ from django.db import transaction
 from django.db.models import Q
 
 from trainings.digest.schedule import team_digests_reschedule
-from trainings.models import Device, Guardian, Guardianship, Membership, Player, Team
-from trainings.roster.services import EMAIL
-from trainings.selectors import guardians_visible_to, players_visible_to
+from trainings.models import Guardian, Guardianship, Membership, Player, Team
+from trainings.roster.emails import Holder, emails_sync
 
 BATCH = 2_000
 
@@ -293,81 +292,13 @@ def _emails_set(
                 wanted[column, ids[key]] = (row.values["email"], row.path)
     if not wanted:
         return set()
-    tokens = {address for address, _ in wanted.values() if address is not None}
-    players = [pk for column, pk in wanted if column == "player_id"]
-    guardians = [pk for column, pk in wanted if column == "guardian_id"]
-    # Three reads of bare values, each on its own index (one OR of the three lists scanned far more).
-    found: dict[int, tuple[str, Holder | None]] = {}
-    for where in (Q(token__in=tokens), Q(player_id__in=players), Q(guardian_id__in=guardians)):
-        read = Device.objects.filter(where, provider=EMAIL).values_list(
-            "pk", "token", "player_id", "guardian_id"
-        )
-        for device_pk, token, player, guardian in read:
-            found[device_pk] = (token, _holder(player, guardian))
-    old = {device_pk: whose for device_pk, (_, whose) in found.items()}
-    holder = dict(old)
-    by_token = {token: device_pk for device_pk, (token, _) in found.items()}
     synced = {("player_id", pk) for pk in player_ids.values()} | {
         ("guardian_id", pk) for pk in guardian_ids.values()
     }
-    outsiders = _outside_holders(owner, {old[d] for d in by_token.values() if old[d] not in synced})
-    errors: dict[str, list[str]] = {}
-    moved: list[Device] = []
-    new: list[Device] = []
-    for (column, pk), (address, path) in wanted.items():
-        if address is None:
-            continue
-        device = by_token.get(address)
-        if device is None:
-            new.append(Device(provider=EMAIL, platform=EMAIL, token=address, **{column: pk}))
-        elif holder[device] != (column, pk):
-            if old[device] in outsiders:
-                errors[f"{path}.email"] = ["the address of someone outside your roster."]
-                continue
-            holder[device] = (column, pk)
-            moved.append(Device(pk=device, player_id=pk if column == "player_id" else None,
-                                guardian_id=pk if column == "guardian_id" else None, coach_id=None,
-                                disabled_at=None, disabled_reason=""))  # fmt: skip
+    touched, errors = emails_sync(owner=owner, wanted=wanted, synced=synced)
     if errors:
         raise RosterRowError(errors)
-    gone = [pk for pk, (token, _) in found.items() if (h := holder[pk]) in wanted and wanted[h][0] != token]
-    if gone:
-        Device.objects.filter(pk__in=gone).delete()
-    if moved:
-        Device.objects.bulk_update(moved, ["player", "guardian", "coach", "disabled_at", "disabled_reason"])
-    Device.objects.bulk_create(new, batch_size=BATCH)
-    touched = {holder[d.pk] for d in moved} | {old[d.pk] for d in moved} | {old[pk] for pk in gone}
-    touched |= {_holder(d.player_id, d.guardian_id) for d in new}
-    return {h for h in touched if h is not None}
-
-
-Holder = tuple[str, int]
-
-
-def _holder(player: int | None, guardian: int | None) -> Holder | None:
-    """Whose a device is, as (column, id); None for a coach's."""
-    if player is not None:
-        return ("player_id", player)
-    if guardian is not None:
-        return ("guardian_id", guardian)
-    return None
-
-
-def _outside_holders(owner: Any, holders: set[Holder | None]) -> set[Holder | None]:
-    """Of these people holding addresses, those the caller does not manage (a coach's: None, never theirs).
-    The people this sync names are the caller's and are not asked about."""
-    players = {pk for h in holders if h and h[0] == "player_id" for pk in [h[1]]}
-    guardians = {pk for h in holders if h and h[0] == "guardian_id" for pk in [h[1]]}
-    mine: set[Holder | None] = set()
-    if players:
-        mine |= {
-            ("player_id", pk)
-            for pk in players_visible_to(owner).filter(pk__in=players).values_list("pk", flat=True)
-        }
-    if guardians:
-        seen = guardians_visible_to(owner).filter(pk__in=guardians).values_list("pk", flat=True)
-        mine |= {("guardian_id", pk) for pk in seen}
-    return holders - mine
+    return touched
 
 
 def _memberships_set(

@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from trainings.models import Membership, Player, Team
+from trainings.roster.emails import email_held_elsewhere, emails_of
 from trainings.roster.serializers import (
     MembersResultSerializer,
     MembersSerializer,
@@ -39,8 +40,6 @@ from trainings.roster.services import (
     ExternalIdTaken,
     HeldByHistory,
     active_members,
-    email_held_elsewhere,
-    emails_of,
     external_filter,
     members_set,
     player_delete,
