@@ -1,8 +1,8 @@
 """Reads: what a user may see, who is still to be reminded, and a training's reminder timeline.
 
-Who sees what: operators (superusers, or users with `trainings.manage_all_teams`) see every team; anyone
-else sees the teams they coach. `is_staff` alone does not widen the scope, because coaches are staff
-users too (that is what lets them into the admin).
+Who sees what: operators (superusers, or `trainings.manage_all_teams`) see every team; integration callers
+(`trainings.use_integration_api`) also the roster rows they created; anyone else the teams they coach.
+`is_staff` alone does not widen the scope: coaches are staff users too (that lets them into the admin).
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ def user_sees_all_teams(user: User) -> bool:
 
 
 def user_uses_integration_api(user: User) -> bool:
-    """An integration caller (a platform's service account): it sees the roster rows it created."""
     return bool(getattr(user, "is_authenticated", False)) and user.has_perm("trainings.use_integration_api")  # type: ignore[union-attr]
 
 

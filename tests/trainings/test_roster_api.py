@@ -236,6 +236,17 @@ def test_guardians_carry_an_external_id_of_their_creator() -> None:
     assert made.status_code == 201 and made.json()["external_id"] == "g1"
     assert again.status_code == 400 and "external_id" in again.json()
     assert bad_language.status_code == 400 and "language" in bad_language.json()
+    linked = api.post(
+        "/api/guardians/",
+        {"name": "Gran", "players": [{"player_external_id": "k1", "relation": "grandmother"}]},
+        format="json",
+    )
+    unknown = api.post(
+        "/api/guardians/", {"name": "X", "players": [{"player_external_id": "nope"}]}, format="json"
+    )
+    assert linked.status_code == 201, linked.json()
+    assert linked.json()["players"] == [{"player": player["id"], "name": "Kid", "relation": "grandmother"}]
+    assert unknown.status_code == 400 and "players" in unknown.json()
     found = api.get("/api/guardians/", {"external_id": "g1"}).json()["results"]
     assert [row["name"] for row in found] == ["Mum"]
-    assert Guardian.objects.get().owner.username == "platform"
+    assert Guardian.objects.get(name="Mum").owner.username == "platform"

@@ -68,7 +68,7 @@ class GuardianViewSet(viewsets.ModelViewSet):
         data = GuardianInputSerializer(
             data=self.request.data,
             partial=partial,
-            context={"players": guardian_players_for(self.request.user)},
+            context={"players": guardian_players_for(self.request.user), "owner": self.request.user},
         )
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
