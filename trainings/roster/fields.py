@@ -85,7 +85,7 @@ class ExternalIdField(serializers.CharField):
         super().__init__(**kwargs)
 
 
-@extend_schema_field({"type": "string", "pattern": r"^\d{2}:\d{2}:\d{2}$", "example": "22:00:00"})
+@extend_schema_field({"type": "string", "pattern": r"^\d{2}:\d{2}:\d{2}(\.\d{1,6})?$", "example": "22:00:00"})
 class LocalTimeField(serializers.TimeField):
-    """A wall-clock time as the API answers it, "22:00:00": not the schema's `time` format, which is RFC
-    3339's and wants an offset a local time has not."""
+    """A wall-clock time as the API answers it, "22:00:00" (a fraction of a second when given one): not the
+    schema's `time` format, which is RFC 3339's and wants an offset a local time has not."""
