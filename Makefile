@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run soak test lint docs docs-build format bench bench-quick clean
+.PHONY: install run soak test test-clusters lint docs docs-build format bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +47,14 @@ lint: install
 PYTEST_WORKERS ?= 4
 
 test: lint docs-build
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not clusters" $(PYTEST_ARGS)
+
+# The cluster tier (.ci/run runs it after `make test`): scenarios on PostgreSQL primaries and standbys,
+# RabbitMQ nodes and network namespaces ("hosts") the tests start themselves on loopback ports and private
+# addresses (docs/operations/cluster.md). Needs root (initdb as the postgres user, `ip netns`). Two test
+# processes: each scenario already runs several workers, a gateway and its own servers.
+test-clusters: install
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 --dist worksteal -m clusters $(PYTEST_ARGS)
 
 # The documentation site (docs/, mkdocs.yml): built with --strict, so a broken link or anchor fails `make test`.
 docs-build: install

@@ -81,7 +81,13 @@ TEMPLATES = [
 
 
 def _database(url: str) -> dict[str, Any]:
+    url, hosts = _several_hosts(url)
     config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
+    if hosts:
+        # libpq's multi-host form: psycopg gets host="h1,h2" and port="p1,p2" and tries them in order,
+        # keeping the first that satisfies target_session_attrs (read-write: the primary, wherever it is).
+        config["HOST"] = ",".join(host for host, _ in hosts)
+        config["PORT"] = ",".join(port or "5432" for _, port in hosts) if any(p for _, p in hosts) else ""
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # WAL lets the web, the worker and beat read while one of them writes; IMMEDIATE takes the write
         # lock at BEGIN so two writers queue on the busy timeout instead of failing with "database is locked".
@@ -92,6 +98,27 @@ def _database(url: str) -> dict[str, Any]:
             "timeout": 30,
         }
     return config
+
+
+_HOST_PORT = re.compile(r"^(\[[^\]]*\]|[^:\[\]]*)(?::(\d*))?$")
+
+
+def _several_hosts(url: str) -> tuple[str, list[tuple[str, str]]]:
+    """`postgres://u@h1:5432,h2:5432/db?...` (libpq's failover list, which dj-database-url cannot parse):
+    the URL with its first host only, and every (host, port) in order; ([]) for a URL with one host."""
+    scheme, sep, rest = url.partition("://")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0]
+    userinfo, at, hostlist = netloc.rpartition("@")
+    if not sep or "," not in hostlist or not scheme.startswith("postgres"):
+        return url, []
+    hosts = []
+    for item in hostlist.split(","):
+        match = _HOST_PORT.match(item)
+        if not match or not match.group(1):
+            raise ImproperlyConfigured(f"DATABASE_URL: {item!r} in its host list is not host[:port]")
+        hosts.append((match.group(1).strip("[]"), match.group(2) or ""))
+    first = userinfo + at + hostlist.split(",", 1)[0]
+    return f"{scheme}://{first}{rest[len(netloc) :]}", hosts
 
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
@@ -308,6 +335,12 @@ LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
 TRAININGS_GATEWAY_IN_FLIGHT = env_int("TRAININGS_GATEWAY_IN_FLIGHT", 100, minimum=1, maximum=1000)
 # Messages taken from the queue per round of sends.
 TRAININGS_GATEWAY_BATCH = env_int("TRAININGS_GATEWAY_BATCH", 500, minimum=1, maximum=5000)
+# AMQP heartbeat of the gateway's broker connection: a gateway whose host is cut off stops beating, and
+# RabbitMQ closes its connection after two missed beats and gives its unacked pushes to another gateway
+# (without one, a silent connection holds them until TCP gives up, hours later). 0 turns it off.
+TRAININGS_GATEWAY_HEARTBEAT_SECONDS = env_int(
+    "TRAININGS_GATEWAY_HEARTBEAT_SECONDS", 30, minimum=0, maximum=600
+)
 # Bounded retries: after this many attempts, or this long after the push's fire time, a push still not
 # delivered goes to the dead-letter queue `<TRAININGS_PUSH_QUEUE>.dead` (`manage.py push_dead_letters`).
 # The age stays well under RabbitMQ's consumer_timeout (30 min): a retrying push is held unacked.

@@ -109,7 +109,19 @@ def _listen() -> psycopg.Connection[tuple[object, ...]]:
 
 # Connection options of the database settings that the LISTEN connection takes over (a tagged
 # application_name lets an operator, or the fault suite, find it beside the worker's other backend).
-_LIBPQ_OPTIONS = ("application_name", "sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout")
+_LIBPQ_OPTIONS = (
+    "application_name",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "connect_timeout",
+    "target_session_attrs",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
 
 _listener: Listener | None = None
 

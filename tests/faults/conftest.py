@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import harness
+from tests.faults import harness, pg_pair
 
 
 @pytest.fixture
@@ -31,3 +31,14 @@ def workers(tmp_path: Path, transactional_db: None) -> Iterator[Callable[..., ha
     yield make
     for worker in made:
         worker.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[pg_pair.PgTemplate]:
+    """A migrated data directory the scenarios' own PostgreSQL clusters are copied from (once per test
+    process): the cluster scenarios never touch the machine's shared PostgreSQL."""
+    if not pg_pair.available():
+        pytest.skip(f"needs root and PostgreSQL's binaries in {pg_pair.PG_BIN}")
+    template = pg_pair.PgTemplate()
+    yield template
+    template.remove()

@@ -77,6 +77,8 @@ class WorkerProcess:
     # Another launcher (e.g. a push consumer with its own probes) can reuse all of this if it reports its
     # phases with tests.faults.fault_worker.report_phase and calls `main(name)`-style with argv[1].
     module: str = "tests.faults.fault_worker"
+    # A command the worker runs under, e.g. `ip netns exec hostA` for a worker on another "host".
+    wrap: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -109,7 +111,7 @@ class WorkerProcess:
             **self.env,
         }
         ready_before = self.count("ready")
-        argv = [sys.executable, "-m", self.module, self.name]
+        argv = [*self.wrap, sys.executable, "-m", self.module, self.name]
         self.process = processes.start_process(argv, env=env, log_path=self.log_file)
         self.starts += 1
         if wait:

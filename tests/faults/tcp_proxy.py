@@ -12,12 +12,12 @@ from django.conf import settings
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:<port> to an upstream address; `cut()` drops every connection and refuses new
-    ones (what a client sees while RabbitMQ restarts), `restore()` lets them through again."""
+    """Forwards 127.0.0.1:<port> (or `listen`:<port>) to an upstream address; `cut()` drops every connection
+    and refuses new ones (what a client sees while RabbitMQ restarts), `restore()` lets them through again."""
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], *, listen: str = "127.0.0.1", port: int = 0) -> None:
         self.upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server((listen, port))
         self.port: int = self._listener.getsockname()[1]
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()

@@ -164,10 +164,11 @@ def _tag(held: _Held) -> int:
 def broker_connection(url: str) -> Connection:
     """A kombu connection to the push broker, with the file broker's folders when it is one (without them
     kombu looks for `data_in` in the working directory)."""
-    options = (
-        dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
-    )
-    return Connection(url, transport_options=options)
+    if url.startswith("filesystem"):
+        return Connection(
+            url, transport_options=dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}))
+        )
+    return Connection(url, heartbeat=settings.TRAININGS_GATEWAY_HEARTBEAT_SECONDS)
 
 
 def gateway_run(
@@ -215,6 +216,7 @@ def gateway_run(
 
     def receive(timeout: float) -> bool:
         """While a round's sends are in flight: take in the next round's messages (nothing is acked here)."""
+        broker.heartbeat_check()  # a long round must not go silent: RabbitMQ would take the gateway for dead
         if len(inbox) >= batch_size:
             return False
         try:
@@ -278,6 +280,7 @@ def gateway_run(
                 taken = 0  # messages put into a round (a round is not begun past max_messages)
                 stopping = False
                 while True:
+                    broker.heartbeat_check()  # sends a beat when one is due, raises when the server's stopped
                     metrics.gateway_alive()
                     gateway_heartbeat()  # a write every few seconds at most: the status page's liveness
                     if not stopping and should_stop():
