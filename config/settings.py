@@ -55,6 +55,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # The request's language from Accept-Language (no URL prefixes); a signed-in coach's admin is in their
+    # own (trainings/admin/language.py, below). After CommonMiddleware: answer-link API calls skip it.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -133,6 +136,17 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en"
+# The languages the service speaks: a catalog each in locale/ (docs/development.md, "Languages"). A person
+# chooses one of these; a stored value outside them reads as its base language or English (common/i18n.py).
+LANGUAGES = [
+    ("de", "Deutsch"),
+    ("en", "English"),
+    ("es", "Español"),
+    ("fr", "Français"),
+    ("it", "Italiano"),
+    ("nl", "Nederlands"),
+]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 # Dates as people read them in the admin: one format, with the zone (config/formats/en/formats.py).
 FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
@@ -201,6 +215,24 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Several brokers (a cluster's nodes) in one URL setting: `amqp://u:p@a:5672/v;amqp://u:p@b:5672/v`.
+# Celery, beat and every publisher of the project's own move to the next when theirs dies.
+CELERY_BROKER_FAILOVER_STRATEGY = "round-robin"
+# classic: a queue lives on one node; quorum: replicated over the cluster (docs/operations/cluster.md).
+# Every queue the service declares follows it: Celery's (Celery's own quorum support: no global QoS,
+# publisher confirms), the push queue, its dead letters, the engine's `rabbitmq` callback queues.
+# After a cluster node's loss the publishers wait this long before publishing on another node
+# (common/amqp/publisher.py: RabbitMQ 3.10 drops what reaches a quorum queue before its new leader).
+REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS = env_float(
+    "REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS", 5.0, minimum=0.0
+)
+REMINDERS_QUEUE_TYPE = env_str("REMINDERS_QUEUE_TYPE", "classic").strip().lower()
+if REMINDERS_QUEUE_TYPE not in ("classic", "quorum"):
+    raise ImproperlyConfigured(f"REMINDERS_QUEUE_TYPE={REMINDERS_QUEUE_TYPE!r} is not one of classic, quorum")
+if REMINDERS_QUEUE_TYPE == "quorum" and not CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = "quorum"
+    CELERY_WORKER_DETECT_QUORUM_QUEUES = True  # Celery's default; said here: the worker's QoS is per consumer
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
@@ -529,6 +561,10 @@ SPECTACULAR_SETTINGS.update(
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
     "reminders.admin.middleware.user_time_zone",
+)
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "trainings.admin.language.coach_language",
 )
 # A coach opening an operator page is refused with a page, not a traceback in the log.
 LOGGING.setdefault("filters", {})["forbidden_quietly"] = {

@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,8 +27,9 @@ from typing import Any, Protocol
 import amqp
 from amqp import spec
 from django.conf import settings
-from kombu import Connection, Producer, Queue
+from kombu import Connection, Producer
 
+from common.amqp.queues import FailoverConnector, broker_urls, queue_arguments, service_queue
 from common.wire.amqp_frames import FrameBuffer, PublishEncoder
 
 logger = logging.getLogger(__name__)
@@ -85,6 +87,8 @@ class TxPublisher:
         self._returned: dict[str, str] = {}
         self._lock = threading.Lock()
         self._publish_encoder: tuple[tuple[int, int], PublishEncoder] | None = None
+        self._connector = FailoverConnector(self._connection_to)
+        self._settle_until = 0.0  # after a cluster node's loss, no publish before this (monotonic)
 
     @property
     def url(self) -> str:
@@ -101,6 +105,10 @@ class TxPublisher:
         if not messages:
             return Published({})
         self._lock.acquire()
+        if time.monotonic() < self._settle_until:
+            self._lock.release()
+            reason = "a broker node was lost: waiting for the cluster to move its queue leaders"
+            return Published(dict.fromkeys((m.idempotency_key for m in messages), reason))
         try:
             connection, fresh = self._connect()
             if connection.transport.driver_type == "amqp":
@@ -150,6 +158,8 @@ class TxPublisher:
         that fails too, it is a refusal the caller retries. Whatever the old connection had committed
         before it closed is sent again (at-least-once, same message ids).
         """
+        if len(broker_urls(self.url)) > 1:
+            raise _FailingOver(exc)  # a cluster: see `_broken`
         logger.info("broker connection closed (%r); publishing again on a new one", exc)
         self.close()
         connection, _ = self._connect()
@@ -160,6 +170,14 @@ class TxPublisher:
         # every message in this batch is unknown: drop the connection and refuse them all.
         logger.warning("publish of %d messages failed: %r", len(messages), exc)
         self.close()
+        self._connector.next()  # its node may be gone: another of the URL's brokers first
+        if len(broker_urls(self.url)) > 1 and (isinstance(exc, _FailingOver) or _closed_under_us(exc)):
+            # A cluster node died. RabbitMQ 3.10 acknowledges, and drops, what a channel opened before its
+            # quorum queues have a new leader publishes to them (rabbitmq-server#9208): publish nothing
+            # for REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS, then on a connection opened after the election.
+            self._settle_until = time.monotonic() + float(
+                getattr(settings, "REMINDERS_BROKER_FAILOVER_SETTLE_SECONDS", 5.0)
+            )
         reason = f"broker error: {type(exc).__name__}: {exc}"
         return dict.fromkeys((m.idempotency_key for m in messages), reason)
 
@@ -177,17 +195,19 @@ class TxPublisher:
             self._connection, self._declared = None, set()
         fresh = self._connection is None
         if self._connection is None:
-            url = self.url
-            connection = Connection(
-                url, connect_timeout=self._connect_timeout, transport_options=_transport_options(url)
-            )
-            connection.ensure_connection(max_retries=1)
+            connection = self._connector.connect(self.url)
             self._connection, self._pid = connection, os.getpid()
             if connection.transport.driver_type == "amqp":
                 channel: Any = connection.default_channel
                 channel.tx_select()
                 channel.events["basic_return"].add(self._on_return)
         return self._connection, fresh
+
+    def _connection_to(self, url: str) -> Connection:
+        """One of the setting's brokers (`;` separates several: FailoverConnector picks)."""
+        return Connection(
+            url, connect_timeout=self._connect_timeout, transport_options=_transport_options(url)
+        )
 
     def _on_return(self, exc: Exception, exchange: str, routing_key: str, message: amqp.Message) -> None:
         message_id = message.properties.get("message_id", "")
@@ -207,7 +227,9 @@ class TxPublisher:
         for message in messages:
             if message.target not in self._declared:
                 frames.flush()  # the declare must not overtake the frames before it
-                channel.queue_declare(queue=message.target, durable=True, auto_delete=False)
+                channel.queue_declare(
+                    queue=message.target, durable=True, auto_delete=False, arguments=queue_arguments()
+                )
                 self._declared.add(message.target)
             frames.add(
                 encoder.message(
@@ -234,7 +256,7 @@ class TxPublisher:
     def _publish_kombu(self, connection: Connection, messages: Sequence[Outgoing]) -> Refusals:
         producer = Producer(connection.default_channel)
         for message in messages:
-            queue = Queue(message.target, routing_key=message.target, durable=True)
+            queue = service_queue(message.target)
             producer.publish(
                 message.json_body(),
                 routing_key=message.target,
@@ -260,6 +282,10 @@ def _transport_options(url: str) -> dict[str, Any]:
         # A broker that stops answering must not hang the worker past its lease.
         return {"read_timeout": 30, "write_timeout": 30}
     return {}
+
+
+class _FailingOver(Exception):
+    """The connection to one node of a cluster died: the batch is refused, and retried by the caller."""
 
 
 class _Commit:

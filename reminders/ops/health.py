@@ -24,6 +24,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models.functions import Now
 from kombu import Connection
 
+from common.amqp.queues import broker_urls
 from reminders import queries
 from reminders.models import WorkerHeartbeat
 
@@ -103,7 +104,9 @@ def check_broker() -> Check:
     for url in urls:
         try:
             with Connection(url, connect_timeout=timeout) as broker:
-                broker.ensure_connection(max_retries=1, interval_start=0, timeout=int(timeout) or 1)
+                # Several brokers (`;`): kombu tries each in turn; one answering is enough.
+                retries = max(1, len(broker_urls(url)) - 1)
+                broker.ensure_connection(max_retries=retries, interval_start=0, timeout=int(timeout) or 1)
         except Exception as exc:
             return Check("broker", False, f"{_redacted(url)}: {type(exc).__name__}: {exc}"[:300])
     return Check("broker", True, ", ".join(_redacted(url) for url in urls))

@@ -79,7 +79,7 @@ def test_a_player_on_a_team_lives_in_its_zone_and_their_email_is_their_email_dev
         "/api/players/",
         {
             "name": "Ana",
-            "language": "pt-br",
+            "language": "de",
             "email": "ana@example.com",
             "external_id": "p1",
             "team": team["id"],
@@ -90,7 +90,7 @@ def test_a_player_on_a_team_lives_in_its_zone_and_their_email_is_their_email_dev
     assert response.status_code == 201, response.json()
     body = response.json()
     assert (body["time_zone"], body["email"], body["teams"], body["language"]) == (
-        "Europe/Berlin", "ana@example.com", [team["id"]], "pt-br",
+        "Europe/Berlin", "ana@example.com", [team["id"]], "de",
     )  # fmt: skip
     device = Device.objects.get(player_id=body["id"])
     assert (device.provider, device.platform, device.token) == ("email", "email", "ana@example.com")

@@ -25,7 +25,7 @@ def _roster() -> dict[str, Any]:
         return {"external_id": "g-mum", "name": "Maria", "email": "maria@example.com", "relation": "mother"}
 
     def ana() -> dict[str, Any]:
-        return {"external_id": "p-ana", "name": "Ana", "language": "pt", "email": "ana@example.com",
+        return {"external_id": "p-ana", "name": "Ana", "language": "es", "email": "ana@example.com",
                 "guardians": [mum()]}  # fmt: skip
 
     rui = {"external_id": "p-rui", "name": "Rui", "guardians": [mum()]}

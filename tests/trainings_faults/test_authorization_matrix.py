@@ -51,6 +51,7 @@ from trainings.models import (
     Player,
     Push,
     PushSend,
+    Questionnaire,
     ReminderRule,
     ReminderRun,
     RunOutcome,
@@ -205,7 +206,10 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("training-detail", "PUT"): lambda s: (_detail(s), _training_body(s)),
     ("training-detail", "PATCH"): lambda s: (_detail(s), {"title": "Renamed", "cancelled": True}),
     ("training-detail", "DELETE"): lambda s: (_detail(s), None),
-    ("training-answers", "POST"): lambda s: (_detail(s, "answers/"), {"player": s.player.pk, "phase": "PRE"}),
+    ("training-answers", "POST"): lambda s: (
+        _detail(s, "answers/"),
+        {"player": s.player.pk, "phase": "POST", "answers": {"rpe": 5}},  # the built-in session RPE
+    ),
     ("training-invitation", "POST"): lambda s: (
         _detail(s, "invitation/"),
         {"player": s.player.pk, "status": "DENIED"},
@@ -601,6 +605,7 @@ def _trainings_routes() -> set[tuple[str, str]]:
 ADMIN_ROUTES = {
     ("trainings_training_remind", "*"),
     ("trainings_training_copy", "*"),
+    ("trainings_training_answer", "*"),
     ("trainings_training_cancel", "*"),
     ("admin-status", "*"),
     ("admin-status-retry", "*"),
@@ -613,6 +618,10 @@ ADMIN_ROUTES = {
     ("trainings_experiment_change", "*"),
     ("trainings_experiment_stop", "*"),
     ("trainings_experiment_promote", "*"),
+    # A model's own pages the trainings app overrides (the admin:trainings_team and admin:trainings_coach
+    # rows): the team page's "reaches nobody" warnings, a coach's own profile made on their first visit.
+    ("trainings_team_change", "*"),
+    ("trainings_coach_changelist", "*"),
 }
 
 # Routes whose only credential is a signed token in the URL (one player, one training, one kind), never the
@@ -712,6 +721,7 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     ),
     Device: (lambda s: s.player.devices.get(), SCOPED),
     Guardian: (lambda s: s.guardian, SCOPED),
+    Questionnaire: (lambda s: Questionnaire.objects.get_or_create(team=s.team, phase="POST")[0], SCOPED),
     PushSend: (_send, SUPERUSERS),  # coaches read a push's sends on the push's own page
     Experiment: (_experiment, OPERATORS),
     Coach: (_coach, SCOPED),  # a coach sees their own profile only
@@ -782,7 +792,9 @@ def test_admin_training_actions_reach_only_the_coachs_own_trainings(world: World
     coach = _admin(world, "coach_a")
     rule = ReminderRule.objects.get(slug="invitation")
     before = _state(world.b)
-    for action, body in (("remind", {"rule": rule.pk, "click": "c1"}), ("copy", {}), ("cancel", {})):
+    answer = {"player": world.b.player.pk, "phase": "PRE", "q-fatigue": "3"}
+    for action, body in (("remind", {"rule": rule.pk, "click": "c1"}), ("copy", {}), ("cancel", {}),
+                         ("answer", answer)):  # fmt: skip
         theirs = reverse(f"admin:trainings_training_{action}", args=[world.b.training.pk])
         response = coach.post(theirs, body)
         assert response.status_code == 302 and response["Location"] == "/admin/"  # "does not exist"
@@ -1007,8 +1019,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_training", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_remind", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_copy", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_training_answer", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_cancel", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_guardian", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_questionnaire", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_coach", "*"):              ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_coachpush", "*"):          ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrun", "*"):        ("trainings.admin",         STAFF_ADMIN,      LOGIN),

@@ -55,6 +55,7 @@ class Provider:
 
     def __init__(self) -> None:
         self.keys: list[str] = []
+        self.requests: list[str] = []  # each request's whole Idempotency-Key: `<push key>/<device id>`
         self.on_request: Callable[[str], bool] = lambda key: True
         provider = self
 
@@ -62,6 +63,7 @@ class Provider:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["Content-Length"]))
                 # `<push key>/<device id>`; each player here has one device, so the push key says it all.
+                provider.requests.append(self.headers["Idempotency-Key"])
                 key = self.headers["Idempotency-Key"].rsplit("/", 1)[0]
                 provider.keys.append(key)
                 if provider.on_request(key):

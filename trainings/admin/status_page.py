@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 from kombu import Connection
 
+from common.amqp.queues import FailoverConnector
 from common.templatetags.admin_time import seconds
 from reminders.api import (
     ERROR_PREFIX,
@@ -77,7 +78,10 @@ def push_queue_depth() -> tuple[int | None, int | None, str]:
         dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})) if url.startswith("filesystem") else {}
     )
     try:
-        with Connection(url, connect_timeout=1, transport_options=options) as broker:
+        connector = FailoverConnector(
+            lambda one: Connection(one, connect_timeout=1, transport_options=options)
+        )
+        with connector.connect(url) as broker:  # the first of the URL's brokers that answers
             channel: Any = broker.channel()
             try:
                 _, depth, consumers = channel.queue_declare(queue=settings.TRAININGS_PUSH_QUEUE, passive=True)

@@ -6,10 +6,10 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.i18n import spoken_languages
 from common.serializers import StrictSerializer
 from trainings.models import ChannelChoice, Coach
 from trainings.offsets import is_time_zone
-from trainings.roster.fields import language_error
 
 
 class CoachSerializer(serializers.ModelSerializer):
@@ -31,7 +31,9 @@ class CoachSerializer(serializers.ModelSerializer):
 class CoachInputSerializer(StrictSerializer):
     """What a coach sets of their own digests: language, zone, channels and quiet hours (both or none)."""
 
-    language = serializers.CharField(max_length=10, required=False, help_text="e.g. en, fr.")
+    language = serializers.CharField(
+        max_length=10, required=False, help_text="One the service speaks: de, en, es, fr, it, nl."
+    )
     time_zone = serializers.CharField(
         max_length=64, required=False, help_text="IANA zone, e.g. Europe/Paris."
     )
@@ -44,9 +46,10 @@ class CoachInputSerializer(StrictSerializer):
     quiet_end = serializers.TimeField(allow_null=True, required=False, help_text="Local time, e.g. 07:00.")
 
     def validate_language(self, value: str) -> str:
-        error = language_error(value)
-        if error:
-            raise serializers.ValidationError(error)
+        if value not in spoken_languages():
+            raise serializers.ValidationError(
+                f"{value!r} is not a language this service speaks ({', '.join(spoken_languages())})."
+            )
         return value
 
     def validate_time_zone(self, value: str) -> str:

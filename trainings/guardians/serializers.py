@@ -6,10 +6,11 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.i18n import spoken_languages
 from common.serializers import StrictSerializer
 from trainings.models import Guardian, Guardianship
 from trainings.offsets import is_time_zone
-from trainings.roster.fields import ExternalIdField, LanguageField
+from trainings.roster.fields import ExternalIdField
 
 
 class WardSerializer(StrictSerializer):
@@ -47,7 +48,9 @@ class GuardianInputSerializer(StrictSerializer):
     """A coach or an operator creates or changes a guardian; `players` replaces whose guardian they are."""
 
     name = serializers.CharField(max_length=200)
-    language = LanguageField(required=False, default="en")
+    language = serializers.ChoiceField(
+        choices=spoken_languages(), required=False, default="en", help_text="One the service speaks."
+    )
     external_id = ExternalIdField(required=False, allow_null=True)
     time_zone = serializers.CharField(
         max_length=64,

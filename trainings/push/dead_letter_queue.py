@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from common.amqp.queues import FailoverConnector, queue_arguments
 from trainings.push.gateway import (
     DEAD_LETTER_SCHEMA,
     broker_connection,
@@ -66,9 +67,9 @@ def dead_letters_pass(
     publisher = queue_publisher_at(url)
     result = Pass()
     try:
-        with broker_connection(url) as broker:
+        with FailoverConnector(broker_connection).connect(url) as broker:
             channel: Any = broker.channel()  # an amqp/virtual channel: basic_get, basic_ack
-            channel.queue_declare(queue=name, durable=True, auto_delete=False)
+            channel.queue_declare(queue=name, durable=True, auto_delete=False, arguments=queue_arguments())
             while result.seen < limit:
                 message = channel.basic_get(queue=name, no_ack=False)
                 if message is None:

@@ -48,10 +48,12 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
-from kombu import Connection, Consumer, Queue
+from kombu import Consumer, Queue
 from kombu.message import Message
 
+from common.amqp.queues import FailoverConnector, service_queue
 from trainings.push import metrics
+from trainings.push.broker import broker_connect, broker_connection, connection_lost, consumer_qos
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from trainings.push.liveness import gateway_heartbeat
 from trainings.push.providers import Providers, PushProvider, providers_from_settings
@@ -110,8 +112,7 @@ class GatewayStats:
 
 
 def push_queue() -> Queue:
-    name = settings.TRAININGS_PUSH_QUEUE
-    return Queue(name, routing_key=name, durable=True, auto_delete=False)
+    return service_queue(settings.TRAININGS_PUSH_QUEUE)  # of REMINDERS_QUEUE_TYPE: classic or quorum
 
 
 def retry_delay(attempt: int, *, retry_after: float = 0.0) -> float:
@@ -161,16 +162,6 @@ def _tag(held: _Held) -> int:
     return int(held.delivery.message.delivery_tag or 0)
 
 
-def broker_connection(url: str) -> Connection:
-    """A kombu connection to the push broker, with the file broker's folders when it is one (without them
-    kombu looks for `data_in` in the working directory)."""
-    if url.startswith("filesystem"):
-        return Connection(
-            url, transport_options=dict(getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}))
-        )
-    return Connection(url, heartbeat=settings.TRAININGS_GATEWAY_HEARTBEAT_SECONDS)
-
-
 def gateway_run(
     *,
     url: str | None = None,
@@ -194,6 +185,7 @@ def gateway_run(
     multiple_ack = url.startswith(("amqp://", "amqps://", "pyamqp://"))  # kombu's virtual brokers ack one
     # Pushes per message lately (batches, or single pushes: replays, digests): the prefetch counts pushes.
     sizes: collections.deque[int] = collections.deque([settings.TRAININGS_PUSH_MESSAGE_PUSHES], maxlen=50)
+    lost: list[Exception] = []  # the broker connection died under receive()
 
     def on_message(body: Any, message: Message) -> None:
         try:
@@ -222,6 +214,11 @@ def gateway_run(
         try:
             broker.drain_events(timeout=timeout)
         except TimeoutError:
+            return False
+        except Exception as exc:
+            if not connection_lost(exc, broker):
+                raise
+            lost.append(exc)  # raised by the loop once the round ended (its sends are recorded)
             return False
         return True
 
@@ -263,101 +260,134 @@ def gateway_run(
         held.delivery.settle()
         stats.add(Outcome.DEAD_LETTERED)
 
-    broker = broker_connection(url)
+    connector = FailoverConnector(broker_connection)
+    idle_since = time.monotonic()
+    rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
+    taken = 0  # messages put into a round (a round is not begun past max_messages)
+    stopping = False
+    connected_before = False
     try:
-        with broker:
-            broker.ensure_connection(max_retries=3)
-            consumer = Consumer(
-                broker.default_channel, queues=[push_queue()], callbacks=[on_message], accept=["json"]
-            )
-            # The channel's limit (global), not the consumer's: RabbitMQ applies a consumer's limit to
-            # consumers started after it, so a change would never reach this one.
-            prefetch = prefetch_for()
-            consumer.qos(prefetch_count=prefetch, apply_global=True)
-            with consumer:
-                idle_since = time.monotonic()
-                rounds: collections.deque[tuple[list[_Held], Round]] = collections.deque()
-                taken = 0  # messages put into a round (a round is not begun past max_messages)
-                stopping = False
-                while True:
-                    broker.heartbeat_check()  # sends a beat when one is due, raises when the server's stopped
-                    metrics.gateway_alive()
-                    gateway_heartbeat()  # a write every few seconds at most: the status page's liveness
-                    if not stopping and should_stop():
-                        # Graceful: no new round; the open ones finish, are recorded and acked. What was
-                        # received and not begun (or waits for a retry) goes back to the queue, unacked.
-                        stopping = True
-                        logger.info("push gateway stopping: finishing %d open round(s)", len(rounds))
-                    if stopping and not rounds:
-                        break
-                    if max_messages is not None and stats.handled >= max_messages and not rounds:
-                        break
-                    now = time.monotonic()
-                    next_due = min((h.due for h in waiting), default=now + 0.5)
-                    timeout = 0.5 if not (inbox or rounds) else 0.005
-                    timeout = max(0.0, min(timeout, next_due - now))
-                    while not stopping and len(inbox) < batch_size:
-                        try:
-                            broker.drain_events(timeout=max(timeout, 0.001))
-                        except TimeoutError:
-                            break
-                        timeout = 0.002  # keep filling the batch while messages arrive back to back
-                    if prefetch_for() != prefetch:
-                        prefetch = prefetch_for()
-                        consumer.qos(prefetch_count=prefetch, apply_global=True)
-                    now = time.monotonic()
-                    if (
-                        not stopping
-                        and len(rounds) < OPEN_ROUNDS
-                        and (max_messages is None or taken < max_messages)
-                    ):
-                        due = [h for h in waiting if h.due <= now]
-                        waiting[:] = [h for h in waiting if h.due > now]
-                        room = batch_size if max_messages is None else min(batch_size, max_messages - taken)
-                        batch, inbox[:] = [*due, *inbox[:room]], inbox[room:]
-                        if batch:
-                            idle_since = now
-                            if not rounds and not connection.in_atomic_block:  # (a test's transaction)
-                                close_old_connections()  # a long-lived consumer must not keep a dead one
-                            for held in batch:
-                                held.passes += 1
-                            taken += len(batch)
-                            rounds.append((batch, sender.begin([h.body for h in batch],
-                                                               sends=[h.sends for h in batch])))  # fmt: skip
-                    if not rounds:
-                        if not waiting and idle_seconds is not None and now - idle_since >= idle_seconds:
-                            break
-                        continue
-                    if (
-                        not stopping
-                        and len(rounds) < OPEN_ROUNDS
-                        and not rounds[0][1].finished.is_set()
-                        and not inbox
-                    ):
-                        sender.record_open()
-                        continue  # keep receiving: the next round begins while this one sends
-                    batch, round_ = rounds[0]
-                    # The oldest round ends once its sends are answered (the next one sends meanwhile).
-                    results = sender.end(round_, meanwhile=None if stopping else receive)
-                    rounds.popleft()
-                    metrics.pushes_handled(
-                        (held.body, result.outcome) for held, result in zip(batch, results, strict=True)
+        while True:
+            answered = broker_connect(connector, url, first=not connected_before, should_stop=should_stop)
+            if answered is None:
+                break  # stopped while no broker answered
+            broker = answered
+            connected_before = True
+            try:
+                with broker:
+                    consumer = Consumer(
+                        broker.default_channel, queues=[push_queue()], callbacks=[on_message], accept=["json"]
                     )
-                    if multiple_ack and all(r.outcome in _ACKED for r in results):
-                        # Not begun: the inbox's first is its oldest (a batch split across rounds
-                        # leaves its tag there).
-                        older_unacked = [*waiting, *(h for b, _ in rounds for h in b), *inbox[:1]]
-                        newest = max(batch, key=_tag)
-                        if all(_tag(h) > _tag(newest) for h in older_unacked):
-                            # Every message up to the batch's newest is done (nothing older or of the same
-                            # message is held for a retry, in the open round or not begun): one `basic.ack
-                            # multiple`.
-                            newest.delivery.message.ack(multiple=True)
-                            for result in results:
-                                stats.add(result.outcome)
-                            continue
-                    for held, result in zip(batch, results, strict=True):
-                        settle(held, result)
+                    prefetch = prefetch_for()
+                    consumer_qos(consumer, prefetch, started=False)
+                    with consumer:
+                        while True:
+                            broker.heartbeat_check()  # a beat when due; raises when the server stopped
+                            metrics.gateway_alive()
+                            gateway_heartbeat()  # a write every few seconds at most: the status page's
+                            if not stopping and should_stop():
+                                # Graceful: the open rounds finish, are recorded and acked; the rest
+                                # (received, not begun, or waiting for a retry) goes back unacked.
+                                stopping = True
+                                logger.info("push gateway stopping: finishing %d open round(s)", len(rounds))
+                            if stopping and not rounds:
+                                break
+                            if max_messages is not None and stats.handled >= max_messages and not rounds:
+                                break
+                            now = time.monotonic()
+                            next_due = min((h.due for h in waiting), default=now + 0.5)
+                            timeout = 0.5 if not (inbox or rounds) else 0.005
+                            timeout = max(0.0, min(timeout, next_due - now))
+                            while not stopping and len(inbox) < batch_size:
+                                try:
+                                    broker.drain_events(timeout=max(timeout, 0.001))
+                                except TimeoutError:
+                                    break
+                                timeout = 0.002  # keep filling the batch while messages arrive back to back
+                            if prefetch_for() != prefetch:
+                                prefetch = prefetch_for()
+                                consumer_qos(consumer, prefetch, started=True)
+                            now = time.monotonic()
+                            if (
+                                not stopping
+                                and len(rounds) < OPEN_ROUNDS
+                                and (max_messages is None or taken < max_messages)
+                            ):
+                                due = [h for h in waiting if h.due <= now]
+                                waiting[:] = [h for h in waiting if h.due > now]
+                                room = (
+                                    batch_size
+                                    if max_messages is None
+                                    else min(batch_size, max_messages - taken)
+                                )
+                                batch, inbox[:] = [*due, *inbox[:room]], inbox[room:]
+                                if batch:
+                                    idle_since = now
+                                    if (
+                                        not rounds and not connection.in_atomic_block
+                                    ):  # (a test's transaction)
+                                        close_old_connections()  # a long-lived consumer keeps no dead one
+                                    for held in batch:
+                                        held.passes += 1
+                                    taken += len(batch)
+                                    sends = [h.sends for h in batch]
+                                    rounds.append((batch, sender.begin([h.body for h in batch], sends=sends)))
+                            if not rounds:
+                                if (
+                                    not waiting
+                                    and idle_seconds is not None
+                                    and now - idle_since >= idle_seconds
+                                ):
+                                    break
+                                continue
+                            if (
+                                not stopping
+                                and len(rounds) < OPEN_ROUNDS
+                                and not rounds[0][1].finished.is_set()
+                                and not inbox
+                            ):
+                                sender.record_open()
+                                continue  # keep receiving: the next round begins while this one sends
+                            batch, round_ = rounds[0]
+                            # The oldest round ends once its sends are answered (the next one sends
+                            # meanwhile).
+                            results = sender.end(round_, meanwhile=None if stopping else receive)
+                            rounds.popleft()
+                            if lost:
+                                raise lost[0]  # receive() saw the connection die (the round is recorded)
+                            metrics.pushes_handled(
+                                (held.body, result.outcome)
+                                for held, result in zip(batch, results, strict=True)
+                            )
+                            if multiple_ack and all(r.outcome in _ACKED for r in results):
+                                # Not begun: the inbox's first is its oldest (a batch split across rounds
+                                # leaves its tag there).
+                                older_unacked = [*waiting, *(h for b, _ in rounds for h in b), *inbox[:1]]
+                                newest = max(batch, key=_tag)
+                                if all(_tag(h) > _tag(newest) for h in older_unacked):
+                                    # Every message up to the batch's newest is done (nothing older or of
+                                    # the same message is held for a retry, in the open round or not
+                                    # begun): one `basic.ack multiple`.
+                                    newest.delivery.message.ack(multiple=True)
+                                    for result in results:
+                                        stats.add(result.outcome)
+                                    continue
+                            for held, result in zip(batch, results, strict=True):
+                                settle(held, result)
+                break  # stopped, max_messages handled or idle
+            except Exception as exc:
+                if not connection_lost(exc, broker):
+                    raise
+                # The node went away: the open rounds finish and are recorded; what was unacked comes back
+                # on the next connection, where recorded pushes and (push, device) pairs are skipped.
+                logger.warning("push gateway: broker connection lost (%r); reconnecting", exc)
+                lost.clear()
+                for _, round_ in rounds:
+                    sender.end(round_)
+                rounds.clear()
+                inbox.clear()
+                waiting.clear()
+                connector.next()
     except AuthFailure as exc:
         logger.critical(
             "push provider refused our credentials (%s): the gateway stops; every unacked push stays queued "

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from common.i18n import validate_spoken_language
 from trainings.models.external import EXTERNAL_ID_MAX
 from trainings.offsets import is_time_zone
 from trainings.push.channels import BY_NAME
 
 
 def language_error(value: str) -> str | None:
-    """Pushes are written in the languages of settings.LANGUAGES: "en", "fr", or a regional "pt-br"."""
-    code = value.lower()
-    known = {known.lower() for known, _ in settings.LANGUAGES}
-    if code in known or code.split("-")[0] in known:
-        return None
-    return f"{value!r} is not a language code such as en or fr."
+    """Pushes are written in the languages the service speaks (common/i18n.py, settings.LANGUAGES)."""
+    try:
+        validate_spoken_language(value)
+    except DjangoValidationError as exc:
+        return " ".join(exc.messages)
+    return None
 
 
 def time_zone_error(value: str) -> str | None:

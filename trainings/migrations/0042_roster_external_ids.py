@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0037_team_integration_permission'),
+        ('trainings', '0041_questionnaires'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
