@@ -1,8 +1,8 @@
 """Reads: what a user may see, who is still to be reminded, and a training's reminder timeline.
 
-Who sees what: operators (superusers, or users with `trainings.manage_all_teams`) see every team; anyone
-else sees the teams they coach. `is_staff` alone does not widen the scope, because coaches are staff
-users too (that is what lets them into the admin).
+Who sees what: operators (superusers, or `trainings.manage_all_teams`) see every team; integration callers
+(`trainings.use_integration_api`) also the roster rows they created; anyone else the teams they coach.
+`is_staff` alone does not widen the scope: coaches are staff users too (that lets them into the admin).
 """
 
 from __future__ import annotations
@@ -64,10 +64,13 @@ def user_uses_integration_api(user: User) -> bool:
 
 
 def teams_visible_to(user: User) -> QuerySet[Team]:
+    """Operators: every team; an integration caller: those it created or coaches; others: those coached."""
     if user_sees_all_teams(user):
         return Team.objects.all()
     if not getattr(user, "is_authenticated", False):
         return Team.objects.none()
+    if user_uses_integration_api(user):
+        return Team.objects.filter(Q(coaches=user.pk) | Q(owner=user.pk)).distinct()
     return Team.objects.filter(coaches=user.pk)
 
 
@@ -78,9 +81,13 @@ def trainings_visible_to(user: User) -> QuerySet[Training]:
 
 
 def players_visible_to(user: User) -> QuerySet[Player]:
+    """The players of the teams a user sees; an integration caller's own too (on no team yet, say)."""
     if user_sees_all_teams(user):
         return Player.objects.all()
-    return Player.objects.filter(memberships__team__in=teams_visible_to(user)).distinct()
+    on_teams = Q(memberships__team__in=teams_visible_to(user))
+    if user_uses_integration_api(user):
+        return Player.objects.filter(on_teams | Q(owner=user.pk)).distinct()
+    return Player.objects.filter(on_teams).distinct()
 
 
 def guardians_visible_to(user: User) -> QuerySet[Guardian]:

@@ -24,7 +24,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from rest_framework.authtoken.models import Token
 
-from tests.factories import WELLNESS, MembershipFactory, PlayerFactory, TeamFactory, UserFactory, rules_seeded
+from tests.factories import WELLNESS, UserFactory, rules_seeded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,15 +66,7 @@ def _platform_token() -> str:
 
 
 def _roster(client: Any, models: ModuleType) -> tuple[int, list[int]]:
-    """team -> players -> members through the generated client: the team's id and its players'. A tree
-    without the roster routes (`/api/teams/`) makes them in the database, the platform coaching the team."""
-    if importlib.util.find_spec(f"{PACKAGE}.api.teams") is None:
-        team = TeamFactory(name="U15", time_zone="Europe/Paris")
-        team.coaches.add(Token.objects.get(key=client.token).user)
-        players = [PlayerFactory(name=name) for name in ("Alice", "Bruno")]
-        for player in players:
-            MembershipFactory(team=team, player=player)
-        return team.pk, [player.pk for player in players]
+    """team -> players -> members through the generated client: the team's id and its players'."""
 
     def run(module: str, **kwargs: Any) -> Any:
         return importlib.import_module(f"{PACKAGE}.api.{module}").sync_detailed(client=client, **kwargs)

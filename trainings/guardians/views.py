@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
@@ -34,6 +34,7 @@ from trainings.models import Guardian, Player
 from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
 from trainings.push.devices import guardian_of
+from trainings.roster.services import ExternalIdTaken, external_filter
 from trainings.selectors import team_zone_of_players
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer
 
@@ -48,7 +49,9 @@ def _is_self(request: Request, guardian: Guardian) -> bool:
 
 
 @extend_schema_view(
-    list=extend_schema(description="The guardians you manage (a coach: your players'; an operator: all), or "
+    list=extend_schema(parameters=[OpenApiParameter("external_id", str, description="Only the guardian "
+                       "with this external id (yours).")],
+                       description="The guardians you manage (a coach: your players'; an operator: all), or "
                        "yourself when you are a guardian."),
     create=extend_schema(request=GuardianInputSerializer, responses={201: GuardianSerializer, **_ERRORS},
                          description="A coach or an operator adds a guardian to their players."),
@@ -60,13 +63,15 @@ class GuardianViewSet(viewsets.ModelViewSet):
     serializer_class = GuardianSerializer
 
     def get_queryset(self) -> Any:
-        return guardians_readable_by(self.request.user).order_by("name", "pk")
+        guardians = guardians_readable_by(self.request.user).order_by("name", "pk")
+        external_id = self.request.query_params.get("external_id") if self.action == "list" else None
+        return external_filter(guardians, external_id)
 
     def _input(self, *, partial: bool) -> dict[str, Any]:
         data = GuardianInputSerializer(
             data=self.request.data,
             partial=partial,
-            context={"players": guardian_players_for(self.request.user)},
+            context={"players": guardian_players_for(self.request.user), "owner": self.request.user},
         )
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
@@ -83,9 +88,13 @@ class GuardianViewSet(viewsets.ModelViewSet):
         if guardian is None and "time_zone" not in values:
             values["time_zone"] = team_zone_of_players([player for player, _ in values["wards"]]) or "UTC"
         try:
-            return guardian_save(guardian=guardian, **values)
+            return guardian_save(guardian=guardian, owner=self.request.user, **values)
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from None
+        except ExternalIdTaken:
+            raise ValidationError(
+                {"external_id": ["already the external id of another of your rows."]}
+            ) from None
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         guardian = self._save(None, partial=False)
