@@ -378,12 +378,11 @@ def gateway_run(
             except Exception as exc:
                 if not connection_lost(exc, broker):
                     raise
-                # The node went away: the open rounds finish and are recorded; what was unacked comes back
-                # on the next connection, where recorded pushes and (push, device) pairs are skipped.
+                # The node went away: the sends in flight are answered and recorded, none is begun (the
+                # unacked messages are another gateway's now); here again, recorded pairs are skipped.
                 logger.warning("push gateway: broker connection lost (%r); reconnecting", exc)
                 lost.clear()
-                for _, round_ in rounds:
-                    sender.end(round_)
+                sender.end_unsent([round_ for _, round_ in rounds])
                 rounds.clear()
                 inbox.clear()
                 waiting.clear()

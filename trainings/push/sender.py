@@ -27,14 +27,7 @@ from trainings.critical import critical_at
 from trainings.models import SendStatus
 from trainings.preferences import preferences_of, rules_critical
 from trainings.push.channels import standin_names
-from trainings.push.providers import (
-    AuthFailure,
-    Providers,
-    PushMessage,
-    SendResult,
-    Target,
-    Verdict,
-)
+from trainings.push.providers import AuthFailure, Providers, PushMessage, SendResult, Target, Verdict
 from trainings.push.records import (
     Answer,
     Handled,
@@ -264,6 +257,15 @@ class PushSender:
                 for device_id, before in list(self._dead.items()):
                     if before is not None and before < oldest:
                         del self._dead[device_id]
+
+    def end_unsent(self, rounds: Sequence[Round]) -> None:
+        """End `rounds` once the broker connection is lost (their messages are another gateway's): the sends
+        in flight are answered, the others answered as retries unsent, as under a pause (`_send_one`)."""
+        before = {p.name: self.paused_until.get(p.name, 0.0) for p in self.providers.all()}
+        self.paused_until.update(dict.fromkeys(before, time.monotonic() + 3600))
+        for round_ in rounds:
+            self.end(round_)
+        self.paused_until.update(before)
 
     def _conclude(self, round_: Round) -> list[Handled]:
         results, pushes, handled, closing = round_.results, round_.pushes, round_.handled, round_.closing
