@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString, mark_safe
 from trainings import kinds
 from trainings.admin.analytics_charts import answer_rate_chart, colour, time_to_answer_chart
 from trainings.admin.answers_chart import answers_chart, answers_legend
+from trainings.admin.html import DEFAULT_SLUGS
 from trainings.analytics.answers import answers_over_time
 from trainings.analytics.export import offsets_csv, players_csv
 from trainings.analytics.figures import (
@@ -62,6 +63,7 @@ def _groups(rows: list[OffsetFigures]) -> list[dict[str, Any]]:
             "kind_label": group[0].kind_label,
             "when": kinds.of(kind).when if kind in kinds.KINDS else "",
             "rule": rule,
+            "rule_named": "" if rule in DEFAULT_SLUGS else rule,  # a coach's own; the seeded by kind
             "rows": [(row, colour(i)) for i, row in enumerate(group)],
             "rate_chart": answer_rate_chart(group),
             "curve_chart": time_to_answer_chart(group, until_minutes=curve_minutes(group)),

@@ -22,13 +22,13 @@ from trainings.selectors import Answered, PlayerRow, training_player_grid, train
 from trainings.windows import CLOSED, NOT_YET, OPEN
 
 # The seeded rules' slugs (trainings/defaults.py), the coaches' too: their kind's name says it all.
-_DEFAULT_SLUGS = frozenset(spec["slug"] for spec in ALL_RULES)
+DEFAULT_SLUGS = frozenset(spec["slug"] for spec in ALL_RULES)
 
 
 def rule_label(rule: ReminderRule) -> str:
     """A rule as a coach reads it: "Pre-training questionnaire", not "pre-questionnaire (pre)"."""
     kind = kinds.of(rule.kind).label
-    return kind if rule.slug in _DEFAULT_SLUGS else f"{kind}: {rule.slug}"
+    return kind if rule.slug in DEFAULT_SLUGS else f"{kind}: {rule.slug}"
 
 
 def local_time(instant: datetime | None, zone: ZoneInfo | None = None) -> str:
