@@ -514,7 +514,7 @@ def test_a_retry_storm_beside_a_healthy_stream(chaos_cluster: Callable[..., PgPa
         assert (len(healthy), len(storm), len(down)) == (HEALTHY_JOBS, STORM_JOBS, DOWN_JOBS)
         assert {r[2] for r in healthy} == {"delivered"}
         assert all(r[4] for r in rows), "a finished row still holds a lease"
-        storm_to = max(r[5] for r in storm + down)
+        storm_to = float(max(r[5] for r in storm + down))
 
         # Every attempt the database counts is a request the endpoint saw, no more: the policy's, exactly.
         gaps_short: list[tuple[str, int, float]] = []
