@@ -572,10 +572,14 @@ def test_a_retry_storm_beside_a_healthy_stream(chaos_cluster: Callable[..., PgPa
     assert during[3] < STORM_SECONDS, f"healthy jobs stalled by the storm: {before} before, {during} during"
     requests = sum(len(s) for s in endpoint.seen.values())
     first_waits = ", ".join(f"#{n} {min(w):.2f}-{max(w):.2f} s" for n, w in sorted(waits.items()) if n <= 4)
+    hangs = (
+        f"every {STORM_HANG_EVERY}th request hanging past the {STORM_READ_TIMEOUT:.0f} s read timeout"
+        if STORM_HANG_EVERY
+        else "at once, none hanging"
+    )
     harness.record(
         "chaos: retry storm of a failing endpoint",
-        f"{STORM_JOBS} HTTP jobs due at once to a loopback endpoint answering 500 (every "
-        f"{STORM_HANG_EVERY or 'no'}th request hanging past the {STORM_READ_TIMEOUT:.0f} s read timeout) "
+        f"{STORM_JOBS} HTTP jobs due at once to a loopback endpoint answering 500 ({hangs}) "
         f"for {STORM_SECONDS:.0f} s, then 200, "
         f"and {DOWN_JOBS} to one that always fails; beside {HEALTHY_JOBS} RabbitMQ jobs over 50 s; "
         f"retry policy {policy.max_attempts} attempts, base {policy.base_seconds:.0f} s, max "
