@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run soak test test-clusters lint docs docs-build format bench bench-quick clean
+.PHONY: install run soak test test-clusters lint docs docs-build format bench bench-quick clean messages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +13,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-install: $(STAMP)
+# The translation catalogs: locale/<language>/LC_MESSAGES/django.po, compiled into the .mo files Django reads
+# (build output, not committed) in pure Python, so no GNU gettext is needed (scripts/compile_messages.py).
+PO_FILES := $(wildcard locale/*/LC_MESSAGES/django.po)
+MESSAGES_STAMP := $(VENV)/.messages-stamp
+
+$(MESSAGES_STAMP): $(PO_FILES) $(STAMP)
+	$(BIN)/python scripts/compile_messages.py
+	touch $(MESSAGES_STAMP)
+
+install: $(STAMP) $(MESSAGES_STAMP)
+
+# Refresh the catalogs from the source after adding or changing a text, for every language of locale/ (needs
+# GNU gettext's xgettext, e.g. `apt-get install gettext`): new msgids arrive with an empty msgstr for a
+# translator to fill, and the suite fails until every language has them (docs/development.md, "Languages").
+messages: install
+	$(BIN)/python scripts/compile_messages.py --refresh
 
 # ADDR=host:port serves elsewhere when 8000 is taken (e.g. `ADDR=127.0.0.1:8010 make run`); the links
 # dev_admin and demo_trainings print follow it.

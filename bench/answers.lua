@@ -49,7 +49,8 @@ function request()
   if link[1] == "INVITATION" then
     body = (round % 2 == 0) and '{"response":"accepted"}' or '{"response":"denied"}'
   else
-    body = '{"answers":{"sleep":' .. (6 + round) .. ',"round":' .. round .. '}}'
+    -- the built-in wellness check (trainings/answers/presets.py), changing every round (1 to 7)
+    body = '{"answers":{"sleep_quality":' .. (1 + round % 7) .. ',"fatigue":3,"stress":2,"soreness":4}}'
   end
   return wrk.format("POST", "/api/answer-links/" .. link[2] .. "/",
     { ["X-Forwarded-For"] = link[3], ["Content-Type"] = "application/json" }, body)

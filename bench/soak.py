@@ -1,6 +1,7 @@
-"""`python -m bench.soak [--minutes 30] [--no-stress]` (or `make soak`): `make run`'s stack on the embedded
-defaults (SQLite, the file broker) with the demo for a while, under `stress-ng --cpu 2` where it is
-installed; then how many processes exited, and how many reminders fired on time.
+"""`python -m bench.soak [--minutes 30] [--stress | --no-stress]` (or `make soak`): `make run`'s stack on the
+embedded defaults (SQLite, the file broker) with the demo for a while, under `stress-ng --cpu 2` where it
+is installed (`--stress`: it must be, else the soak refuses to start); then how many processes exited,
+and how many reminders fired on time.
 
 It runs in a folder of its own (a fresh SQLite database and broker folder, `--var`, a temporary one by
 default) on a port of its own, runs `demo_trainings` every `--demo-every` minutes (each run's reminders
@@ -36,10 +37,16 @@ NOT_PASSED = (
 
 
 def _parse() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.soak", description=" ".join(__doc__.split("\n\n")[0].split())
+    )
     parser.add_argument("--minutes", type=float, default=30.0, help="how long the stack runs (default 30)")
     parser.add_argument("--demo-every", type=float, default=3.0, metavar="MINUTES", help="default 3")
-    parser.add_argument("--no-stress", action="store_true", help="without stress-ng even where installed")
+    stress = parser.add_mutually_exclusive_group()
+    stress.add_argument(
+        "--stress", action="store_true", help="under stress-ng --cpu 2, which must be installed"
+    )
+    stress.add_argument("--no-stress", action="store_true", help="without stress-ng even where installed")
     parser.add_argument("--var", type=Path, default=None, help="its folder (default: a new one in /tmp)")
     return parser.parse_args()
 
@@ -93,6 +100,9 @@ def main() -> int:
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     stress_ng = None if args.no_stress else shutil.which("stress-ng")
+    if args.stress and stress_ng is None:
+        print("--stress: stress-ng is not installed (apt-get install -y stress-ng)", file=sys.stderr)
+        return 2
     stress = None
     if stress_ng:
         stress = subprocess.Popen(
@@ -148,6 +158,7 @@ def main() -> int:
         "health_ready_failed": f"{not_ready} of {checks}",
         **_reminders(var / "db.sqlite3", stopped_at - dt.timedelta(seconds=ON_TIME_SECONDS * 2)),
         "last_demo_utc": f"{last_demo_at:%H:%M:%S}",
+        "load_average_1_5_15": " ".join(f"{load:.1f}" for load in os.getloadavg()),
         "log": str(log),
     }
     for key, value in figures.items():

@@ -55,6 +55,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # The request's language from Accept-Language (no URL prefixes); a signed-in coach's admin is in their
+    # own (trainings/admin/language.py, below). After CommonMiddleware: answer-link API calls skip it.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -133,6 +136,17 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en"
+# The languages the service speaks: a catalog each in locale/ (docs/development.md, "Languages"). A person
+# chooses one of these; a stored value outside them reads as its base language or English (common/i18n.py).
+LANGUAGES = [
+    ("de", "Deutsch"),
+    ("en", "English"),
+    ("es", "Español"),
+    ("fr", "Français"),
+    ("it", "Italiano"),
+    ("nl", "Nederlands"),
+]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 # Dates as people read them in the admin: one format, with the zone (config/formats/en/formats.py).
 FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
@@ -335,6 +349,12 @@ TRAININGS_GATEWAY_PREFETCH = env_int("TRAININGS_GATEWAY_PREFETCH", 1000, minimum
 # the gateway's cost per message (decode, ack, waking its threads) is paid once for them all; the gateway
 # still records, retries and dead-letters each push on its own. 1: a message per push.
 TRAININGS_PUSH_MESSAGE_PUSHES = env_int("TRAININGS_PUSH_MESSAGE_PUSHES", 100, minimum=1, maximum=1000)
+
+# --- Events back to the platform (trainings/webhooks/: signed HTTP callbacks of the engine) ----------
+# Who subscribes to an event is read at most this often per process (an answer link is one statement).
+TRAININGS_WEBHOOK_CACHE_SECONDS = env_float("TRAININGS_WEBHOOK_CACHE_SECONDS", 5.0, minimum=0.0)
+# A subscription whose deliveries have all failed for this long is disabled (checked every 10 minutes).
+TRAININGS_WEBHOOK_DISABLE_AFTER_HOURS = env_float("TRAININGS_WEBHOOK_DISABLE_AFTER_HOURS", 24.0, minimum=0.0)
 
 # --- Push delivery to phones (trainings/push/: FCM HTTP v1, APNs over HTTP/2) --------------------------
 # A provider whose credentials are unset is off; TRAININGS_PUSH_PROVIDER stands in for its devices.
@@ -547,6 +567,10 @@ SPECTACULAR_SETTINGS.update(
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
     "reminders.admin.middleware.user_time_zone",
+)
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "trainings.admin.language.coach_language",
 )
 # A coach opening an operator page is refused with a page, not a traceback in the log.
 LOGGING.setdefault("filters", {})["forbidden_quietly"] = {

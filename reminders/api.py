@@ -3,7 +3,8 @@
 An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their instants
 (`occurrences_cancel`), registers the handlers its jobs call and reserves their key pattern (`register`,
 `register_batch`, `keys_reserve`) and the queues it declares for itself (`queues_reserve`), receives a
-`Delivery` per due occurrence and answers with a `TransportError`, and asks a worker to scan after its
+`Delivery` per due occurrence and answers with a `TransportError`, checks a URL it will call back as
+the HTTP transport will (`callback_url_refusal`), and asks a worker to scan after its
 transaction commits (`scan_kick_on_commit`). The operator's status page reads the engine's figures (and
 acts on retrying work) here too; the admin's hooks let an app name its jobs in words, give a person a
 default zone, and add a readiness check. An app's own API views throttle and read JSON as the engine's
@@ -41,6 +42,7 @@ from reminders.ops.figures import (
 from reminders.ops.health import Check, readiness_check_register
 from reminders.ops.logfilters import SHOWS_CREDENTIAL
 from reminders.transports.base import Delivery, TransportError
+from reminders.transports.http import callback_url_refusal
 from reminders.transports.queue_access import queues_reserve
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "Refused",
     "TokenRateThrottle",
     "TransportError",
+    "callback_url_refusal",
     "default_zone_register",
     "digest",
     "engine_status",

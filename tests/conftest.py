@@ -147,6 +147,8 @@ def _fast_engine(settings: pytest.FixtureRequest) -> None:
     """Scans in tests run one batch at a time and never sleep."""
     settings.REMINDERS_SCAN_SECONDS = 0
     settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL
+    # Who subscribes to events is read afresh: a test's subscriptions are gone with its transaction.
+    settings.TRAININGS_WEBHOOK_CACHE_SECONDS = 0
 
 
 @pytest.fixture(scope="session", autouse=True)

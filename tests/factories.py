@@ -22,6 +22,12 @@ from trainings.models import (
     Training,
 )
 
+# A valid answer to each phase's built-in questions (trainings/answers/presets.py): what a test records when
+# it only needs "answered".
+WELLNESS = {"sleep_quality": 5, "fatigue": 3, "stress": 2, "soreness": 4}
+RPE = {"rpe": 6}
+ANSWERED = {"PRE": WELLNESS, "POST": RPE}
+
 
 class UserFactory(factory.django.DjangoModelFactory):
     class Meta:

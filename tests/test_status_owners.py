@@ -34,6 +34,8 @@ OTHER_MODELS = {
     "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
     "LINK_RESPONSE_RECORD": "Invitation.status, the player's RSVP (an answer link's one-statement POST)",
     "_experiment_end": "Experiment.status, stopped or promoted (trainings/experiments/control.py owns it)",
+    "subscription_disable": "WebhookSubscription.disabled_*, after a day of failed deliveries (its owner)",
+    "subscription_enable": "WebhookSubscription.disabled_*, cleared by an operator (trainings/webhooks/)",
 }
 
 _SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)

@@ -15,6 +15,8 @@ _COACH_PERMISSIONS = {
     "training": ("view", "add", "change", "delete"),
     "invitation": ("view", "add", "change", "delete"),
     "questionnaireanswer": ("view", "add", "change", "delete"),
+    "questionnaire": ("view", "add", "change", "delete"),  # their teams' own (the admin's queryset)
+    "question": ("view", "add", "change", "delete"),
     "membership": ("view", "add", "change", "delete"),
     "player": ("view", "add", "change"),
     "team": ("view", "change"),

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy
 
 
 class TrainingsConfig(AppConfig):
     name = "trainings"
-    verbose_name = "Trainings"
+    verbose_name = gettext_lazy("Trainings")
 
     def ready(self) -> None:
         # Bounces and complaints from the email provider's tracking webhook (trainings/push/email/bounces.py).

@@ -1,5 +1,9 @@
-"""Seed 000's reminder rules and their English and French templates (seeded by migration 0002): each
-kind's default rule (the kinds themselves are trainings/kinds.py).
+"""Seed 000's reminder rules and their English templates (seeded by migration 0002): each kind's default
+rule (the kinds themselves are trainings/kinds.py).
+
+The English texts are msgids too (`gettext_noop`): a reader whose language has no template of the rule's
+reads the English one translated from the catalogs (locale/) while it is the shipped text, and as typed once
+a coach or operator changed it (trainings/rendering.py, `template_texts`; docs/development.md, "Languages").
 
 Takes the model classes so the migration can pass its historical models and tests can re-seed after a
 transactional test flushed the tables.
@@ -9,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_noop as _
+
 RULES: list[dict[str, Any]] = [
     {
         "slug": "pre-questionnaire",
@@ -16,12 +22,8 @@ RULES: list[dict[str, Any]] = [
         "offsets": ["90m", "75m", "60m", "45m", "30m", "15m"],
         "templates": {
             "en": (
-                "Pre-training questionnaire",
-                "{title} starts at {start_time}: please answer the pre-training questionnaire.",
-            ),
-            "fr": (
-                "Questionnaire avant l'entraînement",
-                "{title} commence à {start_time} : merci de répondre au questionnaire d'avant séance.",
+                _("Pre-training questionnaire"),
+                _("{title} starts at {start_time}: please answer the pre-training questionnaire."),
             ),
         },
     },
@@ -31,12 +33,8 @@ RULES: list[dict[str, Any]] = [
         "offsets": [f"{minutes}m" for minutes in range(15, 181, 15)],
         "templates": {
             "en": (
-                "Post-training questionnaire",
-                "How did {title} go? Please answer the post-training questionnaire.",
-            ),
-            "fr": (
-                "Questionnaire après l'entraînement",
-                "Comment s'est passé {title} ? Merci de répondre au questionnaire d'après séance.",
+                _("Post-training questionnaire"),
+                _("How did {title} go? Please answer the post-training questionnaire."),
             ),
         },
     },
@@ -46,13 +44,8 @@ RULES: list[dict[str, Any]] = [
         "offsets": ["3d", "2d", "1d", "6h"],
         "templates": {
             "en": (
-                "Will you come to {title}?",
-                "{team}: {title} on {start_date} at {start_time} ({location}). Please accept or decline.",
-            ),
-            "fr": (
-                "Serez-vous à {title} ?",
-                "{team} : {title} le {start_date} à {start_time} ({location}). "
-                "Merci d'accepter ou de refuser.",
+                _("Will you come to {title}?"),
+                _("{team}: {title} on {start_date} at {start_time} ({location}). Please accept or decline."),
             ),
         },
     },
@@ -68,8 +61,7 @@ COACH_RULES: list[dict[str, Any]] = [
         "kind": "DIGEST",
         "offsets": ["2h"],
         "templates": {
-            "en": ("{team}: who still owes what", "{team} {title} {start_time}"),
-            "fr": ("{team} : qui doit encore répondre", "{team} {title} {start_time}"),
+            "en": (_("{team}: who still owes what"), "{team} {title} {start_time}"),
         },
     },
     {
@@ -77,8 +69,7 @@ COACH_RULES: list[dict[str, Any]] = [
         "kind": "SUMMARY",
         "offsets": ["12h"],
         "templates": {
-            "en": ("{team}: today's trainings", "{title} {start_time}"),
-            "fr": ("{team} : les entraînements du jour", "{title} {start_time}"),
+            "en": (_("{team}: today's trainings"), "{title} {start_time}"),
         },
     },
     {
@@ -86,13 +77,14 @@ COACH_RULES: list[dict[str, Any]] = [
         "kind": "DECLINED",
         "offsets": ["3h"],
         "templates": {
-            "en": ("{team}: a player declined", "{title} {start_time}"),
-            "fr": ("{team} : un joueur s'est désisté", "{title} {start_time}"),
+            "en": (_("{team}: a player declined"), "{title} {start_time}"),
         },
     },
 ]
 # Every default rule: migration 0002 seeded the players' (`RULES`), 0024 the coaches'.
 ALL_RULES = RULES + COACH_RULES
+# The shipped English texts: a template still saying one of these is translated for its reader.
+SHIPPED_TEXTS = frozenset(text for spec in ALL_RULES for text in spec["templates"]["en"])
 
 
 def rules_seed(rule_model: Any, template_model: Any, specs: list[dict[str, Any]] = ALL_RULES) -> None:

@@ -16,18 +16,25 @@ from trainings.fairness import reminders_order
 from trainings.push.queue import push_queue_names
 from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.services import (
+    CANCELLED_NOTICE_HANDLER,
     MOVED_NOTICE_HANDLER,
     QUIET_RELEASE_HANDLER,
     quiet_release,
     reminders_fire,
+    training_cancelled_notify,
     training_moved_notify,
 )
+from trainings.webhooks.events import KEY_PREFIX as WEBHOOK_KEY_PREFIX
 
 # Only this app's services create these jobs: an API caller can neither take one of their keys first
 # nor name the handler (it pushes to any training's players).
 keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
-keys_reserve(r"trainings-(quiet-release|moved-notice)-", owner="the trainings app (held and moved pushes)")
+keys_reserve(
+    r"trainings-(quiet-release|moved-notice|cancelled-notice)-",
+    owner="the trainings app (held pushes, moved and cancelled notices)",
+)
 keys_reserve(KEY_PREFIX, owner="the trainings app (coaches' digests and alerts)")
+keys_reserve(WEBHOOK_KEY_PREFIX, owner="the trainings app (events to the platform's webhooks)")
 # A message on the push queue is a push the gateway sends to a phone or an inbox: no API caller publishes
 # there or to its dead letters, whatever the queues are named.
 queues_reserve(push_queue_names, owner="the push gateway's pushes or dead letters")
@@ -48,6 +55,12 @@ def training_quiet_release(delivery: Delivery) -> None:
 def training_moved_notice(delivery: Delivery) -> None:
     """The training moved: tell the players already reminded (payload: the training and its new start)."""
     training_moved_notify(delivery=delivery)
+
+
+@register(CANCELLED_NOTICE_HANDLER)
+def training_cancelled_notice(delivery: Delivery) -> None:
+    """The training is cancelled: tell the players who accepted or were reminded (payload: the training)."""
+    training_cancelled_notify(delivery=delivery)
 
 
 @register(COACH_RELEASE_HANDLER)

@@ -183,7 +183,8 @@ def held_pushes_release(
     order, each decided again against the training as it is then. Returns how many were released,
     withdrawn and skipped.
 
-    1. Under the rows' locks: a push for a cancelled training, a removed or deactivated rule, a player
+    1. Under the rows' locks: a push for a cancelled training (but its "cancelled" notice: withdrawn when the
+       training is restored), a removed or deactivated rule, a player
        the rule no longer chases (answered, declined overnight), a person it no longer reminds for the
        player (the team's `reminds` or the guardianship changed), or a training moved by at least
        TRAININGS_MOVE_REPEAT_MINUTES (its reminders start again at the new times) is withdrawn; one whose
@@ -212,7 +213,9 @@ def held_pushes_release(
         for push in held:
             rule = push.rule
             kind = kinds.of(push.kind)
-            if training.cancelled:
+            if kind is kinds.CANCELLED and not training.cancelled:
+                _settle(push, PushStatus.WITHDRAWN, "training restored while held")
+            elif training.cancelled and kind is not kinds.CANCELLED:
                 _settle(push, PushStatus.WITHDRAWN, "training cancelled while held")
             elif not kind.rule:  # a notice (the training moved): no rule to ask again, its audience only
                 if kind.code not in left_out:

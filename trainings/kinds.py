@@ -26,6 +26,8 @@ from django.apps import apps
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils.choices import CallableChoiceIterator
+from django.utils.translation import gettext
+from django.utils.translation import gettext_noop as _
 
 from trainings.digest import timing
 from trainings.offsets import Offset, offset_between
@@ -129,7 +131,7 @@ class Kind:
     """One reminder kind (or notice kind, `rule=False`: sent by the app itself, never by a rule)."""
 
     code: str  # stored in rules, pushes and answers: never renamed
-    label: str  # what coaches and operators read
+    label: str  # what coaches and operators read: an English msgid (`label_text` in the reader's language)
     anchor: Literal["start", "end"]  # the training time its offsets count from
     sign: Literal[-1, 1]  # -1: offsets before the anchor, +1: after it
     closes: Callable[[TrainingTimes], datetime]  # when its pushes are no use any more (their expiry)
@@ -137,7 +139,9 @@ class Kind:
     screen: str  # what the app opens for its pushes (`screen` in their data)
     audience: Q = field(default=NOT_DECLINED)  # who on the list it asks, while the answer is missing
     rule: bool = True  # operators may make rules of it
-    # What an answer link asks, per language ({title}, {start_date}, {start_time}, {time_zone}).
+    # The texts people read are given in English, as msgids (marked with gettext_noop); every other language
+    # comes from the catalogs in locale/ (docs/development.md, "Languages"), never from this table.
+    # What an answer link asks ({title}, {start_date}, {start_time}, {time_zone}).
     questions: Mapping[str, str] = field(default_factory=dict)
     # The same asked of a guardian about their player (also {player}): trainings/models/guardians.py.
     guardian_questions: Mapping[str, str] = field(default_factory=dict)
@@ -147,8 +151,8 @@ class Kind:
     # A coaches' kind's instants for a training, from its team's settings (trainings/digest/timing.py);
     # a players' kind's are its rule's offsets.
     instants: Callable[[Any], list[tuple[datetime, Offset]]] | None = None
-    # A notice's (title, body) per language, English the fallback ({title}, {start_date}, {start_time},
-    # {time_zone}): trainings/rendering.py, `notice_render`. Rules' texts are their templates instead.
+    # A notice's (title, body) in English ({title}, {start_date}, {start_time}, {time_zone}):
+    # trainings/rendering.py, `notice_render`. Rules' texts are their templates instead.
     notice: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -192,6 +196,11 @@ class Kind:
     def short(self) -> str:
         """Its name in a column heading of the coach's pages ("pre" answers, "lineup" questionnaire)."""
         return self.code.lower().replace("_", " ")
+
+    @property
+    def label_text(self) -> str:
+        """The label in the active language (the admin's: the coach's or the browser's)."""
+        return gettext(self.label)
 
     @property
     def when(self) -> str:
@@ -240,17 +249,28 @@ def coach_kinds() -> Iterator[Kind]:
 
 
 # Choices of the columns that store codes, read when asked (callables: a new kind needs no migration).
+_WHERE = {
+    (-1, "start"): _("before start"),
+    (1, "start"): _("after start"),
+    (-1, "end"): _("before end"),
+    (1, "end"): _("after end"),
+}
+
+
 def rule_choices() -> list[tuple[str, str]]:
-    return [(kind.code, f"{kind.label} ({kind.when.replace('the ', '')})") for kind in rule_kinds()]
+    return [
+        (kind.code, f"{kind.label_text} ({gettext(_WHERE[kind.sign, kind.anchor])})") for kind in rule_kinds()
+    ]
 
 
 def any_rule_choices() -> list[tuple[str, str]]:
     """A rule's kind: the players' kinds and the coaches'."""
-    return rule_choices() + [(kind.code, f"{kind.label} (coaches)") for kind in coach_kinds()]
+    coaches = gettext("coaches")
+    return rule_choices() + [(kind.code, f"{kind.label_text} ({coaches})") for kind in coach_kinds()]
 
 
 def push_choices() -> list[tuple[str, str]]:
-    return [(kind.code, kind.label) for kind in KINDS.values()]
+    return [(kind.code, kind.label_text) for kind in KINDS.values()]
 
 
 def questionnaire_kinds() -> list[Kind]:
@@ -259,7 +279,7 @@ def questionnaire_kinds() -> list[Kind]:
 
 
 def questionnaire_choices() -> list[tuple[str, str]]:
-    return [(kind.code, kind.label) for kind in questionnaire_kinds()]
+    return [(kind.code, kind.label_text) for kind in questionnaire_kinds()]
 
 
 def live(choices: Callable[[], list[tuple[str, str]]]) -> Sequence[tuple[str, str]]:
@@ -271,47 +291,46 @@ def live(choices: Callable[[], list[tuple[str, str]]]) -> Sequence[tuple[str, st
 PRE = register(
     Kind(
         code="PRE",
-        label="Pre-training questionnaire",
+        label=_("Pre-training questionnaire"),
         anchor="start",
         sign=-1,
         closes=at_start,
         answer=Questionnaire("PRE"),
         screen="questionnaire",
         questions={
-            "en": "Your pre-training questionnaire for {title} on {start_date} at {start_time} "
-            "({time_zone}).",
-            "fr": "Ton questionnaire avant {title}, le {start_date} à {start_time} ({time_zone}).",
+            "en": _(
+                "Your pre-training questionnaire for {title} on {start_date} at {start_time} ({time_zone})."
+            ),
         },
         guardian_questions={
-            "en": "{player}'s pre-training questionnaire for {title} on {start_date} at {start_time} "
-            "({time_zone}).",
-            "fr": "Questionnaire de {player} avant {title}, le {start_date} à {start_time} ({time_zone}).",
+            "en": _(
+                "{player}'s pre-training questionnaire for {title} on {start_date} at {start_time} "
+                "({time_zone})."
+            ),
         },
     )
 )
 POST = register(
     Kind(
         code="POST",
-        label="Post-training questionnaire",
+        label=_("Post-training questionnaire"),
         anchor="end",
         sign=1,
         closes=_post_questionnaire_closes,
         answer=Questionnaire("POST"),
         screen="questionnaire",
         questions={
-            "en": "Your post-training questionnaire for {title} of {start_date} ({time_zone}).",
-            "fr": "Ton questionnaire après {title} du {start_date} ({time_zone}).",
+            "en": _("Your post-training questionnaire for {title} of {start_date} ({time_zone})."),
         },
         guardian_questions={
-            "en": "{player}'s post-training questionnaire for {title} of {start_date} ({time_zone}).",
-            "fr": "Questionnaire de {player} après {title} du {start_date} ({time_zone}).",
+            "en": _("{player}'s post-training questionnaire for {title} of {start_date} ({time_zone})."),
         },
     )
 )
 INVITATION = register(
     Kind(
         code="INVITATION",
-        label="Invitation",
+        label=_("Invitation"),
         anchor="start",
         sign=-1,
         closes=at_start,
@@ -319,39 +338,38 @@ INVITATION = register(
         screen="invitation",
         audience=EVERYONE_INVITED,
         questions={
-            "en": "Will you come to {title} on {start_date} at {start_time} ({time_zone})?",
-            "fr": "Viendras-tu à {title} le {start_date} à {start_time} ({time_zone}) ?",
+            "en": _("Will you come to {title} on {start_date} at {start_time} ({time_zone})?"),
         },
         guardian_questions={
-            "en": "Will {player} come to {title} on {start_date} at {start_time} ({time_zone})?",
-            "fr": "{player} viendra-t-il ou elle à {title} le {start_date} à {start_time} ({time_zone}) ?",
+            "en": _("Will {player} come to {title} on {start_date} at {start_time} ({time_zone})?"),
         },
         open_from_creation=True,
     )
 )
-# "The training moved" (trainings/notices.py): to players already reminded, who have not declined.
-MOVED = register(
-    Kind(
-        code="MOVED",
-        label="Training moved",
-        anchor="start",
-        sign=-1,
-        closes=at_start,
-        answer=None,
-        screen="training",
-        rule=False,
-        notice={
-            "en": (
-                "Training moved: {title}",
-                "{title} now starts on {start_date} at {start_time} ({time_zone}).",
-            ),
-            "fr": (
-                "Entraînement déplacé : {title}",
-                "{title} commence désormais le {start_date} à {start_time} ({time_zone}).",
-            ),
-        },
-    )
-)
+
+
+def _notice(code: str, label: str, notice: Mapping[str, tuple[str, str]]) -> Kind:
+    """A notice of a change to a training (trainings/notices.py): nobody answers it, it opens the training,
+    no rule sends it, and it is of no use once the training has started. Its English texts are msgids."""
+    return register(Kind(code=code, label=label, anchor="start", sign=-1, closes=at_start, answer=None,
+                         screen="training", rule=False, notice=notice))  # fmt: skip
+
+
+# "The training moved": to players already reminded, who have not declined.
+MOVED = _notice("MOVED", _("Training moved"), {
+    "en": (
+        _("Training moved: {title}"),
+        _("{title} now starts on {start_date} at {start_time} ({time_zone})."),
+    ),
+})  # fmt: skip
+# "The training is cancelled": to invited players who accepted or whom a push of it reached, never to one who
+# declined.
+CANCELLED = _notice("CANCELLED", _("Training cancelled"), {
+    "en": (
+        _("Training cancelled: {title}"),
+        _("{title} on {start_date} at {start_time} ({time_zone}) is cancelled."),
+    ),
+})  # fmt: skip
 
 
 # The coaches' kinds (trainings/digest/): to a team's coaches, at the team's times (`Team.digest_*`); they
@@ -372,8 +390,8 @@ def _to_coaches(code: str, label: str, instants: Callable[[Any], list[tuple[date
     )
 
 
-DIGEST = _to_coaches("DIGEST", "Coach's digest before a training", timing.digest_instants)
-SUMMARY = _to_coaches("SUMMARY", "Coach's morning summary", timing.morning_instants)
+DIGEST = _to_coaches("DIGEST", _("Coach's digest before a training"), timing.digest_instants)
+SUMMARY = _to_coaches("SUMMARY", _("Coach's morning summary"), timing.morning_instants)
 # Fires on the answer (trainings/digest/alerts.py): a player declined less than `Team.decline_alert_within`
 # before the start.
-DECLINED = _to_coaches("DECLINED", "Late decline alert", timing.never)
+DECLINED = _to_coaches("DECLINED", _("Late decline alert"), timing.never)

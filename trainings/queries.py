@@ -20,6 +20,7 @@ from trainings.models import (
     Push,
     PushMinute,
     PushSend,
+    Questionnaire,
     QuestionnaireAnswer,
     Team,
     Training,
@@ -159,20 +160,25 @@ SELECT target.*, c.status IS NOT NULL, c.status, c.responded_at, c.response_sour
   FROM target LEFT JOIN changed c ON true
 """  # noqa: S608 - table names from the models; the values are bound parameters
 
-_STORED_ANSWER = " AS open, q.answers, q.answered_at, q.source, q.answered_by_id"
-# The same for a questionnaire link: the target with the answers already stored, and the answers recorded
-# (inserted, or updated when they differ) only when the link may still be answered.
+_STORED_ANSWER = (
+    " AS open, q.answers, q.answered_at, q.source, q.answered_by_id, COALESCE(qn.revision, 0) AS revision"
+)
+# The same for a questionnaire link: the target with the answers already stored and the revision of the
+# team's questionnaire (0: the built-in questions), and the answers recorded (inserted, or updated when
+# they differ) only when the link may still be answered and the answers were checked against this team's
+# questionnaire at this revision (%(team)s, %(revision)s: trainings/answers/questionnaires.py).
 LINK_ANSWERS_RECORD = f"""
 WITH target AS ({_LINK_TARGET_OPEN.replace(" AS open", _STORED_ANSWER)}
       LEFT JOIN {QuestionnaireAnswer._meta.db_table} q
         ON q.training_id = t.id AND q.player_id = %(player)s AND q.phase = %(phase)s
+      LEFT JOIN {Questionnaire._meta.db_table} qn ON qn.team_id = t.team_id AND qn.phase = %(phase)s
      WHERE t.id = %(training)s
 ),
 changed AS (
     INSERT INTO {QuestionnaireAnswer._meta.db_table} AS a (training_id, player_id, phase, answers,
                 answered_at, source, answered_by_id)
     SELECT target.id, target.player_id, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s, NULL::bigint
-      FROM target WHERE target.open
+      FROM target WHERE target.open AND target.team_id = %(team)s AND target.revision = %(revision)s
     ON CONFLICT (training_id, player_id, phase) DO UPDATE
        SET answers = EXCLUDED.answers, answered_at = EXCLUDED.answered_at, source = EXCLUDED.source,
            answered_by_id = EXCLUDED.answered_by_id

@@ -11,14 +11,17 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.utils import formats, translation
+from django.utils.translation import gettext_noop
 
+from common.i18n import spoken, translated
 from reminders.api import Delivery
 from trainings import kinds
+from trainings.defaults import SHIPPED_TEXTS
 from trainings.models import PushStatus, ReminderRule, ReminderTemplate, Training, render_template
 from trainings.offsets import Offset, is_time_zone, offset_between
 
 _FALLBACK_TITLE = "{title}"
-_FALLBACK_BODY = "Reminder: {title} starts {start_date} at {start_time}."
+_FALLBACK_BODY = gettext_noop("Reminder: {title} starts {start_date} at {start_time}.")
 
 
 class Addressee(Protocol):
@@ -56,6 +59,22 @@ def pick_template(templates: Iterable[ReminderTemplate], language: str) -> Remin
     return min(by_language.items())[1] if by_language else None
 
 
+def template_texts(template: ReminderTemplate | None, language: str) -> tuple[str, str, str]:
+    """(language, title, body) of a rule's message for a reader of `language` (a spoken one).
+
+    A template in the reader's language is shown as typed. Another one (the English) is translated from
+    the catalogs while its texts are the shipped ones (trainings/defaults.py), and shown as typed, in its
+    own language, once someone wrote their own: a coach's words are data, not msgids.
+    """
+    if template is None:
+        return language, _FALLBACK_TITLE, translated(language, _FALLBACK_BODY)
+    if template.language.lower() == language or not (
+        template.title in SHIPPED_TEXTS and template.body in SHIPPED_TEXTS
+    ):
+        return template.language, template.title, template.body
+    return language, translated(language, template.title), translated(language, template.body)
+
+
 # A start's local time and date texts by (start, zone, language): the trainings of a due minute mostly
 # start at the same time, and formatting in a language is most of a render.
 StartTexts = dict[tuple[datetime, str, str], tuple[str, str]]
@@ -83,8 +102,8 @@ def push_render(
     offset: Offset,
     start_texts: StartTexts | None = None,
 ) -> Rendered:
-    template = pick_template(templates, player.language or settings.LANGUAGE_CODE)
-    language = template.language if template else settings.LANGUAGE_CODE
+    wanted = spoken(player.language)
+    language, title, body = template_texts(pick_template(templates, wanted), wanted)
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
     start_time, start_date = _start_texts(training.start, zone_name, language, start_texts)
     values = {
@@ -96,8 +115,6 @@ def push_render(
         "time_zone": zone_name,
         "offset": offset.human(),
     }
-    title = template.title if template else _FALLBACK_TITLE
-    body = template.body if template else _FALLBACK_BODY
     return Rendered(
         language=language, title=render_template(title, values), body=render_template(body, values)
     )
@@ -110,8 +127,9 @@ def offset_at(*, training: Training, kind: str, now: datetime) -> Offset:
 
 
 def notice_render(*, kind: kinds.Kind, training: Training, player: Addressee) -> Rendered:
-    """A notice of this kind (the training moved), in the player's language (English otherwise) and zone."""
-    language = player.language if player.language in kind.notice else "en"
+    """A notice of this kind (the training moved), in the player's language (English otherwise) and zone:
+    the kind's English texts are msgids, translated from the catalogs."""
+    language = spoken(player.language)
     zone_name = player.time_zone if is_time_zone(player.time_zone) else training.time_zone
     local_start = training.start.astimezone(ZoneInfo(zone_name))
     with translation.override(language):
@@ -121,7 +139,7 @@ def notice_render(*, kind: kinds.Kind, training: Training, player: Addressee) ->
             "start_date": formats.date_format(local_start, "DATE_FORMAT"),
             "time_zone": zone_name,
         }
-    title, body = kind.notice[language]
+    title, body = (translated(language, text) for text in kind.notice["en"])
     return Rendered(
         language=language, title=render_template(title, values), body=render_template(body, values)
     )

@@ -227,6 +227,7 @@ class Answered:
 
     at: datetime | None
     how: str = ""  # "from the notification, 3 min after the 60-min reminder" ("" when none)
+    values: dict[str, Any] = field(default_factory=dict)  # the answers, by question id
 
 
 @dataclass(frozen=True)
@@ -253,12 +254,10 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
     and the guardians who answered (one, when any did).
     """
     invitations = list(training.invitations.select_related("player").order_by("player__name"))
-    answered = {
-        (player_id, phase): (at, source, by)
-        for player_id, phase, at, source, by in training.answers.values_list(
-            "player_id", "phase", "answered_at", "source", "answered_by_id"
-        )
-    }
+    stored = list(training.answers.values_list(
+        "player_id", "phase", "answered_at", "source", "answered_by_id", "answers"))  # fmt: skip
+    answered = {(player_id, phase): (at, source, by) for player_id, phase, at, source, by, _ in stored}
+    values = {(player_id, phase): given for player_id, phase, *_, given in stored}
     by_guardian = _answered_by(
         {(i.player_id, i.responded_by_id) for i in invitations if i.responded_by_id is not None}
         | {(player_id, by) for (player_id, _), (_, _, by) in answered.items() if by is not None},
@@ -296,9 +295,8 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
 
     def cell(pid: int, code: str) -> Answered:
         at, source, by = answered.get((pid, code), (None, "", None))
-        return Answered(
-            at, answer_how(source, at, sent_of.get((pid, code)), by=by_guardian.get((pid, by), ""))
-        )
+        how = answer_how(source, at, sent_of.get((pid, code)), by=by_guardian.get((pid, by), ""))
+        return Answered(at, how, values.get((pid, code)) or {})
 
     rows = []
     for invitation in invitations:

@@ -2,8 +2,8 @@
 
 Each concept has its own module: trainings.writes (trainings, responses, rules), trainings.scheduling
 (a training's reminder jobs), trainings.firing (a reminder fires; remind now), trainings.publishing (pushes
-to the queue), trainings.held (quiet hours), trainings.notices (moved notices) and trainings.access (the
-coaches' group).
+to the queue), trainings.held (quiet hours), trainings.notices (moved and cancelled notices) and
+trainings.access (the coaches' group).
 Patch a name where it is used (its module), not here.
 """
 
@@ -19,8 +19,13 @@ from trainings.held import (
     quiet_release_key,
 )
 from trainings.notices import (
+    CANCELLED_NOTICE_HANDLER,
+    CANCELLED_TOLD,
     MOVED_NOTICE_HANDLER,
+    cancelled_notice_key,
     moved_notice_key,
+    training_cancelled_notice_schedule,
+    training_cancelled_notify,
     training_moved_notice_schedule,
     training_moved_notify,
 )
@@ -44,6 +49,8 @@ from trainings.writes import (
 )
 
 __all__ = [
+    "CANCELLED_NOTICE_HANDLER",
+    "CANCELLED_TOLD",
     "COACH_GROUP",
     "HANDLER_NAME",
     "MOVED_NOTICE_HANDLER",
@@ -51,6 +58,7 @@ __all__ = [
     "JobKeyTaken",
     "RemindResult",
     "answer_record",
+    "cancelled_notice_key",
     "coach_group_ensure",
     "held_pushes_overdue_check",
     "invitation_respond",
@@ -67,6 +75,8 @@ __all__ = [
     "rule_reschedule_on_commit",
     "rule_update",
     "training_cancel",
+    "training_cancelled_notice_schedule",
+    "training_cancelled_notify",
     "training_copy",
     "training_create",
     "training_delete",

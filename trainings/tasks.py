@@ -16,6 +16,7 @@ from trainings.analytics.summary import summaries_refresh
 from trainings.held import held_pushes_overdue_check
 from trainings.retention import trainings_purge_old
 from trainings.scheduling import rule_reschedule_batch_ids, rule_reschedule_trainings
+from trainings.webhooks.subscriptions import subscriptions_failing_disable
 
 
 @shared_task(bind=True, name="trainings.tasks.rule_reschedule", ignore_result=True, max_retries=8)
@@ -58,3 +59,9 @@ def purge_old() -> dict[str, int]:
 def analytics_refresh() -> int:
     """Every few minutes (a beat row made by migration 0020): the analytics summaries up to now."""
     return summaries_refresh()
+
+
+@shared_task(name="trainings.tasks.webhooks_check", ignore_result=True)
+def webhooks_check() -> list[int]:
+    """Every 10 minutes (a beat row made by migration 0039): disable the subscriptions failing for a day."""
+    return subscriptions_failing_disable()

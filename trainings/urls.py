@@ -13,6 +13,7 @@ from trainings.guardians.views import (
     GuardianViewSet,
 )
 from trainings.views import PlayerDeviceViewSet, PlayerPreferencesView, ReminderRuleViewSet, TrainingViewSet
+from trainings.webhooks.views import WebhookViewSet
 
 # SimpleRouter: the reminders router already serves the API root at /api/.
 router = SimpleRouter()
@@ -20,6 +21,8 @@ router.register("trainings", TrainingViewSet, basename="training")
 router.register("reminder-rules", ReminderRuleViewSet, basename="reminder-rule")
 router.register("guardians", GuardianViewSet, basename="guardian")
 router.register("experiments", ExperimentViewSet, basename="experiment")
+# Events back to the platform (trainings/webhooks/).
+router.register("webhooks", WebhookViewSet, basename="webhook")
 
 urlpatterns = [
     *router.urls,

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
+from trainings.answers.questionnaires import AnswersRefused
 from trainings.models import Guardian, Player, ReminderRule, Training
 from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
@@ -89,7 +90,8 @@ _WRITE: dict[str, Any] = {
     partial_update=extend_schema(
         **_WRITE,
         description="Change some fields; pending reminders move with it. "
-        "`cancelled: true` cancels every pending reminder.",
+        "`cancelled: true` cancels every pending reminder and tells the players who accepted or were "
+        "reminded (a `CANCELLED` push, once).",
     ),
     destroy=extend_schema(description="Delete the training and cancel every pending reminder."),
 )
@@ -159,7 +161,10 @@ class TrainingViewSet(viewsets.ModelViewSet):
     )
     def answers(self, request: Request, pk: str | None = None) -> Response:
         training, values = self._player_input(request, AnswerInputSerializer)
-        answer = answer_record(training=training, **values)
+        try:
+            answer = answer_record(training=training, **values)
+        except AnswersRefused as exc:  # the team's questionnaire refuses them: which question, and why
+            raise ValidationError(exc.as_field_errors()) from None
         return Response(AnswerSerializer(answer).data, status=status.HTTP_201_CREATED)
 
     @_player_action(

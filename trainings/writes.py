@@ -23,7 +23,8 @@ from common.history import audited_history
 from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
-from trainings import queries
+from trainings import kinds, queries
+from trainings.answers.questionnaires import answers_valid, definition_of
 from trainings.answers.values import answers_check
 from trainings.critical import CriticalOffsets
 from trainings.digest.alerts import decline_alert_on_commit
@@ -38,9 +39,15 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.notices import moved_notice_key, training_moved_notice_schedule
+from trainings.notices import (
+    cancelled_notice_key,
+    moved_notice_key,
+    training_cancelled_notice_schedule,
+    training_moved_notice_schedule,
+)
 from trainings.scheduling import rules_from_rows, rules_query, training_reminders_schedule
 from trainings.tasks import rule_reschedule
+from trainings.webhooks.events import answer_recorded
 
 
 def _invitations_set(*, training: Training, players: Sequence[Player]) -> None:
@@ -193,7 +200,7 @@ def training_update(
     changes["cancelled"] = cancelled
     with transaction.atomic():
         training = training_lock(training_id=training.pk)
-        moved_from = training.start
+        moved_from, was_cancelled = training.start, training.cancelled
         for name, value in changes.items():
             if value is not _UNSET:
                 setattr(training, name, value)
@@ -204,11 +211,14 @@ def training_update(
         training_reminders_schedule(training=training)
         if training.start != moved_from and not training.cancelled:
             training_moved_notice_schedule(training=training)  # players already reminded hear of it
+        if training.cancelled and not was_cancelled:
+            training_cancelled_notice_schedule(training=training)  # those coming, or reminded, hear of it
     return training
 
 
 def training_cancel(*, training: Training) -> Training:
-    """Cancel the training: every pending reminder is cancelled, the row stays for the record."""
+    """Cancel the training: every pending reminder is cancelled, the row stays for the record, and the
+    players who accepted or were reminded are told (trainings/notices.py)."""
     return training_update(training=training, cancelled=True)
 
 
@@ -240,6 +250,7 @@ def training_delete(*, training: Training) -> int:
             Occurrence.objects.filter(
                 Q(job__key__startswith=f"trainings-quiet-release-{training.pk}-")
                 | Q(job__key=moved_notice_key(training_id=training.pk))
+                | Q(job__key=cancelled_notice_key(training_id=training.pk))
             ),
             reason="training deleted",
         )
@@ -262,15 +273,19 @@ def answer_record(
     """Record (or replace) a player's questionnaire answer; later reminders for that phase skip them.
 
     `source`: how it came in (a coach through the API or the admin, unless said otherwise). `answers` is
-    what an answer link accepts too (`answers_check`: ValueError otherwise)."""
-    answers = answers_check(answers)
-    answer, _ = QuestionnaireAnswer.objects.update_or_create(
-        training=training,
-        player=player,
-        phase=phase,
-        defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source,
-                  "answered_by": None},
-    )  # fmt: skip
+    what an answer link accepts too: checked against the team's questionnaire for `phase`
+    (trainings/answers/questionnaires.py: AnswersRefused, a ValueError, naming the question otherwise)."""
+    answers = answers_valid(definition_of(training.team_id, phase), answers_check(answers))
+    with transaction.atomic():  # the answer and its events (trainings/webhooks/) together
+        answer, _ = QuestionnaireAnswer.objects.update_or_create(
+            training=training,
+            player=player,
+            phase=phase,
+            defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source,
+                      "answered_by": None},
+        )  # fmt: skip
+        answer_recorded(training=training, player_id=player.pk, guardian_id=None, kind=phase,
+                        answer={"answers": answers}, source=source, at=answer.answered_at)  # fmt: skip
     return answer
 
 
@@ -288,7 +303,12 @@ def invitation_respond(
     invitation.responded_at = responded_at or timezone.now()
     invitation.response_source = source
     invitation.responded_by = None  # a coach recorded it, not a guardian
-    invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+    response = "accepted" if status == InvitationStatus.ACCEPTED else "denied"
+    with transaction.atomic():  # the response and its events (trainings/webhooks/) together
+        invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+        answer_recorded(training=lambda: invitation.training, player_id=invitation.player_id,
+                        guardian_id=None, kind=kinds.INVITATION.code, answer={"response": response},
+                        source=source, at=invitation.responded_at)  # fmt: skip
     if status == InvitationStatus.DENIED:  # the coaches may want to know now (trainings/digest/)
         decline_alert_on_commit(training_id=invitation.training_id, player_id=invitation.player_id)
     return invitation

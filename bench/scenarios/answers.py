@@ -141,7 +141,7 @@ class _Client:
             body = (
                 {"response": "accepted" if round_ % 2 == 0 else "denied"}
                 if kind == "INVITATION"
-                else {"answers": {"sleep": 6 + round_, "round": round_}}
+                else {"answers": {"sleep_quality": 1 + round_ % 7, "fatigue": 3, "stress": 2, "soreness": 4}}
             )
             requests.append(["POST", f"/api/answer-links/{token}/", headers, json.dumps(body)])
         done = subprocess.run(

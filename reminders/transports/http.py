@@ -4,9 +4,10 @@ Every request carries the Standard Webhooks headers (`webhook-id`, `webhook-time
 `webhook-signature`; common/signing.py) and, for one more release, `X-Reminders-Signature:
 sha256=<hex HMAC-SHA256 of the body>`. The key is the job's `secret`, else REMINDERS_HTTP_SIGNING_SECRET,
 else one derived from SECRET_KEY (so a request is never unsigned, though only the first two can be
-verified outside). The host is resolved and vetted by `reminders.transports.netguard` here, at send time,
-and the
-connection pinned to the vetted address (DNS rebinding); redirects are never followed.
+verified outside). A secret in the scheme's `whsec_` format signs with the bytes it encodes
+(`common.signing.secret_key`), so the scheme's verifiers take it as is. The host is resolved and vetted
+by `reminders.transports.netguard` here, at send time, and the connection pinned to the vetted address
+(DNS rebinding); redirects are never followed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from rest_framework import serializers
 from urllib3.exceptions import ConnectTimeoutError, HTTPError
 
 import reminders.transports.netguard as netguard
-from common.signing import standard_webhook_headers
+from common.signing import secret_key, standard_webhook_headers
 from reminders.transports.base import CallbackDataSerializer, Delivery, InFlight, Settled, TransportError
 
 logger = logging.getLogger(__name__)
@@ -63,9 +64,9 @@ class _Options:
 
     def signing_key(self, delivery: Delivery) -> bytes:
         if delivery.secret:
-            return delivery.secret.encode()
+            return secret_key(delivery.secret)
         if self.signing_secret:
-            return self.signing_secret.encode()
+            return secret_key(self.signing_secret)
         return self.derived_key
 
 
@@ -76,11 +77,21 @@ class HTTPDataSerializer(CallbackDataSerializer):
     secret = serializers.CharField(max_length=200, required=False, allow_blank=True, write_only=True)
 
     def validate_url(self, value: str) -> str:
-        try:
-            netguard.validate_callback_url(value, allow_private=settings.REMINDERS_HTTP_ALLOW_PRIVATE)
-        except netguard.UnsafeURL as exc:
-            raise serializers.ValidationError(str(exc)) from None
+        refusal = callback_url_refusal(value)
+        if refusal is not None:
+            raise serializers.ValidationError(refusal)
         return value
+
+
+def callback_url_refusal(url: str) -> str | None:
+    """Why an HTTP callback may not go to `url` (scheme, credentials, a private or loopback host unless
+    REMINDERS_HTTP_ALLOW_PRIVATE), or None: the check a job's URL meets when it is stored. The address
+    it resolves to is checked again at each delivery."""
+    try:
+        netguard.validate_callback_url(url, allow_private=settings.REMINDERS_HTTP_ALLOW_PRIVATE)
+    except netguard.UnsafeURL as exc:
+        return str(exc)
+    return None
 
 
 class HTTPTransport:

@@ -1,7 +1,7 @@
 """A coach sets their team's digest times and their own profile in Chromium: the team page's digest
-fields reschedule the team's trainings, the coach's profile page changes their language, and the coaches'
-digests list reads what they were told. Screenshots: var/artifacts/browser/coach-team-digest.png,
-coach-profile.png, coach-digests.png."""
+fields reschedule the team's trainings, the coaches' digests list reads what they were told, and the
+coach's profile page changes their language (the admin's too). Screenshots:
+var/artifacts/browser/coach-team-digest.png, coach-profile.png, coach-digests.png."""
 
 from __future__ import annotations
 
@@ -55,6 +55,13 @@ def test_a_coach_sets_the_digest_times_and_their_profile(live_server: Any, page:
     page.click("input[name=_save]")
     assert "is not an offset" in page.inner_text(".errorlist")  # the field, and why
 
+    page.goto(f"{live_server.url}/admin/trainings/coachpush/")
+    assert "U15" in page.inner_text("#result_list")
+    kinds = page.locator("#changelist-filter details:has(summary:text-is('By kind')) li").all_inner_texts()
+    assert kinds[1:] == [k.label for k in coach_kinds()] and "Invitation" not in kinds, kinds  # coaches' only
+    assert fits_without_sideways_scroll(page)
+    shot(page, "coach-digests")
+
     page.goto(f"{live_server.url}/admin/trainings/coach/")
     assert page.locator("#result_list tbody tr").count() == 1  # their own profile only
     page.goto(f"{live_server.url}/admin/trainings/coach/{coach.pk}/change/")
@@ -65,10 +72,4 @@ def test_a_coach_sets_the_digest_times_and_their_profile(live_server: Any, page:
     page.wait_for_selector(".messagelist")
     coach.refresh_from_db()
     assert (coach.language, coach.channels) == ("fr", "email")
-
-    page.goto(f"{live_server.url}/admin/trainings/coachpush/")
-    assert "U15" in page.inner_text("#result_list")
-    kinds = page.locator("#changelist-filter details:has(summary:text-is('By kind')) li").all_inner_texts()
-    assert kinds[1:] == [k.label for k in coach_kinds()] and "Invitation" not in kinds, kinds  # coaches' only
-    assert fits_without_sideways_scroll(page)
-    shot(page, "coach-digests")
+    assert "Déconnexion" in page.locator("#logout-form").text_content()  # the admin now in their language

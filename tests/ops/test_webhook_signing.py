@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from common.signing import standard_webhook_headers
+from common.signing import secret_new, standard_webhook_headers
 from reminders.transports.base import Delivery
 from reminders.transports.http import HTTPTransport
 from tests.http_receiver import QuietHandler, serving
@@ -93,3 +93,19 @@ def test_the_push_webhook_is_signed_the_same_way(
     assert Webhook(SECRET.encode()).verify(sent, headers)["idempotency_key"] == "occ.7"
     assert headers["webhook-id"] == "occ.7/3"  # one message per (push, device)
     assert headers["x-push-signature"].startswith("sha256=")
+
+
+def test_a_secret_in_the_schemes_format_signs_with_the_bytes_it_encodes(
+    received: tuple[str, list[tuple[dict[str, str], bytes]]],
+) -> None:
+    """`whsec_` + base64: the scheme's verifiers decode it (`Webhook("whsec_...")`), so the engine does."""
+    url, requests = received
+    secret = secret_new()
+    delivery = Delivery(2, "idem-2", "job-2", datetime(2030, 1, 1, tzinfo=UTC), 1, url, {"b": 2}, secret)
+
+    assert HTTPTransport().deliver([delivery]) == {}
+
+    ((headers, body),) = requests
+    assert Webhook(secret).verify(body, headers) == {"b": 2}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret.encode()).verify(body, headers)  # its text is not the key

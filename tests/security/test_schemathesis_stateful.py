@@ -1,11 +1,11 @@
 """Schemathesis's stateful run over every operation of the schema, with every check, as an operator.
 
 The links between operations (a created training's id to its PATCH, DELETE, answers and timeline; a job's
-key to its GET and DELETE; a schedule's key to pause, resume, preview, ...) are inferred by schemathesis
-from the schema. A scenario creates, reads, changes and deletes through them, so the requests reach the
-code behind a real row, not only a 404, and every answer must be documented, never a 5xx, and never
-refuse valid data or accept invalid data. The operator's token sees every team: the seeded team, its
-players and a guardian are there to be named.
+key to its GET and DELETE; a schedule's key to pause, resume, preview; a webhook's id to its DELETE, ...)
+are inferred by schemathesis from the schema. A scenario creates, reads, changes and deletes through them,
+so the requests reach the code behind a real row, not only a 404, and every answer must be documented,
+never a 5xx, and never refuse valid data or accept invalid data. The operator's token sees every team:
+the seeded team, its players and a guardian are there to be named.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ def _valid_body(operation: str, body: dict[str, Any]) -> dict[str, Any] | None:
     if operation == "POST /api/schedules/":
         queue = {"type": "rabbitmq", "data": {"queue": "q.schemathesis", "payload": {}}}
         return {**body, "expression": "@every 1h", "timezone": "UTC", "callback": queue, "throttle": None}
+    if operation == "POST /api/webhooks/":  # a public URL (the SSRF guard refuses the rest with a 400)
+        return {**body, "url": "https://example.com/events", "events": ["answer.recorded", "push.outcome"]}
     return None
 
 

@@ -158,7 +158,7 @@ ROUTES: dict[str, Route] = {
         "root", _TRAINING, lambda w, method: _training(w) if method == "put" else {"title": "Renamed"}
     ),
     "training-answers": Route(
-        "root", _TRAINING, _same(lambda w: {"player": w.player.pk, "phase": "PRE", "answers": {"rpe": 5}})
+        "root", _TRAINING, _same(lambda w: {"player": w.player.pk, "phase": "POST", "answers": {"rpe": 5}})
     ),
     "training-invitation": Route(
         "root", _TRAINING, _same(lambda w: {"player": w.player.pk, "status": "ACCEPTED"})
@@ -185,6 +185,9 @@ ROUTES: dict[str, Route] = {
     ),
     "guardian-preferences": Route(
         "guardian_user", lambda w: {"guardian_pk": w.guardian.pk}, _same(lambda w: QUIET)
+    ),
+    "webhook-list": Route(
+        "root", _NONE, _same(lambda w: {"url": "https://example.com/events", "events": ["answer.recorded"]})
     ),
     "answer-link": Route(
         "anonymous",

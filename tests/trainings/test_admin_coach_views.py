@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from reminders.models import Occurrence, OccurrenceStatus, UserPreference
-from tests.factories import UserFactory, training_made
+from tests.factories import WELLNESS, UserFactory, training_made
 from trainings import kinds
 from trainings.models import (
     Device,
@@ -96,7 +96,7 @@ def test_the_list_shows_local_start_next_reminder_rsvp_and_answer_counts_in_a_fi
     alice, bruno, chloe = (Player.objects.get(name=n) for n in ("Alice", "Bruno", "Chloe"))
     invitation_respond(invitation=first.invitations.get(player=alice), status=InvitationStatus.ACCEPTED)
     invitation_respond(invitation=first.invitations.get(player=bruno), status=InvitationStatus.DENIED)
-    answer_record(training=first, player=alice, phase=kinds.PRE.code, answers={})
+    answer_record(training=first, player=alice, phase=kinds.PRE.code, answers=WELLNESS)
     with CaptureQueriesContext(connection) as one:
         page = browser.get("/admin/trainings/training/").content.decode()
     for n in range(4):
@@ -119,7 +119,7 @@ def test_the_training_page_names_players_in_the_grid_and_the_timeline(
 ) -> None:
     training = _training(team, timezone.now() + dt.timedelta(days=2))
     alice = Player.objects.get(name="Alice")
-    answer_record(training=training, player=alice, phase=kinds.PRE.code, answers={})
+    answer_record(training=training, player=alice, phase=kinds.PRE.code, answers=WELLNESS)
     page = browser.get(f"/admin/trainings/training/{training.pk}/change/").content.decode()
     assert str(training.pk) not in page.split("Player grid", 1)[1].split("</table>", 1)[0]
     for name in ("Alice", "Bruno", "Chloe"):

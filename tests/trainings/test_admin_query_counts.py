@@ -14,7 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.factories import DeviceFactory, MembershipFactory, PlayerFactory, training_made
+from tests.factories import WELLNESS, DeviceFactory, MembershipFactory, PlayerFactory, training_made
 from trainings.models import PushSend, ReminderRule, SendStatus, Team, Training
 from trainings.services import answer_record, coach_group_ensure, training_remind_now
 
@@ -65,7 +65,7 @@ def test_the_page_reads_as_many_statements_for_13_players_as_for_3(
 ) -> None:
     training = training_made(team, timezone.now() + dt.timedelta(days=2))
     alice = training.invitations.get(player__name="Alice").player
-    answer_record(training=training, player=alice, phase="PRE", answers={"sleep": 8})
+    answer_record(training=training, player=alice, phase="PRE", answers=WELLNESS)
     _grow(team, training, rules, 1, "first")
     path = (
         f"/admin/trainings/training/{training.pk}/change/"

@@ -18,7 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from reminders.models import Job, Occurrence
-from tests.factories import training_made
+from tests.factories import RPE, WELLNESS, training_made
 from tests.trainings.conftest import fire
 from trainings.answers.links import SALT, answer_link_read, answer_token, answer_url
 from trainings.answers.recording import LinkGone, answer_link_answer
@@ -132,21 +132,36 @@ def test_get_says_what_the_link_is_for_in_the_players_language_and_zone(
 
 def test_a_questionnaire_link_records_the_answers_idempotently(client: Client, training: Training) -> None:
     path = _path(_player("Alice"), training, "PRE")
-    first = _post(client, path, {"answers": {"sleep": 7, "soreness": 2}})
+    first = _post(client, path, {"answers": {"sleep_quality": 7, "fatigue": 2, "stress": 2, "soreness": 2}})
     assert first.status_code == 200, first.content
     assert first.json()["changed"] is True
     answer = QuestionnaireAnswer.objects.get(training=training, player__name="Alice", phase="PRE")
-    assert (answer.answers, answer.source) == ({"sleep": 7, "soreness": 2}, AnswerSource.PUSH_ACTION)
+    assert (answer.answers, answer.source) == (
+        {"sleep_quality": 7, "fatigue": 2, "stress": 2, "soreness": 2},
+        AnswerSource.PUSH_ACTION,
+    )
 
-    again = _post(client, path, {"answers": {"sleep": 7, "soreness": 2}})
+    again = _post(client, path, {"answers": {"sleep_quality": 7, "fatigue": 2, "stress": 2, "soreness": 2}})
     assert again.json()["changed"] is False
     assert QuestionnaireAnswer.objects.get(pk=answer.pk).answered_at == answer.answered_at  # untouched
 
-    changed = _post(client, path, {"answers": {"sleep": 8}, "source": "app"})
+    changed = _post(
+        client,
+        path,
+        {"answers": {"sleep_quality": 6, "fatigue": 1, "stress": 1, "soreness": 1}, "source": "app"},
+    )
     assert changed.json()["changed"] is True
     answer.refresh_from_db()
-    assert (answer.answers, answer.source) == ({"sleep": 8}, AnswerSource.APP)
-    assert client.get(path).json()["answer"]["answers"] == {"sleep": 8}
+    assert (answer.answers, answer.source) == (
+        {"sleep_quality": 6, "fatigue": 1, "stress": 1, "soreness": 1},
+        AnswerSource.APP,
+    )
+    assert client.get(path).json()["answer"]["answers"] == {
+        "sleep_quality": 6,
+        "fatigue": 1,
+        "stress": 1,
+        "soreness": 1,
+    }
 
 
 def test_an_invitation_answer_is_idempotent_and_may_change_while_open(
@@ -168,8 +183,9 @@ def test_the_body_is_the_documented_shape_and_a_post_costs_two_statements(
     cost): both must agree. On PostgreSQL a POST is counted under the per-address and the per-link limit
     in one statement, and reads the link's target and records the answer in another, whatever the
     answer's history."""
-    for kind, body in (("INVITATION", {"response": "denied"}), ("PRE", {"answers": {"sleep": 7}})):
+    for kind, body in (("INVITATION", {"response": "denied"}), ("PRE", {"answers": WELLNESS})):
         path = _path(_player("Alice"), training, kind)
+        client.get(path)  # as an app does first: this process learns the questions it checks a POST against
         for _ in range(2):  # a new answer, then the same one again (unchanged)
             # SQLite (the embedded default) records through the ORM: only PostgreSQL's count is pinned.
             counted = django_assert_num_queries(2) if connection.vendor == "postgresql" else nullcontext()
@@ -252,7 +268,7 @@ def test_a_player_no_longer_on_the_list_gets_a_410(client: Client, training: Tra
 def test_a_cancelled_training_refuses_its_links_with_a_410(client: Client, training: Training) -> None:
     path = _path(_player("Alice"), training, "PRE")
     training_cancel(training=training)
-    for response in (client.get(path), _post(client, path, {"answers": {"sleep": 7}})):
+    for response in (client.get(path), _post(client, path, {"answers": WELLNESS})):
         assert (response.status_code, response.json()["code"]) == (410, "cancelled")
     assert not QuestionnaireAnswer.objects.exists()
 
@@ -380,7 +396,7 @@ def test_a_late_decline_through_a_link_alerts_the_coaches_when_the_team_asks(
 
 @pytest.mark.parametrize(
     ("kind", "values"),
-    [("INVITATION", {"response": "denied"}), ("PRE", {"answers": {"sleep": 7}}), ("POST", {"answers": {}})],
+    [("INVITATION", {"response": "denied"}), ("PRE", {"answers": WELLNESS}), ("POST", {"answers": RPE})],
 )
 def test_a_post_is_refused_from_the_instant_its_window_closes_and_writes_nothing(
     training: Training, kind: str, values: dict[str, Any], settings: Any

@@ -1,7 +1,7 @@
 """One check for a questionnaire's answers, whichever way they come in: an answer link's API, the email
 answer page, the coaches' and operators' `POST /api/trainings/<id>/answers/` and the service call behind
 it. What one refuses (not an object, more than 100 keys, more than 20,000 characters of JSON) none
-stores. The admin shows answers and writes none (its inline is read-only)."""
+stores; each also meets the team's questions (tests/trainings/test_questionnaires.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 
 from tests.clients import api_as
-from tests.factories import UserFactory, training_made
+from tests.factories import WELLNESS, UserFactory, training_made
 from trainings.answers.links import answer_token
 from trainings.answers.values import MAX_ANSWER_CHARS, MAX_ANSWER_KEYS
 from trainings.models import Player, QuestionnaireAnswer, Team, Training
@@ -29,7 +29,6 @@ REFUSED = {
     "101 keys": {f"q{n}": n for n in range(MAX_ANSWER_KEYS + 1)},
     "too long": {"notes": "x" * MAX_ANSWER_CHARS},
 }
-MOST = {f"q{n}": n for n in range(MAX_ANSWER_KEYS)}
 
 
 @pytest.fixture
@@ -70,13 +69,13 @@ def test_every_api_way_in_refuses_the_same_answers_and_stores_nothing(
 
 
 @pytest.mark.parametrize("way", WAYS_IN)
-def test_every_api_way_in_takes_an_object_of_a_hundred_answers(
+def test_every_api_way_in_takes_an_answer_to_the_teams_questions(
     training: Training, alice: Player, way: str
 ) -> None:
-    response = WAYS_IN[way](training, alice, MOST)
+    response = WAYS_IN[way](training, alice, WELLNESS)
 
     assert response.status_code in (200, 201), response.content
-    assert QuestionnaireAnswer.objects.get(player=alice).answers == MOST
+    assert QuestionnaireAnswer.objects.get(player=alice).answers == WELLNESS
 
 
 @pytest.mark.parametrize("what", REFUSED)
@@ -87,13 +86,19 @@ def test_the_service_refuses_them_too(training: Training, alice: Player, what: s
 
 
 def test_the_email_page_stores_what_the_same_check_takes(training: Training, alice: Player) -> None:
-    """The page's form carries one free-text field; its answers are `{"notes": ...}`, cut to 2,000."""
+    """The page's form carries one field per question; a note over 2,000 characters is refused (400, the
+    page saying why) and nothing is stored; within it, the answers are stored as the API would."""
     token = answer_token(player_id=alice.pk, training_id=training.pk, kind="PRE", channel="email")
+    form = {f"q-{key}": str(value) for key, value in WELLNESS.items()}
 
-    response = Client().post(f"/answer/{token}/", {"notes": "n" * (2 * MAX_ANSWER_CHARS)})
+    refused = Client().post(f"/answer/{token}/", {**form, "q-notes": "n" * 2001})
+    assert refused.status_code == 400
+    assert "at most 2000 characters" in refused.content.decode()
+    assert not QuestionnaireAnswer.objects.exists()
 
+    response = Client().post(f"/answer/{token}/", {**form, "q-notes": "n" * 2000})
     assert response.status_code == 200
-    assert QuestionnaireAnswer.objects.get(player=alice).answers == {"notes": "n" * 2000}
+    assert QuestionnaireAnswer.objects.get(player=alice).answers == {**WELLNESS, "notes": "n" * 2000}
 
 
 def test_the_schema_says_what_is_taken() -> None:

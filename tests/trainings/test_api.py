@@ -139,7 +139,7 @@ def test_it_records_an_answer_and_an_invitation_response(api_a, team) -> None:
     alice = Player.objects.get(name="Alice")
     url = f"/api/trainings/{created['id']}"
     answer = api_a.post(
-        f"{url}/answers/", {"player": alice.pk, "phase": "PRE", "answers": {"rpe": 6}}, format="json"
+        f"{url}/answers/", {"player": alice.pk, "phase": "POST", "answers": {"rpe": 6}}, format="json"
     )
     assert answer.status_code == 201, answer.json()
     assert QuestionnaireAnswer.objects.get(training_id=created["id"], player=alice).answers == {"rpe": 6}

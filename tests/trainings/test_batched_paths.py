@@ -15,7 +15,7 @@ from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Job, Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
+from tests.factories import ANSWERED, MembershipFactory, PlayerFactory, TeamFactory
 from trainings import kinds
 from trainings.models import (
     Invitation,
@@ -119,7 +119,11 @@ def _mixed_answers(training: Training) -> int:
         phases = {0: [kinds.PRE.code, kinds.POST.code], 3: [kinds.PRE.code]}.get(i % 4, [])
         for phase in phases:
             QuestionnaireAnswer.objects.create(
-                training=training, player_id=invitation.player_id, phase=phase, answers={}, answered_at=now
+                training=training,
+                player_id=invitation.player_id,
+                phase=phase,
+                answers=ANSWERED[phase],
+                answered_at=now,
             )
     leaver = invitations[-1].player_id
     Membership.objects.filter(team=training.team, player_id=leaver).update(active=False)

@@ -13,7 +13,14 @@ import pytest
 from django.utils import timezone
 
 from reminders.models import Job, Occurrence
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
+from tests.factories import (
+    WELLNESS,
+    MembershipFactory,
+    PlayerFactory,
+    TeamFactory,
+    UserFactory,
+    training_made,
+)
 from tests.peers.apns_fcm import ApnsPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
@@ -78,7 +85,7 @@ def _answers(training: Training) -> None:
     invitation."""
     invitation_respond(invitation=Invitation.objects.get(training=training, player=_player("Dan")),
                        status=InvitationStatus.ACCEPTED)  # fmt: skip
-    answer_record(training=training, player=_player("Dan"), phase="PRE", answers={})
+    answer_record(training=training, player=_player("Dan"), phase="PRE", answers=WELLNESS)
     invitation_respond(invitation=Invitation.objects.get(training=training, player=_player("Chloé")),
                        status=InvitationStatus.ACCEPTED)  # fmt: skip
     invitation_respond(invitation=Invitation.objects.get(training=training, player=_player("Eve")),
@@ -150,7 +157,7 @@ def test_a_digest_with_nobody_missing_is_skipped_and_recorded(
     training = training_made(u15, START)
     for invitation in Invitation.objects.filter(training=training):
         invitation_respond(invitation=invitation, status=InvitationStatus.ACCEPTED)
-        answer_record(training=training, player=invitation.player, phase="PRE", answers={})
+        answer_record(training=training, player=invitation.player, phase="PRE", answers=WELLNESS)
     occurrence = _digest(training)
     assert fire(occurrence).delivered == 1
     run = ReminderRun.objects.get(occurrence_key=occurrence.idempotency_key)
@@ -200,7 +207,7 @@ def test_the_coachs_quiet_hours_hold_the_digest_and_the_release_decides_again(
     )
     for invitation in Invitation.objects.filter(training=training):  # everyone answers meanwhile
         invitation_respond(invitation=invitation, status=InvitationStatus.ACCEPTED)
-        answer_record(training=training, player=invitation.player, phase="PRE", answers={})
+        answer_record(training=training, player=invitation.player, phase="PRE", answers=WELLNESS)
     release = Occurrence.objects.get(job__key=f"trainings-coach-release-{held.pk}")
     assert release.fire_at == held.release_at
     fire(release)

@@ -12,12 +12,16 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from tests.factories import WELLNESS
 from tests.trainings.push_fixtures import message
 from trainings import kinds
 from trainings.models import Invitation, InvitationStatus, Player, ReminderRule, Training
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.providers import providers_from_settings
 from trainings.recipients import reminder_recipients
+
+# The email page's form: one field per question of the built-in wellness check.
+WELLNESS_FORM = {f"q-{key}": str(value) for key, value in WELLNESS.items()}
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +63,7 @@ def test_the_demo_prints_an_answer_link_per_player_that_answers_in_one_tap(setti
         assert page.status_code == 200 and b'<form method="post"' in page.content
 
     assert "Demo Bruno" in _chased("Demo pre-training", "pre-questionnaire")
-    answered = browser.post(_path(links["Bruno"][1], settings), {"notes": "slept well"})
+    answered = browser.post(_path(links["Bruno"][1], settings), {**WELLNESS_FORM, "q-notes": "slept well"})
     assert answered.status_code == 200 and "✓" in answered.content.decode()
     assert "Demo Bruno" not in _chased("Demo pre-training", "pre-questionnaire")
     assert "Demo Chloe" in _chased("Demo pre-training", "pre-questionnaire")
@@ -94,7 +98,7 @@ def test_in_development_the_push_line_carries_the_answer_page_and_it_works(
     [url] = re.findall(r" answer=(http\S+)", line)
     browser = Client()
     assert browser.get(_path(url, settings)).status_code == 200
-    assert browser.post(_path(url, settings), {"notes": "legs heavy"}).status_code == 200
+    assert browser.post(_path(url, settings), {**WELLNESS_FORM, "q-notes": "legs heavy"}).status_code == 200
     assert "Demo Chloe" not in _chased("Demo pre-training", "pre-questionnaire")
     training = Training.objects.get(title="Demo pre-training")
     assert training.answers.filter(player__name="Demo Chloe", phase=kinds.PRE.code).exists()

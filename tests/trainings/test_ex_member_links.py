@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.factories import GuardianFactory, training_made
+from tests.factories import WELLNESS, GuardianFactory, training_made
 from trainings.answers.links import answer_token
 from trainings.models import (
     Invitation,
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.django_db]
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
 TITLE, PLACE = "Secret session", "Hidden Stadium"
-BODIES = {"INVITATION": {"response": "accepted"}, "PRE": {"answers": {"sleep": 8}}}
+BODIES = {"INVITATION": {"response": "accepted"}, "PRE": {"answers": WELLNESS}}
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def _api(method: str, token: str, kind: str) -> Any:
         return client.get(path)
     if method == "POST json":  # the lean path: opened and answered in one statement on PostgreSQL
         return client.post(path, data=json.dumps(BODIES[kind]), content_type="application/json")
-    form = {"response": "accepted"} if kind == "INVITATION" else {"answers": json.dumps({"sleep": 8})}
+    form = {"response": "accepted"} if kind == "INVITATION" else {"answers": json.dumps(WELLNESS)}
     return client.post(path, form)  # DRF's path: the link opened first, then the body validated
 
 
@@ -67,7 +67,10 @@ def _email(method: str, token: str, kind: str) -> Any:
     path, client = f"/answer/{token}/", Client()
     if method == "GET":
         return client.get(path)
-    return client.post(path, {"response": "accepted"} if kind == "INVITATION" else {"notes": "slept well"})
+    return client.post(
+        path,
+        {"response": "accepted"} if kind == "INVITATION" else {f"q-{k}": str(v) for k, v in WELLNESS.items()},
+    )
 
 
 def _nothing_said_or_recorded(response: Any, training: Training, player: Player) -> None:

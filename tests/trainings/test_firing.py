@@ -12,7 +12,7 @@ from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
-from tests.factories import training_made
+from tests.factories import RPE, WELLNESS, training_made
 from tests.trainings.conftest import fire
 from trainings import kinds
 from trainings.models import (
@@ -70,7 +70,7 @@ def test_a_player_who_answers_after_the_75_minute_reminder_gets_none_at_60(train
     assert fire(at_75).delivered == 1
     assert _pushed(training, at_75) == ["Alice", "Bruno", "Chloe"]
 
-    answer_record(training=training, player=_player("Bruno"), phase=kinds.PRE.code, answers={"sleep": 7})
+    answer_record(training=training, player=_player("Bruno"), phase=kinds.PRE.code, answers=WELLNESS)
 
     at_60 = _occurrence(training, pre, START - dt.timedelta(minutes=60))
     assert fire(at_60).delivered == 1
@@ -78,7 +78,7 @@ def test_a_player_who_answers_after_the_75_minute_reminder_gets_none_at_60(train
 
 
 def test_a_post_answer_does_not_silence_the_pre_reminders(training, rules) -> None:
-    answer_record(training=training, player=_player("Alice"), phase=kinds.POST.code, answers={})
+    answer_record(training=training, player=_player("Alice"), phase=kinds.POST.code, answers=RPE)
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
     fire(at_15)
     assert _pushed(training, at_15) == ["Alice", "Bruno", "Chloe"]
@@ -114,7 +114,7 @@ def test_a_player_who_denied_is_not_chased_for_questionnaires(training, rules) -
 def test_nobody_left_is_a_normal_recorded_outcome(training, rules) -> None:
     for player in training.invitations.values_list("player", flat=True):
         answer_record(
-            training=training, player=Player.objects.get(pk=player), phase=kinds.PRE.code, answers={}
+            training=training, player=Player.objects.get(pk=player), phase=kinds.PRE.code, answers=WELLNESS
         )
     at_30 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=30))
     assert fire(at_30).delivered == 1
@@ -197,7 +197,7 @@ def test_a_publish_failure_retries_the_occurrence_and_the_retry_sends_only_what_
     assert at_45.status == OccurrenceStatus.SCHEDULED and "pushes not published" in at_45.last_error
     assert Push.objects.filter(occurrence_key=at_45.idempotency_key, status=PushStatus.PENDING).count() == 3
 
-    answer_record(training=training, player=_player("Alice"), phase=kinds.PRE.code, answers={})
+    answer_record(training=training, player=_player("Alice"), phase=kinds.PRE.code, answers=WELLNESS)
     settings.REMINDERS_CALLBACK_BROKER_URL = settings.CELERY_BROKER_URL
     push_queue_publisher().close()
     Occurrence.objects.filter(pk=at_45.pk).update(next_attempt_at=timezone.now())
@@ -296,7 +296,7 @@ def _make_due(*occurrences: Occurrence) -> None:
 
 @pytest.mark.rabbitmq
 def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(training, rules, push_queue) -> None:
-    answer_record(training=training, player=_player("Bruno"), phase=kinds.PRE.code, answers={})
+    answer_record(training=training, player=_player("Bruno"), phase=kinds.PRE.code, answers=WELLNESS)
     invitation_respond(
         invitation=training.invitations.get(player__name="Alice"), status=InvitationStatus.ACCEPTED
     )

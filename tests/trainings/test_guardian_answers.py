@@ -14,7 +14,7 @@ from django.core import signing
 from django.test import Client
 
 from reminders.models import Occurrence
-from tests.factories import GuardianFactory, training_made
+from tests.factories import WELLNESS, GuardianFactory, training_made
 from tests.trainings.conftest import fire
 from trainings.answers.links import SALT, answer_push_fields, answer_token, answer_url
 from trainings.models import (
@@ -124,7 +124,7 @@ def test_the_players_own_answer_stops_their_guardians_reminders_too(
 ) -> None:
     training = training_made(youth, START)
     alice = Player.objects.get(name="Alice")
-    response = _post(client, _path(alice, training, "PRE"), {"answers": {"fatigue": 2}})
+    response = _post(client, _path(alice, training, "PRE"), {"answers": WELLNESS})
     assert response.status_code == 200 and response.json()["answer"]["by"] is None
     first = _occurrence(training, rules["pre-questionnaire"], dt.timedelta(minutes=90))
     assert fire(first).delivered == 1
@@ -141,7 +141,7 @@ def test_a_guardians_questionnaire_answer_by_email_counts_for_the_player(
                          guardian_id=maria.pk)  # fmt: skip
     got = client.get(f"/api/answer-links/{token}/").json()
     assert got["language"] == "fr" and got["question"].startswith("Questionnaire de Alice avant")
-    assert _post(client, f"/api/answer-links/{token}/", {"answers": {"sleep": 7}}).status_code == 200
+    assert _post(client, f"/api/answer-links/{token}/", {"answers": WELLNESS}).status_code == 200
     answer = QuestionnaireAnswer.objects.get(training=training, player=alice, phase="PRE")
     assert (answer.source, answer.answered_by) == (AnswerSource.EMAIL_LINK, maria)
     grid = {r.player: r for r in training_player_grid(training=training)}

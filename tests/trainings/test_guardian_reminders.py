@@ -12,7 +12,7 @@ import pytest
 
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
-from tests.factories import GuardianFactory, training_made
+from tests.factories import WELLNESS, GuardianFactory, training_made
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from trainings.answers.links import answer_link_read
@@ -134,7 +134,7 @@ def test_a_guardians_held_reminder_is_withdrawn_when_the_player_answers_meanwhil
     Guardian.objects.filter(pk=maria.pk).update(quiet_start=time(16), quiet_end=time(17))
     training = training_made(team, START)
     assert fire(_occurrence(training, rules["pre-questionnaire"], dt.timedelta(minutes=90))).delivered == 1
-    answer_record(training=training, player=Player.objects.get(name="Alice"), phase="PRE", answers={})
+    answer_record(training=training, player=Player.objects.get(name="Alice"), phase="PRE", answers=WELLNESS)
     held = Push.objects.get(guardian=maria)
     assert held_pushes_release(training_id=training.pk, at=held.release_at)["withdrawn"] == 1
     held.refresh_from_db()

@@ -11,6 +11,7 @@ import pytest
 
 from tests.clients import api_as, logged_in
 from tests.factories import (
+    WELLNESS,
     MembershipFactory,
     PlayerFactory,
     TeamFactory,
@@ -118,8 +119,8 @@ def test_a_stored_training_at_the_end_of_time_does_not_break_the_analytics_refre
     fine = training_made(
         team, dt.datetime.now(dt.UTC) - dt.timedelta(hours=3), time_zone="Pacific/Kiritimati"
     )
-    answer_record(training=broken, player=player, phase="PRE", answers={"ok": True})
-    answer_record(training=fine, player=player, phase="PRE", answers={"ok": True})
+    answer_record(training=broken, player=player, phase="PRE", answers=WELLNESS)
+    answer_record(training=fine, player=player, phase="PRE", answers=WELLNESS)
     with caplog.at_level(logging.WARNING):
         analytics_refresh.apply().get()
         summaries_refresh()

@@ -118,7 +118,7 @@ def test_its_answer_and_its_rule_are_accepted_where_the_others_are(team: Team, l
 
     answered = api.post(
         f"/api/trainings/{training.pk}/answers/",
-        {"player": _player("Alice").pk, "phase": "LINEUP", "answers": {}},
+        {"player": _player("Alice").pk, "phase": "LINEUP", "answers": {"confirmed": True}},
         format="json",
     )
     assert answered.status_code == 201, answered.content
@@ -169,7 +169,7 @@ def test_a_code_no_kind_has_is_refused_at_the_boundaries(team: Team) -> None:
     assert "kind" in refused.json()
     answered = api.post(
         f"/api/trainings/{training.pk}/answers/",
-        {"player": _player("Alice").pk, "phase": "LINEUP", "answers": {}},
+        {"player": _player("Alice").pk, "phase": "LINEUP", "answers": {"confirmed": True}},
         format="json",
     )
     assert answered.status_code == 400
@@ -184,6 +184,7 @@ def test_the_table_says_where_each_kind_counts_from_and_when_it_closes(settings:
         ("POST", "after the end", START + dt.timedelta(minutes=90, hours=24)),
         ("INVITATION", "before the start", START),
         ("MOVED", "before the start", START),
+        ("CANCELLED", "before the start", START),
         ("DIGEST", "before the start", START),
         ("SUMMARY", "before the start", START),
         ("DECLINED", "before the start", START),

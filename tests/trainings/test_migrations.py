@@ -16,16 +16,17 @@ def test_the_trainings_migrations_match_the_models() -> None:
 
 
 def test_the_seeded_rules_are_seed_000s() -> None:
-    """Migration 0002 seeds `trainings.defaults.RULES` (the autouse fixture re-seeds it after flushes)."""
+    """Migration 0002 seeds `trainings.defaults.RULES` (the autouse fixture re-seeds it after flushes): the
+    English templates, which the catalogs in locale/ translate for every other language."""
     rules = {spec["slug"]: (spec["kind"], spec["offsets"], sorted(spec["templates"])) for spec in RULES}
     assert rules == {
-        "pre-questionnaire": ("PRE", ["90m", "75m", "60m", "45m", "30m", "15m"], ["en", "fr"]),
+        "pre-questionnaire": ("PRE", ["90m", "75m", "60m", "45m", "30m", "15m"], ["en"]),
         "post-questionnaire": (
             "POST",
             [f"{m}m" for m in (15, 30, 45, 60, 75, 90, 105, 120, 135, 150, 165, 180)],
-            ["en", "fr"],
+            ["en"],
         ),
-        "invitation": ("INVITATION", ["3d", "2d", "1d", "6h"], ["en", "fr"]),
+        "invitation": ("INVITATION", ["3d", "2d", "1d", "6h"], ["en"]),
     }
 
 

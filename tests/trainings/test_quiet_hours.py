@@ -15,6 +15,7 @@ import pytest
 from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
+from tests.factories import WELLNESS
 from tests.trainings.conftest import fire
 from trainings import kinds
 from trainings.models import Push, PushStatus, ReminderRule, Team, Training
@@ -95,7 +96,9 @@ def test_a_reminder_in_quiet_hours_is_held_then_released_to_those_still_pending(
     )
     assert release.fire_at == dt.datetime(2027, 3, 28, 5, tzinfo=UTC)
     alice = quiet_team.players.get(name="Alice")
-    answer_record(training=training, player=alice, phase=kinds.PRE.code, answers={})  # answered overnight
+    answer_record(
+        training=training, player=alice, phase=kinds.PRE.code, answers=WELLNESS
+    )  # answered overnight
 
     assert fire(release).delivered == 1
 

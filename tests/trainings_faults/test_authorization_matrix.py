@@ -51,12 +51,14 @@ from trainings.models import (
     Player,
     Push,
     PushSend,
+    Questionnaire,
     ReminderRule,
     ReminderRun,
     RunOutcome,
     SendStatus,
     Team,
     Training,
+    WebhookSubscription,
 )
 from trainings.models.coaches import CoachPushStatus
 from trainings.services import coach_group_ensure
@@ -197,6 +199,16 @@ def _coach_push(side: Side) -> CoachPush:
     )  # fmt: skip
 
 
+def _webhook(side: Side) -> WebhookSubscription:
+    """A subscription of the side's platform (an integration caller, not the coach)."""
+    owner = UserFactory(username=f"platform-{side.team.name}")
+    owner.user_permissions.add(Permission.objects.get(codename="use_integration_api"))
+    subscription, _ = WebhookSubscription.objects.get_or_create(
+        owner=owner, defaults={"url": "https://example.com/hook", "events": ["push.outcome"], "secret": "s"}
+    )
+    return subscription
+
+
 # What each route is asked, for the given side's objects: (path, JSON body or None).
 REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | None]]] = {
     ("training-list", "GET"): lambda s: ("/api/trainings/", None),
@@ -205,7 +217,10 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("training-detail", "PUT"): lambda s: (_detail(s), _training_body(s)),
     ("training-detail", "PATCH"): lambda s: (_detail(s), {"title": "Renamed", "cancelled": True}),
     ("training-detail", "DELETE"): lambda s: (_detail(s), None),
-    ("training-answers", "POST"): lambda s: (_detail(s, "answers/"), {"player": s.player.pk, "phase": "PRE"}),
+    ("training-answers", "POST"): lambda s: (
+        _detail(s, "answers/"),
+        {"player": s.player.pk, "phase": "POST", "answers": {"rpe": 5}},  # the built-in session RPE
+    ),
     ("training-invitation", "POST"): lambda s: (
         _detail(s, "invitation/"),
         {"player": s.player.pk, "status": "DENIED"},
@@ -280,6 +295,12 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
         {"provider": "email", "platform": "email", "token": "digests@example.com"},
     ),
     ("coach-device", "DELETE"): lambda s: (f"/api/coach/devices/{_coach_device(s).pk}/", None),
+    ("webhook-list", "GET"): lambda s: ("/api/webhooks/", None),
+    ("webhook-list", "POST"): lambda s: (
+        "/api/webhooks/",
+        {"url": "https://example.com/events", "events": ["answer.recorded"]},
+    ),
+    ("webhook-detail", "DELETE"): lambda s: (f"/api/webhooks/{_webhook(s).pk}/", None),
 }
 
 # (actor, whose objects): the columns of the matrix.
@@ -344,6 +365,11 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("coach-devices", "GET"):              (401,      200,     200,          404,        404,      404),
     ("coach-devices", "POST"):             (401,      201,     201,          404,        404,      404),
     ("coach-device", "DELETE"):            (401,      204,     404,          404,        404,      404),
+    # Webhooks: integration callers (use_integration_api) manage their own, operators everyone's; a coach
+    # or staff without either is 403 (tests/trainings/test_webhooks.py: one caller never sees another's).
+    ("webhook-list", "GET"):               (401,      403,     403,          403,        200,      200),
+    ("webhook-list", "POST"):              (401,      403,     403,          403,        201,      201),
+    ("webhook-detail", "DELETE"):          (401,      403,     403,          403,        204,      204),
 }
 # The field a 400 names: the team (not one of yours), or a guardian's players (not yours).
 BAD_FIELD = {("guardian-list", "POST"): "players"}
@@ -560,6 +586,7 @@ def _trainings_routes() -> set[tuple[str, str]]:
 ADMIN_ROUTES = {
     ("trainings_training_remind", "*"),
     ("trainings_training_copy", "*"),
+    ("trainings_training_answer", "*"),
     ("trainings_training_cancel", "*"),
     ("admin-status", "*"),
     ("admin-status-retry", "*"),
@@ -572,6 +599,10 @@ ADMIN_ROUTES = {
     ("trainings_experiment_change", "*"),
     ("trainings_experiment_stop", "*"),
     ("trainings_experiment_promote", "*"),
+    # A model's own pages the trainings app overrides (the admin:trainings_team and admin:trainings_coach
+    # rows): the team page's "reaches nobody" warnings, a coach's own profile made on their first visit.
+    ("trainings_team_change", "*"),
+    ("trainings_coach_changelist", "*"),
 }
 
 # Routes whose only credential is a signed token in the URL (one player, one training, one kind), never the
@@ -671,10 +702,12 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     ),
     Device: (lambda s: s.player.devices.get(), SCOPED),
     Guardian: (lambda s: s.guardian, SCOPED),
+    Questionnaire: (lambda s: Questionnaire.objects.get_or_create(team=s.team, phase="POST")[0], SCOPED),
     PushSend: (_send, SUPERUSERS),  # coaches read a push's sends on the push's own page
     Experiment: (_experiment, OPERATORS),
     Coach: (_coach, SCOPED),  # a coach sees their own profile only
     CoachPush: (_coach_push, SCOPED),
+    WebhookSubscription: (_webhook, OPERATORS),  # the platform's endpoints and their status
 }
 
 
@@ -741,7 +774,9 @@ def test_admin_training_actions_reach_only_the_coachs_own_trainings(world: World
     coach = _admin(world, "coach_a")
     rule = ReminderRule.objects.get(slug="invitation")
     before = _state(world.b)
-    for action, body in (("remind", {"rule": rule.pk, "click": "c1"}), ("copy", {}), ("cancel", {})):
+    answer = {"player": world.b.player.pk, "phase": "PRE", "q-fatigue": "3"}
+    for action, body in (("remind", {"rule": rule.pk, "click": "c1"}), ("copy", {}), ("cancel", {}),
+                         ("answer", answer)):  # fmt: skip
         theirs = reverse(f"admin:trainings_training_{action}", args=[world.b.training.pk])
         response = coach.post(theirs, body)
         assert response.status_code == 302 and response["Location"] == "/admin/"  # "does not exist"
@@ -800,6 +835,10 @@ TEAM = Rule("a coach of the row's team, or manage_all_teams; others 404 (matrix 
 RULES_WRITE = Rule("read: signed in; change: manage_all_teams (matrix above)", frozenset({401}))
 OPERATORS_API = Rule("manage_all_teams or superuser (matrix above)", frozenset({401}))
 LINKED = Rule("read: the team's coaches; write: the account linked to the player/guardian", frozenset({401}))
+WEBHOOK_CALLERS = Rule(
+    "use_integration_api: the caller's own subscriptions; manage_all_teams: everyone's (matrix above)",
+    frozenset({401}),
+)
 COACH_SELF = Rule("the signed-in coach's own profile and devices; others 404", frozenset({401}))
 LINK_TOKEN = Rule("the signed, expiring token in the URL; a session adds nothing", frozenset({400, 404}))
 # The configured provider's tracking webhook alone; 404 while its signing key is unset
@@ -901,6 +940,9 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("coach-devices", "GET"):                    ("trainings",               COACH_SELF,       API),
     ("coach-devices", "POST"):                   ("trainings",               COACH_SELF,       API),
     ("coach-device", "DELETE"):                  ("trainings",               COACH_SELF,       API),
+    ("webhook-list", "GET"):                     ("trainings",               WEBHOOK_CALLERS,  API),
+    ("webhook-list", "POST"):                    ("trainings",               WEBHOOK_CALLERS,  API),
+    ("webhook-detail", "DELETE"):                ("trainings",               WEBHOOK_CALLERS,  API),
     # -- links in pushes and emails, the provider's webhooks
     ("answer-link", "GET"):                      ("trainings",               LINK_TOKEN,       ANSWER_LINK),
     ("answer-link", "POST"):                     ("trainings",               LINK_TOKEN,       ANSWER_LINK),
@@ -942,8 +984,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_training", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_remind", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_copy", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_training_answer", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_training_cancel", "*"):    ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_guardian", "*"):           ("trainings.admin",         STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_questionnaire", "*"):      ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_coach", "*"):              ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_coachpush", "*"):          ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrun", "*"):        ("trainings.admin",         STAFF_ADMIN,      LOGIN),
@@ -955,6 +999,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_experiment_promote", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_pushsend", "*"):           ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
     ("admin:trainings_deliveredpush", "*"):      ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:trainings_webhooksubscription", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:auth_user", "*"):                    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
     ("admin:auth_user_password_change", "*"):    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
     ("admin:auth_group", "*"):                   ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),

@@ -4,6 +4,7 @@ team), the figures of trainings/analytics/ for a period, with charts per rule an
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import date
 from itertools import pairwise
 from typing import Any
 
@@ -15,10 +16,13 @@ from django.utils.safestring import SafeString, mark_safe
 
 from trainings import kinds
 from trainings.admin.analytics_charts import answer_rate_chart, colour, time_to_answer_chart
+from trainings.admin.answers_chart import answers_chart, answers_legend
+from trainings.analytics.answers import answers_over_time
 from trainings.analytics.export import offsets_csv, players_csv
 from trainings.analytics.figures import (
     OffsetFigures,
     PlayerFigures,
+    Scope,
     TooManyTeams,
     effectiveness,
     players,
@@ -84,6 +88,23 @@ def players_table_rows(rows: list[PlayerFigures]) -> SafeString:
     )  # fmt: skip
 
 
+def _answers_context(scope: Scope, since: date, until: date) -> dict[str, Any]:
+    """The answers per question of one team (a chart each); a note asking for a team when there are more."""
+    if scope.teams is None or len(scope.teams) != 1:
+        return {"answers_note": "Choose one team to see its players' answers per question."}
+    charts = []
+    for one in answers_over_time(scope.teams[0], since, until):
+        question = one.question
+        charts.append({
+            "phase": one.phase, "id": question.id, "phase_label": kinds.of(one.phase).label,
+            "short": question.short, "minimum": question.minimum, "maximum": question.maximum,
+            "ends": ", ".join(f"{value} {label}" for value, label in question.labels if value in
+                              (question.minimum, question.maximum)),
+            "empty": not one.players, "chart": answers_chart(one), "legend": answers_legend(one),
+        })  # fmt: skip
+    return {"answers": charts}
+
+
 def _csv(body: str, name: str) -> HttpResponse:
     response = HttpResponse(body, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
@@ -124,6 +145,7 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
         players=player_rows, players_note=players_note, chronic=sum(p.chronic for p in player_rows),
         query=request.GET.urlencode(),
     )  # fmt: skip
+    context.update(_answers_context(scope, since, until))
     if not result.offsets:  # "none went out" only once the summaries hold what went out
         context["uncounted"] = uncounted(scope=scope, since=since, until=until, kind=q["kind"])
     return TemplateResponse(request, "admin/analytics.html", context)

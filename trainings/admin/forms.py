@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 from common.fields import INSTANT_RANGE_TEXT
 from trainings.admin.html import answers_html, local_time
 from trainings.admin.people import PlayerSearchInline
+from trainings.answers.questionnaires import definition_of
 from trainings.models import AnswerSource, Invitation, InvitationStatus, QuestionnaireAnswer, Training
 from trainings.offsets import is_time_zone
 
@@ -81,7 +82,7 @@ class AnswerInline(admin.TabularInline):
 
     @admin.display(description="answers")
     def readable_answers(self, answer: QuestionnaireAnswer) -> SafeString:
-        return answers_html(answer.answers)
+        return answers_html(answer.answers, definition_of(answer.training.team_id, answer.phase))
 
 
 class TrainingForm(ModelForm):

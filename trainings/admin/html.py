@@ -14,6 +14,7 @@ from django.utils.safestring import SafeString
 
 from reminders.api import occurrence_state
 from trainings import kinds
+from trainings.answers.questionnaires import Definition, definition_of
 from trainings.defaults import ALL_RULES
 from trainings.delivery import timeline_reached
 from trainings.models import ReminderRule, RunOutcome, Training
@@ -46,26 +47,42 @@ def local_html(instant: datetime | None, zone: ZoneInfo) -> SafeString:
     return format_html("{}<br>{} {}", f"{shown:%a %Y-%m-%d}", f"{shown:%H:%M:%S}", shown.tzname())
 
 
-def answers_html(answers: Any) -> SafeString:
-    """A questionnaire's answers as labelled fields ("Sleep: 8"), not `{"sleep": 8}`."""
+def answers_html(answers: Any, definition: Definition | None = None) -> SafeString:
+    """A questionnaire's answers as labelled fields ("Sleep quality: 5"), not `{"sleep_quality": 5}`: the
+    questionnaire's questions first, in its order, then any other key an older answer holds."""
     if not isinstance(answers, dict) or not answers:
         return format_html("{}", "—" if not answers else str(answers))
+    return format_html('<dl class="answers">{}</dl>', format_html_join("", "<dt>{}</dt><dd>{}</dd>",
+                       _labelled(answers, definition)))  # fmt: skip
 
-    def shown(value: Any) -> str:
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, list):
-            return ", ".join(shown(v) for v in value)
-        return "—" if value is None else str(value)
 
-    return format_html(
-        '<dl class="answers">{}</dl>',
-        format_html_join(
-            "",
-            "<dt>{}</dt><dd>{}</dd>",
-            ((str(key).replace("_", " ").capitalize(), shown(value)) for key, value in answers.items()),
-        ),
-    )
+def _labelled(answers: dict[str, Any], definition: Definition | None) -> Iterator[tuple[str, str]]:
+    """(question's short name, value with its words) per answer: the definition's, then the others."""
+    asked = definition.questions if definition else ()
+    for question in asked:
+        if question.id in answers:
+            words = dict(question.labels).get(answers[question.id])
+            yield (
+                str(question.short),
+                f"{answers[question.id]} ({words})" if words else _shown(answers[question.id]),
+            )
+    known = {q.id for q in asked}
+    for key, value in answers.items():
+        if key not in known:
+            yield str(key).replace("_", " ").capitalize(), _shown(value)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(_shown(v) for v in value)
+    return "—" if value is None else str(value)
+
+
+def answers_line(answers: dict[str, Any], definition: Definition) -> str:
+    """The answers in one line for the grid's cell: "Sleep quality 5 · Fatigue 3 · Notes: knee"."""
+    return " · ".join(f"{name} {value}" for name, value in _labelled(answers, definition))
 
 
 def player_grid_html(training: Training, windows: Mapping[str, str] | None = None) -> SafeString:
@@ -81,10 +98,14 @@ def player_grid_html(training: Training, windows: Mapping[str, str] | None = Non
     questionnaires = kinds.questionnaire_kinds()
     windows = windows or {}
 
-    def answered(cell: Answered, declined: bool, window: str) -> SafeString:
+    asked = {kind.code: definition_of(training.team_id, kind.code) for kind in questionnaires}
+
+    def answered(cell: Answered, declined: bool, window: str, code: str) -> SafeString:
         if cell.at is not None:
+            line = answers_line(cell.values, asked[code]) if cell.values else ""
+            values = format_html('<div class="grid-values">{}</div>', line) if line else ""
             return format_html(
-                '<span class="grid-ok">✓ {}</span>{}', local_time(cell.at, zone), _how(cell.how)
+                '<span class="grid-ok">✓ {}</span>{}{}', local_time(cell.at, zone), _how(cell.how), values
             )
         if declined or training.cancelled:
             return format_html("<span>{}</span>", "—")
@@ -104,7 +125,7 @@ def player_grid_html(training: Training, windows: Mapping[str, str] | None = Non
             else format_html("{}", row.invitation)
         )
         for kind in questionnaires:
-            yield answered(row.answers[kind.code], row.declined, windows.get(kind.code, OPEN))
+            yield answered(row.answers[kind.code], row.declined, windows.get(kind.code, OPEN), kind.code)
         yield (
             format_html('{} <small class="grid-standin">(+{} accepted by a stand-in, nothing sent)</small>',
                         row.reminders_received, row.reminders_standin)

@@ -6,26 +6,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from django import forms
-from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms import ModelForm
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, reverse
 
 from common.admin_widgets import LongSelect, zone_field
+from common.i18n import language_choices
 from reminders.api import default_zone_register
 from trainings.access import users_linkable_search, users_linkable_to_player
+from trainings.digest.profiles import COACH_SETTINGS, team_coaches, team_unreached
 from trainings.digest.schedule import DIGEST_FIELDS, team_digests_reschedule
 from trainings.models import Device, Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
-
-
-def language_choices() -> list[tuple[str, str]]:
-    """Django's list of languages (code and English name), the codes push templates are written for."""
-    return sorted(((code, f"{name} ({code})") for code, name in settings.LANGUAGES), key=lambda c: c[1])
 
 
 def _team_zone(user: Any) -> str | None:
@@ -144,10 +140,32 @@ class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         return [] if user_sees_all_teams(request.user) else ["coaches"]
 
     def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
-        """A change of the coaches' digest times reschedules the team's trainings to come."""
+        """A change of the coaches' digest times reschedules the team's trainings to come; switching one
+        of the coaches' messages on makes the team's coaches their profiles (trainings/digest/profiles.py)."""
         super().save_model(request, obj, form, change)
         if change and set(form.changed_data) & set(DIGEST_FIELDS):
             team_digests_reschedule(team=obj)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)  # the coaches list as saved, from here on
+        if any(getattr(form.instance, name) for name in COACH_SETTINGS):
+            team_coaches({form.instance.pk})
+        if "_continue" not in request.POST:  # else the change page, opened next, says it (below)
+            for warning in team_unreached(form.instance):
+                messages.warning(request, warning)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if request.method == "GET":
+            team = self.get_object(request, object_id)
+            for warning in team_unreached(team) if team is not None else []:
+                messages.warning(request, warning)
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 class PlayerAddForm(ModelForm):

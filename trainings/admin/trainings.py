@@ -30,6 +30,7 @@ import trainings.admin.operators as _admin_operators  # noqa: F401  (registers t
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
 from trainings import kinds
+from trainings.admin.answer_form import answer_page
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
     local_html,
@@ -52,7 +53,9 @@ from trainings.selectors import (
     trainings_with_counts,
 )
 from trainings.services import (
+    CANCELLED_TOLD,
     training_cancel,
+    training_cancelled_notice_schedule,
     training_copy,
     training_delete,
     training_lock,
@@ -191,24 +194,14 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         return sorted(choices, key=lambda c: not c[3])
 
     def get_urls(self) -> list[Any]:
-        extra = [
-            path(
-                "<path:object_id>/remind/",
-                self.admin_site.admin_view(self.remind_view),
-                name="trainings_training_remind",
-            ),
-            path(
-                "<path:object_id>/copy/",
-                self.admin_site.admin_view(self.copy_view),
-                name="trainings_training_copy",
-            ),
-            path(
-                "<path:object_id>/cancel/",
-                self.admin_site.admin_view(self.cancel_view),
-                name="trainings_training_cancel",
-            ),
-        ]
+        """The training page's own actions (the answer form: trainings/admin/answer_form.py)."""
+        views = {"remind": self.remind_view, "copy": self.copy_view, "answer": self.answer_view,
+                 "cancel": self.cancel_view}  # fmt: skip
+        extra = [path(f"<path:object_id>/{name}/", self.admin_site.admin_view(view),
+                      name=f"trainings_training_{name}") for name, view in views.items()]  # fmt: skip
         return extra + super().get_urls()
+
+    answer_view = answer_page
 
     def _training_for_action(self, request: HttpRequest, object_id: str) -> Training | None:
         """The coach's own training for a POST; None (answered like the admin: "does not exist") else."""
@@ -267,9 +260,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             training = training_cancel(training=found)
         except Training.DoesNotExist:  # deleted meanwhile
             return self._missing(request, object_id)
-        self.message_user(
-            request, "Training cancelled; its pending reminders are cancelled.", messages.SUCCESS
-        )
+        self.message_user(request, str(CANCELLED_TOLD), messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
     def save_model(self, request: HttpRequest, obj: Training, form: ModelForm, change: bool) -> None:
@@ -277,7 +268,9 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             # Lock first (the one lock order, trainings.writes.training_lock): a concurrent rule rescan
             # must not schedule from the old times after us. Deleted meanwhile: DoesNotExist, which
             # changeform_view answers as "does not exist" instead of saving the row back to life.
-            training_lock(training_id=obj.pk)
+            before = training_lock(training_id=obj.pk)
+            if obj.cancelled and not before.cancelled:  # the box ticked: as the Cancel button does
+                training_cancelled_notice_schedule(training=obj)
         obj.save()
 
     def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 from django.utils import formats, translation
 
+from common.i18n import spoken, translated
 from trainings import kinds
 from trainings.answers.recording import LinkTarget
 from trainings.models import render_template
@@ -16,16 +17,20 @@ from trainings.offsets import is_time_zone
 
 
 def answer_question(target: LinkTarget) -> tuple[str, str]:
-    """(language, the question) in the reader's language (English otherwise) and zone: the player's, or
+    """(language, the question) in the reader's spoken language (common/i18n.py) and zone: the player's, or
     the guardian's, asked about the player ("Will Anna come to …?", the kind's `guardian_questions`)."""
     reader = target.reader
-    language = reader.language.lower().split("-")[0]
+    language = spoken(reader.language)
     kind = kinds.of(target.link.kind)
     questions = kind.guardian_questions if target.guardianship else kind.questions
-    language = language if language in questions else "en"
     training = target.training
     zone_name = reader.time_zone if is_time_zone(reader.time_zone) else training.time_zone
-    question = questions.get(language) or f"{kind.label}: {{title}}, {{start_date}}."
+    english = questions.get("en")
+    question = (
+        translated(language, english)
+        if english
+        else f"{translated(language, kind.label)}: {{title}}, {{start_date}}."
+    )
     return language, _question_rendered(
         question, language, training.title, training.start, zone_name, target.invitation.player.name
     )

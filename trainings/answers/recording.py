@@ -22,8 +22,11 @@ from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.db.models import Model
 from django.db.models.base import ModelState
 from django.utils import timezone
+from django.utils.translation import gettext_noop as _
 
 from trainings import kinds, queries
+from trainings.answers import questionnaires
+from trainings.answers.events import answer_events
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.answers.statements import fetch_one
 from trainings.answers.values import answers_check
@@ -90,7 +93,7 @@ def _target_open(link: AnswerLink, now: datetime) -> LinkTarget:
         training = invitation.training if invitation else Training.objects.filter(pk=link.training_id).first()
         member = training is not None and _member(training, link.player_id)
     if training is None:
-        raise LinkGone("gone", "This training no longer exists.")
+        raise LinkGone("gone", _("This training no longer exists."))
     guardianship = None
     if link.guardian_id is not None and not training.cancelled and invitation is not None:
         guardianship = (
@@ -117,16 +120,16 @@ def _target_checked(
     """The target, if the link may still be answered at `now`; LinkGone saying why otherwise. `member`:
     the link's player is an active member of the training's team."""
     if training.cancelled:
-        raise LinkGone("cancelled", "This training was cancelled.")
+        raise LinkGone("cancelled", _("This training was cancelled."))
     closes_at = push_expiry(training=training, kind=link.kind)
     if now >= closes_at:
-        raise LinkGone("closed", "The time to answer this has passed.")
+        raise LinkGone("closed", _("The time to answer this has passed."))
     if invitation is None:
-        raise LinkGone("not_invited", "You are no longer on this training's list.")
+        raise LinkGone("not_invited", _("You are no longer on this training's list."))
     if not member:
-        raise LinkGone("not_member", "You are no longer a member of this team.")
+        raise LinkGone("not_member", _("You are no longer a member of this team."))
     if link.guardian_id is not None and guardianship is None:
-        raise LinkGone("not_guardian", "You are no longer this player's guardian.")
+        raise LinkGone("not_guardian", _("You are no longer this player's guardian."))
     return LinkTarget(link, training, invitation, closes_at, guardianship)
 
 
@@ -182,6 +185,7 @@ class Recorded:
     answer: dict[str, Any]
 
 
+@answer_events
 def answer_link_record(
     *,
     target: LinkTarget,
@@ -202,7 +206,8 @@ def answer_link_record(
         recorded = _invitation_respond(target, response, now, source)
         _decline_alert_if_wanted(target, response, recorded)
         return recorded
-    answers = answers_check(answers)
+    definition = questionnaires.definition_of(target.training.team_id, target.link.kind)
+    answers = questionnaires.answers_valid(definition, answers_check(answers))
     if connection.vendor == "postgresql":
         return _questionnaire_record(target, answers, now, source)
     with transaction.atomic():
@@ -280,6 +285,7 @@ def _questionnaire_record(
     return Recorded(changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who})
 
 
+@answer_events
 def answer_link_answer(
     link: AnswerLink,
     *,
@@ -312,17 +318,19 @@ def answer_link_answer(
         if response not in RESPONSES:
             raise ValueError("response")
         row = fetch_one(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]})
-    else:
-        answers = answers_check(answers)
-        row = fetch_one(
-            queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "answers": json.dumps(answers)}
-        )
+    else:  # checked against the questions last read for the training: written only if they still hold
+        check = questionnaires.guessed_check(link.training_id, link.kind, answers_check(answers))
+        row = fetch_one(queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind, "team": check.team,
+                        "revision": check.revision, "answers": json.dumps(check.checked)})  # fmt: skip
     if row is None:
-        raise LinkGone("gone", "This training no longer exists.")
+        raise LinkGone("gone", _("This training no longer exists."))
     training, found, member = _target_from_row(row)
     target = _target_checked(link, training, found, member, None, now)
     if not row[21]:  # open, as the statement saw it: refused above for a reason, never written
-        raise LinkGone("closed", "The time to answer this has passed.")
+        raise LinkGone("closed", _("The time to answer this has passed."))
+    if not invitation and not check.holds(row[1], row[26]):  # not written: checked as any other way is
+        questionnaires.learn(link.training_id, link.kind, row[1])
+        return target, answer_link_record(target=target, answers=answers, source=source, now=now)
     changed = bool(row[-5])
     if invitation:
         if changed:

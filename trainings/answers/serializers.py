@@ -17,7 +17,10 @@ class AnswerLinkInputSerializer(StrictSerializer):
     response = serializers.ChoiceField(
         choices=["accepted", "denied"], required=False, help_text="An invitation link's answer."
     )
-    answers = AnswersField(required=False, help_text="A questionnaire link's answers (an object).")
+    answers = AnswersField(
+        required=False,
+        help_text="A questionnaire link's answers: question id to value (the GET's `questions`).",
+    )
     # The body's key is `source`; DRF's metaclass takes the field out of the class attributes.
     source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=["app"],
@@ -68,6 +71,28 @@ class _LinkAnswerSerializer(serializers.Serializer):
     )
 
 
+class _QuestionLabelSerializer(serializers.Serializer):
+    value = serializers.IntegerField()
+    label = serializers.CharField()  # type: ignore[assignment]
+
+
+class QuestionSerializer(serializers.Serializer):
+    """One question of a questionnaire link (trainings/answers/presets.py has the built-in ones)."""
+
+    id = serializers.CharField(help_text="The key of its answer in `answers`.")
+    text = serializers.CharField(help_text="The question, in the reader's language (a coach's own as typed).")
+    short = serializers.CharField(help_text="A short name of it, for a chart or a list.")
+    type = serializers.ChoiceField(
+        choices=["scale", "text"], help_text="`scale`: a whole number of minimum..maximum; `text`: a note."
+    )
+    minimum = serializers.IntegerField(allow_null=True)
+    maximum = serializers.IntegerField(allow_null=True)
+    labels = _QuestionLabelSerializer(many=True, help_text="The words at some values of a scale.")
+    required = serializers.BooleanField(  # type: ignore[assignment]
+        help_text="Whether an answer without it is refused."
+    )
+
+
 class AnswerLinkSerializer(serializers.Serializer):
     kind = serializers.CharField(help_text="INVITATION, PRE or POST.")
     expects = serializers.ChoiceField(choices=["response", "answers"], help_text="What a POST carries.")
@@ -83,6 +108,9 @@ class AnswerLinkSerializer(serializers.Serializer):
     )
     closes_at = serializers.DateTimeField(help_text="After this the link answers 410.")
     answer = _LinkAnswerSerializer(allow_null=True, help_text="The answer already given, if any.")
+    questions = QuestionSerializer(
+        many=True, required=False, help_text="GET of a questionnaire link: what `answers` may hold, in order."
+    )
     changed = serializers.BooleanField(
         required=False, help_text="POST: whether this answer changed anything."
     )

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from reminders.api import Limit, json_object_unique, valid_unicode
 from trainings.answers.limits import link_limit
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
+from trainings.answers.questionnaires import AnswersRefused, learn, questions_body
 from trainings.answers.questions import answer_question
 from trainings.answers.recording import (
     LinkGone,
@@ -75,19 +76,26 @@ class AnswerLinkView(APIView):
     @extend_schema(
         responses={200: AnswerLinkSerializer, **_LINK_ERRORS},
         description="What the link is for: the training (title, local start with its zone), the question "
-        "in the player's language, what a POST carries, and the answer already given.",
+        "in the player's language, what a POST carries, the answer already given, and for a questionnaire "
+        "its `questions` (what `answers` may hold, in the reader's language).",
     )
     def get(self, request: Request, token: str) -> Response:
         target = self._open(token)
         if isinstance(target, Response):
             return target
-        return Response(_link_body(target, answer_link_current(target)))
+        body = _link_body(target, answer_link_current(target))
+        if body["expects"] == "answers":  # what to ask, for the app to render (GET only: a POST is lean)
+            definition = learn(target.training.pk, target.link.kind, target.training.team_id)
+            body["questions"] = questions_body(definition, body["language"])
+        return Response(body)
 
     @extend_schema(
         request=AnswerLinkInputSerializer,
         responses={200: AnswerLinkSerializer, **_LINK_ERRORS},
         description='Record the answer: `{"response": "accepted" | "denied"}` for an invitation, '
-        '`{"answers": {...}}` for a questionnaire. Idempotent: the same answer again changes nothing '
+        '`{"answers": {"<question id>": value}}` for a questionnaire: every required question of the '
+        "GET's `questions` answered, each in its range (400 naming the question and why otherwise, and for "
+        "an empty answer). Idempotent: the same answer again changes nothing "
         "(`changed: false`); a different one replaces it until the window closes. The remaining "
         "reminders of that kind skip the player.",
     )
@@ -105,10 +113,13 @@ class AnswerLinkView(APIView):
         data = AnswerLinkInputSerializer(data=request.data, context={"kind": link.kind})
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        recorded = answer_link_record(
-            target=opened, response=values.get("response"), answers=values.get("answers"),
-            source=values.get("source"),
-        )  # fmt: skip
+        try:
+            recorded = answer_link_record(
+                target=opened, response=values.get("response"), answers=values.get("answers"),
+                source=values.get("source"),
+            )  # fmt: skip
+        except AnswersRefused as exc:
+            return _refused(exc)
         return _answer_response(opened, recorded)
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -170,7 +181,14 @@ def _answered(link: AnswerLink, values: dict[str, Any]) -> Response:
         )
     except LinkGone as exc:
         return _gone(exc)
+    except AnswersRefused as exc:
+        return _refused(exc)
     return _answer_response(target, recorded)
+
+
+def _refused(exc: AnswersRefused) -> Response:
+    """400 naming each question and why (trainings/answers/questionnaires.py)."""
+    return Response(exc.as_field_errors(), status=status.HTTP_400_BAD_REQUEST)
 
 
 def _answer_response(target: LinkTarget, recorded: Recorded) -> Response:

@@ -34,6 +34,7 @@ from reminders.api import Callback, Delivery, JobSpec, TransportError, jobs_inse
 from reminders.models import CallbackType, Job
 from trainings import kinds
 from trainings.digest.owed import trainings_owed
+from trainings.digest.profiles import team_coaches
 from trainings.digest.texts import decline_render, digest_render
 from trainings.held import quiet_status
 from trainings.models import (
@@ -100,21 +101,6 @@ class Told:
             attempts=self.delivery.attempt,
             ran_at=now,
         )
-
-
-def team_coaches(team_ids: set[Any]) -> dict[Any, list[Coach]]:
-    """Each team's coaches who have a coach profile and an active account, by team (two queries)."""
-    pairs = list(
-        Team.coaches.through.objects.filter(team_id__in=team_ids, user__is_active=True).values_list(
-            "team_id", "user_id"
-        )
-    )
-    profiles = {c.user_id: c for c in Coach.objects.filter(user_id__in={u for _, u in pairs}).order_by("pk")}
-    found: dict[Any, list[Coach]] = {team_id: [] for team_id in team_ids}
-    for team_id, user_id in sorted(pairs):
-        if user_id in profiles:
-            found[team_id].append(profiles[user_id])
-    return found
 
 
 def digests_take(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from rest_framework import serializers
 
+from common.i18n import spoken_languages
 from common.serializers import StrictSerializer
 from trainings.models import ChannelChoice, Coach
 from trainings.offsets import is_time_zone
@@ -31,7 +31,9 @@ class CoachSerializer(serializers.ModelSerializer):
 class CoachInputSerializer(StrictSerializer):
     """What a coach sets of their own digests: language, zone, channels and quiet hours (both or none)."""
 
-    language = serializers.CharField(max_length=10, required=False, help_text="e.g. en, fr.")
+    language = serializers.CharField(
+        max_length=10, required=False, help_text="One the service speaks: de, en, es, fr, it, nl."
+    )
     time_zone = serializers.CharField(
         max_length=64, required=False, help_text="IANA zone, e.g. Europe/Paris."
     )
@@ -44,9 +46,10 @@ class CoachInputSerializer(StrictSerializer):
     quiet_end = serializers.TimeField(allow_null=True, required=False, help_text="Local time, e.g. 07:00.")
 
     def validate_language(self, value: str) -> str:
-        known = {code.lower() for code, _ in settings.LANGUAGES}
-        if value.lower() not in known and value.lower().split("-")[0] not in known:
-            raise serializers.ValidationError(f"{value!r} is not a language code such as en or fr.")
+        if value not in spoken_languages():
+            raise serializers.ValidationError(
+                f"{value!r} is not a language this service speaks ({', '.join(spoken_languages())})."
+            )
         return value
 
     def validate_time_zone(self, value: str) -> str:

@@ -3,14 +3,20 @@ pre-training questionnaire: Anna, Ben, Chloé; 2 declined".
 
 The rule's template gives the title and the head of each training's line (its placeholders, rendered as a
 player's push is, with the coach's zone: trainings/rendering.py); this module writes what follows, in the
-language the template was picked in (English when it has no words for it).
+language the template was rendered in, from the catalogs (locale/).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
+from functools import lru_cache
 
+from django.utils import translation
+from django.utils.translation import gettext_noop as _
+from django.utils.translation import ngettext
+
+from common.i18n import spoken, translated
 from trainings import kinds
 from trainings.digest.owed import Owed, TrainingOwed
 from trainings.models import ReminderTemplate, Training
@@ -20,49 +26,48 @@ from trainings.rendering import Addressee, Rendered, push_render
 # At most this many names per kind; the rest are counted ("and 4 more").
 NAMES_SHOWN = 10
 
-WORDS: dict[str, dict[str, str]] = {
-    "en": {
-        "owe": "{missing} of {asked} still owe {what}: {names}",
-        "owe_one": "{missing} of {asked} still owes {what}: {names}",
-        "more": "and {count} more",
-        "declined": "{count} declined",
-        "none": "everyone has answered",
-        "late": "{player} declined, {left} before the start",
-        "sep": ": ",
-        "PRE": "the pre-training questionnaire",
-        "POST": "the post-training questionnaire",
-        "INVITATION": "an answer to the invitation",
-    },
-    "fr": {
-        "owe": "{missing} sur {asked} doivent encore {what} : {names}",
-        "owe_one": "{missing} sur {asked} doit encore {what} : {names}",
-        "more": "et {count} autres",
-        "declined": "désistements : {count}",
-        "none": "tout le monde a répondu",
-        "late": "{player} s'est désisté, {left} avant le début",
-        "sep": " : ",
-        "PRE": "remplir le questionnaire d'avant séance",
-        "POST": "remplir le questionnaire d'après séance",
-        "INVITATION": "répondre à l'invitation",
-    },
+# What the lines say, as msgids: the catalogs in locale/ translate them.
+_NONE = _("everyone has answered")
+_LATE = _("{player} declined, {left} before the start")
+_LINE = _("{head}: {owed}")  # a training's head (its template's body), then what is owed
+# What a player still owes, as the object of "still owe ...".
+_OWED = {
+    "PRE": _("the pre-training questionnaire"),
+    "POST": _("the post-training questionnaire"),
+    "INVITATION": _("an answer to the invitation"),
 }
 
 
-def words(language: str) -> dict[str, str]:
-    return WORDS.get(language.lower().split("-")[0], WORDS["en"])
+@lru_cache(maxsize=1024)
+def _plurals(language: str, count: int) -> tuple[str, str, str]:
+    """("… still owe …", "and … more", "… declined") for `count` in `language` (the form a count takes is
+    the language's: ngettext)."""
+    with translation.override(language):
+        return (
+            ngettext(
+                "{missing} of {asked} still owes {what}: {names}",
+                "{missing} of {asked} still owe {what}: {names}",
+                count,
+            ),
+            ngettext("and {count} more", "and {count} more", count),
+            ngettext("{count} declined", "{count} declined", count),
+        )
 
 
-def _owed_text(owed: Owed, said: dict[str, str]) -> str:
+def _owed_text(owed: Owed, language: str) -> str:
     shown = list(owed.names[:NAMES_SHOWN])
     if len(owed.names) > NAMES_SHOWN:
-        shown.append(said["more"].format(count=len(owed.names) - NAMES_SHOWN))
-    pattern = said["owe_one"] if len(owed.names) == 1 else said["owe"]
-    what = said.get(owed.kind) or _label(owed.kind)
+        rest = len(owed.names) - NAMES_SHOWN
+        shown.append(_plurals(language, rest)[1].format(count=rest))
+    pattern = _plurals(language, len(owed.names))[0]
+    what = _what(owed.kind, language)
     return pattern.format(missing=len(owed.names), asked=owed.asked, what=what, names=", ".join(shown))
 
 
-def _label(code: str) -> str:
-    return kinds.of(code).label.lower() if code in kinds.KINDS else code
+def _what(code: str, language: str) -> str:
+    if code in _OWED:
+        return translated(language, _OWED[code])
+    return translated(language, kinds.of(code).label).lower() if code in kinds.KINDS else code
 
 
 def _head(templates: Sequence[ReminderTemplate], training: Training, coach: Addressee) -> Rendered:
@@ -78,14 +83,14 @@ def digest_render(
     if not trainings or not any(t.owed for t in trainings):
         return None
     first = _head(templates, trainings[0].training, coach)
-    said = words(first.language)
+    language = spoken(first.language)
     lines = []
     for item in trainings:
         head = first.body if item is trainings[0] else _head(templates, item.training, coach).body
-        parts = [_owed_text(owed, said) for owed in item.owed] or [said["none"]]
+        parts = [_owed_text(owed, language) for owed in item.owed] or [translated(language, _NONE)]
         if item.declined:
-            parts.append(said["declined"].format(count=item.declined))
-        lines.append(head + said["sep"] + "; ".join(parts))
+            parts.append(_plurals(language, item.declined)[2].format(count=item.declined))
+        lines.append(translated(language, _LINE).format(head=head, owed="; ".join(parts)))
     return Rendered(language=first.language, title=first.title, body="\n".join(lines))
 
 
@@ -99,9 +104,10 @@ def decline_render(
 ) -> Rendered:
     """The late-decline alert: "U15 Training 18:00: Anna declined, 2 h 10 min before the start"."""
     head = _head(templates, training, coach)
-    said = words(head.language)
+    language = spoken(head.language)
     minutes = max(1, round(before.total_seconds() / 60))
     hours, rest = divmod(minutes, 60)
     left = f"{hours} h {rest} min" if hours and rest else f"{hours} h" if hours else f"{rest} min"
-    body = head.body + said["sep"] + said["late"].format(player=player, left=left)
+    late = translated(language, _LATE).format(player=player, left=left)
+    body = translated(language, _LINE).format(head=head.body, owed=late)
     return Rendered(language=head.language, title=head.title, body=body)

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from trainings.digest.profiles import coach_profile_ensure
 from trainings.digest.serializers import CoachInputSerializer, CoachSerializer
 from trainings.models import Coach, Device, Team
 from trainings.push.device_views import PersonDeviceViewSet
@@ -24,8 +25,8 @@ _ERRORS = {
 
 
 def coach_of(user: Any, *, create: bool = False) -> Coach:
-    """The signed-in coach's profile (made with the first team's zone when `create`); 404 for anyone who
-    coaches no team."""
+    """The signed-in coach's profile (made with the first team's zone when `create`, as
+    `coach_profile_ensure` makes one); 404 for anyone who coaches no team."""
     coach = Coach.objects.filter(user=user.pk).select_related("user").first()
     if coach is not None:
         return coach
@@ -34,8 +35,7 @@ def coach_of(user: Any, *, create: bool = False) -> Coach:
         raise NotFound("You coach no team.")
     if not create:
         return Coach(user=user, time_zone=team.time_zone)
-    coach, _ = Coach.objects.get_or_create(user=user, defaults={"time_zone": team.time_zone})
-    return coach
+    return coach_profile_ensure(user, time_zone=team.time_zone)
 
 
 class CoachProfileView(APIView):

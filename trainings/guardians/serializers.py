@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.i18n import spoken_languages
 from common.serializers import StrictSerializer
 from trainings.models import Guardian, Guardianship
 from trainings.offsets import is_time_zone
@@ -38,7 +39,9 @@ class GuardianInputSerializer(StrictSerializer):
     """A coach or an operator creates or changes a guardian; `players` replaces whose guardian they are."""
 
     name = serializers.CharField(max_length=200)
-    language = serializers.CharField(max_length=10, required=False, default="en")
+    language = serializers.ChoiceField(
+        choices=spoken_languages(), required=False, default="en", help_text="One the service speaks."
+    )
     time_zone = serializers.CharField(
         max_length=64,
         required=False,

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy
 
 from common.fields import validate_instant_range
 from common.history import AuditedHistory
@@ -51,9 +52,15 @@ from trainings.models.guardians import Guardian as Guardian
 from trainings.models.guardians import Guardianship as Guardianship
 from trainings.models.guardians import Reminds as Reminds
 from trainings.models.preferences import ReminderPreference as ReminderPreference
+from trainings.models.questionnaires import Question as Question
+from trainings.models.questionnaires import Questionnaire as Questionnaire
+from trainings.models.questionnaires import fresh_revision as fresh_revision
 from trainings.models.roster import Membership as Membership
 from trainings.models.roster import Player as Player
 from trainings.models.roster import Team as Team
+from trainings.models.webhooks import WebhookEvent as WebhookEvent
+from trainings.models.webhooks import WebhookJob as WebhookJob
+from trainings.models.webhooks import WebhookSubscription as WebhookSubscription
 from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
 from trainings.offsets import validate_offsets as validate_offsets
 from trainings.offsets import validate_time_zone as validate_time_zone
@@ -88,6 +95,8 @@ class Training(models.Model):
     history = AuditedHistory()
 
     class Meta:
+        verbose_name = gettext_lazy("training")
+        verbose_name_plural = gettext_lazy("trainings")
         ordering = ["start"]
         indexes = [
             # The rule-change rescan: trainings whose end is recent or ahead, walked by id in batches.
@@ -231,7 +240,7 @@ class RunOutcome(models.TextChoices):
     GONE = "gone", "Training or rule deleted"
     STALE = "stale", "Instant no longer wanted (training moved)"
     INACTIVE = "inactive", "Rule deactivated"
-    NO_COACH = "no_coach", "No coach with a profile to tell"
+    NO_COACH = "no_coach", "The team has no coach to tell"
     SUMMARIZED = "summarized", "In the coaches' summary of the day already"
 
 
@@ -251,6 +260,8 @@ class ReminderRun(models.Model):
     ran_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = gettext_lazy("reminder run")
+        verbose_name_plural = gettext_lazy("reminder runs")
         # Retention: ran_at < cutoff (trainings/retention.py).
         indexes = [models.Index(fields=["ran_at"], name="reminderrun_ran_at_idx")]
 
@@ -316,7 +327,8 @@ class Push(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        verbose_name_plural = "pushes"
+        verbose_name = gettext_lazy("push")
+        verbose_name_plural = gettext_lazy("pushes")
         constraints = [
             models.UniqueConstraint(fields=["key"], name="push_unique_key"),
             # One push per occurrence and recipient: the player (no guardian), or one of their guardians.

@@ -13,7 +13,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
+from common.i18n import validate_spoken_language
 from trainings import kinds
 from trainings.models.channels import ChannelChoice
 from trainings.models.quiet_hours import quiet_hours_both_or_none
@@ -38,7 +40,12 @@ class Coach(models.Model):
     """What a coach's digests need: a language, a zone, channels and quiet hours (else the team's)."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coach")
-    language = models.CharField(max_length=10, default="en", help_text="Language of the coach's digests.")
+    language = models.CharField(
+        max_length=10,
+        default="en",
+        validators=[validate_spoken_language],
+        help_text="Language of the coach's digests.",
+    )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     channels = models.CharField(
         max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT, db_default="default"
@@ -50,7 +57,8 @@ class Coach(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        verbose_name_plural = "coaches"
+        verbose_name = gettext_lazy("coach")
+        verbose_name_plural = gettext_lazy("coaches")
         constraints = [
             quiet_hours_both_or_none("coach"),
             models.CheckConstraint(
@@ -103,8 +111,8 @@ class CoachPush(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        verbose_name = "coach's digest"
-        verbose_name_plural = "coaches' digests"
+        verbose_name = gettext_lazy("coach's digest")
+        verbose_name_plural = gettext_lazy("coaches' digests")
         constraints = [
             models.UniqueConstraint(fields=["key"], name="coachpush_unique_key"),
             models.CheckConstraint(

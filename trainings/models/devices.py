@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 from trainings.push.channels import (
     PLATFORMS,
@@ -74,6 +75,8 @@ class Device(models.Model):
     objects = DeviceQuerySet.as_manager()
 
     class Meta:
+        verbose_name = gettext_lazy("device")
+        verbose_name_plural = gettext_lazy("devices")
         constraints = [
             models.UniqueConstraint(fields=["provider", "token"], name="device_unique_token_per_provider"),
             *channel_constraints(),

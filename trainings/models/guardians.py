@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
+from common.i18n import validate_spoken_language
 from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import validate_time_zone
 
@@ -37,7 +39,12 @@ class Guardian(models.Model):
         help_text="The guardian's own login (for the app).",
     )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
-    language = models.CharField(max_length=10, default="en", help_text="Language of the guardian's pushes.")
+    language = models.CharField(
+        max_length=10,
+        default="en",
+        validators=[validate_spoken_language],
+        help_text="Language of the guardian's pushes.",
+    )
     quiet_start = models.TimeField(
         null=True, blank=True, help_text="The guardian's own quiet hours (else the player's team's)."
     )
@@ -46,6 +53,8 @@ class Guardian(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = gettext_lazy("guardian")
+        verbose_name_plural = gettext_lazy("guardians")
         constraints = [quiet_hours_both_or_none("guardian")]
 
     def __str__(self) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
+from common.i18n import validate_spoken_language
 from trainings.models.coaches import DigestTimes
 from trainings.models.guardians import Reminds
 from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
@@ -40,6 +42,8 @@ class Team(DigestTimes, models.Model):
     )
 
     class Meta:
+        verbose_name = gettext_lazy("team")
+        verbose_name_plural = gettext_lazy("teams")
         permissions = [
             ("manage_all_teams", "Can see and change every team's trainings (operators)"),
             ("use_integration_api", "Can use the platform integration API (roster, devices, webhooks)"),
@@ -59,7 +63,12 @@ class Player(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="player"
     )
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
-    language = models.CharField(max_length=10, default="en", help_text="Language of the player's pushes.")
+    language = models.CharField(
+        max_length=10,
+        default="en",
+        validators=[validate_spoken_language],
+        help_text="Language of the player's pushes.",
+    )
     teams = models.ManyToManyField(Team, through="Membership", related_name="players")
     quiet_start = models.TimeField(
         null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
@@ -67,6 +76,8 @@ class Player(models.Model):
     quiet_end = models.TimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = gettext_lazy("player")
+        verbose_name_plural = gettext_lazy("players")
         constraints = [quiet_hours_both_or_none("player")]
 
     def __str__(self) -> str:

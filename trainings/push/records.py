@@ -24,11 +24,12 @@ from common.lookups import AnyOf, array_literal
 from common.prepared import prepared_run
 from common.rows_insert import rows_insert_many
 from trainings import queries
-from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from trainings.models import DeliveredPush, Device, PushSend, SendStatus, WebhookEvent
 from trainings.push import metrics
 from trainings.push.liveness import push_minutes_add
 from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 from trainings.transitions import devices_disable
+from trainings.webhooks.events import PushOutcome, push_outcomes, subscribers
 
 logger = logging.getLogger("trainings.push.gateway")
 
@@ -206,8 +207,50 @@ def pushes_finish(
                     for p in finished
                 ),
             )
+            _outcomes_publish(closing, complete)
         # Last: concurrent gateways' rounds wait on the minute's row only for their commit.
         push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached, standin=standin)
+
+
+def _outcomes_publish(
+    closing: list[tuple[int, PushMessage, SendStatus]], complete: list[tuple[int, PushMessage]]
+) -> None:
+    """`push.outcome` for the players' pushes finished now, in their transaction, when anyone subscribes
+    (trainings/webhooks/events.py): reached (a device accepted it), token dead (every device's token was),
+    failed, or no device. Read from every round's sends of these pushes: one statement for them all."""
+    if not subscribers(WebhookEvent.PUSH_OUTCOME):
+        return
+    done: list[tuple[PushMessage, str | None]] = [
+        (p, None) for _, p, s in closing if s == SendStatus.NO_DEVICE
+    ]
+    done += [(p, "") for _, p in complete]
+    done = [(p, tried) for p, tried in done if p.player is not None]  # a coach's digest has no player
+    sends: dict[str, list[tuple[str, str]]] = {}
+    rows = PushSend.objects.filter(push_key__in=[p.idempotency_key for p, tried in done if tried is not None],
+                                   device__isnull=False).order_by("pk")  # fmt: skip
+    for key, provider, status in rows.values_list("push_key", "provider", "status"):
+        sends.setdefault(key, []).append((provider, status))
+    outcomes = []
+    for push, tried in done:
+        channel, outcome = (
+            (None, "no_device") if tried is None else _outcome(sends.get(push.idempotency_key, []))
+        )
+        assert push.player is not None
+        outcomes.append(PushOutcome(push=push.idempotency_key, player=push.player, guardian=push.guardian,
+                                    training=push.training, kind=push.kind, channel=channel,
+                                    outcome=outcome))  # fmt: skip
+    push_outcomes(outcomes)
+
+
+def _outcome(sends: list[tuple[str, str]]) -> tuple[str | None, str]:
+    """(channel, outcome) of a push from its device sends, oldest first."""
+    reached = [provider for provider, status in sends if status == SendStatus.ACCEPTED]
+    if reached:
+        return reached[0], "reached"
+    last = sends[-1][0] if sends else None
+    if sends and all(status == SendStatus.TOKEN_DEAD for _, status in sends):
+        return last, "token_dead"
+    return last, "failed"
 
 
 def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:

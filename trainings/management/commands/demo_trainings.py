@@ -23,6 +23,9 @@ PLAYERS = [
     ("Dan", "fr", "America/Montreal"),
 ]
 
+# Alice's answer to the built-in wellness check (trainings/answers/presets.py).
+_WELL_RESTED = {"sleep_quality": 6, "fatigue": 2, "stress": 2, "soreness": 3}
+
 
 class Command(BaseCommand):
     help = (
@@ -65,7 +68,7 @@ class Command(BaseCommand):
             pre = self._training(team, "Demo pre-training", start=now + dt.timedelta(minutes=17), minutes=60)
             for accepted in pre.invitations.all():
                 invitation_respond(invitation=accepted, status=InvitationStatus.ACCEPTED)
-            answer_record(training=pre, player=players["Alice"], phase=kinds.PRE.code, answers={"sleep": 8})
+            answer_record(training=pre, player=players["Alice"], phase=kinds.PRE.code, answers=_WELL_RESTED)
         # The 6-hour invitation reminder in 3 minutes; Bruno has accepted, so he is skipped.
         invitation = self._training(
             team, "Demo invitation", start=now + dt.timedelta(hours=6, minutes=3), minutes=90

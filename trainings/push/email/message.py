@@ -20,36 +20,43 @@ from django.conf import settings
 from django.core import signing
 from django.core.mail import EmailMultiAlternatives
 from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext
 
+from common.i18n import spoken
 from trainings.answers.links import answer_token, answerable, expects_response
 from trainings.push.email.skeleton import skeletons
 from trainings.push.messages import PushMessage, Target
 
 UNSUBSCRIBE_SALT = "trainings.email-unsubscribe"
 
-# The few words of an email around the push's own text, per language (English otherwise).
-WORDS: dict[str, dict[str, str]] = {
-    "en": {"accept": "I'll come", "decline": "I can't come", "answer": "Answer the questionnaire",
-           "unsubscribe": "Stop these emails for this kind of reminder", "why": "You receive this email "
-           "because your coach's team sends reminders by email when no app notification reaches you, or when "
-           "you chose email for this kind of reminder."},
-    "fr": {"accept": "Je viens", "decline": "Je ne peux pas venir", "answer": "Répondre au questionnaire",
-           "unsubscribe": "Ne plus recevoir ces e-mails pour ce type de rappel", "why": "Vous recevez cet "
-           "e-mail car l'équipe de votre entraîneur envoie ses rappels par e-mail quand aucune notification "
-           "de l'appli ne vous parvient, ou quand vous avez choisi l'e-mail pour ce type de rappel."},
-}  # fmt: skip
+
+@lru_cache(maxsize=64)
+def _words(language: str, coach: bool) -> tuple[tuple[str, str], ...]:
+    """The few words of an email around the push's own text, in `language` (a spoken one). A coach's digest
+    says why instead of offering an unsubscribe link (the coach's channels and the team's digest times are
+    settings, in the app and the admin)."""
+    with translation.override(language):
+        said = {
+            "accept": gettext("I'll come"),
+            "decline": gettext("I can't come"),
+            "answer": gettext("Answer the questionnaire"),
+            "unsubscribe": gettext("Stop these emails for this kind of reminder"),
+            "why": gettext(
+                "You receive this email because your coach's team sends reminders by email when no app "
+                "notification reaches you, or when you chose email for this kind of reminder."
+            ),
+        }
+        if coach:
+            said["why"] = gettext(
+                "You receive this digest as a coach of the team; your channels are in your coach profile."
+            )
+    return tuple(said.items())
 
 
-# A coach's digest by email says why instead (no unsubscribe link: the coach's channels and the team's digest
-# times are settings, in the app and the admin).
-COACH_WHY: dict[str, str] = {
-    "en": "You receive this digest as a coach of the team; your channels are in your coach profile.",
-    "fr": "Vous recevez ce résumé en tant qu'entraîneur de l'équipe ; vos canaux sont dans votre profil.",
-}
-
-
-def words(language: str) -> dict[str, str]:
-    return WORDS.get(language.lower().split("-")[0], WORDS["en"])
+def words(language: str, *, coach: bool = False) -> dict[str, str]:
+    """The email's and the answer page's words in the reader's language (common/i18n.py's fallback)."""
+    return dict(_words(spoken(language), coach))
 
 
 def unsubscribe_token(*, player_id: int, kind: str, guardian_id: int | None = None) -> str:
@@ -128,10 +135,8 @@ def email_of(push: PushMessage, device: Target) -> Email:
     """The email of `push` to the address `device.token` (a Message-ID stable per push and address)."""
     language = str(push.raw.get("language") or "en")
     links = email_links(push)
-    said = words(language)
-    if push.coach is not None:
-        said = {**said, "why": COACH_WHY.get(language.lower().split("-")[0], COACH_WHY["en"])}
-    text, html = skeletons(language, tuple(sorted(links)), tuple(said.items()))
+    said = _words(spoken(language), push.coach is not None)
+    text, html = skeletons(language, tuple(sorted(links)), said)
     values = {"title": push.title, "body": push.body, **links}
     headers = {"Message-ID": f"<{device.send_uuid(push)}@{settings.TRAININGS_EMAIL_DOMAIN}>"}
     if "unsubscribe" in links:
