@@ -23,7 +23,7 @@ from bench.report import Section, render_table, write_chart, write_json
 
 SCENARIOS = (
     "scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email",
-    "email_wire", "admin", "webhooks",
+    "email_wire", "admin", "webhooks", "roster",
 )  # fmt: skip
 # Run only when named with --only: filling and vacuuming 30 M rows alone takes many minutes; the storm
 # schedules 5,000 trainings and sends 300,000 pushes.
@@ -230,6 +230,10 @@ def _run(h: Harness, name: str, selected: list[str], args: argparse.Namespace) -
         from bench.scenarios import webhooks
 
         return [webhooks.run(h)]
+    if name == "roster":
+        from bench.scenarios import roster
+
+        return [roster.run(h)]
     from bench.scenarios import trainings
 
     return [trainings.run(h)]

@@ -178,7 +178,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, with the input rules it leaves out (reminders/http/openapi.py).
+    "DEFAULT_SCHEMA_CLASS": "reminders.http.openapi.ServerRulesSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -191,6 +192,9 @@ SPECTACULAR_SETTINGS = {
     "in-process handlers, and the trainings reminders built on it.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Request bodies advertised as JSON only: the API parses forms too (the browsable API's), but a client
+    # generated from a schema offering three encodings sent multipart with every field twice.
+    "PARSER_WHITELIST": ["reminders.http.parsers.StrictJSONParser"],
     # Every error answer each operation can give, and request bodies that take no other keys
     # (reminders/http/openapi.py), after the default enum hook.
     "POSTPROCESSING_HOOKS": [
@@ -458,6 +462,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
     # A rule's kind: the players' kinds and the coaches' (trainings/kinds.py); "kind" elsewhere is a player's.
     "RuleKindEnum": "trainings.kinds.any_rule_choices",
+    # A webhook subscription's state (trainings/webhooks/serializers.py).
+    "WebhookStatusEnum": [("active", "active"), ("disabled", "disabled")],
 }
 
 # --- Operations: metrics, health, abuse limits, log format (reminders/ops/: metrics.py, health.py,
@@ -590,3 +596,6 @@ MIDDLEWARE.insert(
 SIMPLE_HISTORY_REVERT_DISABLED = True
 # Purged by the hourly purge task past this age.
 REMINDERS_HISTORY_RETENTION_DAYS = env_int("REMINDERS_HISTORY_RETENTION_DAYS", 365, minimum=1)
+# How long an API caller's Idempotency-Key replays its first answer (common/idempotency.py); the hourly
+# purge deletes older keys.
+IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from common.history import history_purge_old
+from common.idempotency import idempotency_purge_expired
 from reminders.beat import PURGE_TASK, SCAN_TASK
 from reminders.engine.connection_thread import marker
 from reminders.engine.kick import scan_kick
@@ -80,4 +81,5 @@ def purge_old() -> int:
     scan_minutes_purge(before=timezone.now() - timedelta(days=2))  # the status page reads the last hour
     history_purge_old()  # audit rows past REMINDERS_HISTORY_RETENTION_DAYS
     request_counts_purge()  # the limits' windows that ended
+    idempotency_purge_expired()  # API callers' Idempotency-Keys past IDEMPOTENCY_KEY_TTL_HOURS
     return occurrences_purge_old()

@@ -1,12 +1,13 @@
 """Reads: what a user may see, who is still to be reminded, and a training's reminder timeline.
 
-Who sees what: operators (superusers, or users with `trainings.manage_all_teams`) see every team; anyone
-else sees the teams they coach. `is_staff` alone does not widen the scope, because coaches are staff
-users too (that is what lets them into the admin).
+Who sees what: operators (superusers, or `trainings.manage_all_teams`) see every team; integration callers
+(`trainings.use_integration_api`) also the roster rows they created; anyone else the teams they coach.
+`is_staff` alone does not widen the scope: coaches are staff users too (that lets them into the admin).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -58,11 +59,18 @@ def user_sees_all_teams(user: User) -> bool:
     return bool(getattr(user, "is_superuser", False)) or user.has_perm("trainings.manage_all_teams")  # type: ignore[union-attr]
 
 
+def user_uses_integration_api(user: User) -> bool:
+    return bool(getattr(user, "is_authenticated", False)) and user.has_perm("trainings.use_integration_api")  # type: ignore[union-attr]
+
+
 def teams_visible_to(user: User) -> QuerySet[Team]:
+    """Operators: every team; an integration caller: those it created or coaches; others: those coached."""
     if user_sees_all_teams(user):
         return Team.objects.all()
     if not getattr(user, "is_authenticated", False):
         return Team.objects.none()
+    if user_uses_integration_api(user):
+        return Team.objects.filter(Q(coaches=user.pk) | Q(owner=user.pk)).distinct()
     return Team.objects.filter(coaches=user.pk)
 
 
@@ -73,9 +81,13 @@ def trainings_visible_to(user: User) -> QuerySet[Training]:
 
 
 def players_visible_to(user: User) -> QuerySet[Player]:
+    """The players of the teams a user sees; an integration caller's own too (on no team yet, say)."""
     if user_sees_all_teams(user):
         return Player.objects.all()
-    return Player.objects.filter(memberships__team__in=teams_visible_to(user)).distinct()
+    on_teams = Q(memberships__team__in=teams_visible_to(user))
+    if user_uses_integration_api(user):
+        return Player.objects.filter(on_teams | Q(owner=user.pk)).distinct()
+    return Player.objects.filter(on_teams).distinct()
 
 
 def guardians_visible_to(user: User) -> QuerySet[Guardian]:
@@ -132,13 +144,17 @@ class TimelineEntry:
     pushes_published: int  # put on the push queue (not yet "reached")
 
 
-def training_timeline(*, training: Training) -> list[TimelineEntry]:
-    """Every occurrence of every rule's job for this training (history included), by fire time."""
+def training_timeline(*, training: Training, statuses: Collection[str] = ()) -> list[TimelineEntry]:
+    """Every occurrence of every rule's job for this training (history included), by fire time; only those
+    in `statuses` when given (the API's `?status=`)."""
     rules = {link.job_id: link.rule for link in training.reminder_jobs.select_related("rule")}
+    rows = Occurrence.objects.filter(job_id__in=list(rules))
+    if statuses:
+        rows = rows.filter(status__in=list(statuses))
     occurrences = list(
-        Occurrence.objects.filter(job_id__in=list(rules))
-        .order_by("fire_at", "id")
-        .only("id", "fire_at", "status", "attempts", "idempotency_key", "job_id")
+        rows.order_by("fire_at", "id").only(
+            "id", "fire_at", "status", "attempts", "idempotency_key", "job_id"
+        )
     )
     keys = [o.idempotency_key for o in occurrences]
     runs = {run.occurrence_key: run for run in ReminderRun.objects.filter(occurrence_key__in=keys)}

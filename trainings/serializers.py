@@ -141,7 +141,8 @@ class _ScopedPlayerListField(serializers.ListField):
 
 
 class TrainingInputSerializer(StrictSerializer):
-    """Create (all of team, title, start, end, time_zone required) or update (PUT/PATCH) a training.
+    """Create (team, title, start and end required; time_zone defaults to the team's) or update (PUT/PATCH)
+    a training.
 
     `players` is the training's full player list (invitations); omitted on create it defaults to the
     team's active members, omitted on update it stays as it is.
@@ -204,7 +205,7 @@ def _on_the_list(found: _Row | None) -> _Row:
 class AnswerInputSerializer(StrictSerializer):
     player = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
     phase = serializers.ChoiceField(choices=kinds.live(kinds.questionnaire_choices))
-    answers = AnswersField(required=False, default=dict)
+    answers = AnswersField()  # an empty answer is refused (trainings/answers/questionnaires.py)
     answered_at = AwareDateTimeField(required=False)
 
     def validate_player(self, value: int) -> Player:

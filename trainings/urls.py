@@ -12,6 +12,7 @@ from trainings.guardians.views import (
     GuardianTrainingsView,
     GuardianViewSet,
 )
+from trainings.roster.views import PlayerViewSet, RosterSyncView, TeamMembersView, TeamViewSet
 from trainings.views import PlayerDeviceViewSet, PlayerPreferencesView, ReminderRuleViewSet, TrainingViewSet
 from trainings.webhooks.views import WebhookViewSet
 
@@ -23,9 +24,14 @@ router.register("guardians", GuardianViewSet, basename="guardian")
 router.register("experiments", ExperimentViewSet, basename="experiment")
 # Events back to the platform (trainings/webhooks/).
 router.register("webhooks", WebhookViewSet, basename="webhook")
+router.register("teams", TeamViewSet, basename="team")
+router.register("players", PlayerViewSet, basename="player")
 
 urlpatterns = [
     *router.urls,
+    # The roster (trainings/roster/): a team's active members, and the bulk sync by external ids.
+    path("teams/<int:team_pk>/members/", TeamMembersView.as_view(), name="team-members"),
+    path("roster/", RosterSyncView.as_view(), name="roster-sync"),
     # What the reminders achieve (trainings/analytics/).
     path("analytics/offsets/", EffectivenessView.as_view(), name="analytics-offsets"),
     path("analytics/players/", PlayersView.as_view(), name="analytics-players"),

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
@@ -21,6 +21,8 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
+from common.idempotency import idempotent
+from reminders.models import OccurrenceStatus
 from trainings.answers.questionnaires import AnswersRefused
 from trainings.models import Guardian, Player, ReminderRule, Training
 from trainings.preferences import preferences_read, preferences_update
@@ -117,6 +119,7 @@ class TrainingViewSet(viewsets.ModelViewSet):
         training = self.get_queryset().get(pk=training.pk)
         return Response(TrainingSerializer(training, context=self.get_serializer_context()).data, status=code)
 
+    @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         values = self._input()
         values.pop("cancelled", None)
@@ -178,14 +181,30 @@ class TrainingViewSet(viewsets.ModelViewSet):
         return Response(InvitationSerializer(invitation).data)
 
     @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "status",
+                str,
+                enum=list(OccurrenceStatus.values),
+                description="Only the occurrences in this status; repeat it (or separate with commas) for "
+                "several.",
+            )
+        ],
         responses={200: TimelineEntrySerializer(many=True)},
         description="Every reminder occurrence of the training, by fire time: rule, status, and when it "
-        "has fired, how many players were still pending and how many pushes went out.",
+        "has fired, how many players were still pending and how many pushes went out. A deleted "
+        "training's timeline goes with it (404); a cancelled one keeps it.",
     )
     @action(detail=True, methods=["get"], pagination_class=None)
     def timeline(self, request: Request, pk: str | None = None) -> Response:
         training = self.get_object()
-        entries = training_timeline(training=training)
+        statuses = {s for value in request.query_params.getlist("status") for s in value.split(",") if s}
+        unknown = sorted(statuses - set(OccurrenceStatus.values))
+        if unknown:
+            raise ValidationError(
+                {"status": [f"{unknown[0]!r} is none of {', '.join(OccurrenceStatus.values)}."]}
+            )
+        entries = training_timeline(training=training, statuses=statuses)
         return Response(TimelineEntrySerializer(entries, many=True, context={"zone": training.zone}).data)
 
 
@@ -248,18 +267,24 @@ class ReminderRuleViewSet(
             200: DeviceSerializer,
             201: DeviceSerializer,
             400: OpenApiResponse(description="Field errors."),
-            403: OpenApiResponse(description="Only the player registers their own devices."),
+            403: OpenApiResponse(description="Neither the player nor an integration caller."),
         },
-        description="Register a push token for yourself (the player). 201 when new; 200 when the token was "
-        "known: it is re-enabled and moves to you.",
+        description="Register a push token for the player: the player's own login (the app), or an "
+        "integration caller (trainings.use_integration_api) on their behalf. 201 when new; 200 when the "
+        "token was known: it is re-enabled and moves to this player.",
     ),
     destroy=extend_schema(
-        responses={204: None, 403: OpenApiResponse(description="Only the player removes their devices.")},
-        description="Remove one of your devices (the app signed out).",
+        responses={
+            204: None,
+            403: OpenApiResponse(description="Neither the player nor an integration caller."),
+        },
+        description="Remove one of the player's devices (the app signed out): the player, or an "
+        "integration caller on their behalf.",
     ),
 )
 class PlayerDeviceViewSet(PersonDeviceViewSet):
     owner = "player"
+    on_behalf = True
 
     def person(self) -> Player:
         return _device_player(self.request, self.kwargs["player_pk"])

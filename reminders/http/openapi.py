@@ -1,7 +1,8 @@
 """The OpenAPI schema's error answers: every status code the API can give, documented on each operation.
 
 drf-spectacular documents what a view returns when it succeeds; the API also answers 401 (no or a bad
-token), 403, 404 (a path naming a row), 400 (bad input), 411/413/415 (a body it cannot read) and 429
+token), 403, 404 (a path naming a row), 400 (bad input), 411/413/415 (a body it cannot read), 422 (an
+Idempotency-Key used with another request, common/idempotency.py) and 429
 (throttled, with Retry-After) on every operation where they can occur. A client generated from the schema
 should know them, and `tests/security/test_schema_conformance.py` holds every response to it.
 """
@@ -9,6 +10,13 @@ should know them, and `tests/security/test_schema_conformance.py` holds every re
 from __future__ import annotations
 
 from typing import Any
+
+from django.conf import settings
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
+
+from common.idempotency import HEADER as IDEMPOTENCY_HEADER
+from common.idempotency import KEY_REUSED
 
 _DETAIL = {
     "type": "object",
@@ -37,6 +45,7 @@ _ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
     411: ("A chunked body that this server cannot read: send Content-Length.", _DETAIL),
     413: ("The body is over REMINDERS_MAX_REQUEST_BYTES.", _TOO_LARGE),
     415: ("A Content-Type the API does not parse.", _DETAIL),
+    422: (KEY_REUSED, _DETAIL),
     429: ("Throttled per token or per address; retry after Retry-After seconds.", _DETAIL),
 }
 _BODY_ERRORS = (400, 411, 413, 415)
@@ -57,6 +66,14 @@ def error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
                 codes.append(400)
             if method in ("put", "post", "patch"):
                 codes.extend(_BODY_ERRORS)
+            if any(p.get("name") == IDEMPOTENCY_HEADER for p in operation.get("parameters", [])):
+                codes.append(422)
+            # An operation's own error answers (a 409) without a body said: `{"detail"}`, as every error.
+            for code, entry in responses.items():
+                if str(code).startswith("4") and "content" not in entry:
+                    entry["content"] = {
+                        "application/json": {"schema": _FIELD_ERRORS if code == "400" else _DETAIL}
+                    }
             for code in sorted(set(codes)):
                 description, body = _ERRORS[code]
                 entry = responses.setdefault(str(code), {"description": description})
@@ -100,3 +117,27 @@ def strict_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, An
                 for media in operation.get("requestBody", {}).get("content", {}).values():
                     close(media.get("schema"))
     return result
+
+
+class ServerRulesSchema(AutoSchema):
+    """drf-spectacular's schema with the input rules DRF enforces that it leaves out, so a generated client
+    (or schemathesis) knows them: a list that may not be empty has `minItems: 1`; a string that may not be
+    blank `minLength: 1`, and `pattern: \\S` when surrounding spaces are trimmed first (a blank after
+    trimming is refused too); a list capped by a setting (`max_items_setting`, read at each request, so an
+    operator's value) its `maxItems`. Request bodies only: an answer is what was stored."""
+
+    def _map_serializer_field(self, field: Any, direction: str, bypass_extensions: bool = False) -> Any:
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction != "request" or field.read_only or not isinstance(schema, dict) or "$ref" in schema:
+            return schema
+        lists = (serializers.ListField, serializers.ListSerializer, serializers.ManyRelatedField)
+        if isinstance(field, lists) and not getattr(field, "allow_empty", True):
+            schema.setdefault("minItems", 1)
+        setting = getattr(field, "max_items_setting", None)
+        if setting is not None:
+            schema.setdefault("maxItems", getattr(settings, setting))
+        if isinstance(field, serializers.CharField) and not field.allow_blank:
+            schema.setdefault("minLength", 1)
+            if field.trim_whitespace:
+                schema.setdefault("pattern", r"\S")
+        return schema

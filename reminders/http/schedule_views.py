@@ -136,6 +136,12 @@ class ThrottlePolicyViewSet(viewsets.ModelViewSet):
         self._check_owner(serializer.instance)
         serializer.save()
 
+    @extend_schema(
+        responses={
+            204: None,
+            409: OpenApiResponse(description="In use by jobs or schedules: change those first."),
+        }
+    )
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         policy = self.get_object()
         self._check_owner(policy)

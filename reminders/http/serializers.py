@@ -83,6 +83,15 @@ class ThrottleField(serializers.SlugRelatedField):
         return super().to_internal_value(data)
 
 
+class SettingLimitedListField(serializers.ListField):
+    """A list whose most items is a setting, checked by the serializer's `validate_<field>` with its own
+    message; the schema states it as `maxItems` (reminders/http/openapi.py)."""
+
+    def __init__(self, *, max_items_setting: str, **kwargs: Any) -> None:
+        self.max_items_setting = max_items_setting
+        super().__init__(**kwargs)
+
+
 class JobInputSerializer(StrictSerializer):
     # Not trimmed (DRF's default): a key is refused unless it is exactly what will be stored and looked up
     # (see `refuse_trailing_newline` for the one case the pattern lets through).
@@ -94,7 +103,9 @@ class JobInputSerializer(StrictSerializer):
             "invalid": "use 1-200 letters, digits, '.', '_', ':', '@' or '-', starting alphanumeric."
         },
     )
-    schedules = serializers.ListField(child=AwareDateTimeField(), allow_empty=False)
+    schedules = SettingLimitedListField(
+        child=AwareDateTimeField(), allow_empty=False, max_items_setting="REMINDERS_MAX_SCHEDULES"
+    )
     callback = CallbackSerializer()
     priority = serializers.IntegerField(
         min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, default=PRIORITY_DEFAULT
@@ -136,7 +147,9 @@ class JobInputSerializer(StrictSerializer):
 
 
 class BulkJobsInputSerializer(StrictSerializer):
-    jobs = serializers.ListField(child=JobInputSerializer(), allow_empty=False)
+    jobs = SettingLimitedListField(
+        child=JobInputSerializer(), allow_empty=False, max_items_setting="REMINDERS_MAX_BULK_JOBS"
+    )
 
     def validate_jobs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(value) > settings.REMINDERS_MAX_BULK_JOBS:

@@ -14,6 +14,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.idempotency import idempotent
 from reminders.http.permissions import SCHEDULER_PERMISSIONS, caller_context
 from reminders.http.scopes import jobs_visible_to, occurrences_visible_to
 from reminders.http.serializers import (
@@ -67,6 +68,7 @@ class JobViewSet(KeyedViewSet):
         description="Create the job, or replace it if the key exists (its pending occurrences are replaced "
         "atomically; delivered history stays). 201 on create, 200 on replace.",
     )
+    @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = JobInputSerializer(data=request.data, context=caller_context(request))
         data.is_valid(raise_exception=True)
@@ -90,10 +92,18 @@ class JobViewSet(KeyedViewSet):
 
     @extend_schema(
         request=BulkJobsInputSerializer,
-        responses={200: BulkResultSerializer, 400: OpenApiResponse(description="Field errors by job index.")},
+        responses={
+            200: BulkResultSerializer,
+            400: OpenApiResponse(description="Field errors by job index."),
+            409: OpenApiResponse(
+                description="Another request created one of these keys at the same moment; nothing was "
+                "stored: retry."
+            ),
+        },
         description="Create or replace many jobs in one transaction: all of them or none. Each job follows "
         "the rules of POST /api/jobs/. Errors are reported under jobs.<index>.",
     )
+    @idempotent
     @action(detail=False, methods=["post"], url_path="bulk")
     def bulk(self, request: Request) -> Response:
         data = BulkJobsInputSerializer(data=request.data, context=caller_context(request))

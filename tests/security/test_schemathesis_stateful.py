@@ -5,7 +5,8 @@ key to its GET and DELETE; a schedule's key to pause, resume, preview; a webhook
 are inferred by schemathesis from the schema. A scenario creates, reads, changes and deletes through them,
 so the requests reach the code behind a real row, not only a 404, and every answer must be documented,
 never a 5xx, and never refuse valid data or accept invalid data. The operator's token sees every team:
-the seeded team, its players and a guardian are there to be named.
+the seeded team, its players and a guardian are there to be named (the roster's routes too: teams,
+players, members, the sync).
 """
 
 from __future__ import annotations
@@ -55,6 +56,25 @@ def _valid_body(operation: str, body: dict[str, Any]) -> dict[str, Any] | None:
     if operation in ("POST /api/trainings/", "PUT /api/trainings/{id}/"):
         return {**body, "team": SEEDED["team"], "time_zone": "Europe/Paris", **instants,
                 "players": SEEDED["players"]}  # fmt: skip
+    if operation == "POST /api/teams/":
+        return {**body, "time_zone": "Europe/Paris"}
+    if operation in ("POST /api/players/", "PATCH /api/players/{id}/"):
+        person = {
+            "time_zone": "Europe/Paris",
+            "language": "fr",
+            "email": f"p{zlib.crc32(repr(body).encode())}@example.com",
+        }
+        return {**body, **person, **({"team": SEEDED["team"]} if operation.startswith("POST") else {})}
+    if operation == "PUT /api/teams/{id}/members/":
+        return {"players": SEEDED["players"]}
+    if operation == "POST /api/roster/":
+        player = {
+            "external_id": "p1",
+            "name": "P",
+            "language": "en",
+            "guardians": [{"external_id": "g1", "name": "G"}],
+        }
+        return {"teams": [{"external_id": "t1", "name": "T", "time_zone": "UTC", "players": [player]}]}
     if operation == "POST /api/jobs/":
         queue = {"type": "rabbitmq", "data": {"queue": "q.schemathesis", "payload": body.get("key", "")}}
         return {**body, "schedules": [instants["start"]], "callback": queue}

@@ -266,7 +266,7 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("guardian-devices", "GET"): lambda s: (_guardian(s, "devices/"), None),
     ("guardian-devices", "POST"): lambda s: (
         _guardian(s, "devices/"),
-        {"platform": "ios", "provider": "apns", "token": "new-token"},
+        {"platform": "ios", "provider": "apns", "token": "ab" * 32},
     ),
     ("guardian-device", "DELETE"): lambda s: (_guardian(s, f"devices/{s.guardian.devices.get().pk}/"), None),
     ("guardian-preferences", "GET"): lambda s: (_guardian(s, "preferences/"), None),
@@ -301,6 +301,26 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
         {"url": "https://example.com/events", "events": ["answer.recorded"]},
     ),
     ("webhook-detail", "DELETE"): lambda s: (f"/api/webhooks/{_webhook(s).pk}/", None),
+    # The roster (trainings/roster/): the side's team and player; creating names no team but a player's.
+    ("team-list", "GET"): lambda s: ("/api/teams/", None),
+    ("team-list", "POST"): lambda s: ("/api/teams/", {"name": "New team", "external_id": "new"}),
+    ("team-detail", "GET"): lambda s: (f"/api/teams/{s.team.pk}/", None),
+    ("team-detail", "PATCH"): lambda s: (f"/api/teams/{s.team.pk}/", {"name": "Renamed", "reminds": "both"}),
+    ("team-detail", "DELETE"): lambda s: (f"/api/teams/{s.team.pk}/", None),
+    ("team-members", "GET"): lambda s: (f"/api/teams/{s.team.pk}/members/", None),
+    ("team-members", "PUT"): lambda s: (f"/api/teams/{s.team.pk}/members/", {"players": []}),
+    ("player-list", "GET"): lambda s: ("/api/players/", None),
+    ("player-list", "POST"): lambda s: ("/api/players/", {"name": "New", "team": s.team.pk}),
+    ("player-detail", "GET"): lambda s: (f"/api/players/{s.player.pk}/", None),
+    ("player-detail", "PATCH"): lambda s: (
+        f"/api/players/{s.player.pk}/",
+        {"name": "Renamed", "language": "fr"},
+    ),
+    ("player-detail", "DELETE"): lambda s: (f"/api/players/{s.player.pk}/", None),
+    ("roster-sync", "POST"): lambda s: (
+        "/api/roster/",
+        {"teams": [{"external_id": "t", "name": "T", "players": [{"external_id": "p", "name": "P"}]}]},
+    ),
 }
 
 # (actor, whose objects): the columns of the matrix.
@@ -328,16 +348,19 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("reminder-rule-detail", "GET"):       (401,      200,     200,          200,        200,      200),
     ("reminder-rule-detail", "PUT"):       (401,      403,     403,          403,        200,      200),
     ("reminder-rule-detail", "PATCH"):     (401,      403,     403,          403,        200,      200),
-    # Devices: only the player registers or removes their own (tests/trainings/test_devices_api.py).
+    # Devices: coaches and operators read them (tests/trainings/test_devices_api.py).
     ("player-devices", "GET"):             (401,      200,     404,          404,        200,      200),
     # Coaches and operators read a player's preferences; only the player (an account linked to them) writes.
     ("player-preferences", "GET"):         (401,      200,     404,          404,        200,      200),
     ("player-preferences", "PUT"):         (401,      403,     404,          404,        403,      403),
     ("player-preferences", "PATCH"):       (401,      403,     404,          404,        403,      403),
-    ("player-devices", "POST"):            (401,      403,     404,          404,        403,      403),
-    ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      403),
+    # Registering and removing: the player, or an integration caller on their behalf (superusers hold every
+    # permission, trainings.use_integration_api too; tests/trainings/test_devices_on_behalf.py).
+    ("player-devices", "POST"):            (401,      403,     404,          404,        403,      201),
+    ("player-device", "DELETE"):           (401,      403,     404,          404,        403,      204),
     # Guardians: coaches of their players and operators manage them; only the guardian (an account linked
-    # to them) registers devices and writes preferences (tests/trainings/test_guardians_api.py).
+    # to them) writes preferences, and registers devices (or an integration caller on their behalf, as for
+    # players) (tests/trainings/test_guardians_api.py).
     ("guardian-list", "GET"):              (401,      LISTED,  HIDDEN,       HIDDEN,     LISTED,   LISTED),
     ("guardian-list", "POST"):             (401,      201,     400,          400,        201,      201),
     ("guardian-detail", "GET"):            (401,      200,     404,          404,        200,      200),
@@ -345,8 +368,8 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("guardian-detail", "PATCH"):          (401,      200,     404,          404,        200,      200),
     ("guardian-detail", "DELETE"):         (401,      204,     404,          404,        204,      204),
     ("guardian-devices", "GET"):           (401,      200,     404,          404,        200,      200),
-    ("guardian-devices", "POST"):          (401,      403,     404,          404,        403,      403),
-    ("guardian-device", "DELETE"):         (401,      403,     404,          404,        403,      403),
+    ("guardian-devices", "POST"):          (401,      403,     404,          404,        403,      201),
+    ("guardian-device", "DELETE"):         (401,      403,     404,          404,        403,      204),
     ("guardian-preferences", "GET"):       (401,      200,     404,          404,        200,      200),
     ("guardian-preferences", "PUT"):       (401,      403,     404,          404,        403,      403),
     ("guardian-preferences", "PATCH"):     (401,      403,     404,          404,        403,      403),
@@ -370,6 +393,23 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("webhook-list", "GET"):               (401,      403,     403,          403,        200,      200),
     ("webhook-list", "POST"):              (401,      403,     403,          403,        201,      201),
     ("webhook-detail", "DELETE"):          (401,      403,     403,          403,        204,      204),
+    # The roster: a coach reads and changes their own teams, their members and players (as in the admin);
+    # creating or deleting a team, deleting a player and the bulk sync are for integration callers and
+    # operators (403); a team or player with history is kept (409). Integration callers, who see the rows
+    # they created: tests/trainings/test_roster_api.py and test_roster_sync.py.
+    ("team-list", "GET"):                  (401,      LISTED,  HIDDEN,       HIDDEN,     LISTED,   LISTED),
+    ("team-list", "POST"):                 (401,      403,     403,          403,        201,      201),
+    ("team-detail", "GET"):                (401,      200,     404,          404,        200,      200),
+    ("team-detail", "PATCH"):              (401,      200,     404,          404,        200,      200),
+    ("team-detail", "DELETE"):             (401,      403,     404,          404,        409,      409),
+    ("team-members", "GET"):               (401,      200,     404,          404,        200,      200),
+    ("team-members", "PUT"):               (401,      200,     404,          404,        200,      200),
+    ("player-list", "GET"):                (401,      LISTED,  HIDDEN,       HIDDEN,     LISTED,   LISTED),
+    ("player-list", "POST"):               (401,      201,     400,          400,        201,      201),
+    ("player-detail", "GET"):              (401,      200,     404,          404,        200,      200),
+    ("player-detail", "PATCH"):            (401,      200,     404,          404,        200,      200),
+    ("player-detail", "DELETE"):           (401,      403,     404,          404,        409,      409),
+    ("roster-sync", "POST"):               (401,      403,     403,          403,        200,      200),
 }
 # The field a 400 names: the team (not one of yours), or a guardian's players (not yours).
 BAD_FIELD = {("guardian-list", "POST"): "players"}
@@ -412,6 +452,9 @@ def _state(side: Side) -> tuple[Any, ...]:
         list(side.guardian.devices.order_by("pk").values_list("token", "disabled_at")),
         list(side.guardian.preferences.order_by("kind").values_list("kind", "channels", "muted")),
         list(side.guardian.guardianships.values_list("player", "relation")),
+        Team.objects.filter(pk=side.team.pk).values("name", "time_zone", "reminds", "quiet_start").first(),
+        list(side.team.memberships.order_by("player").values_list("player", "active")),
+        Player.objects.filter(pk=side.player.pk).values_list("name", "language", "time_zone").first(),
     )
 
 
@@ -431,7 +474,8 @@ def test_api_matrix(
     if expected in (LISTED, HIDDEN):
         assert response.status_code == 200
         ids = {str(row["id"]) for row in response.json()["results"]}
-        own = side.guardian.pk if route.startswith("guardian") else side.training.pk
+        owns = {"guardian": side.guardian.pk, "team": side.team.pk, "player": side.player.pk}
+        own = owns.get(route.split("-")[0], side.training.pk)
         assert (str(own) in ids) is (expected == LISTED), ids
         _PASSED["api"] += 1
         return
@@ -834,9 +878,25 @@ SCHEDULER = Rule(
 TEAM = Rule("a coach of the row's team, or manage_all_teams; others 404 (matrix above)", frozenset({401}))
 RULES_WRITE = Rule("read: signed in; change: manage_all_teams (matrix above)", frozenset({401}))
 OPERATORS_API = Rule("manage_all_teams or superuser (matrix above)", frozenset({401}))
+ROSTER = Rule(
+    "read and change: a coach of the team (a player: of one of theirs), the integration caller "
+    "(use_integration_api) that created it, or manage_all_teams; others 404; create a team, delete: "
+    "use_integration_api or manage_all_teams, else 403 (matrix above, tests/trainings/test_roster_api.py)",
+    frozenset({401}),
+)
+ROSTER_SYNC = Rule(
+    "use_integration_api or manage_all_teams, else 403; writes the caller's own rows by their external ids "
+    "(tests/trainings/test_roster_sync.py)",
+    frozenset({401}),
+)
 LINKED = Rule("read: the team's coaches; write: the account linked to the player/guardian", frozenset({401}))
 WEBHOOK_CALLERS = Rule(
     "use_integration_api: the caller's own subscriptions; manage_all_teams: everyone's (matrix above)",
+    frozenset({401}),
+)
+ON_BEHALF = Rule(
+    "read: the team's coaches; write: the account linked to the player/guardian, or an integration caller "
+    "(trainings.use_integration_api) among the people it reads (tests/trainings/test_devices_on_behalf.py)",
     frozenset({401}),
 )
 COACH_SELF = Rule("the signed-in coach's own profile and devices; others 404", frozenset({401}))
@@ -911,8 +971,8 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("reminder-rule-detail", "PUT"):             ("trainings",               RULES_WRITE,      API),
     ("reminder-rule-detail", "PATCH"):           ("trainings",               RULES_WRITE,      API),
     ("player-devices", "GET"):                   ("trainings",               LINKED,           API),
-    ("player-devices", "POST"):                  ("trainings",               LINKED,           API),
-    ("player-device", "DELETE"):                 ("trainings",               LINKED,           API),
+    ("player-devices", "POST"):                  ("trainings",               ON_BEHALF,        API),
+    ("player-device", "DELETE"):                 ("trainings",               ON_BEHALF,        API),
     ("player-preferences", "GET"):               ("trainings",               LINKED,           API),
     ("player-preferences", "PUT"):               ("trainings",               LINKED,           API),
     ("player-preferences", "PATCH"):             ("trainings",               LINKED,           API),
@@ -923,8 +983,8 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("guardian-detail", "PATCH"):                ("trainings",               TEAM,             API),
     ("guardian-detail", "DELETE"):               ("trainings",               TEAM,             API),
     ("guardian-devices", "GET"):                 ("trainings",               LINKED,           API),
-    ("guardian-devices", "POST"):                ("trainings",               LINKED,           API),
-    ("guardian-device", "DELETE"):               ("trainings",               LINKED,           API),
+    ("guardian-devices", "POST"):                ("trainings",               ON_BEHALF,        API),
+    ("guardian-device", "DELETE"):               ("trainings",               ON_BEHALF,        API),
     ("guardian-preferences", "GET"):             ("trainings",               LINKED,           API),
     ("guardian-preferences", "PUT"):             ("trainings",               LINKED,           API),
     ("guardian-preferences", "PATCH"):           ("trainings",               LINKED,           API),
@@ -943,6 +1003,19 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("webhook-list", "GET"):                     ("trainings",               WEBHOOK_CALLERS,  API),
     ("webhook-list", "POST"):                    ("trainings",               WEBHOOK_CALLERS,  API),
     ("webhook-detail", "DELETE"):                ("trainings",               WEBHOOK_CALLERS,  API),
+    ("team-list", "GET"):                        ("trainings.roster",        ROSTER,           API),
+    ("team-list", "POST"):                       ("trainings.roster",        ROSTER,           API),
+    ("team-detail", "GET"):                      ("trainings.roster",        ROSTER,           API),
+    ("team-detail", "PATCH"):                    ("trainings.roster",        ROSTER,           API),
+    ("team-detail", "DELETE"):                   ("trainings.roster",        ROSTER,           API),
+    ("team-members", "GET"):                     ("trainings.roster",        ROSTER,           API),
+    ("team-members", "PUT"):                     ("trainings.roster",        ROSTER,           API),
+    ("player-list", "GET"):                      ("trainings.roster",        ROSTER,           API),
+    ("player-list", "POST"):                     ("trainings.roster",        ROSTER,           API),
+    ("player-detail", "GET"):                    ("trainings.roster",        ROSTER,           API),
+    ("player-detail", "PATCH"):                  ("trainings.roster",        ROSTER,           API),
+    ("player-detail", "DELETE"):                 ("trainings.roster",        ROSTER,           API),
+    ("roster-sync", "POST"):                     ("trainings.roster",        ROSTER_SYNC,      API),
     # -- links in pushes and emails, the provider's webhooks
     ("answer-link", "GET"):                      ("trainings",               LINK_TOKEN,       ANSWER_LINK),
     ("answer-link", "POST"):                     ("trainings",               LINK_TOKEN,       ANSWER_LINK),

@@ -199,8 +199,8 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     list_display = ["name", "language", "time_zone"]
     search_fields = ["name"]
     # Read-only here: a guardian is linked on the guardian's page (trainings/admin/guardians.py), so this
-    # form keeps no formset a client must post.
-    readonly_fields = ["guardians_list"]
+    # form keeps no formset a client must post. The external id is the API caller's key (trainings/roster/).
+    readonly_fields = ["guardians_list", "external_id"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
         return players_visible_to(request.user)

@@ -10,14 +10,22 @@ from common.i18n import spoken_languages
 from common.serializers import StrictSerializer
 from trainings.models import Guardian, Guardianship
 from trainings.offsets import is_time_zone
+from trainings.roster.fields import ExternalIdField
 
 
 class WardSerializer(StrictSerializer):
     """One of the guardian's players, and what the guardian is to them."""
 
-    player = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="The player's id.")
+    player = serializers.IntegerField(min_value=1, max_value=2**63 - 1, required=False,
+                                      help_text="The player's id (or `player_external_id`).")  # fmt: skip
+    player_external_id = ExternalIdField(required=False, help_text="The player's external id (yours).")
     relation = serializers.CharField(max_length=50, required=False, default="", allow_blank=True,
                                      help_text='What the guardian is to the player: "mother".')  # fmt: skip
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("player" in attrs) == ("player_external_id" in attrs):
+            raise serializers.ValidationError({"player": "give the player's id or player_external_id."})
+        return attrs
 
 
 class GuardianSerializer(serializers.ModelSerializer):
@@ -25,7 +33,8 @@ class GuardianSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Guardian
-        fields = ["id", "name", "user", "language", "time_zone", "quiet_start", "quiet_end", "players"]
+        fields = ["id", "name", "user", "language", "time_zone", "quiet_start", "quiet_end", "external_id",
+                  "players"]  # fmt: skip
         read_only_fields = fields
 
     def get_players(self, guardian: Guardian) -> list[dict[str, Any]]:
@@ -42,6 +51,7 @@ class GuardianInputSerializer(StrictSerializer):
     language = serializers.ChoiceField(
         choices=spoken_languages(), required=False, default="en", help_text="One the service speaks."
     )
+    external_id = ExternalIdField(required=False, allow_null=True)
     time_zone = serializers.CharField(
         max_length=64,
         required=False,
@@ -56,7 +66,15 @@ class GuardianInputSerializer(StrictSerializer):
 
     def validate_players(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         visible = self.context["players"]
-        ids = [item["player"] for item in value]
+        # A player named by external id is the caller's own (external ids are unique per caller).
+        keys = [item["player_external_id"] for item in value if "player_external_id" in item]
+        by_key = dict(visible.filter(owner=self.context.get("owner"), external_id__in=keys).values_list(
+            "external_id", "pk"
+        )) if keys else {}  # fmt: skip
+        unknown = [key for key in keys if key not in by_key]
+        if unknown:
+            raise serializers.ValidationError(f"no such player external id among yours: {unknown}.")
+        ids = [item["player"] if "player" in item else by_key[item["player_external_id"]] for item in value]
         if len(set(ids)) != len(ids):
             raise serializers.ValidationError("a player is listed twice.")
         found = {p.pk: p for p in visible.filter(pk__in=ids)}
@@ -64,7 +82,10 @@ class GuardianInputSerializer(StrictSerializer):
         if missing:
             raise serializers.ValidationError(f"no such player among yours: {missing}.")
         # `relation` may be absent: a PATCH (partial) applies no field's default, nested ones included.
-        return [{"player": found[item["player"]], "relation": item.get("relation", "")} for item in value]
+        return [
+            {"player": found[pk], "relation": item.get("relation", "")}
+            for pk, item in zip(ids, value, strict=True)
+        ]
 
 
 class _OpenLinkSerializer(serializers.Serializer):

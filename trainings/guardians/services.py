@@ -27,6 +27,7 @@ from trainings.models import (
     Training,
 )
 from trainings.push.devices import guardian_of
+from trainings.roster.services import ExternalIdTaken
 from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams
 
 
@@ -48,15 +49,30 @@ def guardian_manages(user: Any, guardian: Guardian) -> bool:
 
 
 def guardian_save(
-    *, guardian: Guardian | None = None, wards: Iterable[tuple[Player, str]] | None = None, **fields: Any
+    *,
+    guardian: Guardian | None = None,
+    wards: Iterable[tuple[Player, str]] | None = None,
+    owner: Any = None,
+    **fields: Any,
 ) -> Guardian:
     """Create or change a guardian; `wards`, when given, replaces whose guardian they are (player,
-    relation)."""
+    relation). A new guardian is `owner`'s (the caller's): its `external_id` is unique among theirs
+    (ExternalIdTaken otherwise)."""
     with transaction.atomic():
-        guardian = guardian or Guardian()
+        guardian = guardian or Guardian(owner=owner)
+        if guardian.owner_id is None and fields.get("external_id") is not None:
+            guardian.owner = owner  # an unowned guardian keyed: the key is its caller's
         for name, value in fields.items():
             setattr(guardian, name, value)
-        guardian.full_clean(exclude=["user"])
+        guardian.full_clean(exclude=["user", "owner"])
+        key = fields.get("external_id")
+        if (
+            key is not None
+            and Guardian.objects.filter(owner=guardian.owner, external_id=key)
+            .exclude(pk=guardian.pk)
+            .exists()
+        ):
+            raise ExternalIdTaken()
         guardian.save()
         if wards is not None:
             wanted = {player.pk: relation for player, relation in wards}

@@ -1,8 +1,9 @@
 """The guardians API: thin views over trainings/guardians/services.py.
 
 Scope: a coach reads and manages the guardians of their teams' players, an operator everyone; a guardian
-reads themself, registers their own devices, sets their own preferences and lists their own players'
-trainings. Anyone else's guardian is a 404; a write that is not the caller's to make is a 403.
+reads themself, registers their own devices (an integration caller may, on their behalf), sets their own
+preferences and lists their own players' trainings. Anyone else's guardian is a 404; a write that is not
+the caller's to make is a 403.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
@@ -33,10 +34,13 @@ from trainings.models import Guardian, Player
 from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
 from trainings.push.devices import guardian_of
+from trainings.roster.services import ExternalIdTaken, external_filter
 from trainings.selectors import team_zone_of_players
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer
 
 _ERRORS = {400: OpenApiResponse(description="Field errors."), 403: OpenApiResponse(description="Not yours.")}
+_NOT_BEHALF = OpenApiResponse(description="Neither the guardian nor an integration caller.")
+_BEHALF_ERRORS = {**_ERRORS, 403: _NOT_BEHALF}
 
 
 def _is_self(request: Request, guardian: Guardian) -> bool:
@@ -45,7 +49,9 @@ def _is_self(request: Request, guardian: Guardian) -> bool:
 
 
 @extend_schema_view(
-    list=extend_schema(description="The guardians you manage (a coach: your players'; an operator: all), or "
+    list=extend_schema(parameters=[OpenApiParameter("external_id", str, description="Only the guardian "
+                       "with this external id (yours).")],
+                       description="The guardians you manage (a coach: your players'; an operator: all), or "
                        "yourself when you are a guardian."),
     create=extend_schema(request=GuardianInputSerializer, responses={201: GuardianSerializer, **_ERRORS},
                          description="A coach or an operator adds a guardian to their players."),
@@ -57,13 +63,15 @@ class GuardianViewSet(viewsets.ModelViewSet):
     serializer_class = GuardianSerializer
 
     def get_queryset(self) -> Any:
-        return guardians_readable_by(self.request.user).order_by("name", "pk")
+        guardians = guardians_readable_by(self.request.user).order_by("name", "pk")
+        external_id = self.request.query_params.get("external_id") if self.action == "list" else None
+        return external_filter(guardians, external_id)
 
     def _input(self, *, partial: bool) -> dict[str, Any]:
         data = GuardianInputSerializer(
             data=self.request.data,
             partial=partial,
-            context={"players": guardian_players_for(self.request.user)},
+            context={"players": guardian_players_for(self.request.user), "owner": self.request.user},
         )
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
@@ -80,9 +88,13 @@ class GuardianViewSet(viewsets.ModelViewSet):
         if guardian is None and "time_zone" not in values:
             values["time_zone"] = team_zone_of_players([player for player, _ in values["wards"]]) or "UTC"
         try:
-            return guardian_save(guardian=guardian, **values)
+            return guardian_save(guardian=guardian, owner=self.request.user, **values)
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from None
+        except ExternalIdTaken:
+            raise ValidationError(
+                {"external_id": ["already the external id of another of your rows."]}
+            ) from None
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         guardian = self._save(None, partial=False)
@@ -111,15 +123,19 @@ def _guardian(request: Request, pk: int) -> Guardian:
     list=extend_schema(responses={200: DeviceSerializer(many=True)},
                        description="The guardian's devices and email addresses (full tokens to them)."),
     create=extend_schema(request=DeviceInputSerializer,
-                         responses={200: DeviceSerializer, 201: DeviceSerializer, **_ERRORS},
-                         description="Register a push token (or an email address) for yourself."),
-    destroy=extend_schema(responses={204: None, 403: _ERRORS[403]},
-                          description="Remove one of your devices."),
+                         responses={200: DeviceSerializer, 201: DeviceSerializer, **_BEHALF_ERRORS},
+                         description="Register a push token (or an email address) for the guardian: their "
+                         "own login, or an integration caller (trainings.use_integration_api) on their "
+                         "behalf."),
+    destroy=extend_schema(responses={204: None, 403: _BEHALF_ERRORS[403]},
+                          description="Remove one of the guardian's devices: the guardian, or an "
+                          "integration caller on their behalf."),
 )  # fmt: skip
 class GuardianDeviceViewSet(PersonDeviceViewSet):
     """A guardian's devices: the same as a player's (`/api/players/<id>/devices/`)."""
 
     owner = "guardian"
+    on_behalf = True
 
     def person(self) -> Guardian:
         return _guardian(self.request, self.kwargs["guardian_pk"])

@@ -14,6 +14,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy
 
 from common.i18n import validate_spoken_language
+from trainings.models.external import external_id_field, external_id_unique, owner_field
 from trainings.models.quiet_hours import quiet_hours_both_or_none
 from trainings.offsets import validate_time_zone
 
@@ -51,11 +52,13 @@ class Guardian(models.Model):
     quiet_end = models.TimeField(null=True, blank=True)
     players = models.ManyToManyField("trainings.Player", through="Guardianship", related_name="guardians")
     created_at = models.DateTimeField(auto_now_add=True)
+    owner = owner_field("guardians")
+    external_id = external_id_field()
 
     class Meta:
         verbose_name = gettext_lazy("guardian")
         verbose_name_plural = gettext_lazy("guardians")
-        constraints = [quiet_hours_both_or_none("guardian")]
+        constraints = [quiet_hours_both_or_none("guardian"), external_id_unique("guardian")]
 
     def __str__(self) -> str:
         return self.name

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy
 
 from common.i18n import validate_spoken_language
 from trainings.models.coaches import DigestTimes
+from trainings.models.external import external_id_field, external_id_unique, owner_field
 from trainings.models.guardians import Reminds
 from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
 from trainings.offsets import validate_time_zone
@@ -25,6 +26,8 @@ class Team(DigestTimes, models.Model):
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     coaches = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="coached_teams")
     created_at = models.DateTimeField(auto_now_add=True)
+    owner = owner_field("teams")
+    external_id = external_id_field()
     # Quiet hours, wall-clock time in each player's zone (trainings/push/quiet.py); new teams: 22:00-07:00.
     quiet_start = models.TimeField(
         null=True,
@@ -51,6 +54,7 @@ class Team(DigestTimes, models.Model):
         constraints = [
             quiet_hours_both_or_none("team"),
             models.CheckConstraint(condition=Q(reminds__in=Reminds.values), name="team_reminds_valid"),
+            external_id_unique("team"),
         ]
 
     def __str__(self) -> str:
@@ -74,11 +78,13 @@ class Player(models.Model):
         null=True, blank=True, help_text="The player's own quiet hours (else the team's)."
     )
     quiet_end = models.TimeField(null=True, blank=True)
+    owner = owner_field("players")
+    external_id = external_id_field()
 
     class Meta:
         verbose_name = gettext_lazy("player")
         verbose_name_plural = gettext_lazy("players")
-        constraints = [quiet_hours_both_or_none("player")]
+        constraints = [quiet_hours_both_or_none("player"), external_id_unique("player")]
 
     def __str__(self) -> str:
         return self.name

@@ -1,6 +1,10 @@
 """The API of someone's devices, a player's (`/api/players/<id>/devices/`), a guardian's
 (`/api/guardians/<id>/devices/`) or the signed-in coach's (`/api/coach/devices/`): one implementation, the
-person's kind of row given by the subclass."""
+person's kind of row given by the subclass.
+
+A player's and a guardian's devices are registered and removed by that person's own login (the app), or
+on their behalf by an integration caller (`trainings.use_integration_api`: a platform's service account,
+one token for all its people) among the players and guardians it can read; a coach's only by the coach."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from rest_framework.response import Response
 
 from trainings.models import Coach, Device, Guardian, Player
 from trainings.push.devices import device_register, device_remove
+from trainings.selectors import user_uses_integration_api
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer
 
 
@@ -22,11 +27,13 @@ class PersonDeviceViewSet(
     mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
 ):
     """Whoever may read the person lists their devices (full tokens to the person only, shortened to the
-    others); only the person registers and removes their own."""
+    others); the person registers and removes their own, an integration caller anyone's it may read
+    (`on_behalf`)."""
 
     serializer_class = DeviceSerializer
     pagination_class = None  # a person has a handful
     owner = ""  # Device's column for the person ("player", "guardian", "coach"); a URL names it `<owner>_pk`
+    on_behalf = False  # an integration caller registers and removes the person's devices
 
     def person(self) -> Player | Guardian | Coach:
         """The person of the URL, or NotFound when the caller may not read them."""
@@ -38,9 +45,14 @@ class PersonDeviceViewSet(
 
     def _own(self, doing: str) -> Player | Guardian | Coach:
         person = self.person()
-        if not self.is_self(person):
-            raise PermissionDenied(f"Only the {self.owner} {doing} their own devices.")
-        return person
+        if self.is_self(person) or (self.on_behalf and user_uses_integration_api(self.request.user)):
+            return person
+        if self.on_behalf:
+            raise PermissionDenied(
+                f"Only the {self.owner}, or an integration caller (trainings.use_integration_api), {doing} "
+                f"the {self.owner}'s devices."
+            )
+        raise PermissionDenied(f"Only the {self.owner} {doing} their own devices.")
 
     def get_queryset(self) -> QuerySet[Device]:
         if getattr(self, "swagger_fake_view", False):

@@ -1,6 +1,7 @@
 """Devices: registering, removing, and who may see them. Writes are named `device_<action>`.
 
-A player registers their own devices (the app does, after sign-in). Coaches of the player's teams and
+A player registers their own devices (the app does, after sign-in), or a platform's integration caller
+does on their behalf (trainings/push/device_views.py). Coaches of the player's teams and
 operators read them, with the token shortened: a full token plus provider credentials is all it takes to
 push to a phone.
 """
