@@ -25,10 +25,17 @@ class QuietHandler(BaseHTTPRequestHandler):
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 drops the SYNs of a burst of concurrent callers (a worker's 16 HTTP threads):
+    # they come back a second later, as connect timeouts the code under test never caused.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 @contextmanager
 def serving(handler: type[BaseHTTPRequestHandler], *, tls: ssl.SSLContext | None = None) -> Iterator[int]:
     """Serve `handler` (over TLS with `tls`) until the block ends; yields the port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _Server(("127.0.0.1", 0), handler)
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

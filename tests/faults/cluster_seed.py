@@ -4,6 +4,7 @@ in a process of its own on their URL, through the same models and services as th
 
 - `engine QUEUE COUNT IN SPREAD [PRIORITY]`: COUNT jobs to the AMQP queue QUEUE, one occurrence each, due
   from IN seconds on, spread over SPREAD seconds.
+- `http URL COUNT IN SPREAD`: the same, with an HTTP callback to URL (a retry storm's failing endpoint).
 - `trainings COUNT IN SPREAD`: a team of four players with one FCM device each (the factory's), and COUNT
   trainings ten days ahead whose earliest reminder is made due from IN seconds on, spread over SPREAD
   seconds (the rest stay ten days away); each fires four pushes, one per player.
@@ -16,7 +17,9 @@ import os
 import sys
 
 
-def engine(queue: str, count: int, in_seconds: float, spread: float, priority: int = 5) -> None:
+def engine(
+    queue: str, count: int, in_seconds: float, spread: float, priority: int = 5, callback_type: str = ""
+) -> None:
     from django.utils import timezone
 
     from reminders.models import CallbackType, Job, Occurrence
@@ -25,7 +28,7 @@ def engine(queue: str, count: int, in_seconds: float, spread: float, priority: i
         [
             Job(
                 key=f"burst-{queue}-{priority}-{n}",
-                callback_type=CallbackType.RABBITMQ,
+                callback_type=callback_type or CallbackType.RABBITMQ,
                 target=queue,
                 payload={"n": n},
                 priority=priority,
@@ -77,7 +80,10 @@ def main(argv: list[str]) -> None:
     django.setup()
     kind, *args = argv
     if kind == "engine":
-        engine(args[0], int(args[1]), float(args[2]), float(args[3]), *(int(a) for a in args[4:5]))
+        priority = int(args[4]) if len(args) > 4 else 5
+        engine(args[0], int(args[1]), float(args[2]), float(args[3]), priority)
+    elif kind == "http":
+        engine(args[0], int(args[1]), float(args[2]), float(args[3]), callback_type="http")
     elif kind == "trainings":
         trainings(int(args[0]), float(args[1]), float(args[2]))
     else:
