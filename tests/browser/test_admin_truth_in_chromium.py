@@ -198,7 +198,7 @@ def test_an_operator_reads_stuck_work_the_gateway_and_pushes_reaching_phones(
                            (2, "broker error: ConnectionRefusedError")):  # fmt: skip
         OccurrenceFactory(fire_at=now - dt.timedelta(minutes=minutes), attempts=2, last_error=error,
                           next_attempt_at=now + dt.timedelta(minutes=1))  # fmt: skip
-    for minutes in range(60):
+    for minutes in range(59):  # the chart's last hour keeps all of them should a minute pass meanwhile
         delivered = 300 + 200 * ((minutes * 7) % 5) if minutes % 13 else 0
         at = now - dt.timedelta(minutes=minutes)
         scan_record(result=ScanResult(claimed=delivered, delivered=delivered), worker="worker@ci", at=at)
@@ -217,7 +217,7 @@ def test_an_operator_reads_stuck_work_the_gateway_and_pushes_reaching_phones(
         "late: last heartbeat "
     )
     assert "waiting (up to 100 pushes each)" in page.inner_text("[data-figure=push-depth]")
-    assert page.locator("svg.chart circle.reached").count() == 55
+    assert page.locator("svg.chart circle.reached").count() == 54  # 59 minutes, 5 of them with none
     assert "pushes reaching phones" in page.locator("svg.chart .legend").text_content()
     shot(page, "admin-truth-status")
     page.locator("#retrying tr", has_text="HTTP 503").locator("button", has_text="Retry now").click()

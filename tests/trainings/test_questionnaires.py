@@ -90,13 +90,16 @@ def _reason(response: Any, question: str | None) -> str:
     return " ".join(errors) if question is None else " ".join(errors[question])
 
 
-@pytest.mark.parametrize("way", WAYS_IN)
-@pytest.mark.parametrize(("phase", "answers", "question", "reason"), REFUSED)
+# Every way in with every refusal, but an unknown question on the email page: its form has no field for it.
+REFUSALS = [
+    (way, *refused) for way in WAYS_IN for refused in REFUSED if (way, refused[2]) != ("email page", "mood")
+]
+
+
+@pytest.mark.parametrize(("way", "phase", "answers", "question", "reason"), REFUSALS)
 def test_every_way_in_refuses_what_the_questions_do_not_take_and_says_which_and_why(
     training: Training, alice: Player, way: str, phase: str, answers: Any, question: str | None, reason: str
 ) -> None:
-    if way == "email page" and question == "mood":
-        pytest.skip("the page's form has no field for a question it does not ask")
     response = WAYS_IN[way](training, alice, phase, answers)
 
     assert response.status_code == 400, response.content
