@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 
 from reminders.api import occurrence_state
 from trainings import kinds
@@ -29,6 +30,29 @@ def rule_label(rule: ReminderRule) -> str:
     """A rule as a coach reads it: "Pre-training questionnaire", not "pre-questionnaire (pre)"."""
     kind = kinds.of(rule.kind).label
     return kind if rule.slug in DEFAULT_SLUGS else f"{kind}: {rule.slug}"
+
+
+def invitations_html(accepted: int, declined: int, pending: int) -> SafeString:
+    """The training list's invitations column: accepted ✓ / declined ✗ / pending, titled in words."""
+    return format_html(
+        '<span title="{}">{} ✓</span> / <span title="{}">{} ✗</span> / '
+        '<span title="{}" class="pending">{}</span>',
+        gettext("accepted"), accepted, gettext("declined"), declined, gettext("pending"),
+        gettext("{n} pending").format(n=pending),
+    )  # fmt: skip
+
+
+def answered_owed_html(answered: int, owed: int, state: str | None) -> SafeString:
+    """A questionnaire column: owed only while it is open ("not yet" before, "missed" after, nothing owed
+    for a cancelled training, `state` None)."""
+    done = format_html('<span title="{}">{} ✓</span>', gettext("answered"), answered)
+    if state is None:
+        return done
+    if state == NOT_YET:
+        return format_html('<span class="quiet">{}</span>', gettext("not yet open"))
+    if state == CLOSED:
+        return format_html('{} <span class="missed">{}</span>', done, gettext("{n} missed").format(n=owed))
+    return format_html('{} <span class="pending">{}</span>', done, gettext("{n} owed").format(n=owed))
 
 
 def local_time(instant: datetime | None, zone: ZoneInfo | None = None) -> str:
