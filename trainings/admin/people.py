@@ -213,9 +213,8 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
         if player.pk is None:
             return gettext("none yet")
         rows = player.guardianships.select_related("guardian").order_by("guardian__name")
-        return ", ".join(f"{g.guardian.name} ({g.relation or gettext('guardian')})" for g in rows) or gettext(
-            "none"
-        )
+        names = [f"{g.guardian.name} ({g.relation or gettext('guardian')})" for g in rows]
+        return ", ".join(names) or gettext("none")
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "user":
