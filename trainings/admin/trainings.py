@@ -23,7 +23,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 import trainings.admin.coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
@@ -123,7 +123,7 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         return [
             (None, {"fields": main}),
             (_("Players"), {"fields": ["player_grid"]}),
-            (_("Reminders"), {"fields": ["reminder_timeline"]}),
+            (pgettext_lazy("training page", "Reminders"), {"fields": ["reminder_timeline"]}),
         ]
 
     def get_form(
