@@ -114,6 +114,7 @@ def _device(token: str) -> dict[str, Any]:
 
 
 QUIET = {"quiet_start": "22:00", "quiet_end": "07:00"}
+SYNCED = {"external_id": "p1", "name": "Sam"}
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,19 @@ ROUTES: dict[str, Route] = {
     ),
     "guardian-preferences": Route(
         "guardian_user", lambda w: {"guardian_pk": w.guardian.pk}, _same(lambda w: QUIET)
+    ),
+    # The roster (trainings/roster/): the superuser sees every team and player.
+    "team-list": Route("root", _NONE, _same(lambda w: {"name": "New FC", "time_zone": "Europe/Paris"})),
+    "team-detail": Route("root", lambda w: {"pk": w.training.team_id}, _same(lambda w: {"name": "Renamed"})),
+    "team-members": Route(
+        "root", lambda w: {"team_pk": w.training.team_id}, _same(lambda w: {"players": [w.player.pk]})
+    ),
+    "player-list": Route("root", _NONE, _same(lambda w: {"name": "Noa", "team": w.training.team_id})),
+    "player-detail": Route("root", lambda w: {"pk": w.player.pk}, _same(lambda w: {"name": "Pia B."})),
+    "roster-sync": Route(
+        "root",
+        _NONE,
+        _same(lambda w: {"teams": [{"external_id": "t1", "name": "Sync FC", "players": [SYNCED]}]}),
     ),
     "webhook-list": Route(
         "root", _NONE, _same(lambda w: {"url": "https://example.com/events", "events": ["answer.recorded"]})

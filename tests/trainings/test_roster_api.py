@@ -63,6 +63,7 @@ def test_a_bad_field_is_a_400_naming_it_and_writes_nothing() -> None:
     for body, field in (
         ({"name": "T", "time_zone": "Mars/Olympus"}, "time_zone"),
         ({"name": "T", "quiet_start": "22:00"}, "quiet_end"),
+        ({"name": "T", "quiet_end": None}, "quiet_end"),  # was a 500: the default start stayed, alone
         ({"name": "T", "digest_before": "soon"}, "digest_before"),
         ({"name": "T", "timezone": "UTC"}, "timezone"),  # an unknown field
     ):

@@ -36,6 +36,7 @@ from reminders.models import Occurrence, OccurrenceStatus
 from reminders.tasks import scan_due
 from tests.clients import api_as
 from tests.conftest import drain_queue
+from tests.factories import WELLNESS
 from tests.fault_table import record
 from tests.trainings_faults.conftest import Processes, ready_count, training_via_api, wait_for
 from trainings.models import Player, Push, PushStatus, ReminderRule, ReminderRun, Team
@@ -120,7 +121,7 @@ def test_a_worker_killed_while_firing_loses_no_reminder_and_duplicates_no_push(
     for path, answer in [
         ("invitation", {"player": player["Alice"], "status": "ACCEPTED"}),
         ("invitation", {"player": player["Bruno"], "status": "DENIED"}),
-        ("answers", {"player": player["Chloe"], "phase": "PRE"}),
+        ("answers", {"player": player["Chloe"], "phase": "PRE", "answers": WELLNESS}),
     ]:
         assert api.post(f"{url}/{path}/", answer, format="json").status_code in (200, 201)
     due = {

@@ -100,7 +100,8 @@ class TeamInputSerializer(StrictSerializer):
         if given:
             start = attrs.get("quiet_start", team.quiet_start if team else None)
             end = attrs.get("quiet_end", team.quiet_end if team else None)
-            if (start is None) != (end is None):
+            # A new team has both by default (22:00-07:00): the pair is given together or not at all.
+            if (start is None) != (end is None) or (team is None and len(given) == 1):
                 raise serializers.ValidationError({"quiet_end": "quiet_start and quiet_end go together."})
         return attrs
 
