@@ -111,6 +111,7 @@ def test_a_coach_reads_the_admin_in_their_own_language(live_server: Any, page: A
     assert page.locator("label[for=id_cancelled]").inner_text().strip() == "Abgesagt"
     assert "Ortszeit in der Zeitzone des Trainings" in page.locator(".field-start").inner_text()
     assert {"Spieler", "Erinnerungen"} <= {h.strip() for h in page.locator("fieldset h2").all_text_contents()}
+    assert page.locator("#record-answer").inner_text().strip() == "Antwort eintragen"
     shot(page, "language-admin-training-de")
     page.goto(f"{live_server.url}{reverse('admin:trainings_training_changelist')}")
     columns = [name.strip() for name in page.locator("#result_list thead th").all_text_contents()]
