@@ -86,7 +86,8 @@ def test_a_coach_reads_the_admin_in_their_own_language(live_server: Any, page: A
     user = UserFactory(username="coach", is_staff=True, first_name="Camille")
     user.groups.add(coach_group_ensure())
     coach = Coach.objects.create(user=user, language="en", time_zone="Europe/Paris")
-    TeamFactory(name="U15", coaches=[user])
+    team = TeamFactory(name="U15", coaches=[user])
+    training = training_made(team, START, title="Speed session", location="Stadium")
     log_in(page, live_server.url, "coach")
     for language, (_, _, _, effectiveness, log_out) in SEEN.items():
         Coach.objects.filter(pk=coach.pk).update(language=language)
@@ -99,3 +100,23 @@ def test_a_coach_reads_the_admin_in_their_own_language(live_server: Any, page: A
         models = [name.strip() for name in page.locator(".app-trainings th").all_text_contents()]
         assert translated(language, "players").capitalize() in models, models  # the models' names too
         shot(page, f"language-admin-{language}")
+
+    # A training's change page and the training list: the fields' labels, a fieldset and the columns are
+    # the coach's language too (the models' verbose names, the admin's own texts), not Django's English.
+    Coach.objects.filter(pk=coach.pk).update(language="de")
+    page.goto(f"{live_server.url}{reverse('admin:trainings_training_change', args=[training.pk])}")
+    assert page.locator("label[for=id_title]").inner_text().strip() == "Titel:"
+    assert page.locator(".field-start label").first.inner_text().strip() == "Beginn:"
+    assert page.locator("label[for=id_location]").inner_text().strip() == "Ort:"
+    assert page.locator("label[for=id_cancelled]").inner_text().strip() == "Abgesagt"
+    assert "Ortszeit in der Zeitzone des Trainings" in page.locator(".field-start").inner_text()
+    assert {"Spieler", "Erinnerungen"} <= {h.strip() for h in page.locator("fieldset h2").all_text_contents()}
+    assert page.locator("#record-answer").inner_text().strip() == "Antwort eintragen"
+    shot(page, "language-admin-training-de")
+    page.goto(f"{live_server.url}{reverse('admin:trainings_training_changelist')}")
+    columns = [name.strip() for name in page.locator("#result_list thead th").all_text_contents()]
+    assert {"Titel", "Team", "Beginn (Ortszeit)", "Nächste Erinnerung (Ortszeit)", "Status"} <= set(
+        columns
+    ), columns
+    assert "Bevorstehend" in page.locator("td.field-state").first.inner_text()
+    shot(page, "language-admin-trainings-de")

@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.translation import get_language
+from django.utils.translation import get_language, gettext
 
 from trainings import kinds
 from trainings.answers.questionnaires import AnswersRefused, definition_of, form_answers, form_questions
@@ -40,7 +40,7 @@ def answer_page(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: 
         invitation = next((i for i in invitations if str(i.player_id) == chosen), None)
         typed = form_answers(request.POST, definition)
         if invitation is None:
-            errors["player"] = "Choose a player on this training's list."
+            errors["player"] = gettext("Choose a player on this training's list.")
         else:
             try:
                 answer_record(training=training, player=invitation.player, phase=phase, answers=typed,
@@ -49,12 +49,14 @@ def answer_page(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: 
                 errors.update(exc.errors)
             else:
                 model_admin.message_user(
-                    request, f"Answer recorded for {invitation.player.name}.", messages.SUCCESS
+                    request,
+                    gettext("Answer recorded for {player}.").format(player=invitation.player.name),
+                    messages.SUCCESS,
                 )
                 return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Record an answer: {training.title}",
+        "title": gettext("Record an answer: {title}").format(title=training.title),
         "training": training, "opts": model_admin.opts, "phases": phases, "phase": phase,
         "invitations": invitations, "chosen": chosen, "player_error": errors.pop("player", ""),
         "whole_error": errors.get("", ""),

@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 from trainings.admin.html import rule_label
 from trainings.admin.operators import _EngineFieldsForOperators
@@ -107,7 +108,7 @@ class CoachAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
 class CoachKindFilter(admin.SimpleListFilter):
     """The coaches' kinds only (a coach's push is never a player's reminder kind)."""
 
-    title = "kind"
+    title = _("kind")
     parameter_name = "kind"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -129,7 +130,7 @@ class CoachPushAdmin(_EngineFieldsForOperators, admin.ModelAdmin):
     readonly_fields = fields
     operator_fields = ("key",)
 
-    @admin.display(description="rule")
+    @admin.display(description=_("rule"))
     def rule_name(self, push: CoachPush) -> str:
         return rule_label(push.rule) if push.rule else "—"
 

@@ -13,6 +13,8 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from common.fields import INSTANT_RANGE_TEXT
 from trainings.admin.html import answers_html, local_time
@@ -76,11 +78,11 @@ class AnswerInline(admin.TabularInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[QuestionnaireAnswer]:
         return super().get_queryset(request).select_related("player", "training")
 
-    @admin.display(description="answered at")
+    @admin.display(description=_("answered at"))
     def answered_local(self, answer: QuestionnaireAnswer) -> str:
         return local_time(answer.answered_at, answer.training.zone)
 
-    @admin.display(description="answers")
+    @admin.display(description=_("answers"))
     def readable_answers(self, answer: QuestionnaireAnswer) -> SafeString:
         return answers_html(answer.answers, definition_of(answer.training.team_id, answer.phase))
 
@@ -111,7 +113,7 @@ class TrainingForm(ModelForm):
                     data[field].astimezone(UTC)
                 except OverflowError:  # a wall time at the calendar's edge with no instant in that zone
                     del data[field]
-                    self.add_error(field, f"Must be {INSTANT_RANGE_TEXT}.")
+                    self.add_error(field, gettext("Must be {range}.").format(range=INSTANT_RANGE_TEXT))
             if data.get("start") and data.get("end") and data["end"] <= data["start"]:
-                self.add_error("end", "The training must end after it starts.")
+                self.add_error("end", gettext("The training must end after it starts."))
         return data

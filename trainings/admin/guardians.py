@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.forms import ModelChoiceField
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
 
 from trainings.access import users_linkable_to_guardian
 from trainings.admin.people import OwnDeviceInline, PlayerSearchInline, ZoneAndLanguageLists
@@ -24,8 +25,8 @@ from trainings.selectors import (
 
 # A coach sees a guardian through the guardian's players: one saved without any of theirs would read
 # "added successfully" and then "doesn't exist", a row no coach could find again or delete.
-NEEDS_A_PLAYER = "A guardian guards at least one player: name one of your players below."
-KEEPS_A_PLAYER = "A guardian keeps at least one player: to remove this guardian, delete them (below)."
+NEEDS_A_PLAYER = _("A guardian guards at least one player: name one of your players below.")
+KEEPS_A_PLAYER = _("A guardian keeps at least one player: to remove this guardian, delete them (below).")
 
 
 def _players_elsewhere(request: HttpRequest, guardian: Guardian) -> bool:

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 
 from reminders.api import occurrence_state
 from trainings import kinds
@@ -27,8 +28,31 @@ DEFAULT_SLUGS = frozenset(spec["slug"] for spec in ALL_RULES)
 
 def rule_label(rule: ReminderRule) -> str:
     """A rule as a coach reads it: "Pre-training questionnaire", not "pre-questionnaire (pre)"."""
-    kind = kinds.of(rule.kind).label
+    kind = kinds.of(rule.kind).label_text
     return kind if rule.slug in DEFAULT_SLUGS else f"{kind}: {rule.slug}"
+
+
+def invitations_html(accepted: int, declined: int, pending: int) -> SafeString:
+    """The training list's invitations column: accepted ✓ / declined ✗ / pending, titled in words."""
+    return format_html(
+        '<span title="{}">{} ✓</span> / <span title="{}">{} ✗</span> / '
+        '<span title="{}" class="pending">{}</span>',
+        gettext("accepted"), accepted, gettext("declined"), declined, gettext("pending"),
+        gettext("{n} pending").format(n=pending),
+    )  # fmt: skip
+
+
+def answered_owed_html(answered: int, owed: int, state: str | None) -> SafeString:
+    """A questionnaire column: owed only while it is open ("not yet" before, "missed" after, nothing owed
+    for a cancelled training, `state` None)."""
+    done = format_html('<span title="{}">{} ✓</span>', gettext("answered"), answered)
+    if state is None:
+        return done
+    if state == NOT_YET:
+        return format_html('<span class="quiet">{}</span>', gettext("not yet open"))
+    if state == CLOSED:
+        return format_html('{} <span class="missed">{}</span>', done, gettext("{n} missed").format(n=owed))
+    return format_html('{} <span class="pending">{}</span>', done, gettext("{n} owed").format(n=owed))
 
 
 def local_time(instant: datetime | None, zone: ZoneInfo | None = None) -> str:
@@ -93,7 +117,7 @@ def player_grid_html(training: Training, windows: Mapping[str, str] | None = Non
     cancelled training nothing is owed.
     """
     if training.pk is None or training._state.adding:
-        return format_html("<p>{}</p>", "Shown once the training is saved.")
+        return format_html("<p>{}</p>", gettext("Shown once the training is saved."))
     zone = training.zone
     questionnaires = kinds.questionnaire_kinds()
     windows = windows or {}
@@ -110,10 +134,10 @@ def player_grid_html(training: Training, windows: Mapping[str, str] | None = Non
         if declined or training.cancelled:
             return format_html("<span>{}</span>", "—")
         if window == NOT_YET:
-            return format_html('<span class="grid-later">{}</span>', "not yet open")
+            return format_html('<span class="grid-later">{}</span>', gettext("not yet open"))
         if window == CLOSED:
-            return format_html('<span class="grid-missed">{}</span>', "missed")
-        return format_html('<span class="grid-owed">{}</span>', "owed")
+            return format_html('<span class="grid-missed">{}</span>', gettext("missed"))
+        return format_html('<span class="grid-owed">{}</span>', gettext("owed"))
 
     def cells(row: PlayerRow) -> Iterator[SafeString]:
         yield format_html("{}", row.player)
@@ -145,11 +169,11 @@ def player_grid_html(training: Training, windows: Mapping[str, str] | None = Non
         ),
     )
     headings = [
-        "player",
-        "invitation",
-        *(f"{kind.short} questionnaire" for kind in questionnaires),
-        "reminders that reached a phone",
-        "last push, on the phone side",
+        gettext("player"),
+        gettext("invitation"),
+        *(gettext("{kind} questionnaire").format(kind=kind.short) for kind in questionnaires),
+        gettext("reminders that reached a phone"),
+        gettext("last push, on the phone side"),
     ]
     return format_html(
         '<table class="player-grid"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
@@ -166,7 +190,7 @@ def _how(how: str) -> SafeString:
 def reminder_timeline_html(training: Training) -> SafeString:
     """The training's reminders per rule: when each fires (local time), its state, whom it reached."""
     if training.pk is None or training._state.adding:
-        return format_html("<p>{}</p>", "Scheduled when the training is saved.")
+        return format_html("<p>{}</p>", gettext("Scheduled when the training is saved."))
     entries = training_timeline(training=training)
     reached = timeline_reached(training=training, occurrence_keys=[e.occurrence_key for e in entries])
     zone = training.zone
@@ -178,15 +202,18 @@ def reminder_timeline_html(training: Training) -> SafeString:
     for entry in entries:
         by_rule.setdefault(labels.get(entry.rule, entry.rule), []).append(entry)
     if not by_rule:
-        return format_html("<p>{}</p>", "No reminders (cancelled, or every instant is past).")
+        return format_html("<p>{}</p>", gettext("No reminders (cancelled, or every instant is past)."))
     sections = format_html_join(
         "",
-        '<div class="timeline-rule"><h3>{}</h3><table><thead><tr><th>fires at ({})</th><th>status</th>'
-        "<th>outcome</th><th>reached a phone</th></tr></thead><tbody>{}</tbody></table></div>",
+        '<div class="timeline-rule"><h3>{}</h3><table><thead><tr><th>{}</th><th>{}</th>'
+        "<th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table></div>",
         (
             (
                 rule,
-                training.time_zone,
+                gettext("fires at ({zone})").format(zone=training.time_zone),
+                gettext("status"),
+                gettext("outcome"),
+                gettext("reached a phone"),
                 format_html_join(
                     "",
                     "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -10,6 +10,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
 
 from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
@@ -82,7 +83,7 @@ class _EngineFieldsForOperators:
 class RuleFilter(admin.SimpleListFilter):
     """The rules by the names a coach reads ("Coach's digest before a training"), not their slugs."""
 
-    title = "rule"
+    title = _("rule")
     parameter_name = "rule"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -120,7 +121,7 @@ class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
             )  # fmt: skip
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
-    @admin.display(description="offsets")
+    @admin.display(description=_("offsets"))
     def readable_offsets(self, rule: ReminderRule) -> str:
         """["90m", "6h"] as "90 min, 6 h before the start"."""
         try:
@@ -180,23 +181,23 @@ class ReminderRunAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ReminderRun]:
         return super().get_queryset(request).filter(training__in=trainings_visible_to(request.user))
 
-    @admin.display(description="team")
+    @admin.display(description=_("team"))
     def team(self, run: ReminderRun) -> str:
         return run.training.team.name if run.training else "—"
 
-    @admin.display(description="rule")
+    @admin.display(description=_("rule"))
     def rule_name(self, run: ReminderRun) -> str:
         return rule_label(run.rule) if run.rule else "(deleted rule)"
 
-    @admin.display(description="fired at", ordering="fire_at")
+    @admin.display(description=_("fired at"), ordering="fire_at")
     def fire_at_local(self, run: ReminderRun) -> str:
         return local_time(run.fire_at, run.training.zone if run.training else None)
 
-    @admin.display(description="ran at")
+    @admin.display(description=_("ran at"))
     def ran_local(self, run: ReminderRun) -> str:
         return local_time(run.ran_at, run.training.zone if run.training else None)
 
-    @admin.display(description="lateness")
+    @admin.display(description=_("lateness"))
     def lateness(self, run: ReminderRun) -> str:
         """When the last attempt ran, after the instant it was for."""
         return seconds(run.ran_at - run.fire_at)
@@ -205,7 +206,7 @@ class ReminderRunAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
 class PushOutcomeFilter(admin.SimpleListFilter):
     """The publication's status; what the phone side did is the "on the phone" column."""
 
-    title = "published"
+    title = _("published")
     parameter_name = "status"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -252,12 +253,12 @@ class PushAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
             push.outcome = found  # type: ignore[attr-defined]
         return found
 
-    @admin.display(description="on the phone")
+    @admin.display(description=_("on the phone"))
     def on_the_phone(self, push: Push) -> SafeString:
         outcome = self._outcome(push)
         return format_html('<span class="outcome outcome-{}">{}</span>', outcome.code, outcome.text)
 
-    @admin.display(description="device sends")
+    @admin.display(description=_("device sends"))
     def device_sends(self, push: Push) -> SafeString:
         sends = self._outcome(push).sends
         if not sends:
@@ -282,19 +283,19 @@ class PushAdmin(_EngineFieldsForOperators, _ReadOnlyAdmin):
             ),
         )
 
-    @admin.display(description="reminder")
+    @admin.display(description=_("reminder"))
     def kind_label(self, push: Push) -> str:
         return rule_label(push.rule) if push.rule else push.get_kind_display()
 
-    @admin.display(description="created", ordering="created_at")
+    @admin.display(description=_("created"), ordering="created_at")
     def created_local(self, push: Push) -> str:
         return local_time(push.created_at, push.training.zone)
 
-    @admin.display(description="published", ordering="sent_at")
+    @admin.display(description=_("published"), ordering="sent_at")
     def sent_local(self, push: Push) -> str:
         return local_time(push.sent_at, push.training.zone) if push.sent_at else "not published"
 
-    @admin.display(description="message")
+    @admin.display(description=_("message"))
     def message_json(self, push: Push) -> SafeString:
         return pretty_json(push.message())
 
@@ -331,12 +332,12 @@ class _NamedByPush(_ReadOnlyAdmin):
             row.push = Push.objects.filter(key=row.push_key_of).select_related("player", "training").first()
         return row.push
 
-    @admin.display(description="player")
+    @admin.display(description=_("player"))
     def player_name(self, row: Any) -> str:
         push = self._push(row)
         return push.player.name if push else "(push removed)"
 
-    @admin.display(description="training")
+    @admin.display(description=_("training"))
     def training_title(self, row: Any) -> str:
         push = self._push(row)
         return (
@@ -370,11 +371,11 @@ class PushSendAdmin(_NamedByPush):
         sends = super().get_queryset(request).filter(push_key__in=visible).select_related("device")
         return sends.annotate(push_key_of=F("push_key"))
 
-    @admin.display(description="device")
+    @admin.display(description=_("device"))
     def device_name(self, send: PushSend) -> str:
         return _device_name(send.device) if send.device else f"{send.provider} (no device)"
 
-    @admin.display(description="outcome", ordering="status")
+    @admin.display(description=_("outcome"), ordering="status")
     def outcome(self, send: PushSend) -> str:
         return _send_outcome(send)
 

@@ -13,6 +13,8 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from common.admin_widgets import LongSelect, zone_field
 from common.i18n import language_choices
@@ -128,7 +130,7 @@ class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["name", "time_zone", "quiet_start", "quiet_end", "reminds", "coaches"]}),
         (
-            "Coaches' digest (empty: none)",
+            _("Coaches' digest (empty: none)"),
             {"fields": ["digest_before", "digest_morning_at", "decline_alert_within"]},
         ),
     ]
@@ -172,7 +174,7 @@ class PlayerAddForm(ModelForm):
     """A new player joins a team in the same save: a coach sees players only through their teams."""
 
     team = forms.ModelChoiceField(
-        queryset=Team.objects.none(), help_text="The team the new player joins (its active member)."
+        queryset=Team.objects.none(), help_text=_("The team the new player joins (its active member).")
     )
 
     class Meta:
@@ -188,7 +190,7 @@ class PlayerUserSelect(AutocompleteSelect):
         return reverse(f"{self.admin_site.name}:trainings_player_user_search")
 
 
-USER_HELP = (
+USER_HELP = _(
     "The player's own login (for the app). Type the account's exact username or email: only accounts "
     "free to link are found (not staff, not a coach, not linked to another player)."
 )
@@ -205,13 +207,14 @@ class PlayerAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Player]:
         return players_visible_to(request.user)
 
-    @admin.display(description="Guardians")
+    @admin.display(description=_("Guardians"))
     def guardians_list(self, player: Player) -> str:
         """Who guards the player: "Maria (mother)"."""
         if player.pk is None:
-            return "none yet"
+            return gettext("none yet")
         rows = player.guardianships.select_related("guardian").order_by("guardian__name")
-        return ", ".join(f"{g.guardian.name} ({g.relation or 'guardian'})" for g in rows) or "none"
+        names = [f"{g.guardian.name} ({g.relation or gettext('guardian')})" for g in rows]
+        return ", ".join(names) or gettext("none")
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "user":

@@ -10,13 +10,14 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
 
 from trainings.answers.presets import DEFAULTS, PRESETS
 from trainings.models import Question, Questionnaire, fresh_revision
 from trainings.selectors import teams_visible_to
 
 # A questionnaire asks something: one without questions could not be answered.
-NEEDS_A_QUESTION = "A questionnaire asks at least one question: add one, or delete the questionnaire."
+NEEDS_A_QUESTION = _("A questionnaire asks at least one question: add one, or delete the questionnaire.")
 
 _WIDTHS = {"position": 3, "key": 8, "text": 18, "minimum": 4, "maximum": 4, "minimum_label": 9,
            "maximum_label": 9}  # fmt: skip
@@ -92,7 +93,7 @@ class QuestionnaireAdmin(admin.ModelAdmin):
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return {"phase": request.GET.get("phase", "PRE"), **super().get_changeform_initial_data(request)}
 
-    @admin.display(description="questions", ordering="questions_count")
+    @admin.display(description=_("questions"), ordering="questions_count")
     def questions_count(self, questionnaire: Questionnaire) -> int:
         return getattr(questionnaire, "questions_count", 0)
 

@@ -23,6 +23,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext, pgettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 import trainings.admin.coaches as _admin_coaches  # noqa: F401  (registers the coaches' admin)
 import trainings.admin.guardians as _admin_guardians  # noqa: F401  (registers the guardians' admin)
@@ -33,6 +35,8 @@ from trainings import kinds
 from trainings.admin.answer_form import answer_page
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
+    answered_owed_html,
+    invitations_html,
     local_html,
     local_time,
     player_grid_html,
@@ -63,7 +67,7 @@ from trainings.services import (
     training_remind_now,
     training_reminders_schedule,
 )
-from trainings.windows import CLOSED, NOT_YET, open_kind, open_until, window_state
+from trainings.windows import open_kind, open_until, window_state
 
 
 def _players_rules() -> QuerySet[ReminderRule]:
@@ -118,34 +122,32 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             return [(None, {"fields": main})]
         return [
             (None, {"fields": main}),
-            ("Players", {"fields": ["player_grid"]}),
-            ("Reminders", {"fields": ["reminder_timeline"]}),
+            (_("Players"), {"fields": ["player_grid"]}),
+            (pgettext_lazy("training page", "Reminders"), {"fields": ["reminder_timeline"]}),
         ]
 
     def get_form(
         self, request: HttpRequest, obj: Training | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
-        where = (
-            f"{obj.time_zone}, {timezone.localtime(obj.start, obj.zone).tzname()}"
-            if obj
-            else "the zone below"
-        )
+        where = f"{obj.time_zone}, {timezone.localtime(obj.start, obj.zone).tzname()}" if obj else None
         for name in ("start", "end"):
-            form.base_fields[name].help_text = f"Local time in the training's zone ({where})."
+            form.base_fields[name].help_text = gettext("Local time in the training's zone ({zone}).").format(
+                zone=where or gettext("the zone below")
+            )
         form.base_fields["time_zone"] = zone_field(
-            blank=None if obj else "The team's zone",
+            blank=None if obj else gettext("The team's zone"),
             required=obj is not None,
-            label="Time zone",
-            help_text="Where the training takes place; its times are typed and shown in this zone.",
+            label=gettext("Time zone"),
+            help_text=gettext("Where the training takes place; its times are typed and shown in this zone."),
         )
         if obj is None:
             teams = list(teams_visible_to(request.user)[:2])
             if len(teams) == 1:  # a coach of one team: it is that team's training
                 form.base_fields["team"].initial = teams[0].pk
-            form.base_fields[
-                "team"
-            ].help_text = "Its active players are invited unless you list players below, as through the API."
+            form.base_fields["team"].help_text = gettext(
+                "Its active players are invited unless you list players below, as through the API."
+            )
         return form
 
     def changeform_view(
@@ -162,7 +164,9 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             return super().changeform_view(request, object_id, form_url, extra_context)
         if not training.invitations.exists():
             self.message_user(
-                request, "Nobody is invited: its reminders reach no one. Add players below.", messages.WARNING
+                request,
+                gettext("Nobody is invited: its reminders reach no one. Add players below."),
+                messages.WARNING,
             )
         with timezone.override(training.zone):
             extra = {
@@ -222,26 +226,31 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         click = request.POST.get("click", "")
         rule = _players_rules().filter(pk=request.POST.get("rule") or 0).first()
         if rule is None or not click.isalnum() or len(click) > 64:
-            self.message_user(request, "Choose a reminder rule to send.", messages.ERROR)
+            self.message_user(request, gettext("Choose a reminder rule to send."), messages.ERROR)
         else:
             result = training_remind_now(training=training, rule=rule, click=click)
-            again = (
-                f" {result.already} player(s) reminded of it less than a minute ago were left out."
-                if result.already
-                else ""
-            )
+            left_out = gettext("{n} player(s) reminded of it less than a minute ago were left out.")
+            again = " " + left_out.format(n=result.already) if result.already else ""
             if result.error:
-                self.message_user(request, f"Pushes not all queued: {result.error}", messages.ERROR)
+                self.message_user(
+                    request,
+                    gettext("Pushes not all queued: {error}").format(error=result.error),
+                    messages.ERROR,
+                )
             elif result.recipients:
                 names = ", ".join(result.names[:5]) + (", …" if len(result.names) > 5 else "")
                 self.message_user(
                     request,
-                    f"{rule_label(rule)}: queued for {result.recipients} player(s) ({names}). The player "
-                    f"grid shows whether it reached their phones.{again}",
+                    gettext(
+                        "{rule}: queued for {n} player(s) ({names}). The player grid shows whether it "
+                        "reached their phones."
+                    ).format(rule=rule_label(rule), n=result.recipients, names=names)
+                    + again,
                     messages.SUCCESS,
                 )
             else:
-                self.message_user(request, f"Nobody to remind of {rule_label(rule)}.{again}", messages.INFO)
+                text = gettext("Nobody to remind of {rule}.").format(rule=rule_label(rule))
+                self.message_user(request, text + again, messages.INFO)
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[training.pk]))
 
     def copy_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -249,7 +258,11 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         if training is None:
             return self._missing(request, object_id)
         copy = training_copy(training=training)
-        self.message_user(request, f"Copied to {local_time(copy.start, copy.zone)}.", messages.SUCCESS)
+        self.message_user(
+            request,
+            gettext("Copied to {start}.").format(start=local_time(copy.start, copy.zone)),
+            messages.SUCCESS,
+        )
         return HttpResponseRedirect(reverse("admin:trainings_training_change", args=[copy.pk]))
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -289,37 +302,36 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
             with suppress(Training.DoesNotExist):
                 training_delete(training=training)
 
-    @admin.action(description="Cancel selected trainings (and their pending reminders)")
+    @admin.action(description=_("Cancel selected trainings (and their pending reminders)"))
     def cancel_trainings(self, request: HttpRequest, queryset: QuerySet[Training]) -> None:
         for training in queryset.order_by("pk"):  # the lock order of several trainings
             with suppress(Training.DoesNotExist):
                 training_cancel(training=training)
-        self.message_user(request, f"{queryset.count()} training(s) cancelled.", messages.SUCCESS)
+        self.message_user(
+            request, gettext("{n} training(s) cancelled.").format(n=queryset.count()), messages.SUCCESS
+        )
 
-    @admin.action(description="Copy selected trainings to next week (same local time)")
+    @admin.action(description=_("Copy selected trainings to next week (same local time)"))
     def copy_to_next_week(self, request: HttpRequest, queryset: QuerySet[Training]) -> None:
         copies = [training_copy(training=training) for training in queryset]
-        self.message_user(request, f"{len(copies)} training(s) copied to next week.", messages.SUCCESS)
+        self.message_user(
+            request, gettext("{n} training(s) copied to next week.").format(n=len(copies)), messages.SUCCESS
+        )
 
-    @admin.display(description="start (local)", ordering="start")
+    @admin.display(description=_("start (local)"), ordering="start")
     def local_start(self, training: Training) -> SafeString:
         return format_html(
             '{} <span class="zone">{}</span>', local_html(training.start, training.zone), training.time_zone
         )
 
-    @admin.display(description="next reminder (local)")
+    @admin.display(description=_("next reminder (local)"))
     def next_reminder(self, training: Training) -> SafeString:
         return local_html(getattr(training, "next_reminder_at", None), training.zone)
 
-    @admin.display(description="invitations ✓ / ✗ / ?")
+    @admin.display(description=_("invitations ✓ / ✗ / ?"))
     def invitations(self, training: Training) -> SafeString:
-        return format_html(
-            '<span title="accepted">{} ✓</span> / <span title="declined">{} ✗</span> / '
-            '<span title="pending" class="pending">{} pending</span>',
-            getattr(training, "n_accepted", 0),
-            getattr(training, "n_declined", 0),
-            getattr(training, "n_pending", 0),
-        )
+        counts = (getattr(training, f"n_{name}", 0) for name in ("accepted", "declined", "pending"))
+        return invitations_html(*counts)
 
     def _window(self, training: Training, kind: str) -> str:
         rules = getattr(training, "active_rules", None)
@@ -330,17 +342,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
 
     def _answered_owed(self, training: Training, kind: str, answered: int, owed: int) -> SafeString:
         """Owed only while the questionnaire is open: "not yet" before, "missed" after, none if cancelled."""
-        if training.cancelled:
-            return format_html('<span title="answered">{} ✓</span>', answered)
-        state = self._window(training, kind)
-        if state == NOT_YET:
-            return format_html('<span class="quiet">{}</span>', "not yet open")
-        if state == CLOSED:
-            return format_html(
-                '<span title="answered">{} ✓</span> <span class="missed">{} missed</span>', answered, owed
-            )
-        return format_html(
-            '<span title="answered">{} ✓</span> <span class="pending">{} owed</span>', answered, owed
+        return answered_owed_html(
+            answered, owed, None if training.cancelled else self._window(training, kind)
         )
 
     def get_list_display(self, request: HttpRequest) -> list[Any]:
@@ -351,37 +354,39 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         return columns
 
     def _answers_column(self, kind: kinds.Kind) -> Callable[[Training], SafeString]:
-        @admin.display(description=f"{kind.short} answers")
+        @admin.display(description=gettext("{kind} answers").format(kind=kind.short))
         def column(training: Training) -> SafeString:
             return self._answered_owed(training, kind.code, *answered_owed(training, kind))
 
         column.__name__ = f"{kind.short.replace(' ', '_')}_questionnaire"  # the column's CSS class
         return column
 
-    @admin.display(description="status", ordering="cancelled")
+    @admin.display(description=_("status"), ordering="cancelled")
     def state(self, training: Training) -> SafeString:
         now = timezone.now()
         if training.cancelled:
-            return format_html('<span class="state-cancelled">{}</span>', "Cancelled")
+            return format_html('<span class="state-cancelled">{}</span>', gettext("Cancelled"))
         if now < training.start:
-            return format_html("{}", "Upcoming")
+            return format_html("{}", gettext("Upcoming"))
         if now < training.end:
-            return format_html("{}", "In progress")
+            return format_html("{}", gettext("In progress"))
         rules = getattr(training, "active_rules", None)
         rules = list(ReminderRule.objects.filter(active=True)) if rules is None else rules
         until = open_until(training, rules, now)
         if until is None:
-            return format_html("{}", "Done")
+            return format_html("{}", gettext("Done"))
         # Ended, but players are still asked and answers still count as owed: not "Done" yet.
-        return format_html("Ended; questionnaire open until {}", local_html(until, training.zone))
+        return format_html(
+            "{} {}", gettext("Ended; questionnaire open until"), local_html(until, training.zone)
+        )
 
-    @admin.display(description="Player grid")
+    @admin.display(description=_("Player grid"))
     def player_grid(self, training: Training) -> SafeString:
         return player_grid_html(
             training, {kind.code: self._window(training, kind.code) for kind in kinds.questionnaire_kinds()}
         )
 
-    @admin.display(description="Reminder timeline")
+    @admin.display(description=_("Reminder timeline"))
     def reminder_timeline(self, training: Training) -> SafeString:
         return reminder_timeline_html(training)
 

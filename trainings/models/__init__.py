@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 from common.fields import validate_instant_range
 from common.history import AuditedHistory
@@ -81,17 +82,22 @@ def render_template(text: str, values: dict[str, str]) -> str:
 
 
 class Training(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="trainings")
-    title = models.CharField(max_length=200)
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False, verbose_name=_("id"))
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="trainings", verbose_name=_("team"))
+    title = models.CharField(max_length=200, verbose_name=_("title"))
     # Instants the service accepts (common/fields.py): each reminder and local day then fits a datetime.
-    start = models.DateTimeField(validators=[validate_instant_range])
-    end = models.DateTimeField(validators=[validate_instant_range])
-    time_zone = models.CharField(max_length=64, validators=[validate_time_zone], help_text="IANA zone name.")
-    location = models.CharField(max_length=200, blank=True)
-    cancelled = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    start = models.DateTimeField(validators=[validate_instant_range], verbose_name=_("start"))
+    end = models.DateTimeField(validators=[validate_instant_range], verbose_name=_("end"))
+    time_zone = models.CharField(
+        max_length=64,
+        validators=[validate_time_zone],
+        help_text=_("IANA zone name."),
+        verbose_name=_("time zone"),
+    )
+    location = models.CharField(max_length=200, blank=True, verbose_name=_("location"))
+    cancelled = models.BooleanField(default=False, verbose_name=_("cancelled"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
     history = AuditedHistory()
 
     class Meta:
@@ -120,25 +126,49 @@ class Training(models.Model):
 class ReminderRule(models.Model):
     """When to remind whom: its kind (trainings/kinds.py) says from which training time and whom."""
 
-    slug = models.SlugField(max_length=50, unique=True, help_text="Part of every job key; do not rename.")
-    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.any_rule_choices)
-    offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["90m", "6h", "3d"]')
-    active = models.BooleanField(default=True)
+    slug = models.SlugField(
+        max_length=50,
+        unique=True,
+        help_text=_("Part of every job key; do not rename."),
+        verbose_name=_("slug"),
+    )
+    kind = models.CharField(
+        max_length=kinds.CODE_MAX_LENGTH, choices=kinds.any_rule_choices, verbose_name=_("kind")
+    )
+    offsets = models.JSONField(
+        validators=[validate_offsets], help_text=_('e.g. ["90m", "6h", "3d"]'), verbose_name=_("offsets")
+    )
+    active = models.BooleanField(default=True, verbose_name=_("active"))
     critical_offsets = models.JSONField(
-        default=list, blank=True, validators=[validate_critical_offsets],
-        help_text='Reminders that players\' mute and quiet hours cannot hide: ["15m"] (only those offsets, '
-        'among the rule\'s or a running experiment\'s), "all", or [] for none.',
-    )  # fmt: skip
+        default=list,
+        blank=True,
+        validators=[validate_critical_offsets],
+        help_text=_(
+            'Reminders that players\' mute and quiet hours cannot hide: ["15m"] (only those offsets, '
+            "among the rule's or a running experiment's), \"all\", or [] for none."
+        ),
+        verbose_name=_("critical offsets"),
+    )
     # The running timing experiment and its variants' offsets (arm 1 first; arm 0 is `offsets`), set and
     # cleared by trainings/experiments/control.py only.
-    experiment = models.ForeignKey("trainings.Experiment", null=True, blank=True, editable=False,
-                                   on_delete=models.SET_NULL, related_name="+",
-                                   help_text="The timing experiment running on this rule.")  # fmt: skip
+    experiment = models.ForeignKey(
+        "trainings.Experiment",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text=_("The timing experiment running on this rule."),
+        verbose_name=_("experiment"),
+    )
     variant_offsets = models.JSONField(
-        default=list, blank=True, editable=False,
-        help_text="The running experiment's variants' offsets, arm 1 first (arm 0 is `offsets`).",
-    )  # fmt: skip
-    updated_at = models.DateTimeField(auto_now=True)
+        default=list,
+        blank=True,
+        editable=False,
+        help_text=_("The running experiment's variants' offsets, arm 1 first (arm 0 is `offsets`)."),
+        verbose_name=_("variant offsets"),
+    )
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
     history = AuditedHistory()
 
     class Meta:
@@ -201,10 +231,12 @@ class ReminderRule(models.Model):
 
 
 class ReminderTemplate(models.Model):
-    rule = models.ForeignKey(ReminderRule, on_delete=models.CASCADE, related_name="templates")
-    language = models.CharField(max_length=10)
-    title = models.CharField(max_length=200, validators=[validate_template])
-    body = models.TextField(validators=[validate_template])
+    rule = models.ForeignKey(
+        ReminderRule, on_delete=models.CASCADE, related_name="templates", verbose_name=_("rule")
+    )
+    language = models.CharField(max_length=10, verbose_name=_("language"))
+    title = models.CharField(max_length=200, validators=[validate_template], verbose_name=_("title"))
+    body = models.TextField(validators=[validate_template], verbose_name=_("body"))
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["rule", "language"], name="template_unique_language")]
@@ -232,32 +264,39 @@ class TrainingJob(models.Model):
 
 
 class RunOutcome(models.TextChoices):
-    SENT = "sent", "Pushes published"
-    NOBODY_LEFT = "nobody_left", "Everybody had answered"
+    SENT = "sent", _("Pushes published")
+    NOBODY_LEFT = "nobody_left", _("Everybody had answered")
     # An experiment's instant whose arm holds none of the players still owing (all are in other arms).
-    NO_ARM_PLAYER = "no_arm", "No player was in this instant's arm of the experiment"
-    CANCELLED = "cancelled", "Training cancelled"
-    GONE = "gone", "Training or rule deleted"
-    STALE = "stale", "Instant no longer wanted (training moved)"
-    INACTIVE = "inactive", "Rule deactivated"
-    NO_COACH = "no_coach", "The team has no coach to tell"
-    SUMMARIZED = "summarized", "In the coaches' summary of the day already"
+    NO_ARM_PLAYER = "no_arm", _("No player was in this instant's arm of the experiment")
+    CANCELLED = "cancelled", _("Training cancelled")
+    GONE = "gone", _("Training or rule deleted")
+    STALE = "stale", _("Instant no longer wanted (training moved)")
+    INACTIVE = "inactive", _("Rule deactivated")
+    NO_COACH = "no_coach", _("The team has no coach to tell")
+    SUMMARIZED = "summarized", _("In the coaches' summary of the day already")
 
 
 class ReminderRun(models.Model):
     """What happened when one occurrence fired (the last attempt wins). Survives occurrence purges."""
 
-    occurrence_key = models.CharField(max_length=255, unique=True)
-    occurrence_id = models.BigIntegerField(null=True, blank=True)
+    occurrence_key = models.CharField(max_length=255, unique=True, verbose_name=_("occurrence key"))
+    occurrence_id = models.BigIntegerField(null=True, blank=True, verbose_name=_("occurrence id"))
     training = models.ForeignKey(
-        Training, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+        Training,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="runs",
+        verbose_name=_("training"),
     )
-    rule = models.ForeignKey(ReminderRule, null=True, blank=True, on_delete=models.SET_NULL)
-    fire_at = models.DateTimeField()
-    outcome = models.CharField(max_length=12, choices=RunOutcome.choices)
-    recipients = models.PositiveIntegerField(default=0)
-    attempts = models.PositiveIntegerField(default=1)
-    ran_at = models.DateTimeField()
+    rule = models.ForeignKey(
+        ReminderRule, null=True, blank=True, on_delete=models.SET_NULL, verbose_name=_("rule")
+    )
+    fire_at = models.DateTimeField(verbose_name=_("fire at"))
+    outcome = models.CharField(max_length=12, choices=RunOutcome.choices, verbose_name=_("outcome"))
+    recipients = models.PositiveIntegerField(default=0, verbose_name=_("recipients"))
+    attempts = models.PositiveIntegerField(default=1, verbose_name=_("attempts"))
+    ran_at = models.DateTimeField(verbose_name=_("ran at"))
 
     class Meta:
         verbose_name = gettext_lazy("reminder run")
@@ -276,11 +315,11 @@ class ReminderRun(models.Model):
 
 
 class PushStatus(models.TextChoices):
-    PENDING = "pending", "Waiting to be published"
-    SENT = "sent", "Published to the push queue"
-    WITHDRAWN = "withdrawn", "Player answered before a retry published it"
-    HELD = "held", "Held for the player's quiet hours"
-    SKIPPED = "skipped", "Not sent: quiet hours end after it is of any use"
+    PENDING = "pending", _("Waiting to be published")
+    SENT = "sent", _("Published to the push queue")
+    WITHDRAWN = "withdrawn", _("Player answered before a retry published it")
+    HELD = "held", _("Held for the player's quiet hours")
+    SKIPPED = "skipped", _("Not sent: quiet hours end after it is of any use")
 
 
 class Push(models.Model):
@@ -288,43 +327,59 @@ class Push(models.Model):
 
     # Unique by a constraint rather than `unique=True`: no second, LIKE-only index on it, which nothing reads
     # and every push would write. Likewise the training's lookups use push_training_occ_idx.
-    key = models.CharField(max_length=300, help_text="Idempotency key sent to the gateway.")
-    occurrence_key = models.CharField(max_length=255)
-    occurrence_id = models.BigIntegerField(null=True, blank=True)
-    training = models.ForeignKey(Training, on_delete=models.CASCADE, related_name="pushes", db_index=False)
-    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="pushes")
+    key = models.CharField(
+        max_length=300, help_text=_("Idempotency key sent to the gateway."), verbose_name=_("key")
+    )
+    occurrence_key = models.CharField(max_length=255, verbose_name=_("occurrence key"))
+    occurrence_id = models.BigIntegerField(null=True, blank=True, verbose_name=_("occurrence id"))
+    training = models.ForeignKey(
+        Training, on_delete=models.CASCADE, related_name="pushes", db_index=False, verbose_name=_("training")
+    )
+    player = models.ForeignKey(
+        Player, on_delete=models.CASCADE, related_name="pushes", verbose_name=_("player")
+    )
     guardian = models.ForeignKey(
         Guardian,
         null=True,
         blank=True,
         on_delete=models.CASCADE,
         related_name="pushes",
-        help_text="Sent to this guardian of the player (none: to the player).",
+        help_text=_("Sent to this guardian of the player (none: to the player)."),
+        verbose_name=_("guardian"),
     )
-    # No index of its own: nothing reads pushes by rule but the re-check, which also names the trainings
-    # (push_training_occ_idx), and an index cost every push a write. With statistics that lag behind the
-    # table (a rule they have hardly seen, a table analyzed while small) the planner read every push of
-    # the rule through it, as it reads them by a scan without it: only current statistics (autovacuum's
-    # ANALYZE) keep the re-check on the trainings' index. A rule's deletion (an operator's, rare) scans.
-    rule = models.ForeignKey(ReminderRule, null=True, on_delete=models.SET_NULL, db_index=False)
-    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices)
+    # No index of its own: only the re-check reads pushes by rule, and it also names the trainings
+    # (push_training_occ_idx; needs current statistics, autovacuum's ANALYZE). A rule's deletion scans.
+    rule = models.ForeignKey(
+        ReminderRule, null=True, on_delete=models.SET_NULL, db_index=False, verbose_name=_("rule")
+    )
+    kind = models.CharField(
+        max_length=kinds.CODE_MAX_LENGTH, choices=kinds.push_choices, verbose_name=_("kind")
+    )
     offset = models.CharField(
-        max_length=10, blank=True, help_text="The rule's offset it reminded at, e.g. 90m."
+        max_length=10,
+        blank=True,
+        help_text=_("The rule's offset it reminded at, e.g. 90m."),
+        verbose_name=_("offset"),
     )
-    language = models.CharField(max_length=10)
-    title = models.CharField(max_length=300)
-    body = models.TextField()
-    fire_at = models.DateTimeField()
+    language = models.CharField(max_length=10, verbose_name=_("language"))
+    title = models.CharField(max_length=300, verbose_name=_("title"))
+    body = models.TextField(verbose_name=_("body"))
+    fire_at = models.DateTimeField(verbose_name=_("fire at"))
     expires_at = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="After this the push is stale (training started, questionnaire closed).",
+        help_text=_("After this the push is stale (training started, questionnaire closed)."),
+        verbose_name=_("expires at"),
     )
-    status = models.CharField(max_length=10, choices=PushStatus.choices, default=PushStatus.PENDING)
-    release_at = models.DateTimeField(null=True, blank=True, help_text="Held: when the quiet hours end.")
-    status_reason = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(
+        max_length=10, choices=PushStatus.choices, default=PushStatus.PENDING, verbose_name=_("status")
+    )
+    release_at = models.DateTimeField(
+        null=True, blank=True, help_text=_("Held: when the quiet hours end."), verbose_name=_("release at")
+    )
+    status_reason = models.CharField(max_length=200, blank=True, verbose_name=_("status reason"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    sent_at = models.DateTimeField(null=True, blank=True, verbose_name=_("sent at"))
 
     class Meta:
         verbose_name = gettext_lazy("push")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from trainings import kinds
 
@@ -19,13 +20,23 @@ class AnswerSource(models.TextChoices):
 
 
 class QuestionnaireAnswer(models.Model):
-    training = models.ForeignKey("trainings.Training", on_delete=models.CASCADE, related_name="answers")
-    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="answers")
-    phase = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.questionnaire_choices)
-    answered_at = models.DateTimeField()
-    answers = models.JSONField(default=dict, blank=True)
+    training = models.ForeignKey(
+        "trainings.Training", on_delete=models.CASCADE, related_name="answers", verbose_name=_("training")
+    )
+    player = models.ForeignKey(
+        "trainings.Player", on_delete=models.CASCADE, related_name="answers", verbose_name=_("player")
+    )
+    phase = models.CharField(
+        max_length=kinds.CODE_MAX_LENGTH, choices=kinds.questionnaire_choices, verbose_name=_("phase")
+    )
+    answered_at = models.DateTimeField(verbose_name=_("answered at"))
+    answers = models.JSONField(default=dict, blank=True, verbose_name=_("answers"))
     source = models.CharField(
-        max_length=12, choices=AnswerSource.choices, default=AnswerSource.ADMIN, db_default=AnswerSource.ADMIN
+        max_length=12,
+        choices=AnswerSource.choices,
+        default=AnswerSource.ADMIN,
+        db_default=AnswerSource.ADMIN,
+        verbose_name=_("source"),
     )
     answered_by = models.ForeignKey(
         "trainings.Guardian",
@@ -33,10 +44,13 @@ class QuestionnaireAnswer(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
-        help_text="The guardian who answered for the player (none: the player, or a coach).",
+        help_text=_("The guardian who answered for the player (none: the player, or a coach)."),
+        verbose_name=_("answered by"),
     )
 
     class Meta:
+        verbose_name = _("questionnaire answer")
+        verbose_name_plural = _("questionnaire answers")
         constraints = [
             models.UniqueConstraint(fields=["training", "player", "phase"], name="answer_unique_per_phase"),
             models.CheckConstraint(condition=Q(source__in=AnswerSource.values), name="answer_source_valid"),
@@ -49,23 +63,35 @@ class QuestionnaireAnswer(models.Model):
 
 
 class InvitationStatus(models.TextChoices):
-    PENDING = "PENDING"
-    ACCEPTED = "ACCEPTED"
-    DENIED = "DENIED"
+    PENDING = "PENDING", _("Pending")
+    ACCEPTED = "ACCEPTED", _("Accepted")
+    DENIED = "DENIED", _("Denied")
 
 
 class Invitation(models.Model):
     """A player on a training's list. The list is the invitations; their status is the RSVP."""
 
-    training = models.ForeignKey("trainings.Training", on_delete=models.CASCADE, related_name="invitations")
-    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="invitations")
-    status = models.CharField(
-        max_length=8, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
+    training = models.ForeignKey(
+        "trainings.Training", on_delete=models.CASCADE, related_name="invitations", verbose_name=_("training")
     )
-    responded_at = models.DateTimeField(null=True, blank=True)
+    player = models.ForeignKey(
+        "trainings.Player", on_delete=models.CASCADE, related_name="invitations", verbose_name=_("player")
+    )
+    status = models.CharField(
+        max_length=8,
+        choices=InvitationStatus.choices,
+        default=InvitationStatus.PENDING,
+        verbose_name=_("status"),
+    )
+    responded_at = models.DateTimeField(null=True, blank=True, verbose_name=_("responded at"))
     # db_default: the members' invitations are inserted by plain SQL (trainings/writes.py).
     response_source = models.CharField(
-        max_length=12, choices=AnswerSource.choices, blank=True, default="", db_default=""
+        max_length=12,
+        choices=AnswerSource.choices,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=_("response source"),
     )
     responded_by = models.ForeignKey(
         "trainings.Guardian",
@@ -73,10 +99,13 @@ class Invitation(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
-        help_text="The guardian who responded for the player (none: the player, or a coach).",
+        help_text=_("The guardian who responded for the player (none: the player, or a coach)."),
+        verbose_name=_("responded by"),
     )
 
     class Meta:
+        verbose_name = _("invitation")
+        verbose_name_plural = _("invitations")
         constraints = [
             models.UniqueConstraint(fields=["training", "player"], name="invitation_unique"),
             models.CheckConstraint(

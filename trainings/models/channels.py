@@ -4,10 +4,11 @@ trainings/push/routing.py applies it)."""
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class ChannelChoice(models.TextChoices):
-    DEFAULT = "default", "Push; email when no device is reached"
-    PUSH = "push", "Push only, never email"
-    EMAIL = "email", "Email instead of push"
-    BOTH = "both", "Push and email"
+    DEFAULT = "default", _("Push; email when no device is reached")
+    PUSH = "push", _("Push only, never email")
+    EMAIL = "email", _("Email instead of push")
+    BOTH = "both", _("Push and email")

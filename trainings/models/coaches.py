@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 from common.i18n import validate_spoken_language
 from trainings import kinds
@@ -25,12 +26,26 @@ from trainings.offsets import validate_offset, validate_time_zone
 class DigestTimes(models.Model):
     """When a team's coaches hear of its trainings (trainings/digest/timing.py); empty: not that message."""
 
-    digest_before = models.CharField(max_length=10, blank=True, validators=[validate_offset],
-        help_text='Coaches get who still owes what this long before each training, e.g. "2h".')  # fmt: skip
-    digest_morning_at = models.TimeField(null=True, blank=True,
-        help_text="Coaches get a summary of the day's trainings at this time (team's zone).")  # fmt: skip
-    decline_alert_within = models.CharField(max_length=10, blank=True, validators=[validate_offset],
-        help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".')  # fmt: skip
+    digest_before = models.CharField(
+        max_length=10,
+        blank=True,
+        validators=[validate_offset],
+        help_text=_('Coaches get who still owes what this long before each training, e.g. "2h".'),
+        verbose_name=_("digest before"),
+    )
+    digest_morning_at = models.TimeField(
+        null=True,
+        blank=True,
+        help_text=_("Coaches get a summary of the day's trainings at this time (team's zone)."),
+        verbose_name=_("digest morning at"),
+    )
+    decline_alert_within = models.CharField(
+        max_length=10,
+        blank=True,
+        validators=[validate_offset],
+        help_text=_('Coaches are alerted when a player declines this near the start, e.g. "3h".'),
+        verbose_name=_("decline alert within"),
+    )
 
     class Meta:
         abstract = True
@@ -39,22 +54,34 @@ class DigestTimes(models.Model):
 class Coach(models.Model):
     """What a coach's digests need: a language, a zone, channels and quiet hours (else the team's)."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coach")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coach", verbose_name=_("user")
+    )
     language = models.CharField(
         max_length=10,
         default="en",
         validators=[validate_spoken_language],
-        help_text="Language of the coach's digests.",
+        help_text=_("Language of the coach's digests."),
+        verbose_name=_("language"),
     )
-    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    time_zone = models.CharField(
+        max_length=64, default="UTC", validators=[validate_time_zone], verbose_name=_("time zone")
+    )
     channels = models.CharField(
-        max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT, db_default="default"
+        max_length=8,
+        choices=ChannelChoice.choices,
+        default=ChannelChoice.DEFAULT,
+        db_default="default",
+        verbose_name=_("channels"),
     )
     quiet_start = models.TimeField(
-        null=True, blank=True, help_text="The coach's own quiet hours (else the team's)."
+        null=True,
+        blank=True,
+        help_text=_("The coach's own quiet hours (else the team's)."),
+        verbose_name=_("quiet start"),
     )
-    quiet_end = models.TimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    quiet_end = models.TimeField(null=True, blank=True, verbose_name=_("quiet end"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
         verbose_name = gettext_lazy("coach")
@@ -71,10 +98,10 @@ class Coach(models.Model):
 
 
 class CoachPushStatus(models.TextChoices):
-    PENDING = "pending", "Waiting to be published"
-    SENT = "sent", "Published to the push queue"
-    HELD = "held", "Held for the coach's quiet hours"
-    SKIPPED = "skipped", "Not sent (quiet hours end too late, or nobody owes anything any more)"
+    PENDING = "pending", _("Waiting to be published")
+    SENT = "sent", _("Published to the push queue")
+    HELD = "held", _("Held for the coach's quiet hours")
+    SKIPPED = "skipped", _("Not sent (quiet hours end too late, or nobody owes anything any more)")
 
 
 class CoachPush(models.Model):

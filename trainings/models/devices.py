@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 from trainings.push.channels import (
     PLATFORMS,
@@ -48,29 +49,48 @@ class Device(models.Model):
 
     # The person it reaches: a player, or a guardian (trainings/models/guardians.py); exactly one.
     player = models.ForeignKey(
-        "trainings.Player", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
+        "trainings.Player",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="devices",
+        verbose_name=_("player"),
     )
     guardian = models.ForeignKey(
-        "trainings.Guardian", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
+        "trainings.Guardian",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="devices",
+        verbose_name=_("guardian"),
     )
     coach = models.ForeignKey(
-        "trainings.Coach", null=True, blank=True, on_delete=models.CASCADE, related_name="devices"
+        "trainings.Coach",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="devices",
+        verbose_name=_("coach"),
     )
     # Read from the channels' table when asked (callables: the choices need no migration of their own).
-    platform = models.CharField(max_length=10, choices=device_platform_choices)
-    provider = models.CharField(max_length=10, choices=device_provider_choices)
-    token = models.CharField(max_length=4096)
+    platform = models.CharField(max_length=10, choices=device_platform_choices, verbose_name=_("platform"))
+    provider = models.CharField(max_length=10, choices=device_provider_choices, verbose_name=_("provider"))
+    token = models.CharField(max_length=4096, verbose_name=_("token"))
     app_id = models.CharField(
         max_length=255,
         blank=True,
-        help_text="APNs topic (the app's bundle id) or FCM app id; empty means the configured default.",
+        help_text=_("APNs topic (the app's bundle id) or FCM app id; empty means the configured default."),
+        verbose_name=_("app id"),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     last_success_at = models.DateTimeField(
-        null=True, blank=True, help_text="When a provider last accepted a push for it (to within an hour)."
+        null=True,
+        blank=True,
+        help_text=_("When a provider last accepted a push for it (to within an hour)."),
+        verbose_name=_("last success at"),
     )
-    disabled_at = models.DateTimeField(null=True, blank=True)
-    disabled_reason = models.CharField(max_length=200, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True, verbose_name=_("disabled at"))
+    disabled_reason = models.CharField(max_length=200, blank=True, verbose_name=_("disabled reason"))
 
     objects = DeviceQuerySet.as_manager()
 

@@ -13,31 +13,44 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from trainings.offsets import validate_offsets
 
 
 class ExperimentStatus(models.TextChoices):
-    RUNNING = "running", "Running"
-    STOPPED = "stopped", "Stopped (everyone back on the rule)"
-    PROMOTED = "promoted", "Promoted (a variant's offsets became the rule's)"
+    RUNNING = "running", _("Running")
+    STOPPED = "stopped", _("Stopped (everyone back on the rule)")
+    PROMOTED = "promoted", _("Promoted (a variant's offsets became the rule's)")
 
 
 class Experiment(models.Model):
     """One comparison of a rule's offsets against one or more variants, from `started_at` to `stopped_at`."""
 
-    rule = models.ForeignKey("trainings.ReminderRule", on_delete=models.CASCADE, related_name="experiments")
-    name = models.CharField(max_length=100)
+    rule = models.ForeignKey(
+        "trainings.ReminderRule", on_delete=models.CASCADE, related_name="experiments", verbose_name=_("rule")
+    )
+    name = models.CharField(max_length=100, verbose_name=_("name"))
     status = models.CharField(
-        max_length=10, choices=ExperimentStatus.choices, default=ExperimentStatus.RUNNING
+        max_length=10,
+        choices=ExperimentStatus.choices,
+        default=ExperimentStatus.RUNNING,
+        verbose_name=_("status"),
     )
     control_offsets = models.JSONField(
-        validators=[validate_offsets], help_text="The rule's offsets when the experiment started (arm 0)."
+        validators=[validate_offsets],
+        help_text=_("The rule's offsets when the experiment started (arm 0)."),
+        verbose_name=_("control offsets"),
     )
-    started_at = models.DateTimeField()
-    stopped_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(verbose_name=_("started at"))
+    stopped_at = models.DateTimeField(null=True, blank=True, verbose_name=_("stopped at"))
     promoted = models.ForeignKey(
-        "trainings.Variant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "trainings.Variant",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("promoted"),
     )
 
     class Meta:
@@ -63,10 +76,14 @@ class Experiment(models.Model):
 class Variant(models.Model):
     """An alternative offset list of an experiment's rule; `arm` numbers it from 1 (0 is the rule)."""
 
-    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="variants")
-    arm = models.PositiveSmallIntegerField()
-    label = models.CharField(max_length=50, blank=True)
-    offsets = models.JSONField(validators=[validate_offsets], help_text='e.g. ["120m", "45m", "15m"]')
+    experiment = models.ForeignKey(
+        Experiment, on_delete=models.CASCADE, related_name="variants", verbose_name=_("experiment")
+    )
+    arm = models.PositiveSmallIntegerField(verbose_name=_("arm"))
+    label = models.CharField(max_length=50, blank=True, verbose_name=_("label"))
+    offsets = models.JSONField(
+        validators=[validate_offsets], help_text=_('e.g. ["120m", "45m", "15m"]'), verbose_name=_("offsets")
+    )
 
     class Meta:
         ordering = ["experiment", "arm"]

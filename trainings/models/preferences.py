@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from trainings import kinds
 from trainings.models.channels import ChannelChoice
@@ -15,15 +16,33 @@ class ReminderPreference(models.Model):
     muted. No row is the default (push, and email when no device is reached, never muted)."""
 
     player = models.ForeignKey(
-        "trainings.Player", null=True, blank=True, on_delete=models.CASCADE, related_name="preferences"
+        "trainings.Player",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="preferences",
+        verbose_name=_("player"),
     )
     guardian = models.ForeignKey(
-        "trainings.Guardian", null=True, blank=True, on_delete=models.CASCADE, related_name="preferences"
+        "trainings.Guardian",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="preferences",
+        verbose_name=_("guardian"),
     )
-    kind = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices)
-    channels = models.CharField(max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT)
-    muted = models.BooleanField(default=False, help_text="No reminder of this kind (unless it is critical).")
-    updated_at = models.DateTimeField(auto_now=True)
+    kind = models.CharField(
+        max_length=kinds.CODE_MAX_LENGTH, choices=kinds.rule_choices, verbose_name=_("kind")
+    )
+    channels = models.CharField(
+        max_length=8, choices=ChannelChoice.choices, default=ChannelChoice.DEFAULT, verbose_name=_("channels")
+    )
+    muted = models.BooleanField(
+        default=False,
+        help_text=_("No reminder of this kind (unless it is critical)."),
+        verbose_name=_("muted"),
+    )
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
         constraints = [

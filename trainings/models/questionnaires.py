@@ -11,6 +11,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from trainings import kinds
 from trainings.answers.presets import PRESETS, SCALE, TEXT, preset_choices
@@ -23,9 +24,15 @@ def fresh_revision() -> int:
 
 
 class Questionnaire(models.Model):
-    team = models.ForeignKey("trainings.Team", on_delete=models.CASCADE, related_name="questionnaires")
-    phase = models.CharField(max_length=kinds.CODE_MAX_LENGTH, choices=kinds.questionnaire_choices)
-    revision = models.PositiveBigIntegerField(default=fresh_revision, editable=False)
+    team = models.ForeignKey(
+        "trainings.Team", on_delete=models.CASCADE, related_name="questionnaires", verbose_name=_("team")
+    )
+    phase = models.CharField(
+        max_length=kinds.CODE_MAX_LENGTH, choices=kinds.questionnaire_choices, verbose_name=_("phase")
+    )
+    revision = models.PositiveBigIntegerField(
+        default=fresh_revision, editable=False, verbose_name=_("revision")
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "phase"], name="questionnaire_unique")]
@@ -44,24 +51,43 @@ class Question(models.Model):
     """A built-in question (`preset`: its text and scale, translated) or the coach's own (its text shown
     as typed, a scale of `minimum`..`maximum` with words at the ends, or a text)."""
 
-    questionnaire = models.ForeignKey(Questionnaire, on_delete=models.CASCADE, related_name="questions")
-    position = models.PositiveSmallIntegerField(default=0)
+    questionnaire = models.ForeignKey(
+        Questionnaire, on_delete=models.CASCADE, related_name="questions", verbose_name=_("questionnaire")
+    )
+    position = models.PositiveSmallIntegerField(default=0, verbose_name=_("position"))
     key = models.SlugField(
-        max_length=40, help_text="The answer's id for apps and exports (letters, digits, _ or -)."
+        max_length=40,
+        help_text=_("The answer's id for apps and exports (letters, digits, _ or -)."),
+        verbose_name=_("key"),
     )
     preset = models.CharField(
         max_length=40,
         blank=True,
         choices=preset_choices,
-        help_text="A built-in question, or empty for your own.",
+        help_text=_("A built-in question, or empty for your own."),
+        verbose_name=_("preset"),
     )
-    text = models.CharField(max_length=200, blank=True, help_text="Your own question, shown as typed.")
-    type = models.CharField(max_length=8, choices=[(SCALE, "scale"), (TEXT, "text")], default=SCALE)
-    minimum = models.SmallIntegerField(null=True, blank=True)
-    maximum = models.SmallIntegerField(null=True, blank=True)
-    minimum_label = models.CharField(max_length=60, blank=True, help_text="The words at the lowest value.")
-    maximum_label = models.CharField(max_length=60, blank=True, help_text="The words at the highest value.")
-    required = models.BooleanField(default=True)
+    text = models.CharField(
+        max_length=200, blank=True, help_text=_("Your own question, shown as typed."), verbose_name=_("text")
+    )
+    type = models.CharField(
+        max_length=8, choices=[(SCALE, "scale"), (TEXT, "text")], default=SCALE, verbose_name=_("type")
+    )
+    minimum = models.SmallIntegerField(null=True, blank=True, verbose_name=_("minimum"))
+    maximum = models.SmallIntegerField(null=True, blank=True, verbose_name=_("maximum"))
+    minimum_label = models.CharField(
+        max_length=60,
+        blank=True,
+        help_text=_("The words at the lowest value."),
+        verbose_name=_("minimum label"),
+    )
+    maximum_label = models.CharField(
+        max_length=60,
+        blank=True,
+        help_text=_("The words at the highest value."),
+        verbose_name=_("maximum label"),
+    )
+    required = models.BooleanField(default=True, verbose_name=_("required"))
 
     class Meta:
         ordering = ["position", "id"]

@@ -14,6 +14,8 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from trainings.models import CoachPush, Device, Push
 from trainings.push.devices import token_preview
@@ -21,11 +23,11 @@ from trainings.selectors import guardians_visible_to, players_visible_to
 
 
 class DeviceStateFilter(admin.SimpleListFilter):
-    title = "state"
+    title = _("state")
     parameter_name = "state"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("enabled", "Enabled"), ("disabled", "Disabled")]
+        return [("enabled", gettext("Enabled")), ("disabled", gettext("Disabled"))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Device]) -> QuerySet[Device]:
         if self.value() == "enabled":
@@ -50,11 +52,11 @@ class DeviceAdmin(admin.ModelAdmin):
         visible = Q(player__in=players_visible_to(user)) | Q(guardian__in=guardians_visible_to(user))
         return super().get_queryset(request).filter(visible)
 
-    @admin.display(description="owner")
+    @admin.display(description=_("owner"))
     def owner(self, device: Device) -> str:
         """The player, or the guardian (and for whom) the device reaches."""
         if device.guardian is not None:
-            return f"{device.guardian.name} (guardian)"
+            return gettext("{name} (guardian)").format(name=device.guardian.name)
         return device.player.name if device.player else ""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -63,11 +65,11 @@ class DeviceAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.display(description="token")
+    @admin.display(description=_("token"))
     def short_token(self, device: Device) -> str:
         return token_preview(device.token)
 
-    @admin.display(description="state")
+    @admin.display(description=_("state"))
     def state(self, device: Device) -> SafeString:
         if device.enabled:
             return format_html('<span style="color:#080">{}</span>', "enabled")
@@ -77,7 +79,7 @@ class DeviceAdmin(admin.ModelAdmin):
             device.disabled_reason,
         )
 
-    @admin.display(description="latest sends")
+    @admin.display(description=_("latest sends"))
     def recent_sends(self, device: Device) -> SafeString:
         """Each send named by what it said ("Speed session: Pre-training questionnaire"), not by its push's
         idempotency key, which is the engine's word (operators find it under Push sends)."""
