@@ -63,6 +63,10 @@ class _Project:
     refilling: bool = False
     pauses: int = 0
 
+    @property
+    def first_expiry(self) -> float:
+        return self.parked[0][0] if self.parked else _NEVER
+
 
 class Pacer:
     """Tokens per provider project for one sender's loop. `release(sends)` is told which parked sends may
@@ -89,12 +93,15 @@ class Pacer:
             project = self._projects[quota[0]] = _Project(*quota)
         return project
 
-    def admit(self, provider: Any, send: Any, expires: float | None) -> bool:
-        """On the loop: True when `send` may go now (a token taken, or no quota); else it is parked."""
+    def admit(self, provider: Any, send: Any, expires: float | None, *, released: bool = False) -> bool:
+        """On the loop: True when `send` may go now (a token taken, or no quota); else it is parked.
+        `released`: the pacer gave it its token already (it still waits out a pause begun since)."""
         project = self._project(provider)
         if project is None:
             return True
         now = time.time()
+        if released and (project.paused_until <= now or (expires is not None and expires <= now)):
+            return True  # (an expired one is answered unsent by the sender)
         fresh = project.tokens > 0 and project.second == int(now) and project.paused_until <= now
         if fresh and not project.parked:  # a parked send nearer its expiry goes first
             project.tokens -= 1
@@ -152,8 +159,14 @@ class Pacer:
         try:
             while project.parked:
                 now = time.time()
+                expired = []  # past their expiry while parked: answered unsent, without a token
+                while project.parked and project.parked[0][0] <= now:
+                    expired.append(heapq.heappop(project.parked)[2])
+                if expired:
+                    self._release(expired)
+                    continue
                 if project.paused_until > now:
-                    await asyncio.sleep(project.paused_until - now)
+                    await asyncio.sleep(max(0.0, min(project.paused_until, project.first_expiry) - now))
                     continue
                 second = int(now)
                 if not (project.second == second and project.tokens > 0):
@@ -165,7 +178,7 @@ class Pacer:
                         logger.exception("%s: taking the quota failed", project.key)
                         granted, wait = 0, 1.0
                     if not granted:
-                        await asyncio.sleep(wait)
+                        await asyncio.sleep(max(0.0, min(wait, project.first_expiry - now)))
                         continue
                     if int(time.time()) != second:
                         continue  # that second is over: its share may not be spent in the next one

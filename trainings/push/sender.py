@@ -293,7 +293,7 @@ class PushSender:
                 item = self._ready.popleft() if paced else self._queue.popleft()
                 round_, i, push, device = item
                 expires = push.expires_at.timestamp() if push.expires_at else None
-                if not paced and not self._pacer.admit(self.providers.for_device(device), item, expires):
+                if not self._pacer.admit(self.providers.for_device(device), item, expires, released=paced):
                     continue  # parked until its provider's quota has room (a token of its own then)
                 self._unrecorded += 1
                 result = await self._send_one(round_, i, push, device)
