@@ -41,12 +41,11 @@ class SharedRate(models.Model):
     key (a provider's project) handed out second by second, and a pause the provider asked for.
 
     One row per key, rewritten in place each second: `slot` is the second (Unix time) whose allowance
-    `used` counts, `granted` what the last take got, `paused_until` (Unix time) when a pause ends."""
+    `used` counts, `paused_until` (Unix time) when a pause ends."""
 
     key = models.CharField(max_length=200, unique=True)
     slot = models.BigIntegerField(default=0)
     used = models.IntegerField(default=0)
-    granted = models.IntegerField(default=0)
     paused_until = models.FloatField(default=0.0)
 
     def __str__(self) -> str:

@@ -1,10 +1,10 @@
 """Rates shared by every process on every host through the database: a quota of so many a minute per key
 (a push provider's project), handed out second by second, and a pause its provider asked for.
 
-Each second (Unix time) of a minute gets its share of the minute's quota (`allowance`), so the seconds of
-any minute add up to the quota exactly and the sends are spread over the minute rather than spent in its
-first seconds. A process takes a part of the current second's share in one statement on the key's row
-(`DatabaseRates.take`): the row is rewritten in place, a new second resets it, and what a second leaves
+Each second (Unix time) of a minute gets its share of the minute's quota (`allowance`), so the seconds of any
+minute add up to the quota exactly and the sends are spread over the minute rather than spent in its first
+seconds. A process takes a part of the current second's share on the key's row (`DatabaseRates.take`: a read
+and a compare-and-set write): the row is rewritten in place, a new second resets it, and what a second leaves
 unused is not carried over. The processes' clocks are the hosts' own (keep them synchronized, as NTP does).
 
 `LocalRates` is the same within one process, for callers inside a test's transaction (another thread's
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import threading
 from typing import Protocol
-
-from django.db import connection
 
 from common.models import SharedRate
 
@@ -42,29 +40,11 @@ class Rates(Protocol):
         ...
 
 
-# One statement per take: the share left in this second (all of it in a new second), at most `want`;
-# `granted` keeps what this take got, since RETURNING sees only the new row. Nothing while paused, or
-# when another process's clock already moved the row to a later second.
-_TAKE = """
-UPDATE common_sharedrate SET
-    granted = CASE WHEN slot = %s THEN (CASE WHEN %s - used < %s THEN %s - used ELSE %s END)
-                   ELSE (CASE WHEN %s < %s THEN %s ELSE %s END) END,
-    used = CASE WHEN slot = %s THEN used + (CASE WHEN %s - used < %s THEN %s - used ELSE %s END)
-                ELSE (CASE WHEN %s < %s THEN %s ELSE %s END) END,
-    slot = %s
- WHERE key = %s AND paused_until <= %s AND (slot < %s OR (slot = %s AND used < %s))
-RETURNING granted
-"""
-_STATE = "SELECT slot, paused_until FROM common_sharedrate WHERE key = %s"
-_PAUSE = """
-UPDATE common_sharedrate SET paused_until = CASE WHEN paused_until < %s THEN %s ELSE paused_until END
- WHERE key = %s
-"""
-
-
 class DatabaseRates:
-    """The shared rates on the default database, each statement committed on its own (autocommit): call
-    it from a thread of its own, outside any transaction."""
+    """The shared rates on the default database, without a transaction: a take reads the key's row and
+    writes it back only if no other process wrote it meanwhile (compare and set on its second and count),
+    so it is atomic on PostgreSQL and SQLite alike. Call it from a thread of its own, outside any
+    transaction."""
 
     threaded = True
 
@@ -77,58 +57,33 @@ class DatabaseRates:
         if key not in self._known:
             SharedRate.objects.bulk_create([SharedRate(key=key)], ignore_conflicts=True)
             self._known.add(key)
-        s, a, w = second, share, want
-        params: list[int | float | str] = [
-            s,
-            a,
-            w,
-            a,
-            w,
-            a,
-            w,
-            a,
-            w,
-            s,
-            a,
-            w,
-            a,
-            w,
-            a,
-            w,
-            a,
-            w,
-            s,
-            key,
-            now,
-            s,
-            s,
-            a,
-        ]
-        with connection.cursor() as cursor:
-            cursor.execute(_TAKE, params)
-            row = cursor.fetchone()
-            if row is not None and row[0] > 0:
-                return int(row[0]), 0.0
-            cursor.execute(_STATE, [key])
-            state = cursor.fetchone()
-        slot, paused_until = (state[0], state[1]) if state else (second, 0.0)
-        if paused_until > now:
-            return 0, paused_until - now
-        return 0, max(slot + 1 - now, 0.001)  # the next second's share
+        rows = SharedRate.objects.filter(key=key)
+        for _ in range(10):  # another process took in between: read again
+            slot, used, paused_until = rows.values_list("slot", "used", "paused_until").get()
+            if paused_until > now:
+                return 0, paused_until - now
+            if slot > second:  # another host's clock is ahead: its next second, then
+                return 0, max(slot + 1 - now, 0.001)
+            taken = used if slot == second else 0
+            granted = min(want, share - taken)
+            if granted <= 0:
+                return 0, max(second + 1 - now, 0.001)
+            if rows.filter(slot=slot, used=used, paused_until__lte=now).update(
+                slot=second, used=taken + granted
+            ):
+                return granted, 0.0
+        return 0, 0.005
 
     def pause(self, key: str, until: float) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(_PAUSE, [until, until, key])
+        SharedRate.objects.filter(key=key, paused_until__lt=until).update(paused_until=until)
 
 
 class LocalRates:
-    """The same rates within this process only."""
+    """The same rates within this process only (every instance shares them)."""
 
     threaded = False
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._rows: dict[str, list[float]] = {}  # key -> [slot, used, paused_until]
+    _lock = threading.Lock()
+    _rows: dict[str, list[float]] = {}  # key -> [slot, used, paused_until]
 
     def take(self, key: str, per_minute: int, want: int, now: float) -> tuple[int, float]:
         second = int(now)
@@ -136,6 +91,8 @@ class LocalRates:
             row = self._rows.setdefault(key, [0, 0, 0.0])
             if row[2] > now:
                 return 0, row[2] - now
+            if row[0] > second:
+                return 0, max(row[0] + 1 - now, 0.001)
             if row[0] != second:
                 row[0], row[1] = second, 0
             granted = min(want, allowance(per_minute, second) - int(row[1]))
