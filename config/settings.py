@@ -460,8 +460,9 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "OccurrenceStatusEnum": "reminders.models.OccurrenceStatus",
     "InvitationStatusEnum": "trainings.models.InvitationStatus",
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
-    # A rule's kind: the players' kinds and the coaches' (trainings/kinds.py); "kind" elsewhere is a player's.
-    "RuleKindEnum": "trainings.kinds.any_rule_choices",
+    # A rule's kind: the players' kinds and the coaches' (trainings/planning/kinds.py);
+    # "kind" elsewhere is a player's.
+    "RuleKindEnum": "trainings.planning.kinds.any_rule_choices",
     # A webhook subscription's state (trainings/webhooks/serializers.py).
     "WebhookStatusEnum": [("active", "active"), ("disabled", "disabled")],
 }

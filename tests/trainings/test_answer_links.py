@@ -23,7 +23,6 @@ from tests.trainings.conftest import fire
 from trainings.answers.links import SALT, answer_link_read, answer_token, answer_url
 from trainings.answers.recording import LinkGone, answer_link_answer
 from trainings.answers.serializers import AnswerLinkSerializer
-from trainings.held import push_expiry
 from trainings.models import (
     AnswerSource,
     Invitation,
@@ -37,8 +36,9 @@ from trainings.models import (
     Training,
     WebhookEvent,
 )
+from trainings.planning.writes import training_cancel
+from trainings.reminding.held import push_expiry
 from trainings.selectors import job_key, training_player_grid
-from trainings.services import training_cancel
 from trainings.webhooks.events import subscribers
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris

@@ -17,11 +17,11 @@ from common.compact_json import json_compact
 from common.lookups import AnyOf
 from reminders.api import Delivery, TransportError
 from trainings import queries
-from trainings.fairness import interleaved
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
 from trainings.push.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
-from trainings.rendering import PushRow
+from trainings.reminding.fairness import interleaved
+from trainings.reminding.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
 # The PushRow fields that are columns, in order (`rule_slug` is for the message only).
@@ -261,7 +261,7 @@ def pushes_publish(
     if not pending:
         return {}
     # By id (as recorded) within each reminder, round-robin across the reminders: a small team's pushes
-    # are not queued behind a big team's (trainings/fairness.py).
+    # are not queued behind a big team's (trainings/reminding/fairness.py).
     pending = interleaved(sorted(pending), lambda push: push.occurrence_key)
     messages, members = _messages(pending, by_key)
     rows = {row.key: row for key in by_key for _, row in recorded.get(key, ())}
