@@ -475,7 +475,7 @@ def test_a_body_drfs_json_parser_refuses_is_still_a_400(client: Client, training
 def test_an_answer_link_skips_the_browser_middleware_but_not_the_limits_or_security_headers(
     client: Client, training: Training, settings: Any, django_user_model: Any
 ) -> None:
-    """The link's route is called past sessions, CSRF and authentication (reminders/http/session_free.py):
+    """The link's route is called past sessions, CSRF and authentication (common/http/session_free.py):
     a signed-in browser's POST without a CSRF token is answered and its session is never touched, while
     the per-address limit, the security headers and X-Frame-Options still apply."""
     client.force_login(django_user_model.objects.create_user("coach", password="x"))

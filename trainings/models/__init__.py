@@ -1,8 +1,8 @@
 """Teams, players, trainings and what players owe for each training (answers, invitation responses).
 
-Reminder scheduling lives in the engine (`reminders.Job` per training and rule, see planning/scheduling.py); this
-app keeps the rules as data, and one `Push` row per (occurrence, player) so a redelivered occurrence
-never pushes twice.
+Reminder scheduling lives in the engine (`reminders.Job` per training and rule, see
+trainings/planning/scheduling.py); this app keeps the rules as data, and one `Push` row per (occurrence,
+player) so a redelivered occurrence never pushes twice.
 """
 
 from __future__ import annotations

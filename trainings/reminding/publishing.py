@@ -39,7 +39,7 @@ def pushes_record(rows: Sequence[PushRow], *, published_at: datetime | None = No
     A row whose key (or occurrence and recipient) is already there is left as it is: it comes from an earlier
     attempt of the same occurrence, or from a worker running it at the same time (PostgreSQL makes this
     insert wait for that one's transaction). Plain SQL rather than `bulk_create`: that one says neither
-    which rows it inserted nor costs less per row than the whole rest of a push (bench/ 6b). On PostgreSQL
+    which rows it inserted nor costs less per row than the whole rest of a push (bench row 6b). On PostgreSQL
     the rows travel as one JSON array parameter: psycopg merges parameters into the statement on the
     client, and splitting a statement of 17 placeholders a row cost more than encoding the rows.
 
