@@ -16,6 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from delivery.channels.registry import standin_names
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings import kinds
 from trainings.delivery import STANDIN, push_outcomes
@@ -39,7 +40,6 @@ from trainings.models import (
     TrainingJob,
 )
 from trainings.offsets import Offset
-from trainings.push.channels import standin_names
 
 User = AbstractBaseUser | AnonymousUser
 

@@ -5,7 +5,8 @@ Each function makes one move of PUSH_TRANSITIONS or DEVICE_TRANSITIONS and refus
 one conditional UPDATE (`WHERE status = <from>`, or the device's `disabled_at` test) that sets only the
 columns the move owns, so a row another worker moved meanwhile is left as that worker left it, and a
 caller learns how many rows it moved. New pushes come in one of PUSH_INITIAL through
-`trainings.publishing.pushes_record`; a new device is enabled (`trainings.push.devices.device_register`).
+`trainings.publishing.pushes_record`; a new device is enabled
+(`trainings.devices.registration.device_register`).
 tests/test_status_owners.py fails when a status is written anywhere else.
 """
 

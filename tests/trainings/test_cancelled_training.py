@@ -16,6 +16,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.api import Delivery
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.clients import api_as, logged_in
@@ -35,8 +37,6 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.providers import providers_from_settings
 from trainings.selectors import job_key
 from trainings.services import (
     cancelled_notice_key,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Job, Occurrence
 from tests.factories import (
     WELLNESS,
@@ -43,7 +44,6 @@ from trainings.models import (
     Training,
 )
 from trainings.models.coaches import CoachPushStatus
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 from trainings.services import answer_record, invitation_respond
 

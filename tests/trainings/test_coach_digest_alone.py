@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
@@ -18,8 +20,6 @@ from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
 from trainings.models import Coach, CoachPush, Device, ReminderRule, ReminderRun, RunOutcome, Team
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.providers import providers_from_settings
 from trainings.selectors import job_key
 from trainings.services import coach_group_ensure
 

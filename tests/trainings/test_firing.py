@@ -8,6 +8,7 @@ import json
 import pytest
 from django.utils import timezone
 
+from delivery.gateway.queue import push_queue_publisher
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
@@ -25,7 +26,6 @@ from trainings.models import (
     RunOutcome,
     Training,
 )
-from trainings.push.queue import push_queue_publisher
 from trainings.selectors import job_key
 from trainings.services import (
     answer_record,

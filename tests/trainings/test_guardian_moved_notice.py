@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, training_made
@@ -18,7 +19,6 @@ from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
 from trainings import kinds
 from trainings.models import Guardian, Player, Push, PushSend, ReminderRule, SendStatus, Team, Training
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 from trainings.services import moved_notice_key, training_update
 

@@ -15,6 +15,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from delivery.messages import PushMessage
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.conftest import drain_queue
 from tests.factories import UserFactory, training_made
@@ -34,7 +35,6 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.push.messages import PushMessage
 from trainings.recipients import reminder_recipients, reminder_recipients_many
 from trainings.selectors import job_key
 from trainings.services import answer_record, invitation_respond

@@ -16,6 +16,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from delivery.channels.email.message import as_bytes, email_of
+from delivery.messages import PushMessage, Target
 from tests.clients import api_as
 from tests.factories import (
     GuardianFactory,
@@ -32,8 +34,6 @@ from trainings.digest.owed import Owed, TrainingOwed
 from trainings.digest.texts import decline_render, digest_render
 from trainings.models import Coach, Player, ReminderRule, ReminderTemplate, Training
 from trainings.offsets import Offset
-from trainings.push.email.message import as_bytes, email_of
-from trainings.push.messages import PushMessage, Target
 from trainings.rendering import notice_render, push_render
 from trainings.services import coach_group_ensure
 

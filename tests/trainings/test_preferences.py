@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
@@ -29,7 +30,6 @@ from trainings.models import (
     SendStatus,
     Team,
 )
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 from trainings.services import HANDLER_NAME, reminder_fire, rule_update, training_create
 

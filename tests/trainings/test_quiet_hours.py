@@ -19,7 +19,7 @@ from tests.factories import WELLNESS
 from tests.trainings.conftest import fire
 from trainings import kinds
 from trainings.models import Push, PushStatus, ReminderRule, Team, Training
-from trainings.push.quiet import QuietHours
+from trainings.quiet import QuietHours
 from trainings.selectors import job_key
 from trainings.services import HANDLER_NAME, answer_record, quiet_release_key, reminder_fire, training_create
 

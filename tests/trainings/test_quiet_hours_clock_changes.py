@@ -17,7 +17,7 @@ from tests.conftest import drain_queue
 from tests.trainings import quiet_oracle
 from tests.trainings.conftest import fire
 from trainings.models import Push, PushStatus, ReminderRule, Team, Training
-from trainings.push.quiet import QuietHours
+from trainings.quiet import QuietHours
 from trainings.selectors import job_key
 from trainings.services import HANDLER_NAME, quiet_release_key, reminder_fire, training_create
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from trainings import kinds
 from trainings.answers.links import answer_token, answer_url
+from trainings.devices.registration import guardian_of
 from trainings.models import (
     Guardian,
     Guardianship,
@@ -26,7 +27,6 @@ from trainings.models import (
     QuestionnaireAnswer,
     Training,
 )
-from trainings.push.devices import guardian_of
 from trainings.roster.services import ExternalIdTaken
 from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams
 
