@@ -389,4 +389,3 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     @admin.display(description=_("Reminder timeline"))
     def reminder_timeline(self, training: Training) -> SafeString:
         return reminder_timeline_html(training)
-
