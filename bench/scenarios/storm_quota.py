@@ -1,4 +1,4 @@
-"""8j: the storm against FCM's project quota (trainings/push/quota.py), in the storm's run (storm.py).
+"""8j: the storm against FCM's project quota (delivery/gateway/quota.py), in the storm's run (storm.py).
 
 FCM allows a project 600,000 sends a minute by default: a million pushes to Android take at least 100 s.
 Here the quota is scaled to the run (0.6 a minute per push of the storm: 60,000 a minute for 100,000

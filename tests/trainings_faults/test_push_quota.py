@@ -1,7 +1,7 @@
 """Provider quotas through real `manage.py push_gateway` processes and the loopback FCM peer enforcing its
 project quota (tests/peers/quota.py): the gateways pace the project together at PUSH_FCM_QUOTA_PER_MINUTE
 through the database, a quota 429 pauses the project once until the window ends, the pushes nearest their
-expiry go first, nothing is lost and nothing is sent past its expiry (trainings/push/quota.py).
+expiry go first, nothing is lost and nothing is sent past its expiry (delivery/gateway/quota.py).
 
 The real RabbitMQ and PostgreSQL; quotas scaled down to a few seconds of sends."""
 
@@ -19,6 +19,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from delivery.gateway.queue import queue_publisher_at
 from reminders.transports import Delivery
 from tests.factories import PlayerFactory
 from tests.peers.apns_fcm import FcmPeer, service_account
@@ -26,7 +27,6 @@ from tests.peers.quota import WindowQuota
 from tests.trainings.push_fixtures import message
 from tests.trainings_faults.conftest import Processes, record_with_the_queue_empty
 from trainings.models import PushSend, SendStatus
-from trainings.push.queue import queue_publisher_at
 
 pytestmark = [
     pytest.mark.faults,
