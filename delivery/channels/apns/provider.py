@@ -52,7 +52,7 @@ class ApnsProvider:
         self.key_id = key_id
         self.team_id = team_id
         self.topic = topic
-        # A rate of our own for the team's sends, shared by every gateway (0: none; delivery/gateway/quota.py).
+        # A rate of our own for the team's sends, shared by every gateway (0: none; gateway/quota.py).
         self.quota_key, self.quota_per_minute = f"apns:{team_id}", settings.PUSH_APNS_QUOTA_PER_MINUTE
         self._jwt = ""
         self._jwt_at = (
