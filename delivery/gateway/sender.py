@@ -81,9 +81,7 @@ class PushSender:
         self._thread.start()
         self._queue: collections.deque[tuple[Round, int, PushMessage, Target]] = collections.deque()
         self._ready: collections.deque[tuple[Round, int, PushMessage, Target]] = collections.deque()  # paced
-        self._pacer = Pacer(
-            self._released, chunk=self.in_flight
-        )  # provider quotas (gateway/quota.py)
+        self._pacer = Pacer(self._released, chunk=self.in_flight)  # provider quotas (gateway/quota.py)
         self._workers = 0  # the loop's thread only
         self._unrecorded = 0  # sends started and not yet committed (the loop's thread only)
         # Workers waiting for `_unrecorded` to drop under `in_flight`: a commit wakes as many as it made
