@@ -41,7 +41,7 @@ from bench.cpu import CpuMeter, children, named
 from bench.harness import Harness, quantile
 from bench.peers import ServedPeers, served_peers_start
 from bench.report import Row, Section
-from bench.scenarios.storm_quota import quota_round, quota_row
+from bench.scenarios.storm_quota import pacing_row, quota_round, quota_row
 
 PLAYERS = 20
 LEAD_SECONDS = 4.0  # from writing the instant's rows to the instant: the workers claim it ahead
@@ -404,14 +404,17 @@ def run(h: Harness, reminders: int | None = None) -> Section:
                 f"instant): {', '.join(f'{k} {v:.2f}' for k, v in result['steps'].items())}",
                 flush=True,
             )
+        # The peers round again with FCM unpaced (PUSH_FCM_QUOTA_PER_MINUTE=0): what pacing costs (8k).
+        unpaced = _round(h, storm, "peers-unpaced", workers=1, gateways=1, peers=peers,
+                         env={"PUSH_FCM_QUOTA_PER_MINUTE": "0"})  # fmt: skip
         quota = quota_round(storm, peers, lambda label, **kw: _round(h, storm, label, peers=peers, **kw))
         print(f"  quota: {quota['quota']}", flush=True)
     finally:
         peers.stop()
     ours, logging_run, scaled = rounds
     section.rows += _rows(n, storm.pushes, raw, raw_count, ours, logging_run, scaled)
-    section.rows.append(quota_row(quota, storm.pushes))
-    rounds.append(quota)
+    section.rows += [pacing_row(ours, unpaced), quota_row(quota, storm.pushes)]
+    rounds += [unpaced, quota]
     section.data = {"reminders": n, "pushes": storm.pushes, "raw_publish": raw, "rounds": rounds}
     h.truncate_engine()
     return section

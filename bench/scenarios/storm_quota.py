@@ -85,3 +85,22 @@ def quota_row(result: dict[str, Any], pushes: int) -> Row:
         f"({lost:,} lost), {q['past_expiry']} past their expiry, 429s per minute window {q['refused'] or 0} "
         f"(at most {worst} in one, {GATEWAYS} gateways); APNs unpaced",
     )
+
+
+def pacing_row(paced: dict[str, Any], unpaced: dict[str, Any]) -> Row:
+    """8k: the gateway's CPU per push to the peers with FCM paced at its default quota (the storm row) and
+    unpaced, in the same run: what the pacing itself costs."""
+    on, off = paced["cpu_us"]["gateway"], unpaced["cpu_us"]["gateway"]
+    pg_on, pg_off = paced["cpu_us"]["postgresql"], unpaced["cpu_us"]["postgresql"]
+    return Row(
+        "8k storm gateway CPU per push, FCM paced at 600,000/min / unpaced",
+        on,
+        off,
+        "unpaced (PUSH_FCM_QUOTA_PER_MINUTE=0)",
+        "µs",
+        on / off if off else math.nan,
+        "of unpaced",
+        note=f"same run, 1 worker + 1 gateway to the peers; PostgreSQL {pg_on:,.0f} vs {pg_off:,.0f} "
+        "µs/push; "
+        f"last push {paced['instant_to_last']:.2f} vs {unpaced['instant_to_last']:.2f} s after the instant",
+    )
