@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from common.compact_json import json_compact
 from common.lookups import AnyOf
-from delivery.gateway import metrics
-from delivery.gateway.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
+from delivery import api as delivery_api
+from delivery.api import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
 from reminders.api import Delivery, TransportError
 from trainings import queries
 from trainings.fairness import interleaved
@@ -266,7 +266,7 @@ def pushes_publish(
     messages, members = _messages(pending, by_key)
     rows = {row.key: row for key in by_key for _, row in recorded.get(key, ())}
     refused = _publish_and_mark(pending, messages, rows, members)
-    metrics.pushes_queued(push.kind for push in pending if push.key not in refused)
+    delivery_api.pushes_queued(push.kind for push in pending if push.key not in refused)
     per_occurrence: dict[str, list[_Pending]] = {}
     for push in pending:
         per_occurrence.setdefault(push.occurrence_key, []).append(push)

@@ -12,21 +12,12 @@ from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from common.serializers import StrictSerializer
-from delivery.channels.registry import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
+from delivery.api import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices, token_preview
+from delivery.models import Device
 from trainings import kinds
 from trainings.answers.values import AnswersField
 from trainings.critical import ALL, validate_critical_offsets
-from trainings.devices.registration import token_preview
-from trainings.models import (
-    ChannelChoice,
-    Device,
-    Invitation,
-    InvitationStatus,
-    Player,
-    ReminderRule,
-    Team,
-    Training,
-)
+from trainings.models import ChannelChoice, Invitation, InvitationStatus, Player, ReminderRule, Team, Training
 from trainings.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 

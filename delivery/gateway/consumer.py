@@ -53,6 +53,7 @@ from kombu.message import Message
 
 from common.amqp.queues import FailoverConnector, service_queue
 from delivery.channels.providers import Providers, PushProvider, providers_from_settings
+from delivery.devices import devices_disable
 from delivery.gateway import metrics
 from delivery.gateway.broker import broker_connect, broker_connection, connection_lost, consumer_qos
 from delivery.gateway.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
@@ -60,7 +61,6 @@ from delivery.gateway.liveness import gateway_heartbeat
 from delivery.gateway.queue import PushMessage, batch_pushes, dead_letter_queue_name, queue_publisher_at
 from delivery.gateway.records import _ACKED, Handled, Outcome, Round
 from delivery.gateway.sender import AuthFailure, PushSender
-from trainings.transitions import devices_disable
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",

@@ -13,20 +13,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from delivery.models import Device, PushSend, SendStatus
 from reminders.models import Occurrence, OccurrenceStatus, UserPreference
 from tests.factories import WELLNESS, UserFactory, training_made
 from trainings import kinds
-from trainings.models import (
-    Device,
-    InvitationStatus,
-    Player,
-    Push,
-    PushSend,
-    PushStatus,
-    SendStatus,
-    Team,
-    Training,
-)
+from trainings.models import InvitationStatus, Player, Push, PushStatus, Team, Training
 from trainings.services import answer_record, coach_group_ensure, invitation_respond
 
 PARIS = ZoneInfo("Europe/Paris")

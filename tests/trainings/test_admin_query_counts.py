@@ -14,8 +14,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from delivery.models import PushSend, SendStatus
 from tests.factories import WELLNESS, DeviceFactory, MembershipFactory, PlayerFactory, training_made
-from trainings.models import PushSend, ReminderRule, SendStatus, Team, Training
+from trainings.models import ReminderRule, Team, Training
 from trainings.services import answer_record, coach_group_ensure, training_remind_now
 
 pytestmark = pytest.mark.django_db

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import PushSend, SendStatus
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, training_made
@@ -18,7 +19,7 @@ from tests.peers.apns_fcm import FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
 from trainings import kinds
-from trainings.models import Guardian, Player, Push, PushSend, ReminderRule, SendStatus, Team, Training
+from trainings.models import Guardian, Player, Push, ReminderRule, Team, Training
 from trainings.selectors import job_key
 from trainings.services import moved_notice_key, training_update
 

@@ -12,6 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import PushSend, SendStatus
 from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
@@ -20,16 +21,7 @@ from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
 from trainings.held import held_pushes_release
-from trainings.models import (
-    Player,
-    Push,
-    PushSend,
-    PushStatus,
-    ReminderPreference,
-    ReminderRule,
-    SendStatus,
-    Team,
-)
+from trainings.models import Player, Push, PushStatus, ReminderPreference, ReminderRule, Team
 from trainings.selectors import job_key
 from trainings.services import HANDLER_NAME, reminder_fire, rule_update, training_create
 

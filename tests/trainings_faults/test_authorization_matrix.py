@@ -28,6 +28,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from rest_framework.test import APIClient
 
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
 from tests.data_once import built_once, fresh_copy
 from tests.factories import (
@@ -44,18 +45,14 @@ from tests.fault_table import record
 from trainings.models import (
     Coach,
     CoachPush,
-    DeliveredPush,
-    Device,
     Experiment,
     Guardian,
     Player,
     Push,
-    PushSend,
     Questionnaire,
     ReminderRule,
     ReminderRun,
     RunOutcome,
-    SendStatus,
     Team,
     Training,
     WebhookSubscription,
@@ -1065,13 +1062,13 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_coachpush", "*"):          ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrun", "*"):        ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_push", "*"):               ("trainings.admin",         STAFF_ADMIN,      LOGIN),
-    ("admin:trainings_device", "*"):             ("trainings.admin.pushes",    STAFF_ADMIN,      LOGIN),
+    ("admin:delivery_device", "*"):             ("trainings.admin.pushes",    STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrule", "*"):       ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment", "*"):         ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment_stop", "*"):    ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment_promote", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
-    ("admin:trainings_pushsend", "*"):           ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
-    ("admin:trainings_deliveredpush", "*"):      ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:delivery_pushsend", "*"):           ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:delivery_deliveredpush", "*"):      ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
     ("admin:trainings_webhooksubscription", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:auth_user", "*"):                    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
     ("admin:auth_user_password_change", "*"):    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),

@@ -15,25 +15,14 @@ from django.utils.translation import gettext_lazy as _
 from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
 from common.templatetags.admin_time import seconds
-from delivery.channels.registry import standin_names, standin_words
+from delivery.api import standin_names, standin_words, token_preview
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from reminders.api import job_describer_register
 from trainings import kinds
 from trainings.admin.html import local_time, rule_label
 from trainings.admin.offsets_field import OffsetsField
 from trainings.delivery import Outcome, push_outcome, push_outcomes, push_sends
-from trainings.devices.registration import token_preview
-from trainings.models import (
-    DeliveredPush,
-    Device,
-    Push,
-    PushSend,
-    PushStatus,
-    ReminderRule,
-    ReminderRun,
-    ReminderTemplate,
-    SendStatus,
-    TrainingJob,
-)
+from trainings.models import Push, PushStatus, ReminderRule, ReminderRun, ReminderTemplate, TrainingJob
 from trainings.offsets import OffsetError
 from trainings.selectors import trainings_visible_to, user_sees_all_teams
 from trainings.services import rule_delete, rule_reschedule_on_commit

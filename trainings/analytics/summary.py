@@ -25,6 +25,7 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from common.fields import in_instant_range
+from delivery.models import PushSend, SendStatus
 from trainings import kinds
 from trainings.analytics.attribution import Answer, OffsetTally, PlayerTally, Reminder, tally
 from trainings.models import (
@@ -33,11 +34,9 @@ from trainings.models import (
     OffsetDay,
     PlayerDay,
     Push,
-    PushSend,
     PushStatus,
     QuestionnaireAnswer,
     ReminderRule,
-    SendStatus,
     SummaryMark,
     Training,
 )

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from delivery.gateway.queue import PushMessage, push_queue_publisher
+from delivery.api import PushMessage, push_queue_publisher
 from reminders.api import Callback, Delivery, JobSpec, TransportError, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job
 from trainings import kinds

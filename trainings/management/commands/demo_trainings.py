@@ -10,9 +10,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.address import site_url
+from delivery.models import Device
 from trainings import kinds
 from trainings.answers.links import answer_page_link, answerable, expects_response
-from trainings.models import Device, InvitationStatus, Membership, Player, Team, Training
+from trainings.models import InvitationStatus, Membership, Player, Team, Training
 from trainings.selectors import training_timeline
 from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
 
