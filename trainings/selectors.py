@@ -19,8 +19,6 @@ from django.db.models.functions import Coalesce
 from delivery.api import standin_names
 from delivery.models import PushSend, SendStatus
 from reminders.models import Occurrence, OccurrenceStatus
-from trainings import kinds
-from trainings.delivery import STANDIN, push_outcomes
 from trainings.models import (
     AnswerSource,
     Guardian,
@@ -38,7 +36,9 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.offsets import Offset
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset
+from trainings.reminding.outcomes import STANDIN, push_outcomes
 
 User = AbstractBaseUser | AnonymousUser
 

@@ -31,10 +31,11 @@ from tests.factories import (
     UserFactory,
     schedule_create,
 )
-from trainings import kinds
-from trainings.defaults import rules_seed
+from trainings.access import coach_group_ensure
 from trainings.models import Push, QuestionnaireAnswer, ReminderRule, ReminderTemplate, Training
-from trainings.services import coach_group_ensure, training_create
+from trainings.planning import kinds
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import training_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]
 

@@ -18,12 +18,12 @@ from delivery.messages import PushMessage, Target
 from tests.browser.conftest import log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.trainings.push_fixtures import message
+from trainings.access import coach_group_ensure
 from trainings.answers.links import answer_token
-from trainings.defaults import rules_seed
 from trainings.models import Coach, Invitation, InvitationStatus, Player, ReminderRule, ReminderTemplate
-from trainings.offsets import Offset
-from trainings.rendering import push_render
-from trainings.services import coach_group_ensure
+from trainings.planning.defaults import rules_seed
+from trainings.planning.offsets import Offset
+from trainings.reminding.rendering import push_render
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -56,10 +56,10 @@ def test_it_reads_delivery_and_sees_an_import_through_its_wall(monkeypatch: pyte
         "delivery.channels.registry",
     } <= set(graph.MODULES)
     edges = {(i.module, i.target) for i in graph._imports()}
-    assert ("trainings.publishing", "delivery.api") in edges
+    assert ("trainings.reminding.publishing", "delivery.api") in edges
     assert ("delivery.gateway.sender", "delivery.domain") in edges
     node = graph._parse("from delivery.gateway.queue import push_queue_publisher")
-    assert "delivery.gateway.queue" in set(graph._targets(node, "trainings.publishing", False))
+    assert "delivery.gateway.queue" in set(graph._targets(node, "trainings.reminding.publishing", False))
     assert "delivery.gateway.queue" not in DELIVERY_DOOR
     node = graph._parse("from trainings.answers.links import answer_token")
     assert "trainings.answers.links" in set(graph._targets(node, "delivery.channels.email.message", False))

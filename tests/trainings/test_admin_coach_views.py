@@ -16,9 +16,10 @@ from django.utils import timezone
 from delivery.models import Device, PushSend, SendStatus
 from reminders.models import Occurrence, OccurrenceStatus, UserPreference
 from tests.factories import WELLNESS, UserFactory, training_made
-from trainings import kinds
+from trainings.access import coach_group_ensure
 from trainings.models import InvitationStatus, Player, Push, PushStatus, Team, Training
-from trainings.services import answer_record, coach_group_ensure, invitation_respond
+from trainings.planning import kinds
+from trainings.planning.writes import answer_record, invitation_respond
 
 PARIS = ZoneInfo("Europe/Paris")
 

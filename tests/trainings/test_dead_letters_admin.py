@@ -17,7 +17,7 @@ from tests.factories import DeviceFactory, PlayerFactory, UserFactory
 from tests.peers.apns_fcm import Answer, FcmPeer
 from tests.trainings.push_fixtures import message
 from tests.trainings.test_push_answers import _publish
-from trainings.services import coach_group_ensure
+from trainings.access import coach_group_ensure
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
 

@@ -18,11 +18,11 @@ from tests.factories import WELLNESS, GuardianFactory, training_made
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from trainings.answers.links import answer_link_read
-from trainings.held import held_pushes_release
 from trainings.models import Guardian, Player, Push, PushStatus, ReminderRule, Team, Training
-from trainings.remind_now import training_remind_now
+from trainings.planning.writes import answer_record
+from trainings.reminding.held import held_pushes_release
+from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import job_key
-from trainings.services import answer_record
 
 pytestmark = pytest.mark.django_db
 

@@ -20,8 +20,8 @@ from tests.factories import PlayerFactory
 from tests.ops.scrape import delta, scrape, value
 from tests.trainings.conftest import fire
 from trainings.models import ReminderRule, Training
+from trainings.planning.writes import training_create
 from trainings.selectors import job_key
-from trainings.services import training_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
 

@@ -10,8 +10,8 @@ from django_celery_beat.models import PeriodicTask
 
 from delivery.models import DeliveredPush
 from trainings.models import Coach, CoachPush, Player, Push, ReminderRun, RunOutcome, Team
+from trainings.planning.writes import training_create
 from trainings.retention import trainings_purge_old
-from trainings.services import training_create
 
 pytestmark = [pytest.mark.django_db]
 

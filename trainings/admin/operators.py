@@ -18,14 +18,14 @@ from common.templatetags.admin_time import seconds
 from delivery.api import standin_names, standin_words, token_preview
 from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from reminders.api import job_describer_register
-from trainings import kinds
 from trainings.admin.html import local_time, rule_label
 from trainings.admin.offsets_field import OffsetsField
-from trainings.delivery import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.models import Push, PushStatus, ReminderRule, ReminderRun, ReminderTemplate, TrainingJob
-from trainings.offsets import OffsetError
+from trainings.planning import kinds
+from trainings.planning.offsets import OffsetError
+from trainings.planning.writes import rule_delete, rule_reschedule_on_commit
+from trainings.reminding.outcomes import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.selectors import trainings_visible_to, user_sees_all_teams
-from trainings.services import rule_delete, rule_reschedule_on_commit
 
 
 class _OperatorsOnly:

@@ -20,7 +20,6 @@ from django.views.decorators.http import require_http_methods
 from common.i18n import spoken
 from delivery.api import unsubscribe_read, words
 from reminders.api import Refused
-from trainings import kinds
 from trainings.answers.limits import link_count
 from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questionnaires import AnswersRefused, definition_of, form_answers, form_questions
@@ -32,7 +31,8 @@ from trainings.answers.recording import (
     answer_link_record,
 )
 from trainings.models import Guardian, Player
-from trainings.services import preference_set
+from trainings.planning import kinds
+from trainings.reminding.preferences import preference_set
 
 
 @csrf_exempt

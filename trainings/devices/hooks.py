@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from delivery.api import PushOutcome, domain_register
-from trainings import kinds
 from trainings.answers.links import (
     answer_page_link,
     answer_push_fields,
@@ -17,9 +16,10 @@ from trainings.answers.links import (
     answerable,
     expects_response,
 )
-from trainings.critical import critical_at
 from trainings.models import WebhookEvent
-from trainings.preferences import preferences_of, rules_critical
+from trainings.planning import kinds
+from trainings.reminding.critical import critical_at
+from trainings.reminding.preferences import preferences_of, rules_critical
 from trainings.webhooks.events import push_outcomes, subscribers
 
 

@@ -33,7 +33,7 @@ from trainings.guardians.services import (
     guardians_readable_by,
 )
 from trainings.models import Guardian, Player
-from trainings.preferences import preferences_read, preferences_update
+from trainings.reminding.preferences import preferences_read, preferences_update
 from trainings.roster.services import ExternalIdTaken, external_filter
 from trainings.selectors import team_zone_of_players
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer

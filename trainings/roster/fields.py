@@ -11,7 +11,7 @@ from rest_framework import serializers
 from common.i18n import validate_spoken_language
 from delivery.api import BY_NAME
 from trainings.models.external import EXTERNAL_ID_MAX
-from trainings.offsets import is_time_zone
+from trainings.planning.offsets import is_time_zone
 
 
 def language_error(value: str) -> str | None:
