@@ -26,7 +26,7 @@ from delivery.gateway.dead_letter_queue import dead_letters_pass as dead_letters
 from delivery.gateway.dead_letter_queue import dead_letters_replay as dead_letters_replay
 from delivery.gateway.metrics import held_pushes_overdue as held_pushes_overdue
 from delivery.gateway.metrics import pushes_queued as pushes_queued
-from delivery.gateway.queue import PushMessage as PushMessage
+from delivery.gateway.queue import QueuedPush as QueuedPush
 from delivery.gateway.queue import Refusals as Refusals
 from delivery.gateway.queue import batch_body as batch_body
 from delivery.gateway.queue import batch_key as batch_key

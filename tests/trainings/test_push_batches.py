@@ -15,8 +15,7 @@ from django.utils import timezone
 from common.compact_json import json_compact
 from delivery.channels.providers import Providers, PushMessage, SendResult, Target, Verdict
 from delivery.gateway.consumer import dead_letter_queue_name, gateway_run
-from delivery.gateway.queue import BATCH_SCHEMA, batch_body, batch_key, queue_publisher_at
-from delivery.gateway.queue import PushMessage as QueuedPush
+from delivery.gateway.queue import BATCH_SCHEMA, QueuedPush, batch_body, batch_key, queue_publisher_at
 from delivery.models import DeliveredPush, PushSend
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory, training_made

@@ -759,7 +759,7 @@ def _admin(world: World, actor: str) -> Client:
 
 
 def _change_url(obj: Any) -> str:
-    return reverse(f"admin:trainings_{obj._meta.model_name}_change", args=[obj.pk])
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
 
 
 @pytest.mark.parametrize("model", list(ADMIN), ids=lambda m: m.__name__)
@@ -767,7 +767,7 @@ def test_admin_a_coach_reaches_only_their_own_teams_objects(world: World, model:
     make, access = ADMIN[model]
     own, theirs = make(world.a), make(world.b)
     coach = _admin(world, "coach_a")
-    changelist = coach.get(reverse(f"admin:trainings_{model._meta.model_name}_changelist"))
+    changelist = coach.get(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"))
     if access in (OPERATORS, SUPERUSERS):
         assert changelist.status_code == 403
         assert coach.get(_change_url(theirs)).status_code == 403
@@ -788,7 +788,7 @@ def test_admin_operators_reach_every_teams_objects(world: World, model: type[Any
     make, access = ADMIN[model]
     theirs = make(world.b)
     client = _admin(world, actor)
-    changelist = client.get(reverse(f"admin:trainings_{model._meta.model_name}_changelist"))
+    changelist = client.get(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"))
     if access == SUPERUSERS and actor == "operator":
         # The operator permission widens the team scope and opens the rules; the gateway's log stays with
         # superusers unless an operator is also given that model's permissions.
@@ -847,7 +847,9 @@ def test_admin_the_status_page_is_for_operators(world: World, actor: str, allowe
 
 
 def test_every_trainings_admin_model_has_a_row() -> None:
-    registered = {model for model in admin.site._registry if model._meta.app_label == "trainings"}
+    registered = {
+        model for model in admin.site._registry if model._meta.app_label in ("trainings", "delivery")
+    }
     assert registered == set(ADMIN)
 
 
