@@ -9,8 +9,8 @@ import trainings.reminding.critical
 import trainings.planning.kinds
 import trainings.models
 import trainings.models.questionnaires
-import delivery.channels.registry
 import trainings.planning.offsets
+import delivery.channels.registry
 import uuid
 from django.conf import settings
 from django.db import migrations, models
