@@ -20,13 +20,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from delivery.gateway.queue import queue_publisher_at
+from delivery.models import PushSend, SendStatus
 from reminders.transports import Delivery
 from tests.factories import PlayerFactory
 from tests.peers.apns_fcm import FcmPeer, service_account
 from tests.peers.quota import WindowQuota
 from tests.trainings.push_fixtures import message
 from tests.trainings_faults.conftest import Processes, record_with_the_queue_empty
-from trainings.models import PushSend, SendStatus
 
 pytestmark = [
     pytest.mark.faults,
