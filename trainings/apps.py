@@ -9,9 +9,11 @@ class TrainingsConfig(AppConfig):
     verbose_name = gettext_lazy("Trainings")
 
     def ready(self) -> None:
+        # The squad's kinds (the short-squad alert, the "you're in" notice) in the kinds table.
         # Bounces and complaints from the email provider's tracking webhook (trainings/push/email/bounces.py).
         from anymail.signals import tracking
 
+        import trainings.squads.kinds  # noqa: F401
         from trainings.push.email.bounces import tracking_received
 
         tracking.connect(tracking_received, dispatch_uid="trainings-email-bounces")

@@ -42,6 +42,7 @@ from trainings.recipients import (
 )
 from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
 from trainings.scheduling import reminder_payload_ids
+from trainings.squads.texts import squad_templates
 from trainings.transitions import pushes_withdraw
 
 logger = logging.getLogger(__name__)
@@ -271,7 +272,7 @@ def recipients_pushes(
     is the only one its recipients get, so quiet hours that end after the start do not skip it: it goes at
     once, with the reason recorded (the moved notice's rule, trainings/notices.py); shorter ones hold it.
     """
-    templates = list(rule.templates.all())
+    templates = squad_templates(rule, training)
     expires_at = push_expiry(training=training, kind=rule.kind)
     # Players sharing language and zone share a text; sharing zone and quiet hours, a status.
     rendered_for: dict[tuple[str, str], Rendered] = {}

@@ -29,12 +29,13 @@ from trainings.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.push.channels import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
 from trainings.push.devices import token_preview
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
+from trainings.squads.serializers import SquadSizeInput, squad_size_check
 
 
 class InvitationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Invitation
-        fields = ["player", "status", "responded_at"]
+        fields = ["player", "status", "response", "responded_at"]  # response: accepted, denied, waitlisted
         read_only_fields = fields
 
 
@@ -60,6 +61,8 @@ class TrainingSerializer(serializers.ModelSerializer):
             "time_zone",
             "location",
             "cancelled",
+            "min_players",
+            "max_players",
             "players",
             "invitations",
             "created_at",
@@ -140,7 +143,7 @@ class _ScopedPlayerListField(serializers.ListField):
         return result
 
 
-class TrainingInputSerializer(StrictSerializer):
+class TrainingInputSerializer(SquadSizeInput, StrictSerializer):
     """Create (team, title, start and end required; time_zone defaults to the team's) or update (PUT/PATCH)
     a training.
 
@@ -176,6 +179,7 @@ class TrainingInputSerializer(StrictSerializer):
             attrs["time_zone"] = attrs["team"].time_zone
         if instance is None and attrs.get("cancelled"):
             raise serializers.ValidationError({"cancelled": "a new training cannot be cancelled."})
+        squad_size_check(attrs, instance)
         team: Team | None = attrs.get("team", instance.team if instance else None)
         players: list[Player] | None = attrs.get("players")
         if instance is not None and team is not None and team != instance.team and players is None:
