@@ -34,7 +34,9 @@ def _picture(target: Any, name: str) -> Path:
     return path
 
 
-def test_the_grid_shows_the_waiting_list_and_a_raised_maximum_moves_it_up(live_server: Any, page: Any) -> None:
+def test_the_grid_shows_the_waiting_list_and_a_raised_maximum_moves_it_up(
+    live_server: Any, page: Any
+) -> None:
     rules_seed(ReminderRule, ReminderTemplate)
     user = UserFactory(username="coach", is_staff=True, first_name="Camille")
     user.groups.add(coach_group_ensure())

@@ -51,7 +51,9 @@ def u15() -> Team:
 @pytest.fixture
 def coaches(u15: Team) -> tuple[Coach, Coach]:
     """Camille reads French on an iPhone; Sam reads English by email."""
-    camille = Coach.objects.create(user=UserFactory(username="camille"), language="fr", time_zone="Europe/Paris")
+    camille = Coach.objects.create(
+        user=UserFactory(username="camille"), language="fr", time_zone="Europe/Paris"
+    )
     Device.objects.create(coach=camille, provider="apns", platform="ios", token="camille-iphone")
     sam = Coach.objects.create(user=UserFactory(username="sam"), language="en", time_zone="Europe/Paris",
                                channels="email")  # fmt: skip
@@ -97,8 +99,9 @@ def test_a_short_squad_at_the_rules_offset_tells_each_coach_who_is_missing(
     assert (mail["To"], mail["Subject"]) == ("sam@example.com", "U15: short squad")
     plain = mail.get_body(preferencelist=("plain",))
     assert plain is not None
-    assert "Speed session 6 p.m.: 2 players missing (2 accepted, 4 needed); not answered yet: Anna, ben" in str(
-        plain.get_content()
+    assert (
+        "Speed session 6 p.m.: 2 players missing (2 accepted, 4 needed); not answered yet: Anna, ben"
+        in str(plain.get_content())
     )
     assert set(CoachPush.objects.values_list("kind", "owing")) == {("SHORT", 2)}
 
@@ -125,7 +128,9 @@ def tonight(u15: Team, coaches: tuple[Coach, Coach]) -> Training:
     """A training in five hours needing three, three accepted."""
     # Not under test: the invitation a training this close sends at its creation (test_late_invitation.py).
     ReminderRule.objects.filter(slug="invitation").update(active=False)
-    training = training_made(u15, timezone.now().replace(microsecond=0) + dt.timedelta(hours=5), min_players=3)
+    training = training_made(
+        u15, timezone.now().replace(microsecond=0) + dt.timedelta(hours=5), min_players=3
+    )
     for name in ("Anna", "ben", "Chloé"):
         _respond(training, name, InvitationStatus.ACCEPTED)
     return training

@@ -121,8 +121,14 @@ def test_a_decline_promotes_the_first_on_the_waiting_list_who_is_told_they_are_i
     assert _answer(client, "Alice", two_places, "denied")["answer"]["response"] == "denied"
     assert _statuses(two_places) == {"Alice": "DENIED", "Bruno": "ACCEPTED", "Chloé": "ACCEPTED",
                                      "Dan": "WAITLISTED"}  # fmt: skip
-    notice = Occurrence.objects.get(job__key=squad_in_key(training_id=two_places.pk, player_id=_player("Chloé").pk))
-    assert not Occurrence.objects.filter(job__key__startswith="trainings-squad-in-").exclude(pk=notice.pk).exists()
+    notice = Occurrence.objects.get(
+        job__key=squad_in_key(training_id=two_places.pk, player_id=_player("Chloé").pk)
+    )
+    assert (
+        not Occurrence.objects.filter(job__key__startswith="trainings-squad-in-")
+        .exclude(pk=notice.pk)
+        .exists()
+    )
     fire(notice)
     bodies = left_on(file_broker, settings.TRAININGS_PUSH_QUEUE)
     assert [(b["player"], b["kind"]) for b in bodies] == [(_player("Chloé").pk, "PROMOTED")]
@@ -143,7 +149,9 @@ def test_a_decline_promotes_the_first_on_the_waiting_list_who_is_told_they_are_i
     ).exists()
 
 
-def test_without_a_maximum_nobody_waits_and_clearing_it_takes_everyone(client: Client, squad_team: Team) -> None:
+def test_without_a_maximum_nobody_waits_and_clearing_it_takes_everyone(
+    client: Client, squad_team: Team
+) -> None:
     open_training = training_made(squad_team, START)
     for name in ("Alice", "Bruno", "Chloé"):
         assert _answer(client, name, open_training, "accepted")["answer"]["response"] == "accepted"

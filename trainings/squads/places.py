@@ -6,6 +6,8 @@
   is promoted and told by a "you're in" notice (trainings/squads/notices.py); a decline that leaves fewer
   than `min_players` accepted within the short-squad rule's offset alerts the coaches at once
   (trainings/squads/short.py).
+- A promotion is an `answer.recorded` event (response `accepted`) for the platform's webhooks, as the
+  accept that put the player on the list was (response `waitlisted`).
 - Waiting players go before a newcomer: a free place (a maximum raised, a decline not yet followed up) is
   filled from the waiting list before an accept is decided.
 
@@ -24,9 +26,11 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from trainings import kinds
 from trainings.models import Invitation, InvitationStatus, Training
 from trainings.squads.notices import squad_in_notices_schedule
 from trainings.squads.short import short_alert_on_commit
+from trainings.webhooks.events import answer_recorded
 
 ACCEPTED, WAITLISTED, DENIED = InvitationStatus.ACCEPTED, InvitationStatus.WAITLISTED, InvitationStatus.DENIED
 
@@ -82,6 +86,8 @@ def squad_respond(
     if status not in (ACCEPTED, DENIED):
         raise ValueError("a response is ACCEPTED or DENIED")
     now = now or timezone.now()
+    if not squad_limited(training_id=training_id):  # read without a lock: most trainings have no limits
+        return None
     with transaction.atomic():
         limits = (
             Training.objects.select_for_update()
@@ -136,10 +142,14 @@ def waiting_list_promote(*, training_id: uuid.UUID | str, maximum: int | None) -
         if free <= 0:
             return []
         waiting = waiting[:free]
-    rows = list(waiting.values_list("pk", "player_id"))
+    rows = list(waiting.values_list("pk", "player_id", "response_source", "responded_at"))
     if rows:
-        Invitation.objects.filter(pk__in=[pk for pk, _ in rows]).update(status=ACCEPTED)
-    return [player for _, player in rows]
+        Invitation.objects.filter(pk__in=[row[0] for row in rows]).update(status=ACCEPTED)
+    for _, player_id, source, at in rows:  # the platform's copy of the response follows (trainings/webhooks/)
+        answer_recorded(training=lambda: Training.objects.get(pk=training_id), player_id=player_id,
+                        guardian_id=None, kind=kinds.INVITATION.code, answer={"response": "accepted"},
+                        source=source, at=at)  # fmt: skip
+    return [row[1] for row in rows]
 
 
 def squad_fill(*, training: Training) -> list[int]:
