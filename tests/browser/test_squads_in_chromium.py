@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
-from trainings.defaults import rules_seed
+from trainings.access import coach_group_ensure
 from trainings.models import Invitation, InvitationStatus, ReminderRule, ReminderTemplate
-from trainings.services import coach_group_ensure, invitation_respond
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import invitation_respond
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

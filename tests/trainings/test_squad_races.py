@@ -14,9 +14,9 @@ from tests.concurrency import run_together
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, training_made
 from trainings.answers.links import answer_link_read, answer_token
 from trainings.answers.recording import answer_link_answer
-from trainings.defaults import rules_seed
 from trainings.models import Invitation, InvitationStatus, ReminderRule, ReminderTemplate, Training
-from trainings.services import invitation_respond
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import invitation_respond
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

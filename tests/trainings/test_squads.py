@@ -21,9 +21,9 @@ from tests.trainings.push_fixtures import left_on
 from trainings.admin.html import player_grid_html
 from trainings.answers.links import answer_token
 from trainings.models import Device, Invitation, InvitationStatus, Player, Push, ReminderRule, Team, Training
+from trainings.planning.writes import invitation_respond, training_update
 from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
-from trainings.services import invitation_respond, training_update
 from trainings.squads.notices import squad_in_key
 
 pytestmark = pytest.mark.django_db
@@ -166,8 +166,9 @@ def test_the_api_takes_the_squad_size_and_refuses_a_minimum_above_the_maximum(
     squad_team: Team, coach: Any
 ) -> None:
     api = api_as(coach)
-    body = {"team": squad_team.pk, "title": "Match", "start": START.isoformat(),
-            "end": (START + dt.timedelta(hours=2)).isoformat(), "min_players": 3, "max_players": 2}  # fmt: skip
+    end = (START + dt.timedelta(hours=2)).isoformat()
+    body = {"team": squad_team.pk, "title": "Match", "start": START.isoformat(), "end": end,
+            "min_players": 3, "max_players": 2}  # fmt: skip
     refused = api.post("/api/trainings/", body, format="json")
     assert refused.status_code == 400
     assert "min_players" in refused.json()

@@ -1,10 +1,11 @@
-"""The squad's two kinds, registered in the kinds table (trainings/kinds.py) at start-up:
+"""The squad's two kinds, registered in the kinds table (trainings/planning/kinds.py) at start-up:
 
-- `SHORT`, a coaches' kind: its rule's offsets before the start (default "24h", trainings/defaults.py), only
-  for a training with a `min_players`; the alert says how many are missing and who has not answered
-  (trainings/squads/short.py). No minimum, no instant: a training without one has no job of this rule.
-- `PROMOTED`, a notice: "you're in", to a player the waiting list gave a place (trainings/squads/notices.py),
-  while they are still accepted.
+- `SHORT`, a coaches' kind: its rule's offsets before the start (default "24h",
+  trainings/planning/defaults.py), only for a training with a `min_players`; the alert says how many are
+  missing and who has not answered (trainings/squads/short.py). No minimum, no instant: a training
+  without one has no job of this rule.
+- `PROMOTED`, a notice: "you're in", to a player the waiting list gave a place
+  (trainings/squads/notices.py), while they are still accepted.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 from django.db.models import Q
 from django.utils.translation import gettext_noop as _
 
-from trainings import kinds
-from trainings.offsets import Offset, OffsetError, parse_stored_offsets, shift
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset, OffsetError, parse_stored_offsets, shift
 
 
 def short_instants(training: Any, rule: Any = None) -> list[tuple[datetime, Offset]]:

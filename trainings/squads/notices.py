@@ -1,7 +1,7 @@
 """The "you're in" notice: a player the waiting list gave a place (trainings/squads/places.py) is told at
 once, by an engine job of its own (key `trainings-squad-in-<training>-<player>`, as durable as a reminder),
-sent as the moved and cancelled notices are (trainings/notices.py): to whom the team reminds for that
-player, held through their quiet hours unless these end after the start. Nothing when the player is no
+sent as the moved and cancelled notices are (trainings/reminding/notices.py): to whom the team reminds for
+that player, held through their quiet hours unless these end after the start. Nothing when the player is no
 longer accepted when it fires (declined meanwhile), or the training is cancelled, gone or started.
 """
 
@@ -16,11 +16,11 @@ from django.db import transaction
 
 from reminders.api import Callback, Delivery, job_upsert, scan_kick_on_commit
 from reminders.models import CallbackType
-from trainings.held import quiet_releases_schedule
 from trainings.models import Invitation, InvitationStatus, Player, PushStatus, Training
-from trainings.notices import _notice_pushes
-from trainings.publishing import pushes_publish, pushes_record
-from trainings.recipients import Recipient, recipients_expand
+from trainings.reminding.held import quiet_releases_schedule
+from trainings.reminding.notices import _notice_pushes
+from trainings.reminding.publishing import pushes_publish, pushes_record
+from trainings.reminding.recipients import Recipient, recipients_expand
 from trainings.squads.kinds import PROMOTED
 
 SQUAD_IN_HANDLER = "trainings.squad_in"

@@ -11,7 +11,7 @@
 - Waiting players go before a newcomer: a free place (a maximum raised, a decline not yet followed up) is
   filled from the waiting list before an accept is decided.
 
-Every decision runs under the training's row lock (FOR UPDATE; the lock order of trainings.writes.
+Every decision runs under the training's row lock (FOR UPDATE; the lock order of trainings.planning.writes.
 training_lock: the training, then its invitations), so two accepts racing for the last place take turns and
 the second finds the squad full. A training without either limit is none of this module's business
 (`squad_respond` returns None and the caller writes as before).
@@ -26,8 +26,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from trainings import kinds
 from trainings.models import Invitation, InvitationStatus, Training
+from trainings.planning import kinds
 from trainings.squads.notices import squad_in_notices_schedule
 from trainings.squads.short import short_alert_on_commit
 from trainings.webhooks.events import answer_recorded

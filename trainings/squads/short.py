@@ -48,8 +48,8 @@ from trainings.models import (
     RunOutcome,
     Training,
 )
-from trainings.offsets import Offset, OffsetError
-from trainings.rendering import Rendered, push_render
+from trainings.planning.offsets import Offset, OffsetError
+from trainings.reminding.rendering import Rendered, push_render
 from trainings.squads.kinds import SHORT
 
 logger = logging.getLogger(__name__)

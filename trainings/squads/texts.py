@@ -12,8 +12,8 @@ from __future__ import annotations
 from django.utils.translation import gettext_noop as _
 
 from common.i18n import spoken_languages, translated
-from trainings import kinds
 from trainings.models import Invitation, InvitationStatus, ReminderRule, ReminderTemplate, Training
+from trainings.planning import kinds
 
 FULL_TITLE = _("{title}: the squad is full")
 FULL_BODY = _(
