@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 def seed(apps, schema_editor):
-    from trainings.defaults import COACH_RULES, rules_seed
+    from trainings.planning.defaults import COACH_RULES, rules_seed
 
     rules_seed(
         apps.get_model("trainings", "ReminderRule"),
