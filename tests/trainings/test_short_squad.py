@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Job, Occurrence
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.peers.apns_fcm import ApnsPeer
@@ -31,7 +32,6 @@ from trainings.models import (
     Training,
 )
 from trainings.planning.writes import invitation_respond
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 from trainings.squads.short import short_alert_key
 

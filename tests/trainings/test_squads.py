@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.clients import api_as
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, training_made
@@ -22,7 +23,6 @@ from trainings.admin.html import player_grid_html
 from trainings.answers.links import answer_token
 from trainings.models import Device, Invitation, InvitationStatus, Player, Push, ReminderRule, Team, Training
 from trainings.planning.writes import invitation_respond, training_update
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 from trainings.squads.notices import squad_in_key
 
