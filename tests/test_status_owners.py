@@ -35,6 +35,8 @@ OTHER_MODELS = {
     "_invitation_respond": "Invitation.status, the player's RSVP (through an answer link)",
     "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
     "LINK_RESPONSE_RECORD": "Invitation.status, the player's RSVP (an answer link's one-statement POST)",
+    "invitation_squad_write": "Invitation.status, an RSVP on a training with a squad size (trainings/squads)",
+    "waiting_list_promote": "Invitation.status, WAITLISTED to ACCEPTED as a place frees (trainings/squads/)",
     "_experiment_end": "Experiment.status, stopped or promoted (trainings/experiments/control.py owns it)",
     "subscription_disable": "WebhookSubscription.disabled_*, after a day of failed deliveries (its owner)",
     "subscription_enable": "WebhookSubscription.disabled_*, cleared by an operator (trainings/webhooks/)",

@@ -13,3 +13,5 @@ class TrainingsConfig(AppConfig):
         from trainings.devices.hooks import register
 
         register()
+        # The squad's kinds (the short-squad alert, the "you're in" notice) in the kinds table.
+        import trainings.squads.kinds  # noqa: F401

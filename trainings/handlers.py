@@ -23,6 +23,7 @@ from trainings.reminding.notices import (
     training_moved_notify,
 )
 from trainings.selectors import JOB_KEY_NAMESPACE
+from trainings.squads import handlers as squad_handlers  # noqa: F401 - registers the squad's callbacks
 from trainings.webhooks.events import KEY_PREFIX as WEBHOOK_KEY_PREFIX
 
 # Only this app's services create these jobs: an API caller can neither take one of their keys first

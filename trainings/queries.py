@@ -114,7 +114,9 @@ _LINK_TARGET_OPEN = f"""
       LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id
       LEFT JOIN {_MEMBERSHIP} m ON m.team_id = t.team_id AND m.player_id = %(player)s AND m.active"""  # noqa: S608 - names from the models
 
-# An invitation link's POST: its response recorded in one statement, as said above.
+# An invitation link's POST: its response recorded in one statement, as said above; not on a training
+# with a squad size, whose responses are decided under its lock (trainings/squads/places.py: the caller
+# goes there).
 LINK_RESPONSE_RECORD = f"""
 WITH target AS ({_LINK_TARGET_OPEN}
      WHERE t.id = %(training)s
@@ -124,6 +126,8 @@ changed AS (
            response_source = %(source)s, responded_by_id = NULL
       FROM target
      WHERE i.id = target.invitation_id AND target.open AND i.status <> %(status)s
+       AND NOT EXISTS (SELECT 1 FROM {Training._meta.db_table} s WHERE s.id = target.id
+                        AND (s.min_players IS NOT NULL OR s.max_players IS NOT NULL))
  RETURNING i.status, i.responded_at, i.response_source, i.responded_by_id
 )
 SELECT target.*, c.status IS NOT NULL, c.status, c.responded_at, c.response_source, c.responded_by_id

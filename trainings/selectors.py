@@ -313,7 +313,7 @@ def training_player_grid(*, training: Training) -> list[PlayerRow]:
                 player=invitation.player.name,
                 invitation=invitation.get_status_display(),
                 responded_at=invitation.responded_at,
-                declined=invitation.status == InvitationStatus.DENIED,
+                declined=invitation.status in (InvitationStatus.DENIED, InvitationStatus.WAITLISTED),
                 reminders_received=received.get(pid, 0),
                 reminders_standin=standin.get(pid, 0),
                 last_push=last_text,

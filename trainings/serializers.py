@@ -20,12 +20,13 @@ from trainings.planning import kinds
 from trainings.planning.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.reminding.critical import ALL, validate_critical_offsets
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
+from trainings.squads.serializers import SquadSizeInput, squad_size_check
 
 
 class InvitationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Invitation
-        fields = ["player", "status", "responded_at"]
+        fields = ["player", "status", "response", "responded_at"]  # response: accepted, denied, waitlisted
         read_only_fields = fields
 
 
@@ -51,6 +52,8 @@ class TrainingSerializer(serializers.ModelSerializer):
             "time_zone",
             "location",
             "cancelled",
+            "min_players",
+            "max_players",
             "players",
             "invitations",
             "created_at",
@@ -131,7 +134,7 @@ class _ScopedPlayerListField(serializers.ListField):
         return result
 
 
-class TrainingInputSerializer(StrictSerializer):
+class TrainingInputSerializer(SquadSizeInput, StrictSerializer):
     """Create (team, title, start and end required; time_zone defaults to the team's) or update (PUT/PATCH)
     a training.
 
@@ -167,6 +170,7 @@ class TrainingInputSerializer(StrictSerializer):
             attrs["time_zone"] = attrs["team"].time_zone
         if instance is None and attrs.get("cancelled"):
             raise serializers.ValidationError({"cancelled": "a new training cannot be cancelled."})
+        squad_size_check(attrs, instance)
         team: Team | None = attrs.get("team", instance.team if instance else None)
         players: list[Player] | None = attrs.get("players")
         if instance is not None and team is not None and team != instance.team and players is None:

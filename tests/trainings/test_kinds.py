@@ -188,10 +188,12 @@ def test_the_table_says_where_each_kind_counts_from_and_when_it_closes(settings:
         ("DIGEST", "before the start", START),
         ("SUMMARY", "before the start", START),
         ("DECLINED", "before the start", START),
+        ("SHORT", "before the start", START),  # the squad's (trainings/squads/kinds.py)
+        ("PROMOTED", "before the start", START),
     ]
     assert [code for code, _ in kinds.rule_choices()] == ["PRE", "POST", "INVITATION"]
     assert [code for code, _ in kinds.any_rule_choices()] == [
-        "PRE", "POST", "INVITATION", "DIGEST", "SUMMARY", "DECLINED"
+        "PRE", "POST", "INVITATION", "DIGEST", "SUMMARY", "DECLINED", "SHORT"
     ]  # fmt: skip
     assert [code for code, _ in kinds.questionnaire_choices()] == ["PRE", "POST"]
 

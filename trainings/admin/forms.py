@@ -93,7 +93,8 @@ class TrainingForm(ModelForm):
 
     class Meta:
         model = Training
-        fields = ["team", "title", "start", "end", "time_zone", "location", "cancelled"]
+        fields = ["team", "title", "start", "end", "time_zone", "location", "min_players", "max_players",
+                  "cancelled"]  # fmt: skip
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -67,6 +67,7 @@ from trainings.selectors import (
     trainings_visible_to,
     trainings_with_counts,
 )
+from trainings.squads.places import squad_fill
 
 
 def _players_rules() -> QuerySet[ReminderRule]:
@@ -116,7 +117,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         return changelist
 
     def get_fieldsets(self, request: HttpRequest, obj: Training | None = None) -> Any:
-        main = ["team", "title", "start", "end", "time_zone", "location", "cancelled"]
+        main = ["team", "title", "start", "end", "time_zone", "location", "min_players", "max_players",
+                "cancelled"]  # fmt: skip
         if obj is None:
             return [(None, {"fields": main})]
         return [
@@ -291,6 +293,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
         if not change:  # no player listed: the team's active players, as the API does
             training_members_invite(training=form.instance)
         training_reminders_schedule(training=form.instance, new=not change)  # new: its invitation at creation
+        if change and "max_players" in form.changed_data:  # raised or cleared: the waiting list moves up
+            squad_fill(training=form.instance)
 
     def delete_model(self, request: HttpRequest, obj: Training) -> None:
         with suppress(Training.DoesNotExist):  # someone else deleted it first: what was asked is done

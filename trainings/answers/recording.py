@@ -5,10 +5,11 @@ has closed (the training's start for an invitation or the pre-training questionn
 close after the end for the post-training one), when the player is no longer on the training's list or no
 longer an active member of its team (a membership ended leaves the invitation and the links behind), or,
 for a link sent to a guardian, when they are no longer the player's guardian. A refusal says why and
-nothing of the training. A guardian's answer is the
-player's (one invitation, one answer per phase) and records who gave it (`responded_by`, `answered_by`).
-Recording is idempotent: the same answer twice changes nothing (not even its time); a different one
-replaces it while the window is open. The next reminder's fire-time re-check then skips the player.
+nothing of the training. A guardian's answer is the player's (one invitation, one answer per phase) and
+records who gave it (`responded_by`, `answered_by`). Recording is idempotent: the same answer twice changes
+nothing (not even its time); a different one replaces it while the window is open. The next reminder's
+fire-time re-check then skips the player. On a training with a squad size an accept may put the player on
+the waiting list (trainings/squads/places.py).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
-from django.db.models import Model
-from django.db.models.base import ModelState
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop as _
 
@@ -28,7 +27,7 @@ from trainings import queries
 from trainings.answers import questionnaires
 from trainings.answers.events import answer_events
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
-from trainings.answers.statements import fetch_one
+from trainings.answers.statements import detached, fetch_one
 from trainings.answers.values import answers_check
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
@@ -44,6 +43,7 @@ from trainings.models import (
 )
 from trainings.planning import kinds
 from trainings.reminding.firing import push_expiry
+from trainings.squads.places import squad_respond
 
 RESPONSES = {"accepted": InvitationStatus.ACCEPTED, "denied": InvitationStatus.DENIED}
 
@@ -148,36 +148,18 @@ def _target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None,
     (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
      decline_alert_within, invitation_id, status, responded_at, source, responded_by, player_id,
      player_name, language, player_zone, member) = row[:21]  # fmt: skip
-    team = _detached(Team, id=team_id, name=team_name, time_zone=team_zone,
+    team = detached(Team, id=team_id, name=team_name, time_zone=team_zone,
                      decline_alert_within=decline_alert_within)  # fmt: skip
-    training = _detached(Training, {"team": team}, id=training_id, team_id=team_id, title=title, start=start,
+    training = detached(Training, {"team": team}, id=training_id, team_id=team_id, title=title, start=start,
                          end=end, time_zone=zone, location=location, cancelled=cancelled)  # fmt: skip
     if invitation_id is None:
         return training, None, bool(member)
-    player = _detached(Player, id=player_id, name=player_name, language=language, time_zone=player_zone)
-    invitation = _detached(Invitation, {"training": training, "player": player}, id=invitation_id,
+    player = detached(Player, id=player_id, name=player_name, language=language, time_zone=player_zone)
+    invitation = detached(Invitation, {"training": training, "player": player}, id=invitation_id,
                            training_id=training_id, player_id=player_id, status=status,
                            responded_at=responded_at, response_source=source,
                            responded_by_id=responded_by)  # fmt: skip
     return training, invitation, bool(member)
-
-
-_M = TypeVar("_M", bound=Model)
-
-
-def _detached(model: type[_M], related: dict[str, Model] | None = None, /, **values: Any) -> _M:
-    """An instance of `model` as the database would give it, with only these fields (attribute names) and
-    these related objects, built without `Model.__init__`: that fills every other field's default and
-    sends pre_init and post_init, and for a link's four objects cost more than its statement. A field not
-    given is deferred: reading it loads it from the database rather than inventing a value."""
-    instance = model.__new__(model)
-    state = ModelState()
-    state.adding, state.db = False, DEFAULT_DB_ALIAS
-    if related:
-        state.fields_cache = dict(related)
-    instance._state = state
-    instance.__dict__.update(values)
-    return instance
 
 
 @dataclass(frozen=True)
@@ -240,6 +222,11 @@ def _decline_alert_if_wanted(target: LinkTarget, response: str, recorded: Record
 
 def _invitation_respond(target: LinkTarget, response: str, now: datetime, source: str) -> Recorded:
     status, by = RESPONSES[response], target.link.guardian_id
+    squad = squad_respond(training_id=target.training.pk, invitation_id=target.invitation.pk, status=status,
+                          now=now, source=source, by=by)  # fmt: skip
+    if squad is not None:  # a training with a squad size: decided under its lock (trainings/squads/)
+        answer = _invitation_answer(squad.invitation(player_id=target.link.player_id))
+        return Recorded(squad.changed, {**answer, "by": _by(target)} if squad.changed else answer)
     if connection.vendor == "postgresql":
         return _invitation_record(target, status, now, source)
     changed = (
@@ -334,15 +321,18 @@ def answer_link_answer(
         return target, answer_link_record(target=target, answers=answers, source=source, now=now)
     changed = bool(row[-5])
     if invitation:
+        assert response is not None  # checked above
+        if not changed and found is not None and found.status != RESPONSES[response]:
+            # Not written: the training has a squad size, decided under its lock (trainings/squads/).
+            return target, answer_link_record(target=target, response=response, source=source, now=now)
         if changed:
             answer = _invitation_answer(
-                _detached(Invitation, status=row[-4], responded_at=row[-3], response_source=row[-2],
+                detached(Invitation, status=row[-4], responded_at=row[-3], response_source=row[-2],
                           player_id=link.player_id, responded_by_id=None)
             )  # fmt: skip
             recorded = Recorded(True, {**answer, "by": None})
         else:
             recorded = Recorded(False, _invitation_answer(target.invitation))
-        assert response is not None  # checked above
         _decline_alert_if_wanted(target, response, recorded)
         return target, recorded
     stored, answered_at, stored_source, by = row[-4:] if changed else row[22:26]
@@ -367,8 +357,8 @@ def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:
 def _invitation_answer(invitation: Invitation) -> dict[str, Any]:
     if invitation.status == InvitationStatus.PENDING:
         return {"response": None, "at": None, "source": None, "by": None}
-    response = "accepted" if invitation.status == InvitationStatus.ACCEPTED else "denied"
-    return {"response": response, "at": invitation.responded_at, "source": invitation.response_source or None,
+    return {"response": invitation.response, "at": invitation.responded_at,
+            "source": invitation.response_source or None,
             "by": _guardian_by(invitation.player_id, invitation.responded_by_id)}  # fmt: skip
 
 

@@ -15,9 +15,11 @@ Prepared statements live in a server session: behind a transaction-pooling proxy
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
+from django.db.models import Model
+from django.db.models.base import ModelState
 
 from common.prepared import prepared_one
 
@@ -25,3 +27,21 @@ from common.prepared import prepared_one
 def fetch_one(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any, ...] | None:
     """The first row of one statement, prepared (`prepared_one` on Django's connection)."""
     return prepared_one(connection, sql, params)
+
+
+_M = TypeVar("_M", bound=Model)
+
+
+def detached(model: type[_M], related: dict[str, Model] | None = None, /, **values: Any) -> _M:
+    """An instance of `model` as the database would give it, with only these fields (attribute names) and
+    these related objects, built without `Model.__init__`: that fills every other field's default and
+    sends pre_init and post_init, and for a link's four objects cost more than its statement. A field not
+    given is deferred: reading it loads it from the database rather than inventing a value."""
+    instance = model.__new__(model)
+    state = ModelState()
+    state.adding, state.db = False, DEFAULT_DB_ALIAS
+    if related:
+        state.fields_cache = dict(related)
+    instance._state = state
+    instance.__dict__.update(values)
+    return instance

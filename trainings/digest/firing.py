@@ -80,6 +80,12 @@ class Due(Protocol):
     def offset(self) -> Offset: ...
 
 
+# Coaches' kinds that say something of their own (trainings/squads/short.py registers the short squad's):
+# what one due occurrence tells the team's coaches, and what a held message says on release (None: nothing).
+TELLERS: dict[str, Callable[[Due, list[Coach]], Told]] = {}
+AGAIN: dict[str, Callable[[CoachPush, datetime], tuple[Rendered | None, int]]] = {}
+
+
 @dataclass
 class Told:
     """What one occurrence comes to: its outcome, and the messages to record (not yet saved)."""
@@ -128,6 +134,9 @@ def digests_fire(dues: Sequence[Due]) -> dict[int, TransportError]:
     told = []
     for due in dues:
         training, rule, delivery = due.training, due.rule, due.delivery
+        if (teller := TELLERS.get(rule.kind)) is not None:
+            told.append(teller(due, coaches[training.team_id]))
+            continue
         if due.rule.kind == kinds.SUMMARY.code:
             at = (training.team_id, delivery.fire_at)
             if at in summarized or _summary_made(*at):  # another of the day's trainings' occurrences made it
@@ -347,6 +356,8 @@ def coach_release(*, delivery: Delivery) -> str:
 
 def _again(push: CoachPush, rule: ReminderRule, now: datetime) -> tuple[Rendered | None, int]:
     """The held message's text as it would be now, and how many owe; None when it has nothing to say."""
+    if (again := AGAIN.get(push.kind)) is not None:
+        return again(push, now)
     templates = list(rule.templates.all())
     training = push.training
     if push.kind == kinds.DECLINED.code:

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from trainings.planning.offsets import Offset, OffsetError, is_time_zone, shift
 
 
-def digest_instants(training: Any) -> list[tuple[datetime, Offset]]:
+def digest_instants(training: Any, rule: Any = None) -> list[tuple[datetime, Offset]]:
     """The digest `Team.digest_before` before the start (none when the team set none)."""
     text = training.team.digest_before
     if not text:
@@ -28,7 +28,7 @@ def digest_instants(training: Any) -> list[tuple[datetime, Offset]]:
     return [(shift(training.start, offset, sign=-1, zone=training.zone), offset)]
 
 
-def morning_instants(training: Any) -> list[tuple[datetime, Offset]]:
+def morning_instants(training: Any, rule: Any = None) -> list[tuple[datetime, Offset]]:
     """The morning summary at `Team.digest_morning_at` in the team's zone on the training's day there, as
     whole minutes before the start; none when the team set none or the training starts before it."""
     at = training.team.digest_morning_at
@@ -44,6 +44,6 @@ def morning_instants(training: Any) -> list[tuple[datetime, Offset]]:
     return [(shift(training.start, offset, sign=-1, zone=zone), offset)]
 
 
-def never(training: Any) -> list[tuple[datetime, Offset]]:
+def never(training: Any, rule: Any = None) -> list[tuple[datetime, Offset]]:
     """A kind that fires on an event (a late decline), never at an instant of its own."""
     return []

@@ -1,8 +1,7 @@
 """Teams, players, trainings and what players owe for each training (answers, invitation responses).
 
-Reminder scheduling lives in the engine (`reminders.Job` per training and rule, see
-trainings/planning/scheduling.py); this app keeps the rules as data, and one `Push` row per (occurrence,
-player) so a redelivered occurrence never pushes twice.
+Reminders are engine jobs (one per training and rule, trainings/planning/scheduling.py); this app keeps
+the rules as data, and one `Push` row per (occurrence, player): a redelivery never pushes twice.
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from trainings.models.questionnaires import fresh_revision as fresh_revision
 from trainings.models.roster import Membership as Membership
 from trainings.models.roster import Player as Player
 from trainings.models.roster import Team as Team
+from trainings.models.squads import SquadSize, squad_size_valid
 from trainings.models.webhooks import WebhookEvent as WebhookEvent
 from trainings.models.webhooks import WebhookJob as WebhookJob
 from trainings.models.webhooks import WebhookSubscription as WebhookSubscription
@@ -75,7 +75,7 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-class Training(models.Model):
+class Training(SquadSize, models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False, verbose_name=_("id"))
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="trainings", verbose_name=_("team"))
     title = models.CharField(max_length=200, verbose_name=_("title"))
@@ -105,7 +105,8 @@ class Training(models.Model):
             models.Index(fields=["updated_at"], name="training_updated_idx"),
         ]
         constraints = [
-            models.CheckConstraint(condition=Q(end__gt=F("start")), name="training_ends_after_start")
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="training_ends_after_start"),
+            squad_size_valid(),
         ]
 
     def __str__(self) -> str:
@@ -217,8 +218,8 @@ class ReminderRule(models.Model):
     def instants_for(self, training: Training) -> list[tuple[datetime, Offset]]:
         """Every instant this rule wants for `training` (any arm's), earliest first, with its offset."""
         kind = kinds.of(self.kind)
-        if kind.instants is not None:  # a coaches' kind: the training's team says when
-            return kind.instants(training)
+        if kind.instants is not None:  # a coaches' kind: the training's team (or squad) says when
+            return kind.instants(training, self)
         anchor, zone = kind.anchor_of(training), training.zone
         pairs = [(shift(anchor, offset, sign=kind.sign, zone=zone), offset) for offset in self.all_offsets()]
         return sorted(pairs)

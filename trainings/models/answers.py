@@ -66,6 +66,8 @@ class InvitationStatus(models.TextChoices):
     PENDING = "PENDING", _("Pending")
     ACCEPTED = "ACCEPTED", _("Accepted")
     DENIED = "DENIED", _("Denied")
+    # Accepted when the squad was full (`Training.max_players`): promoted in turn (trainings/squads/).
+    WAITLISTED = "WAITLISTED", _("Waiting list")
 
 
 class Invitation(models.Model):
@@ -78,7 +80,7 @@ class Invitation(models.Model):
         "trainings.Player", on_delete=models.CASCADE, related_name="invitations", verbose_name=_("player")
     )
     status = models.CharField(
-        max_length=8,
+        max_length=10,
         choices=InvitationStatus.choices,
         default=InvitationStatus.PENDING,
         verbose_name=_("status"),
@@ -127,3 +129,8 @@ class Invitation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.player}: {self.get_status_display()}"  # names, never the training's UUID
+
+    @property
+    def response(self) -> str | None:
+        """The response as the API reads it: accepted, denied, waitlisted (trainings/squads/), or None."""
+        return None if self.status == InvitationStatus.PENDING else str(self.status).lower()

@@ -81,6 +81,15 @@ COACH_RULES: list[dict[str, Any]] = [
             "en": (_("{team}: a player declined"), "{title} {start_time}"),
         },
     },
+    # Unlike the others, timed by its offsets: this long before a training with a minimum (trainings/squads/).
+    {
+        "slug": "coach-short-squad",
+        "kind": "SHORT",
+        "offsets": ["24h"],
+        "templates": {
+            "en": (_("{team}: short squad"), "{title} {start_time}"),
+        },
+    },
 ]
 # Every default rule: migration 0002 seeded the players' (`RULES`), 0024 the coaches'.
 ALL_RULES = RULES + COACH_RULES

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol, cast
+from typing import Literal, Protocol, cast
 
 from django.apps import apps
 from django.conf import settings
@@ -102,7 +102,7 @@ class Response:
 
 # Who on a training's list a kind asks, as a condition on `Invitation` rows.
 EVERYONE_INVITED = Q()
-NOT_DECLINED = ~Q(status="DENIED")
+NOT_DECLINED = ~Q(status__in=["DENIED", "WAITLISTED"])  # nor waiting for a place (trainings/squads/)
 
 
 @dataclass(frozen=True)
@@ -148,9 +148,9 @@ class Kind:
     open_from_creation: bool = False  # its answer window opens when the training exists
     # Who its messages go to: the players (their guardians too), or the team's coaches (trainings/digest/).
     to: Literal["players", "coaches"] = "players"
-    # A coaches' kind's instants for a training, from its team's settings (trainings/digest/timing.py);
-    # a players' kind's are its rule's offsets.
-    instants: Callable[[Any], list[tuple[datetime, Offset]]] | None = None
+    # A coaches' kind's instants for (training, rule), from its team's settings (trainings/digest/timing.py)
+    # or its squad (trainings/squads/); a players' kind's are its rule's offsets.
+    instants: Callable[..., list[tuple[datetime, Offset]]] | None = None
     # A notice's (title, body) in English ({title}, {start_date}, {start_time}, {time_zone}):
     # trainings/reminding/rendering.py, `notice_render`. Rules' texts are their templates instead.
     notice: Mapping[str, tuple[str, str]] = field(default_factory=dict)
@@ -375,7 +375,7 @@ CANCELLED = _notice("CANCELLED", _("Training cancelled"), {
 
 # The coaches' kinds (trainings/digest/): to a team's coaches, at the team's times (`Team.digest_*`); they
 # wait for no answer and close at the start.
-def _to_coaches(code: str, label: str, instants: Callable[[Any], list[tuple[datetime, Offset]]]) -> Kind:
+def _to_coaches(code: str, label: str, instants: Callable[..., list[tuple[datetime, Offset]]]) -> Kind:
     return register(
         Kind(
             code=code,

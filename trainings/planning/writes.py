@@ -47,6 +47,7 @@ from trainings.reminding.notices import (
     training_cancelled_notice_schedule,
     training_moved_notice_schedule,
 )
+from trainings.squads.places import squad_fill, squad_respond
 from trainings.tasks import rule_reschedule
 from trainings.webhooks.events import answer_recorded
 
@@ -71,6 +72,8 @@ def training_create(
     time_zone: str,
     location: str = "",
     players: Sequence[Player] | None = None,
+    min_players: int | None = None,
+    max_players: int | None = None,
 ) -> Training:
     """Create a training, invite its players (default: the team's active members), schedule reminders.
 
@@ -81,9 +84,8 @@ def training_create(
     a statement each.
     """
     with transaction.atomic():
-        training = Training(
-            team=team, title=title, start=start, end=end, time_zone=time_zone, location=location
-        )
+        training = Training(team=team, title=title, start=start, end=end, time_zone=time_zone,
+                            location=location, min_players=min_players, max_players=max_players)  # fmt: skip
         _training_validate(training)
         rules = None
         if connection.vendor == "postgresql":
@@ -184,6 +186,8 @@ def training_update(
     location: str = _UNSET,
     cancelled: bool = _UNSET,
     players: Sequence[Player] = _UNSET,
+    min_players: int | None = _UNSET,
+    max_players: int | None = _UNSET,
 ) -> Training:
     """Change what is given (omitted arguments stay) and replace the pending reminders to match.
 
@@ -197,6 +201,8 @@ def training_update(
         "end": end,
         "time_zone": time_zone,
         "location": location,
+        "min_players": min_players,
+        "max_players": max_players,
     }
     changes["cancelled"] = cancelled
     with transaction.atomic():
@@ -209,6 +215,8 @@ def training_update(
         training.save()
         if players is not _UNSET:
             _invitations_set(training=training, players=players)
+        if max_players is not _UNSET:  # raised or cleared: the waiting list's first get the places
+            squad_fill(training=training)
         training_reminders_schedule(training=training)
         if training.start != moved_from and not training.cancelled:
             training_moved_notice_schedule(training=training)  # players already reminded hear of it
@@ -297,16 +305,20 @@ def invitation_respond(
     responded_at: datetime | None = None,
     source: AnswerSource = AnswerSource.ADMIN,
 ) -> Invitation:
-    """ACCEPTED or DENIED: later invitation reminders skip the player."""
-    if status == InvitationStatus.PENDING:
+    """ACCEPTED or DENIED: later invitation reminders skip the player. On a training with a squad size an
+    accept may come out WAITLISTED (trainings/squads/places.py decides, under the training's lock)."""
+    if status not in (InvitationStatus.ACCEPTED, InvitationStatus.DENIED):
         raise ValueError("a response is ACCEPTED or DENIED")
-    invitation.status = status
-    invitation.responded_at = responded_at or timezone.now()
-    invitation.response_source = source
-    invitation.responded_by = None  # a coach recorded it, not a guardian
-    response = "accepted" if status == InvitationStatus.ACCEPTED else "denied"
+    when = responded_at or timezone.now()
     with transaction.atomic():  # the response and its events (trainings/webhooks/) together
-        invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+        squad = squad_respond(training_id=invitation.training_id, invitation_id=invitation.pk, status=status,
+                              now=when, source=source)  # fmt: skip
+        invitation.status = squad.status if squad else status
+        invitation.responded_at = squad.responded_at if squad else when
+        invitation.response_source, invitation.responded_by = source, None  # a coach, not a guardian
+        if squad is None:
+            invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+        response = invitation.response
         answer_recorded(training=lambda: invitation.training, player_id=invitation.player_id,
                         guardian_id=None, kind=kinds.INVITATION.code, answer={"response": response},
                         source=source, at=invitation.responded_at)  # fmt: skip

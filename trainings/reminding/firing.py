@@ -1,7 +1,5 @@
-"""A reminder fires: decide who is still pending, record one Push per player, publish them.
-
-The coach's "remind now" (trainings/reminding/remind_now.py) builds the same pushes (`recipients_pushes`) for
-a click instead of an occurrence.
+"""A reminder fires: decide who is still pending, record one Push per player, publish them. The coach's
+"remind now" (trainings/reminding/remind_now.py) builds the same pushes (`recipients_pushes`) for a click.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from trainings.reminding.recipients import (
     reminder_recipients_many,
 )
 from trainings.reminding.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
+from trainings.squads.texts import squad_templates
 from trainings.transitions import pushes_withdraw
 
 logger = logging.getLogger(__name__)
@@ -272,7 +271,7 @@ def recipients_pushes(
     once, with the reason recorded (the moved notice's rule, trainings/reminding/notices.py); shorter ones
     hold it.
     """
-    templates = list(rule.templates.all())
+    templates = squad_templates(rule, training)
     expires_at = push_expiry(training=training, kind=rule.kind)
     # Players sharing language and zone share a text; sharing zone and quiet hours, a status.
     rendered_for: dict[tuple[str, str], Rendered] = {}

@@ -41,6 +41,7 @@ from trainings.reminding.publishing import pushes_publish
 from trainings.reminding.quiet import quiet_hours_for
 from trainings.reminding.recipients import reminder_addressees
 from trainings.reminding.rendering import Addressee, notice_render, offset_at, push_render
+from trainings.squads.texts import squad_templates
 from trainings.transitions import held_push_decide, held_pushes_save
 
 logger = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ def held_pushes_release(
                         for person in reminder_addressees(training=training, rule=rule)
                     }
                     chased[rule.pk] = {player for player, _ in addressed[rule.pk]}
-                    templates[rule.pk] = list(rule.templates.all())
+                    templates[rule.pk] = squad_templates(rule, training)
                 gone = set() if push.player_id in chased[rule.pk] else {push.player_id}
                 expires_at = push_expiry(training=training, kind=rule.kind)
                 if push.expires_at and abs(expires_at - push.expires_at) >= repeat:
