@@ -17,6 +17,7 @@ from common.compact_json import json_compact
 from common.lookups import AnyOf
 from reminders.api import Delivery, TransportError
 from trainings import queries
+from trainings.escalation import escalated
 from trainings.fairness import interleaved
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
@@ -24,8 +25,8 @@ from trainings.push.queue import PushMessage, Refusals, batch_body, batch_key, p
 from trainings.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
-# The PushRow fields that are columns, in order (`rule_slug` is for the message only).
-_COLUMNS = tuple(name for name in PushRow._fields if name != "rule_slug")
+# The PushRow fields that are columns, in order (`rule_slug` and the last, `escalate`, are for the message).
+_COLUMNS = tuple(name for name in PushRow._fields if name not in ("rule_slug", "escalate"))
 Push._meta.get_field("id").register_lookup(AnyOf)  # `pk__any=[...]`: one array, not an IN list
 
 # Rows per INSERT elsewhere than on PostgreSQL: 18 parameters each stays under SQLite's 32,766.
@@ -70,7 +71,7 @@ def pushes_record(rows: Sequence[PushRow], *, published_at: datetime | None = No
             part = rows[start : start + _INSERT_BATCH]
             params: list[Any] = []
             for row in part:
-                values = (*row[:slug], *row[slug + 1 :])
+                values = (*row[:slug], *row[slug + 1 : -1])
                 params += [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
                 params += [
                     connection.ops.adapt_datetimefield_value(now),
@@ -117,6 +118,7 @@ def push_message(row: PushRow) -> dict[str, object]:
         **({"offset": row.offset} if row.offset else {}),
         "fire_at": row.fire_at.isoformat(),
         "expires_at": row.expires_at.isoformat() if row.expires_at else None,
+        **({"escalate": True} if row.escalate else {}),
     }
 
 
@@ -203,7 +205,7 @@ class _Bodies(dict[tuple[object, ...], bytes]):
 
     def __call__(self, row: PushRow) -> bytes:
         shared = (row.title, row.body, row.language, row.training_id, row.kind, row.rule_slug, row.offset,
-                  row.fire_at, row.expires_at)  # fmt: skip
+                  row.fire_at, row.expires_at, row.escalate)  # fmt: skip
         rest = self.get(shared)
         if rest is None:
             document = push_message(row)
@@ -253,7 +255,7 @@ def pushes_publish(
     unknown = [key for key in by_key if key not in recorded]
     if unknown:
         pending += [
-            _Pending(push.pk, push.key, push.occurrence_key, push.kind, push.fire_at, push.message())
+            _Pending(push.pk, push.key, push.occurrence_key, push.kind, push.fire_at, escalated(push))
             for push in Push.objects.filter(occurrence_key__in=unknown, status=PushStatus.PENDING)
             .select_related("rule")
             .order_by("pk")

@@ -167,6 +167,7 @@ class PushRow(NamedTuple):
     status: str
     release_at: datetime | None
     status_reason: str
+    escalate: bool = False  # on every channel of the recipient (trainings/escalation.py); not a column
 
 
 def push_for(
@@ -183,6 +184,7 @@ def push_for(
     release_at: datetime | None = None,
     status_reason: str = "",
     guardian_id: int | None = None,
+    escalate: bool = False,
 ) -> PushRow:
     """A player's push for a fired occurrence (or their guardian's: `guardian_id`, the `player`'s language
     and zone then being the guardian's), keyed by occurrence and recipient so a re-fire adds none."""
@@ -206,4 +208,5 @@ def push_for(
         str(status),  # the value, not the enum member
         release_at,
         status_reason,
+        escalate,
     )

@@ -276,7 +276,16 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReminderRule
-        fields = ["slug", "kind", "offsets", "active", "critical_offsets", "templates", "updated_at"]
+        fields = [
+            "slug",
+            "kind",
+            "offsets",
+            "active",
+            "critical_offsets",
+            "escalate",
+            "templates",
+            "updated_at",
+        ]
         read_only_fields = fields
 
 
@@ -300,12 +309,23 @@ class ReminderRuleInputSerializer(StrictSerializer):
         '(["15m"]; a running experiment\'s variants\' offsets too), "all", or [] for none.',
     )
 
+    escalate = serializers.ListField(
+        child=serializers.CharField(max_length=10),
+        required=False,
+        max_length=100,
+        help_text="Offsets of the rule at which a player who still owes the answer gets the reminder on "
+        'every channel they have (push and email), e.g. ["6h"]; [] for none (docs/escalation.md).',
+    )
+
     def validate_offsets(self, value: list[str]) -> list[str]:
         try:
             parse_offsets(value)
         except OffsetError as exc:
             raise serializers.ValidationError(str(exc)) from None
         return value
+
+    def validate_escalate(self, value: list[str]) -> list[str]:
+        return self.validate_offsets(value)
 
 
 # --- Devices (trainings/push/devices.py) ----------------------------------------------------------------

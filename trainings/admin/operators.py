@@ -100,7 +100,15 @@ class TemplateInline(_OperatorsOnly, admin.StackedInline):
 
 @admin.register(ReminderRule)
 class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
-    list_display = ["slug", "kind", "readable_offsets", "active", "critical_offsets", "updated_at"]
+    list_display = [
+        "slug",
+        "kind",
+        "readable_offsets",
+        "active",
+        "critical_offsets",
+        "escalate",
+        "updated_at",
+    ]
     list_filter = ["kind", "active"]
     inlines = [TemplateInline]
 
@@ -118,6 +126,12 @@ class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
                 allow_all=True, required=False, label="Critical offsets",
                 help_text="Reminders that players' mute and quiet hours cannot hide: some of the offsets "
                 'above ("15m"), "all", or empty for none.',
+            )  # fmt: skip
+        if db_field.name == "escalate":
+            return OffsetsField(
+                required=False, label=_("Escalate"),
+                help_text=_("Offsets above at which a player who still owes the answer gets the reminder by "
+                            'push and email ("6h"), or empty for none.'),
             )  # fmt: skip
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 

@@ -40,6 +40,7 @@ class PushMessage:
     expires_at: datetime | None = None
     guardian: int | None = None  # the push goes to this guardian of the player's, not to the player
     coach: int | None = None  # a coach's digest (trainings/digest/): to the coach's devices, no player
+    escalate: bool = False  # on every channel the recipient has (trainings/escalation.py)
 
     @classmethod
     def from_body(cls, body: Any) -> PushMessage:
@@ -63,6 +64,7 @@ class PushMessage:
                 expires_at=_aware(body.get("expires_at")),
                 guardian=_optional_id(body.get("guardian")),
                 coach=coach,
+                escalate=body.get("escalate") is True,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"push message is missing or has a bad field: {exc}") from None

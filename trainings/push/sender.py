@@ -24,6 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from trainings.critical import critical_at
+from trainings.escalation import channels_for
 from trainings.models import SendStatus
 from trainings.preferences import preferences_of, rules_critical
 from trainings.push.channels import standin_names
@@ -184,7 +185,8 @@ class PushSender:
             if muted and not critical_at(critical.get(push.rule or ""), push.offset):  # recorded, not dropped
                 closing.append((i, push, SendStatus.MUTED))
                 continue
-            todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}), channels=channels)
+            todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}),
+                                channels=channels_for(push, channels))  # fmt: skip
             if spare:
                 fallback_waits.add(i)
             if not todo:
