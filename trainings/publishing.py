@@ -19,6 +19,7 @@ from reminders.api import Delivery, TransportError
 from trainings import queries
 from trainings.escalation import escalated
 from trainings.fairness import interleaved
+from trainings.family import Unit, document_of, family_units
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
 from trainings.push.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
@@ -175,21 +176,32 @@ def _messages(
 ) -> tuple[list[PushMessage], dict[str, list[str]]]:
     """The push queue's messages for these pushes, in this order: consecutive runs of up to
     TRAININGS_PUSH_MESSAGE_PUSHES in one batch message (a run of one is a plain push message), and the push
-    keys of each batch by its key. A batch carries its first push's headers (job key, instant, attempt)."""
+    keys of each batch by its key. A batch carries its first push's headers (job key, instant, attempt). A
+    guardian's pushes of one minute go as one family document (trainings/family.py), its members' keys
+    listed like a batch's."""
     size = settings.TRAININGS_PUSH_MESSAGE_PUSHES
     queue = settings.TRAININGS_PUSH_QUEUE
     messages: list[PushMessage] = []
     members: dict[str, list[str]] = {}
-    for start in range(0, len(pending), size):
-        run = pending[start : start + size]
+    carried: dict[str, tuple[str, ...]] = {}  # a family's document key: its members' (trainings/family.py)
+    units: list[_Pending] = []
+    for unit in family_units(pending, lambda push: document_of(push.message, push.body)):
+        if isinstance(unit, Unit):
+            carried[unit.lead.key] = unit.members
+            unit = unit.lead._replace(message=None, body=unit.body)
+        units.append(unit)
+    for start in range(0, len(units), size):
+        run = units[start : start + size]
         first = run[0]
         delivery = by_key[first.occurrence_key]
         if len(run) == 1:
             messages.append(PushMessage(first.key, delivery.job_key, first.fire_at, delivery.attempt, queue,
                                         first.message, first.body))  # fmt: skip
+            if first.key in carried:
+                members[first.key] = list(carried[first.key])
             continue
         key = batch_key(first.key)
-        members[key] = [push.key for push in run]
+        members[key] = [member for push in run for member in carried.get(push.key, (push.key,))]
         body = batch_body([json_compact(push.message) if push.body is None else push.body for push in run])
         messages.append(PushMessage(key, delivery.job_key, first.fire_at, delivery.attempt, queue, None,
                                     body))  # fmt: skip
@@ -229,6 +241,7 @@ class _Pending(NamedTuple):
     fire_at: datetime
     message: dict[str, object] | None  # read back from the database
     body: bytes | None = None  # built here
+    guardian: int | None = None  # a push to this guardian of the player's (a family's member, maybe)
 
 
 def pushes_publish(
@@ -248,14 +261,23 @@ def pushes_publish(
     recorded = recorded or {}
     body = _Bodies()
     pending = [
-        _Pending(pk, row.key, row.occurrence_key, row.kind, row.fire_at, None, body(row))
+        _Pending(pk, row.key, row.occurrence_key, row.kind, row.fire_at, None, body(row), row.guardian_id)
         for key in by_key
         for pk, row in recorded.get(key, ())
     ]
     unknown = [key for key in by_key if key not in recorded]
     if unknown:
         pending += [
-            _Pending(push.pk, push.key, push.occurrence_key, push.kind, push.fire_at, escalated(push))
+            _Pending(
+                push.pk,
+                push.key,
+                push.occurrence_key,
+                push.kind,
+                push.fire_at,
+                escalated(push),
+                None,
+                push.guardian_id,
+            )
             for push in Push.objects.filter(occurrence_key__in=unknown, status=PushStatus.PENDING)
             .select_related("rule")
             .order_by("pk")
