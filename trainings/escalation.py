@@ -10,9 +10,12 @@ mute still mutes (a critical offset gets through mute as always).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from rest_framework import serializers
 
 from trainings.models import ChannelChoice, Push
+from trainings.offsets import OffsetError, parse_offsets
 
 if TYPE_CHECKING:
     from trainings.push.messages import PushMessage
@@ -33,3 +36,24 @@ def channels_for(push: PushMessage, chosen: str) -> str:
     if push.escalate and chosen == ChannelChoice.DEFAULT:
         return str(ChannelChoice.BOTH)
     return chosen
+
+
+class EscalateField(serializers.ListField):
+    """A rule's `escalate` in the API: offsets such as ["6h"] ([] for none); that they are the rule's own
+    is the rule's check (trainings/models/reach.py)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            "Offsets of the rule at which a player who still owes the answer gets the reminder on every "
+            'channel they have (push and email), e.g. ["6h"]; [] for none (docs/escalation.md).',
+        )
+        super().__init__(child=serializers.CharField(max_length=10), max_length=100, **kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        value: list[str] = super().to_internal_value(data)
+        try:
+            parse_offsets(value)
+        except OffsetError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value

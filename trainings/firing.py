@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
 from trainings import kinds
-from trainings.daily_cap import daily_cap_apply
 from trainings.digest.firing import digests_take
 from trainings.experiments.assignment import arm_of, assignments_record
+from trainings.family_gather import reach_apply
 from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
@@ -98,7 +98,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
     if not firings:
         return errors
-    daily_cap_apply(firings)  # past a team's daily cap: held back with the reason (trainings/daily_cap.py)
+    reach_apply(firings)  # the daily cap, the family's gather window (trainings/family_gather.py)
     now = timezone.now()
     with transaction.atomic():
         # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.

@@ -15,6 +15,7 @@ from common.serializers import StrictSerializer
 from trainings import kinds
 from trainings.answers.values import AnswersField
 from trainings.critical import ALL, validate_critical_offsets
+from trainings.escalation import EscalateField
 from trainings.models import (
     ChannelChoice,
     Device,
@@ -276,16 +277,8 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReminderRule
-        fields = [
-            "slug",
-            "kind",
-            "offsets",
-            "active",
-            "critical_offsets",
-            "escalate",
-            "templates",
-            "updated_at",
-        ]
+        fields = ["slug", "kind", "offsets", "active", "critical_offsets", "escalate", "templates",
+                  "updated_at"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -309,13 +302,7 @@ class ReminderRuleInputSerializer(StrictSerializer):
         '(["15m"]; a running experiment\'s variants\' offsets too), "all", or [] for none.',
     )
 
-    escalate = serializers.ListField(
-        child=serializers.CharField(max_length=10),
-        required=False,
-        max_length=100,
-        help_text="Offsets of the rule at which a player who still owes the answer gets the reminder on "
-        'every channel they have (push and email), e.g. ["6h"]; [] for none (docs/escalation.md).',
-    )
+    escalate = EscalateField(required=False)
 
     def validate_offsets(self, value: list[str]) -> list[str]:
         try:
@@ -323,9 +310,6 @@ class ReminderRuleInputSerializer(StrictSerializer):
         except OffsetError as exc:
             raise serializers.ValidationError(str(exc)) from None
         return value
-
-    def validate_escalate(self, value: list[str]) -> list[str]:
-        return self.validate_offsets(value)
 
 
 # --- Devices (trainings/push/devices.py) ----------------------------------------------------------------

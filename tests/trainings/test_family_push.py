@@ -11,6 +11,7 @@ import json
 import pytest
 from django.utils import timezone
 
+from reminders.api import Delivery
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, MembershipFactory, PlayerFactory, TeamFactory, training_made
@@ -19,7 +20,18 @@ from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
 from trainings.answers.links import answer_link_read
 from trainings.answers.recording import answer_link_open, answer_link_record
-from trainings.models import Guardian, Guardianship, Player, Push, PushSend, ReminderRule, Team, Training
+from trainings.family_gather import family_release
+from trainings.models import (
+    Guardian,
+    Guardianship,
+    Player,
+    Push,
+    PushSend,
+    PushStatus,
+    ReminderRule,
+    Team,
+    Training,
+)
 from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 
@@ -87,7 +99,9 @@ def test_a_guardian_of_two_gets_one_push_and_one_email_naming_both_with_a_link_e
 
     (mail,) = smtp.messages  # one email for both children
     assert mail["To"] == "maria@example.com"
-    text = str(mail.get_body(preferencelist=("plain",)).get_content())  # type: ignore[union-attr]
+    plain = mail.get_body(preferencelist=("plain",))
+    assert plain is not None
+    text = str(plain.get_content())
     links = [word for word in text.split() if "/answer/" in word]
     assert len(links) == 4  # accept and decline, for each child
     players = {answer_link_read(_token(url)).player_id for url in links}
@@ -131,3 +145,68 @@ def test_the_reminders_of_two_trainings_of_one_minute_make_one_push_for_the_guar
     assert sorted(m["training"] for m in to_maria[0]["family"]) == sorted([str(first.pk), str(second.pk)])
     assert {h.outcome for h in sender.handle(bodies)} == {Outcome.DELIVERED}
     assert [r.token for r in apns.received] == ["maria-iphone"]
+
+
+def _two_teams(team: Team, maria: Guardian, rule: ReminderRule) -> tuple[Training, Training, Player]:
+    """Alice in the U15 and Maria's Ben in the U17, both teams reminding guardians, trainings at START."""
+    seniors = TeamFactory(name="U17", reminds="guardians")
+    Guardianship.objects.filter(guardian=maria, player__name="Bruno").delete()
+    ben = PlayerFactory(name="Ben")
+    MembershipFactory(team=seniors, player=ben)
+    Guardianship.objects.create(guardian=maria, player=ben, relation="mother")
+    return training_made(team, START), training_made(seniors, START, title="Match prep"), ben
+
+
+def _release(maria: Guardian, at: dt.datetime) -> Occurrence:
+    minute = int(at.timestamp()) // 60
+    return Occurrence.objects.get(job__key=f"trainings-family-release-{maria.pk}-{minute}")
+
+
+@pytest.mark.rabbitmq
+def test_reminders_of_one_minute_fired_apart_are_gathered_into_one_push(
+    team: Team, maria: Guardian, rules: dict[str, ReminderRule], push_queue: str,
+    apns: ApnsPeer, sender: PushSender,
+) -> None:  # fmt: skip
+    rule = rules["pre-questionnaire"]
+    first, second, _ = _two_teams(team, maria, rule)
+    at = START - dt.timedelta(minutes=90)
+    assert fire(_occurrence(first, rule, dt.timedelta(minutes=90))).delivered == 1  # one chunk each
+    assert fire(_occurrence(second, rule, dt.timedelta(minutes=90))).delivered == 1
+    gathered = Push.objects.filter(guardian=maria)
+    assert set(gathered.values_list("status", "release_at")) == {("held", at + dt.timedelta(seconds=5))}
+    assert all(p.status_reason.startswith("gathered with the family") for p in gathered)
+    assert [b.get("guardian") for b in (json.loads(m.body) for m in drain_queue(push_queue))] == [None, None]
+
+    assert fire(_release(maria, at)).delivered == 1  # the window is over: one push for both
+    bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=1)]
+    (family,) = bodies
+    assert sorted(m["training"] for m in family["family"]) == sorted([str(first.pk), str(second.pk)])
+    assert {h.outcome for h in sender.handle(bodies)} == {Outcome.DELIVERED}
+    assert [r.token for r in apns.received] == ["maria-iphone"]
+    assert set(Push.objects.filter(guardian=maria).values_list("status", flat=True)) == {"sent"}
+    # Delivered again (at least once), the release finds nothing more: nobody gets it twice.
+    release = _release(maria, at)
+    again = Delivery(release.pk, release.idempotency_key, release.job.key, release.fire_at, 2, "",
+                     {"guardian": maria.pk})  # fmt: skip
+    assert family_release(delivery=again) == 0
+    assert drain_queue(push_queue) == []
+
+
+@pytest.mark.rabbitmq
+def test_a_gathered_push_of_a_child_who_answered_meanwhile_is_withdrawn(
+    team: Team, maria: Guardian, rules: dict[str, ReminderRule], push_queue: str
+) -> None:
+    from tests.factories import WELLNESS
+    from trainings.services import answer_record
+
+    rule = rules["pre-questionnaire"]
+    first, second, ben = _two_teams(team, maria, rule)
+    at = START - dt.timedelta(minutes=90)
+    fire(_occurrence(first, rule, dt.timedelta(minutes=90)))
+    fire(_occurrence(second, rule, dt.timedelta(minutes=90)))
+    drain_queue(push_queue)
+    answer_record(training=second, player=ben, phase="PRE", answers=WELLNESS)
+    assert fire(_release(maria, at)).delivered == 1
+    (alone,) = [json.loads(m.body) for m in drain_queue(push_queue, expect=1)]
+    assert "family" not in alone and alone["player"] == Player.objects.get(name="Alice").pk
+    assert Push.objects.get(guardian=maria, player=ben).status == PushStatus.WITHDRAWN
