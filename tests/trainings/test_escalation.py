@@ -31,9 +31,9 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.planning.writes import invitation_respond
 from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
-from trainings.services import invitation_respond
 
 pytestmark = pytest.mark.django_db
 

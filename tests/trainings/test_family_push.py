@@ -20,7 +20,6 @@ from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
 from trainings.answers.links import answer_link_read
 from trainings.answers.recording import answer_link_open, answer_link_record
-from trainings.family_gather import family_release
 from trainings.models import (
     Guardian,
     Guardianship,
@@ -33,6 +32,7 @@ from trainings.models import (
     Training,
 )
 from trainings.push.gateway import Outcome, PushSender
+from trainings.reminding.family_gather import family_release
 from trainings.selectors import job_key
 
 pytestmark = pytest.mark.django_db
@@ -197,7 +197,7 @@ def test_a_gathered_push_of_a_child_who_answered_meanwhile_is_withdrawn(
     team: Team, maria: Guardian, rules: dict[str, ReminderRule], push_queue: str
 ) -> None:
     from tests.factories import WELLNESS
-    from trainings.services import answer_record
+    from trainings.planning.writes import answer_record
 
     rule = rules["pre-questionnaire"]
     first, second, ben = _two_teams(team, maria, rule)

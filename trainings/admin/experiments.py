@@ -14,13 +14,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 
-from trainings import kinds
 from trainings.admin.offsets_field import OffsetsField
 from trainings.admin.operators import _OperatorsOnly
 from trainings.experiments.control import experiment_promote, experiment_start, experiment_stop
 from trainings.experiments.results import CONFIDENCES, ArmResult, experiment_results
 from trainings.models import Experiment, ExperimentStatus, ReminderRule
-from trainings.offsets import validate_offsets
+from trainings.planning import kinds
+from trainings.planning.offsets import validate_offsets
 
 VARIANT_FIELDS = 2  # variants the start form offers (the service takes up to MAX_VARIANTS)
 

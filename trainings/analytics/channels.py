@@ -17,9 +17,9 @@ from zoneinfo import ZoneInfo
 
 from django.db.models import Count, QuerySet
 
-from trainings import kinds
 from trainings.analytics.figures import Scope
 from trainings.models import AnswerSource, Invitation, InvitationStatus, QuestionnaireAnswer
+from trainings.planning import kinds
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@
 - statistics.py: Wilson intervals and the difference of two rates (pure);
 - results.py: the arms' answer rates and times to answer, compared with the rule's.
 
-Scheduling (trainings/scheduling.py) gives a rule's jobs every arm's instants; firing (trainings/firing.py)
-reminds at each instant only the players whose arm has that offset. docs/analytics.md explains the figures.
+Scheduling (trainings/planning/scheduling.py) gives a rule's jobs every arm's instants; firing
+(trainings/reminding/firing.py) reminds at each instant only the players whose arm has that offset.
+docs/analytics.md explains the figures.
 """

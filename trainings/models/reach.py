@@ -1,5 +1,5 @@
 """How far a reminder goes: a rule's escalation offsets (every channel a player has) and a team's daily cap
-on pushes per player (trainings/escalation.py and trainings/daily_cap.py apply them; docs/escalation.md)."""
+on pushes per player (reminding/escalation.py and reminding/daily_cap.py apply them; docs/escalation.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from trainings.offsets import Offset, OffsetError, parse_offsets
+from trainings.planning.offsets import Offset, OffsetError, parse_offsets
 
 
 def validate_escalate(value: object) -> None:

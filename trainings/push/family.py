@@ -1,4 +1,4 @@
-"""The gateway's side of one push per family (trainings/family.py builds the document): a family document
+"""The gateway's side of one push per family (reminding/family.py builds the document): a family document
 goes once to each of the guardian's addresses, carries an answer action or link per child, and every
 outcome is recorded for each member push, so each child's reminder reads as reached (or not) like any other.
 

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from common.wire.h2client import H2Client
-from trainings import kinds
 from trainings.answers.links import answer_push_fields
+from trainings.planning import kinds
 from trainings.push.family import Member, family_answer_fields, members_parse
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
@@ -41,7 +41,7 @@ class PushMessage:
     expires_at: datetime | None = None
     guardian: int | None = None  # the push goes to this guardian of the player's, not to the player
     coach: int | None = None  # a coach's digest (trainings/digest/): to the coach's devices, no player
-    escalate: bool = False  # on every channel the recipient has (trainings/escalation.py)
+    escalate: bool = False  # on every channel the recipient has (trainings/reminding/escalation.py)
     family: tuple[Member, ...] = ()  # a guardian's pushes for several children, as one (push/family.py)
 
     @classmethod

@@ -23,10 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from trainings.critical import critical_at
-from trainings.escalation import channels_for
 from trainings.models import SendStatus
-from trainings.preferences import preferences_of, rules_critical
 from trainings.push.channels import standin_names
 from trainings.push.providers import AuthFailure, Providers, PushMessage, SendResult, Target, Verdict
 from trainings.push.records import (
@@ -40,6 +37,9 @@ from trainings.push.records import (
     sends_recorded,
 )
 from trainings.push.routing import addresses_of, route
+from trainings.reminding.critical import critical_at
+from trainings.reminding.escalation import channels_for
+from trainings.reminding.preferences import preferences_of, rules_critical
 from trainings.transitions import devices_disable
 
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]

@@ -1,11 +1,11 @@
 """The family's gather window: a guardian's reminders of one minute that fire in different chunks (another
-worker, a later claim) still go out as one push (trainings/family.py merges what one publish carries).
+worker, a later claim) still go out as one push (reminding/family.py merges what one publish carries).
 
 At fire time, a guardian's pending push whose guardian has another player with a reminder occurrence due
 in the same minute outside this chunk (scheduled, claimed or already delivered) is held, the reason
 `GATHERED`, until the latest of those instants plus TRAININGS_FAMILY_GATHER_SECONDS; one engine job per
 guardian and minute (`trainings-family-release-<guardian>-<minute>`) releases every push gathered for them
-then, each decided again as a held push is (trainings/held.py: answered meanwhile, withdrawn), and
+then, each decided again as a held push is (trainings/reminding/held.py: answered meanwhile, withdrawn), and
 publishes them in one go, so they become one push. Every fire of that minute computes the same instant
 from the same occurrences.
 
@@ -31,11 +31,11 @@ from django.utils import timezone
 
 from reminders.api import Callback, Delivery, job_upsert, scan_kick_on_commit
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
-from trainings import kinds
-from trainings.daily_cap import daily_cap_apply
-from trainings.held import GATHERED, gathered, held_pushes_release
 from trainings.models import Guardianship, Push, PushStatus, Reminds
-from trainings.publishing import pushes_publish
+from trainings.planning import kinds
+from trainings.reminding.daily_cap import daily_cap_apply
+from trainings.reminding.held import GATHERED, gathered, held_pushes_release
+from trainings.reminding.publishing import pushes_publish
 
 FAMILY_RELEASE_HANDLER = "trainings.family_release"
 KEY_PREFIX = "trainings-family-release-"
@@ -47,7 +47,7 @@ def _minute(at: datetime) -> datetime:
 
 
 def reach_apply(firings: Sequence[Any]) -> None:
-    """What a fired chunk's pushes become before they are recorded: the daily cap (trainings/daily_cap.py),
+    """What a fired chunk's pushes become before they are recorded: the daily cap (reminding/daily_cap.py),
     then the family's gather window."""
     daily_cap_apply(firings)
     family_gather(firings)

@@ -7,7 +7,7 @@ Where they are merged: at publish (`family_units`, called by trainings/publishin
 one publish carries: the pushes of one occurrence (siblings on one team), of one due chunk (trainings
 that start together mostly fire in one claim), and of one release. Reminders of the same minute that fire
 in another chunk (another worker, a later claim) meet there through the gather window
-(trainings/family_gather.py). Each child keeps their own `Push` row (their reminder, their answer
+(trainings/reminding/family_gather.py). Each child keeps their own `Push` row (their reminder, their answer
 attribution); the family document travels under its first member's key, and the gateway records every
 device outcome for each member.
 """

@@ -17,13 +17,13 @@ from common.compact_json import json_compact
 from common.lookups import AnyOf
 from reminders.api import Delivery, TransportError
 from trainings import queries
-from trainings.escalation import escalated
-from trainings.fairness import interleaved
-from trainings.family import Unit, document_of, family_units
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
 from trainings.push.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
-from trainings.rendering import PushRow
+from trainings.reminding.escalation import escalated
+from trainings.reminding.fairness import interleaved
+from trainings.reminding.family import Unit, document_of, family_units
+from trainings.reminding.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
 # The PushRow fields that are columns, in order (`rule_slug` and the last, `escalate`, are for the message).
@@ -41,7 +41,7 @@ def pushes_record(rows: Sequence[PushRow], *, published_at: datetime | None = No
     A row whose key (or occurrence and recipient) is already there is left as it is: it comes from an earlier
     attempt of the same occurrence, or from a worker running it at the same time (PostgreSQL makes this
     insert wait for that one's transaction). Plain SQL rather than `bulk_create`: that one says neither
-    which rows it inserted nor costs less per row than the whole rest of a push (bench/ 6b). On PostgreSQL
+    which rows it inserted nor costs less per row than the whole rest of a push (bench row 6b). On PostgreSQL
     the rows travel as one JSON array parameter: psycopg merges parameters into the statement on the
     client, and splitting a statement of 17 placeholders a row cost more than encoding the rows.
 
@@ -177,13 +177,15 @@ def _messages(
     """The push queue's messages for these pushes, in this order: consecutive runs of up to
     TRAININGS_PUSH_MESSAGE_PUSHES in one batch message (a run of one is a plain push message), and the push
     keys of each batch by its key. A batch carries its first push's headers (job key, instant, attempt). A
-    guardian's pushes of one minute go as one family document (trainings/family.py), its members' keys
+    guardian's pushes of one minute go as one family document (reminding/family.py), its members' keys
     listed like a batch's."""
     size = settings.TRAININGS_PUSH_MESSAGE_PUSHES
     queue = settings.TRAININGS_PUSH_QUEUE
     messages: list[PushMessage] = []
     members: dict[str, list[str]] = {}
-    carried: dict[str, tuple[str, ...]] = {}  # a family's document key: its members' (trainings/family.py)
+    carried: dict[
+        str, tuple[str, ...]
+    ] = {}  # a family's document key: its members' (trainings/reminding/family.py)
     units: list[_Pending] = []
     for unit in family_units(pending, lambda push: document_of(push.message, push.body)):
         if isinstance(unit, Unit):
@@ -285,7 +287,7 @@ def pushes_publish(
     if not pending:
         return {}
     # By id (as recorded) within each reminder, round-robin across the reminders: a small team's pushes
-    # are not queued behind a big team's (trainings/fairness.py).
+    # are not queued behind a big team's (trainings/reminding/fairness.py).
     pending = interleaved(sorted(pending), lambda push: push.occurrence_key)
     messages, members = _messages(pending, by_key)
     rows = {row.key: row for key in by_key for _, row in recorded.get(key, ())}

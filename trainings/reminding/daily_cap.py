@@ -18,8 +18,8 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from trainings.models import Push, PushStatus, ReminderRule, Training
-from trainings.offsets import is_time_zone
-from trainings.rendering import Addressee, PushRow
+from trainings.planning.offsets import is_time_zone
+from trainings.reminding.rendering import Addressee, PushRow
 
 _COUNTED_OUT = (PushStatus.WITHDRAWN, PushStatus.SKIPPED)
 _GOING = (str(PushStatus.PENDING), str(PushStatus.HELD), str(PushStatus.SENT))

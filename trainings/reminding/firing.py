@@ -1,7 +1,7 @@
 """A reminder fires: decide who is still pending, record one Push per player, publish them.
 
-The coach's "remind now" (trainings/remind_now.py) builds the same pushes (`recipients_pushes`) for a
-click instead of an occurrence.
+The coach's "remind now" (trainings/reminding/remind_now.py) builds the same pushes (`recipients_pushes`) for
+a click instead of an occurrence.
 """
 
 from __future__ import annotations
@@ -18,11 +18,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
-from trainings import kinds
 from trainings.digest.firing import digests_take
 from trainings.experiments.assignment import arm_of, assignments_record
-from trainings.family_gather import reach_apply
-from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Push,
     PushStatus,
@@ -32,17 +29,20 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.offsets import Offset
-from trainings.publishing import pushes_publish, pushes_record
-from trainings.recipients import (
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset
+from trainings.planning.scheduling import reminder_payload_ids
+from trainings.reminding.family_gather import reach_apply
+from trainings.reminding.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
+from trainings.reminding.publishing import pushes_publish, pushes_record
+from trainings.reminding.recipients import (
     Recipient,
     Reminded,
     recipients_reached_by_rule,
     recipients_reminded,
     reminder_recipients_many,
 )
-from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
-from trainings.scheduling import reminder_payload_ids
+from trainings.reminding.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
 from trainings.transitions import pushes_withdraw
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
     if not firings:
         return errors
-    reach_apply(firings)  # the daily cap, the family's gather window (trainings/family_gather.py)
+    reach_apply(firings)  # the daily cap, the family's gather window (trainings/reminding/family_gather.py)
     now = timezone.now()
     with transaction.atomic():
         # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
@@ -270,7 +270,8 @@ def recipients_pushes(
 
     `at_creation`: the invitation sent when the training was created too late for its rule's instants. It
     is the only one its recipients get, so quiet hours that end after the start do not skip it: it goes at
-    once, with the reason recorded (the moved notice's rule, trainings/notices.py); shorter ones hold it.
+    once, with the reason recorded (the moved notice's rule, trainings/reminding/notices.py); shorter ones
+    hold it.
     """
     templates = list(rule.templates.all())
     expires_at = push_expiry(training=training, kind=rule.kind)

@@ -26,7 +26,6 @@ from django.utils import timezone
 
 from reminders.api import Callback, Delivery, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from trainings import kinds
 from trainings.models import (
     Invitation,
     Push,
@@ -35,12 +34,13 @@ from trainings.models import (
     ReminderTemplate,
     Training,
 )
-from trainings.offsets import is_time_zone
-from trainings.publishing import pushes_publish
+from trainings.planning import kinds
+from trainings.planning.offsets import is_time_zone
 from trainings.push import metrics
 from trainings.push.quiet import quiet_hours_for
-from trainings.recipients import reminder_addressees
-from trainings.rendering import Addressee, notice_render, offset_at, push_render
+from trainings.reminding.publishing import pushes_publish
+from trainings.reminding.recipients import reminder_addressees
+from trainings.reminding.rendering import Addressee, notice_render, offset_at, push_render
 from trainings.transitions import held_push_decide, held_pushes_save
 
 logger = logging.getLogger(__name__)
@@ -50,12 +50,12 @@ GATHERED = "gathered with the family's reminders of this minute"
 
 
 def gathered() -> Q:
-    """The held pushes a family's release publishes (trainings/family_gather.py), by their reason."""
+    """The held pushes a family's release publishes (reminding/family_gather.py), by their reason."""
     return Q(status_reason__startswith=GATHERED)
 
 
 def push_expiry(*, training: Training, kind: str) -> datetime:
-    """When a reminder of this kind is no use any more: its window closes (trainings/kinds.py)."""
+    """When a reminder of this kind is no use any more: its window closes (trainings/planning/kinds.py)."""
     return kinds.of(kind).closes(training)
 
 
@@ -181,7 +181,7 @@ def quiet_release(*, delivery: Delivery) -> int:
         training_id = uuid.UUID(str(payload.get("training")))
     except ValueError:
         return 0
-    # A family's gathered pushes go with their family's release (trainings/family_gather.py), together.
+    # A family's gathered pushes go with their family's release (reminding/family_gather.py), together.
     return held_pushes_release(
         training_id=training_id, at=delivery.fire_at, delivery=delivery, only=~gathered()
     )["released"]
@@ -209,7 +209,7 @@ def held_pushes_release(
        their expiry recomputed.
     2. After commit, the released pushes are published in one AMQP transaction (`pushes_publish`).
 
-    `only`: these held pushes only (a family's release, trainings/family_gather.py). `published`: publish
+    `only`: these held pushes only (a family's release, reminding/family_gather.py). `published`: publish
     nothing, add the released pushes' occurrence keys to this list (the caller publishes several trainings'
     at once).
     """
@@ -257,7 +257,8 @@ def held_pushes_release(
                 gone = set() if push.player_id in chased[rule.pk] else {push.player_id}
                 expires_at = push_expiry(training=training, kind=rule.kind)
                 if push.expires_at and abs(expires_at - push.expires_at) >= repeat:
-                    # A large move: the rule reminds again at the new times (trainings.firing, _firing).
+                    # A large move: the rule reminds again at the new times (trainings.reminding.firing,
+                    # _firing).
                     _settle(push, PushStatus.WITHDRAWN, "the training moved a long way while held")
                 elif not gone and (push.player_id, push.guardian_id) not in addressed[rule.pk]:
                     # The team's setting (player, guardians, both) or the guardianship changed meanwhile.

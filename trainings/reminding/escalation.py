@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rest_framework import serializers
 
 from trainings.models import ChannelChoice, Push
-from trainings.offsets import OffsetError, parse_offsets
+from trainings.planning.offsets import OffsetError, parse_offsets
 
 if TYPE_CHECKING:
     from trainings.push.messages import PushMessage
