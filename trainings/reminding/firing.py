@@ -1,7 +1,6 @@
 """A reminder fires: decide who is still pending, record one Push per player, publish them.
 
-The coach's "remind now" (trainings/reminding/remind_now.py) builds the same pushes (`recipients_pushes`) for
-a click instead of an occurrence.
+The coach's "remind now" (reminding/remind_now.py) builds the same pushes (`recipients_pushes`) for a click.
 """
 
 from __future__ import annotations
