@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.clients import api_as
 from tests.conftest import drain_queue
@@ -19,7 +20,6 @@ from tests.factories import training_made
 from tests.peers.apns_fcm import FcmPeer
 from tests.trainings.conftest import fire
 from trainings.models import Player, Push, PushStatus, ReminderRule, Team, Training
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key, training_player_grid
 
 pytestmark = pytest.mark.django_db

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.clients import api_as
 from tests.conftest import drain_queue
@@ -32,7 +33,6 @@ from trainings.models import (
     Training,
 )
 from trainings.planning.writes import invitation_respond
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 
 pytestmark = pytest.mark.django_db

@@ -11,6 +11,7 @@ import json
 import pytest
 from django.utils import timezone
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.api import Delivery
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
@@ -31,7 +32,6 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.push.gateway import Outcome, PushSender
 from trainings.reminding.family_gather import family_release
 from trainings.selectors import job_key
 
