@@ -404,6 +404,9 @@ TRAININGS_MOVED_NOTICE_DELAY_SECONDS = env_int(
 # A push still held this long after its release is released (or skipped, with the reason) by the hourly
 # check and counted in trainings_held_pushes_overdue_total (docs/quiet-hours.md).
 TRAININGS_HELD_GRACE_SECONDS = env_int("TRAININGS_HELD_GRACE_SECONDS", 300, minimum=0)
+# A guardian's reminders of one minute that fire in different chunks wait this long after the minute's
+# last one to go as one push (trainings/reminding/family_gather.py, docs/escalation.md); 0: no waiting.
+TRAININGS_FAMILY_GATHER_SECONDS = env_int("TRAININGS_FAMILY_GATHER_SECONDS", 5, minimum=0, maximum=120)
 # The post-training questionnaire closes this long after the training ends: a POST push later is stale.
 TRAININGS_POST_QUESTIONNAIRE_HOURS = env_int("TRAININGS_POST_QUESTIONNAIRE_HOURS", 24, minimum=1)
 TRAININGS_GATEWAY_MAX_AGE_SECONDS = env_int("TRAININGS_GATEWAY_MAX_AGE_SECONDS", 900, minimum=1, maximum=1500)

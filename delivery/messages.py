@@ -18,6 +18,7 @@ from django.conf import settings
 
 from common.wire.h2client import H2Client
 from delivery.domain import DOMAIN
+from delivery.family import Member, family_answer_fields, members_parse
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
 
@@ -39,6 +40,8 @@ class PushMessage:
     expires_at: datetime | None = None
     guardian: int | None = None  # the push goes to this guardian of the player's, not to the player
     coach: int | None = None  # a coach's digest (trainings/digest/): to the coach's devices, no player
+    escalate: bool = False  # on every channel the recipient has (trainings/reminding/escalation.py)
+    family: tuple[Member, ...] = ()  # a guardian's pushes for several children, as one (delivery/family.py)
 
     @classmethod
     def from_body(cls, body: Any) -> PushMessage:
@@ -62,6 +65,8 @@ class PushMessage:
                 expires_at=_aware(body.get("expires_at")),
                 guardian=_optional_id(body.get("guardian")),
                 coach=coach,
+                escalate=body.get("escalate") is True,
+                family=members_parse(body.get("family")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"push message is missing or has a bad field: {exc}") from None
@@ -75,6 +80,8 @@ class PushMessage:
     def collapse_id(self) -> str:
         """A newer reminder for the same training and phase replaces the older one on the device (on a
         guardian's, for the same player: a sibling's reminder must not replace it)."""
+        if self.family:  # a later family push of the guardian's replaces it, no one child's
+            return f"family:{self.guardian}:{self.kind.lower()}"[:64]
         player = f":{self.player}" if self.guardian is not None else ""
         return f"{self.training}:{self.kind.lower()}{player}"[:64]  # APNs allows 64 bytes
 
@@ -104,6 +111,8 @@ class PushMessage:
         for a coach's digest (nothing to answer)."""
         if self.player is None:
             return {}
+        if self.family:
+            return family_answer_fields(self)
         try:
             return DOMAIN.answer_fields(
                 player_id=self.player, training_id=self.training, kind=self.kind, guardian_id=self.guardian

@@ -14,6 +14,7 @@ from reminders.api import Delivery, TransportError, keys_reserve, queues_reserve
 from trainings.digest.alerts import decline_alert_fire
 from trainings.digest.firing import COACH_ALERT_HANDLER, COACH_RELEASE_HANDLER, KEY_PREFIX, coach_release
 from trainings.reminding.fairness import reminders_order
+from trainings.reminding.family_gather import FAMILY_RELEASE_HANDLER, family_release
 from trainings.reminding.firing import reminders_fire
 from trainings.reminding.held import QUIET_RELEASE_HANDLER, quiet_release
 from trainings.reminding.notices import (
@@ -30,8 +31,8 @@ from trainings.webhooks.events import KEY_PREFIX as WEBHOOK_KEY_PREFIX
 # nor name the handler (it pushes to any training's players).
 keys_reserve(JOB_KEY_NAMESPACE, owner="the trainings app (training-<uuid>-...)")
 keys_reserve(
-    r"trainings-(quiet-release|moved-notice|cancelled-notice)-",
-    owner="the trainings app (held pushes, moved and cancelled notices)",
+    r"trainings-(quiet-release|moved-notice|cancelled-notice|family-release)-",
+    owner="the trainings app (held pushes, moved and cancelled notices, families' releases)",
 )
 keys_reserve(KEY_PREFIX, owner="the trainings app (coaches' digests and alerts)")
 keys_reserve(WEBHOOK_KEY_PREFIX, owner="the trainings app (events to the platform's webhooks)")
@@ -61,6 +62,13 @@ def training_moved_notice(delivery: Delivery) -> None:
 def training_cancelled_notice(delivery: Delivery) -> None:
     """The training is cancelled: tell the players who accepted or were reminded (payload: the training)."""
     training_cancelled_notify(delivery=delivery)
+
+
+@register(FAMILY_RELEASE_HANDLER)
+def training_family_release(delivery: Delivery) -> None:
+    """A guardian's family window ended: publish their children's gathered pushes as one (payload: the
+    guardian)."""
+    family_release(delivery=delivery)
 
 
 @register(COACH_RELEASE_HANDLER)

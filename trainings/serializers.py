@@ -19,6 +19,7 @@ from trainings.models import ChannelChoice, Invitation, InvitationStatus, Player
 from trainings.planning import kinds
 from trainings.planning.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.reminding.critical import ALL, validate_critical_offsets
+from trainings.reminding.escalation import EscalateField
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 from trainings.squads.serializers import SquadSizeInput, squad_size_check
 
@@ -271,7 +272,8 @@ class ReminderRuleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReminderRule
-        fields = ["slug", "kind", "offsets", "active", "critical_offsets", "templates", "updated_at"]
+        fields = ["slug", "kind", "offsets", "active", "critical_offsets", "escalate", "templates",
+                  "updated_at"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -294,6 +296,8 @@ class ReminderRuleInputSerializer(StrictSerializer):
         help_text="The reminders players' mute and quiet hours cannot hide: some of the rule's offsets "
         '(["15m"]; a running experiment\'s variants\' offsets too), "all", or [] for none.',
     )
+
+    escalate = EscalateField(required=False)
 
     def validate_offsets(self, value: list[str]) -> list[str]:
         try:

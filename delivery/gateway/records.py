@@ -26,6 +26,7 @@ from common.rows_insert import rows_insert_many
 from delivery import queries
 from delivery.devices import devices_disable
 from delivery.domain import DOMAIN, PushOutcome
+from delivery.family import members_of
 from delivery.gateway import metrics
 from delivery.gateway.liveness import push_minutes_add
 from delivery.messages import AuthFailure, PushMessage, SendResult, Target, Verdict
@@ -111,10 +112,10 @@ def sends_record(
         status = _FINAL.get(result.verdict)
         if status is None:
             continue
-        rows.append(
-            (push.idempotency_key, device.device_id, push.player, push.guardian, push.coach,
-             channel_of(device), str(status), result.message_id[:300], result.error[:500], attempts,
-             recorded_at)
+        rows.extend(  # a family's push: the outcome of each child's reminder it carried (delivery/family.py)
+            (member.key, device.device_id, member.player, push.guardian, push.coach, channel_of(device),
+             str(status), result.message_id[:300], result.error[:500], attempts, recorded_at)
+            for member in members_of(push)
         )  # fmt: skip
         if result.verdict == Verdict.ACCEPTED:
             accepted.append(device.device_id)
@@ -183,9 +184,10 @@ def pushes_finish(
     that round's sends out of the minutes (counts for the status page, not records). `standin_of` says
     whether a device's send went to a stand-in channel, whose acceptances the minute counts apart."""
     rows = [
-        (push.idempotency_key, None, push.player, push.guardian, push.coach, "", str(status), "", "", 0, now)
+        (member.key, None, member.player, push.guardian, push.coach, "", str(status), "", "", 0, now)
         for _, push, status in closing
         if status in PUSH_LEVEL
+        for member in members_of(push)
     ]
     finished = [p for _, p, _ in closing] + [p for _, p in complete]
     verdicts = collections.Counter(_FINAL.get(result.verdict) for _, _, _, result in answers)
@@ -203,8 +205,9 @@ def pushes_finish(
                 DeliveredPush,
                 ("key", "provider", "delivered_at"),
                 sorted(
-                    (p.idempotency_key, summary.get(p.idempotency_key) or "none", delivered_at)
+                    (member.key, summary.get(p.idempotency_key) or "none", delivered_at)
                     for p in finished
+                    for member in members_of(p)
                 ),
             )
             _outcomes_publish(closing, complete)
@@ -280,10 +283,11 @@ def _outcomes_publish(
         channel, outcome = (
             (None, "no_device") if tried is None else _outcome(sends.get(push.idempotency_key, []))
         )
-        assert push.player is not None
-        outcomes.append(PushOutcome(push=push.idempotency_key, player=push.player, guardian=push.guardian,
-                                    training=push.training, kind=push.kind, channel=channel,
-                                    outcome=outcome))  # fmt: skip
+        for member in members_of(push):  # each child's reminder of a family's push
+            assert member.player is not None
+            outcomes.append(PushOutcome(push=member.key, player=member.player, guardian=push.guardian,
+                                        training=member.training, kind=member.kind, channel=channel,
+                                        outcome=outcome))  # fmt: skip
     DOMAIN.outcomes_publish(outcomes)
 
 

@@ -78,3 +78,11 @@ def addresses_of(pushes: Sequence[PushMessage]) -> dict[Recipient, list[Target]]
                 Target(pk, service, platform, token, app_id)
             )
     return devices
+
+
+def channels_for(push: PushMessage, chosen: str) -> str:
+    """The channels a push goes through: an escalated one on every channel of a person who kept the
+    default choice; otherwise the person's choice."""
+    if push.escalate and chosen == "default":
+        return "both"
+    return chosen

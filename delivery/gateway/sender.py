@@ -38,7 +38,7 @@ from delivery.gateway.records import (
     sends_record,
     sends_recorded,
 )
-from delivery.gateway.routing import addresses_of, route
+from delivery.gateway.routing import addresses_of, channels_for, route
 from delivery.models import SendStatus
 
 __all__ = ["AuthFailure", "Handled", "Outcome", "PushSender", "Round", "devices_disable"]
@@ -187,7 +187,8 @@ class PushSender:
             ):  # recorded, not dropped
                 closing.append((i, push, SendStatus.MUTED))
                 continue
-            todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}), channels=channels)
+            todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}),
+                                channels=channels_for(push, channels))  # fmt: skip
             if spare:
                 fallback_waits.add(i)
             if not todo:

@@ -18,6 +18,7 @@ from trainings.admin.analytics_charts import answer_rate_chart, colour, time_to_
 from trainings.admin.answers_chart import answers_chart, answers_legend
 from trainings.admin.html import DEFAULT_SLUGS
 from trainings.analytics.answers import answers_over_time
+from trainings.analytics.channels import answers_by_channel
 from trainings.analytics.export import offsets_csv, players_csv
 from trainings.analytics.figures import (
     OffsetFigures,
@@ -148,6 +149,7 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
         query=request.GET.urlencode(),
     )  # fmt: skip
     context.update(_answers_context(scope, since, until))
+    context["channels"] = answers_by_channel(scope=scope, since=since, until=until, kind=q["kind"])
     if not result.offsets:  # "none went out" only once the summaries hold what went out
         context["uncounted"] = uncounted(scope=scope, since=since, until=until, kind=q["kind"])
     return TemplateResponse(request, "admin/analytics.html", context)

@@ -89,7 +89,8 @@ class TemplateInline(_OperatorsOnly, admin.StackedInline):
 
 @admin.register(ReminderRule)
 class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
-    list_display = ["slug", "kind", "readable_offsets", "active", "critical_offsets", "updated_at"]
+    list_display = ["slug", "kind", "readable_offsets", "active", "critical_offsets", "escalate",
+                    "updated_at"]  # fmt: skip
     list_filter = ["kind", "active"]
     inlines = [TemplateInline]
 
@@ -108,6 +109,8 @@ class ReminderRuleAdmin(_OperatorsOnly, AuditedAdmin):
                 help_text="Reminders that players' mute and quiet hours cannot hide: some of the offsets "
                 'above ("15m"), "all", or empty for none.',
             )  # fmt: skip
+        if db_field.name == "escalate":  # typed like the offsets; the model's help text
+            return OffsetsField(required=False, label=_("Escalate"), help_text=db_field.help_text)
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     @admin.display(description=_("offsets"))

@@ -129,7 +129,20 @@ class TeamAdmin(ZoneAndLanguageLists, admin.ModelAdmin):
     filter_horizontal = ["coaches"]
     inlines = [MembershipInline]
     fieldsets = [
-        (None, {"fields": ["name", "time_zone", "quiet_start", "quiet_end", "reminds", "coaches"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "time_zone",
+                    "quiet_start",
+                    "quiet_end",
+                    "reminds",
+                    "daily_push_cap",
+                    "coaches",
+                ]
+            },
+        ),
         (
             _("Coaches' digest (empty: none)"),
             {"fields": ["digest_before", "digest_morning_at", "decline_alert_within"]},

@@ -9,6 +9,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from trainings.analytics.figures import MAX_DAYS, Effectiveness, OffsetFigures, PlayerFigures, Scope
+from trainings.models import AnswerSource
 from trainings.planning import kinds
 from trainings.selectors import teams_visible_to, user_sees_all_teams
 
@@ -94,12 +95,28 @@ class UnremindedSerializer(serializers.Serializer):
     in_window = serializers.IntegerField()
 
 
+class ChannelFiguresSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    kind_label = serializers.CharField()
+    channel = serializers.ChoiceField(
+        choices=AnswerSource.choices,
+        help_text="How the answers came in: push_action (the notification), email_link, app, admin.",
+    )
+    channel_label = serializers.CharField()
+    answers = serializers.IntegerField()
+
+
 class EffectivenessSerializer(serializers.Serializer):
     since = serializers.DateField()
     until = serializers.DateField()
     teams = serializers.CharField(help_text="The teams the figures cover.")
     offsets = OffsetFiguresSerializer(many=True)
     unreminded = UnremindedSerializer(many=True)
+    channels = ChannelFiguresSerializer(
+        many=True,
+        required=False,
+        help_text="Answers per kind and channel over the period (docs/escalation.md).",
+    )
 
 
 class PlayerFiguresSerializer(serializers.Serializer):

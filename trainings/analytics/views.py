@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from trainings.analytics.channels import answers_by_channel, channels_data
 from trainings.analytics.figures import TooManyTeams, effectiveness, players
 from trainings.analytics.serializers import (
     AnalyticsQuerySerializer,
@@ -37,14 +38,19 @@ class EffectivenessView(APIView):
         description="Per rule and offset over a period of training days (the training's local date): "
         "reminders sent and reached, answers credited to them (an answer counts for the last reminder "
         "the player received before it) within 15 and 60 minutes and before the window closed, the median "
-        "time to answer and its curve; and per kind the answers nobody was reminded for. From the daily "
+        "time to answer and its curve; per kind the answers nobody was reminded for, and the answers by "
+        "channel (notification, email, app, coach). From the daily "
         "summaries, refreshed every few minutes.",
     )
     def get(self, request: Request) -> Response:
         query = analytics_query(request)
         result = effectiveness(scope=query["scope"], since=query["since"], until=query["until"],
                                kind=query["kind"])  # fmt: skip
-        return Response(EffectivenessSerializer(effectiveness_data(result, query)).data)
+        body = effectiveness_data(result, query)
+        by_channel = answers_by_channel(scope=query["scope"], since=query["since"], until=query["until"],
+                                        kind=query["kind"])  # fmt: skip
+        body["channels"] = channels_data(by_channel)
+        return Response(EffectivenessSerializer(body).data)
 
 
 class PlayersView(APIView):

@@ -41,6 +41,7 @@ from trainings.models.preferences import ReminderPreference as ReminderPreferenc
 from trainings.models.questionnaires import Question as Question
 from trainings.models.questionnaires import Questionnaire as Questionnaire
 from trainings.models.questionnaires import fresh_revision as fresh_revision
+from trainings.models.reach import Escalation
 from trainings.models.roster import Membership as Membership
 from trainings.models.roster import Player as Player
 from trainings.models.roster import Team as Team
@@ -118,7 +119,7 @@ class Training(SquadSize, models.Model):
         return ZoneInfo(self.time_zone)
 
 
-class ReminderRule(models.Model):
+class ReminderRule(Escalation, models.Model):
     """When to remind whom: its kind (trainings/planning/kinds.py) says from which training time and whom."""
 
     slug = models.SlugField(

@@ -17,12 +17,13 @@ from trainings.models.coaches import DigestTimes
 from trainings.models.external import external_id_field, external_id_unique, owner_field
 from trainings.models.guardians import Reminds
 from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
+from trainings.models.reach import DailyPushCap
 from trainings.planning.offsets import validate_time_zone
 
 _QUIET_END_HELP = _("...until (local time), then held pushes go. Exception: news of a move to before then.")
 
 
-class Team(DigestTimes, models.Model):
+class Team(DigestTimes, DailyPushCap, models.Model):
     name = models.CharField(max_length=200, verbose_name=_("name"))
     time_zone = models.CharField(
         max_length=64, default="UTC", validators=[validate_time_zone], verbose_name=_("time zone")

@@ -340,14 +340,17 @@ def rule_update(
     offsets: list[str] = _UNSET,
     active: bool = _UNSET,
     critical_offsets: CriticalOffsets = _UNSET,
+    escalate: list[str] = _UNSET,
 ) -> ReminderRule:
     """Change a rule; once committed, its future trainings are rescheduled in batches by a worker.
 
     `critical_offsets`: the reminders players' mute and quiet hours cannot hide ("all", or some of the
-    rule's offsets; trainings/reminding/critical.py)."""
+    rule's offsets; trainings/reminding/critical.py); `escalate`: the offsets that go on every channel (push
+    and email; docs/escalation.md)."""
     with transaction.atomic():
         rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
-        values = {"kind": kind, "offsets": offsets, "active": active, "critical_offsets": critical_offsets}
+        values = {"kind": kind, "offsets": offsets, "active": active, "critical_offsets": critical_offsets,
+                  "escalate": escalate}  # fmt: skip
         for name, value in values.items():
             if value is not _UNSET:
                 setattr(rule, name, value)

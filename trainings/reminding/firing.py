@@ -30,6 +30,7 @@ from trainings.models import (
 from trainings.planning import kinds
 from trainings.planning.offsets import Offset
 from trainings.planning.scheduling import reminder_payload_ids
+from trainings.reminding.family_gather import reach_apply
 from trainings.reminding.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
 from trainings.reminding.publishing import pushes_publish, pushes_record
 from trainings.reminding.recipients import (
@@ -96,6 +97,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
     if not firings:
         return errors
+    reach_apply(firings)  # the daily cap, the family's gather window (trainings/reminding/family_gather.py)
     now = timezone.now()
     with transaction.atomic():
         # Sorted, so two workers that meet on the same rows (a redelivery) take their locks in one order.
@@ -135,8 +137,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
 
 def reminder_fire(*, delivery: Delivery) -> ReminderRun:
     """`reminders_fire` for one occurrence; raises its TransportError, returns its ReminderRun."""
-    error = reminders_fire(deliveries=[delivery]).get(delivery.occurrence_id)
-    if error is not None:
+    if (error := reminders_fire(deliveries=[delivery]).get(delivery.occurrence_id)) is not None:
         raise error
     return ReminderRun.objects.get(occurrence_key=delivery.idempotency_key)
 
@@ -278,8 +279,7 @@ def recipients_pushes(
     status_for: dict[tuple[str, Any, Any, Any], tuple[PushStatus, datetime | None, str]] = {}
     held_until = held_until or {}
     offset_text = str(offset)
-    critical = rule.critical_at(offset)
-    pushes = []
+    critical, escalate, pushes = rule.critical_at(offset), rule.escalates_at(offset), []
     for player in recipients:
         audience = (player.language, player.time_zone)
         rendered = rendered_for.get(audience)
@@ -317,6 +317,7 @@ def recipients_pushes(
                 release_at=status[1],
                 status_reason=status[2],
                 guardian_id=guardian,
+                escalate=escalate,
             )
         )
     return Firing(delivery, training, rule, RunOutcome.SENT, recipients, pushes, critical=critical)

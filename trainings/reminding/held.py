@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from delivery import api as delivery_api
@@ -45,6 +45,14 @@ from trainings.squads.texts import squad_templates
 from trainings.transitions import held_push_decide, held_pushes_save
 
 logger = logging.getLogger(__name__)
+
+
+GATHERED = "gathered with the family's reminders of this minute"
+
+
+def gathered() -> Q:
+    """The held pushes a family's release publishes (reminding/family_gather.py), by their reason."""
+    return Q(status_reason__startswith=GATHERED)
 
 
 def push_expiry(*, training: Training, kind: str) -> datetime:
@@ -174,11 +182,19 @@ def quiet_release(*, delivery: Delivery) -> int:
         training_id = uuid.UUID(str(payload.get("training")))
     except ValueError:
         return 0
-    return held_pushes_release(training_id=training_id, at=delivery.fire_at, delivery=delivery)["released"]
+    # A family's gathered pushes go with their family's release (reminding/family_gather.py), together.
+    return held_pushes_release(
+        training_id=training_id, at=delivery.fire_at, delivery=delivery, only=~gathered()
+    )["released"]
 
 
 def held_pushes_release(
-    *, training_id: uuid.UUID, at: datetime, delivery: Delivery | None = None
+    *,
+    training_id: uuid.UUID,
+    at: datetime,
+    delivery: Delivery | None = None,
+    only: Q | None = None,
+    published: list[str] | None = None,
 ) -> collections.Counter[str]:
     """Publish the training's pushes held until `at` (or now, if later) or earlier, every rule's, in fire
     order, each decided again against the training as it is then. Returns how many were released,
@@ -193,6 +209,10 @@ def held_pushes_release(
        reason. The others get their text rendered again (the start as it is now, the time left now) and
        their expiry recomputed.
     2. After commit, the released pushes are published in one AMQP transaction (`pushes_publish`).
+
+    `only`: these held pushes only (a family's release, reminding/family_gather.py). `published`: publish
+    nothing, add the released pushes' occurrence keys to this list (the caller publishes several trainings'
+    at once).
     """
     now = max(timezone.now(), at)
     counts: collections.Counter[str] = collections.Counter()
@@ -202,7 +222,7 @@ def held_pushes_release(
             return counts
         held = list(
             Push.objects.select_for_update(of=("self",))
-            .filter(training=training, status=PushStatus.HELD, release_at__lte=now)
+            .filter(only or Q(), training=training, status=PushStatus.HELD, release_at__lte=now)
             .select_related("player", "guardian", "rule")
             .order_by("fire_at", "pk")
         )
@@ -261,7 +281,9 @@ def held_pushes_release(
             counts[_COUNTED[PushStatus(push.status)]] += 1
         held_pushes_save(held, fields=["expires_at", "language", "title", "body"])
     keys = list(dict.fromkeys(p.occurrence_key for p in held if p.status == PushStatus.PENDING))
-    if keys:
+    if published is not None:
+        published.extend(keys)
+    elif keys:
         by = delivery or Delivery(0, "", "trainings-held-check", now, 1, "", None)
         errors = pushes_publish(
             deliveries=[

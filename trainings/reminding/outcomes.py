@@ -87,7 +87,12 @@ def push_outcome(
     if push.status == PushStatus.HELD:
         until = timezone.localtime(push.release_at, zone) if push.release_at else None
         shown = f"{until:%a %Y-%m-%d %H:%M} {until.tzname()}" if until else "the quiet hours end"
-        return Outcome(HELD, f"held for quiet hours until {shown}", push.created_at, sends)
+        why = (
+            "to go with the family's other reminders"
+            if push.status_reason.startswith("gathered")
+            else ("for quiet hours")
+        )
+        return Outcome(HELD, f"held {why} until {shown}", push.created_at, sends)
     if push.status == PushStatus.SKIPPED:
         return Outcome(
             SKIPPED, f"skipped: {push.status_reason or push.get_status_display()}", push.created_at

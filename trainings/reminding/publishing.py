@@ -20,12 +20,14 @@ from delivery.api import QueuedPush, Refusals, batch_body, batch_key, push_queue
 from reminders.api import Delivery, TransportError
 from trainings import queries
 from trainings.models import Push, PushStatus
+from trainings.reminding.escalation import escalated
 from trainings.reminding.fairness import interleaved
+from trainings.reminding.family import Unit, document_of, family_units
 from trainings.reminding.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
-# The PushRow fields that are columns, in order (`rule_slug` is for the message only).
-_COLUMNS = tuple(name for name in PushRow._fields if name != "rule_slug")
+# The PushRow fields that are columns, in order (`rule_slug` and the last, `escalate`, are for the message).
+_COLUMNS = tuple(name for name in PushRow._fields if name not in ("rule_slug", "escalate"))
 Push._meta.get_field("id").register_lookup(AnyOf)  # `pk__any=[...]`: one array, not an IN list
 
 # Rows per INSERT elsewhere than on PostgreSQL: 18 parameters each stays under SQLite's 32,766.
@@ -70,7 +72,7 @@ def pushes_record(rows: Sequence[PushRow], *, published_at: datetime | None = No
             part = rows[start : start + _INSERT_BATCH]
             params: list[Any] = []
             for row in part:
-                values = (*row[:slug], *row[slug + 1 :])
+                values = (*row[:slug], *row[slug + 1 : -1])
                 params += [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
                 params += [
                     connection.ops.adapt_datetimefield_value(now),
@@ -117,6 +119,7 @@ def push_message(row: PushRow) -> dict[str, object]:
         **({"offset": row.offset} if row.offset else {}),
         "fire_at": row.fire_at.isoformat(),
         "expires_at": row.expires_at.isoformat() if row.expires_at else None,
+        **({"escalate": True} if row.escalate else {}),
     }
 
 
@@ -173,21 +176,34 @@ def _messages(
 ) -> tuple[list[QueuedPush], dict[str, list[str]]]:
     """The push queue's messages for these pushes, in this order: consecutive runs of up to
     TRAININGS_PUSH_MESSAGE_PUSHES in one batch message (a run of one is a plain push message), and the push
-    keys of each batch by its key. A batch carries its first push's headers (job key, instant, attempt)."""
+    keys of each batch by its key. A batch carries its first push's headers (job key, instant, attempt). A
+    guardian's pushes of one minute go as one family document (reminding/family.py), its members' keys
+    listed like a batch's."""
     size = settings.TRAININGS_PUSH_MESSAGE_PUSHES
     queue = settings.TRAININGS_PUSH_QUEUE
     messages: list[QueuedPush] = []
     members: dict[str, list[str]] = {}
-    for start in range(0, len(pending), size):
-        run = pending[start : start + size]
+    carried: dict[
+        str, tuple[str, ...]
+    ] = {}  # a family's document key: its members' (trainings/reminding/family.py)
+    units: list[_Pending] = []
+    for unit in family_units(pending, lambda push: document_of(push.message, push.body)):
+        if isinstance(unit, Unit):
+            carried[unit.lead.key] = unit.members
+            unit = unit.lead._replace(message=None, body=unit.body)
+        units.append(unit)
+    for start in range(0, len(units), size):
+        run = units[start : start + size]
         first = run[0]
         delivery = by_key[first.occurrence_key]
         if len(run) == 1:
             messages.append(QueuedPush(first.key, delivery.job_key, first.fire_at, delivery.attempt, queue,
                                         first.message, first.body))  # fmt: skip
+            if first.key in carried:
+                members[first.key] = list(carried[first.key])
             continue
         key = batch_key(first.key)
-        members[key] = [push.key for push in run]
+        members[key] = [member for push in run for member in carried.get(push.key, (push.key,))]
         body = batch_body([json_compact(push.message) if push.body is None else push.body for push in run])
         messages.append(QueuedPush(key, delivery.job_key, first.fire_at, delivery.attempt, queue, None,
                                     body))  # fmt: skip
@@ -203,7 +219,7 @@ class _Bodies(dict[tuple[object, ...], bytes]):
 
     def __call__(self, row: PushRow) -> bytes:
         shared = (row.title, row.body, row.language, row.training_id, row.kind, row.rule_slug, row.offset,
-                  row.fire_at, row.expires_at)  # fmt: skip
+                  row.fire_at, row.expires_at, row.escalate)  # fmt: skip
         rest = self.get(shared)
         if rest is None:
             document = push_message(row)
@@ -227,6 +243,7 @@ class _Pending(NamedTuple):
     fire_at: datetime
     message: dict[str, object] | None  # read back from the database
     body: bytes | None = None  # built here
+    guardian: int | None = None  # a push to this guardian of the player's (a family's member, maybe)
 
 
 def pushes_publish(
@@ -246,14 +263,23 @@ def pushes_publish(
     recorded = recorded or {}
     body = _Bodies()
     pending = [
-        _Pending(pk, row.key, row.occurrence_key, row.kind, row.fire_at, None, body(row))
+        _Pending(pk, row.key, row.occurrence_key, row.kind, row.fire_at, None, body(row), row.guardian_id)
         for key in by_key
         for pk, row in recorded.get(key, ())
     ]
     unknown = [key for key in by_key if key not in recorded]
     if unknown:
         pending += [
-            _Pending(push.pk, push.key, push.occurrence_key, push.kind, push.fire_at, push.message())
+            _Pending(
+                push.pk,
+                push.key,
+                push.occurrence_key,
+                push.kind,
+                push.fire_at,
+                escalated(push),
+                None,
+                push.guardian_id,
+            )
             for push in Push.objects.filter(occurrence_key__in=unknown, status=PushStatus.PENDING)
             .select_related("rule")
             .order_by("pk")

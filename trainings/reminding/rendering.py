@@ -168,6 +168,9 @@ class PushRow(NamedTuple):
     status: str
     release_at: datetime | None
     status_reason: str
+    escalate: bool = (
+        False  # on every channel of the recipient (trainings/reminding/escalation.py); not a column
+    )
 
 
 def push_for(
@@ -184,6 +187,7 @@ def push_for(
     release_at: datetime | None = None,
     status_reason: str = "",
     guardian_id: int | None = None,
+    escalate: bool = False,
 ) -> PushRow:
     """A player's push for a fired occurrence (or their guardian's: `guardian_id`, the `player`'s language
     and zone then being the guardian's), keyed by occurrence and recipient so a re-fire adds none."""
@@ -207,4 +211,5 @@ def push_for(
         str(status),  # the value, not the enum member
         release_at,
         status_reason,
+        escalate,
     )

@@ -44,6 +44,7 @@ class TeamSerializer(serializers.ModelSerializer):
             "digest_before",
             "digest_morning_at",
             "decline_alert_within",
+            "daily_push_cap",
             "coaches",
             "created_at",
         ]
@@ -86,6 +87,15 @@ class TeamInputSerializer(StrictSerializer):
         required=False,
         allow_blank=True,
         help_text='Coaches are alerted when a player declines this near the start, e.g. "3h"; "": none.',
+    )
+
+    daily_push_cap = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=1000,
+        help_text="At most this many non-critical pushes a day per player (their own calendar day); further "
+        "reminders are held back with the reason. null: no cap.",
     )
 
     def validate_digest_before(self, value: str) -> str:

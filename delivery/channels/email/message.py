@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.core import signing
 from django.core.mail import EmailMultiAlternatives
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext
@@ -134,6 +135,9 @@ class Email:
 def email_of(push: PushMessage, device: Target) -> Email:
     """The email of `push` to the address `device.token` (a Message-ID stable per push and address)."""
     language = str(push.raw.get("language") or "en")
+    if push.family:  # one email for a guardian's children's reminders
+        headers = {"Message-ID": f"<{device.send_uuid(push)}@{settings.TRAININGS_EMAIL_DOMAIN}>"}
+        return _family_email(push, device, words=words(language), headers=headers)
     links = email_links(push)
     said = _words(spoken(language), push.coach is not None)
     text, html = skeletons(language, tuple(sorted(links)), said)
@@ -172,3 +176,32 @@ def as_bytes(email: Email) -> bytes:
     ValueError."""
     made: Any = django_message(email).message()  # Django passes linesep, which typeshed does not know
     return bytes(made.as_bytes(linesep="\r\n"))
+
+
+def _family_email(
+    push: PushMessage, device: Target, *, words: dict[str, str], headers: dict[str, str]
+) -> Email:
+    """One email for a guardian's children's reminders (delivery/family.py): each child's reminder with
+    its own answer links, and the unsubscribe of the first one's kind. Rendered from its templates (a
+    family's email is rare: no skeleton)."""
+    language = str(push.raw.get("language") or "en")
+    hour = int(time.time() // 3600)
+    children, unsubscribe = [], ""
+    for entry in push.raw.get("family") or []:
+        links = _links(settings.TRAININGS_PUBLIC_URL, hour, int(entry["player"]), push.guardian,
+                       str(entry["training"]), str(entry["kind"]))  # fmt: skip
+        unsubscribe = unsubscribe or links.get("unsubscribe", "")
+        children.append({"name": entry.get("name") or "", "title": entry.get("title") or "",
+                         "body": entry.get("body") or "", "links": links})  # fmt: skip
+    context = {"push": {"title": push.title}, "children": children, "words": words, "language": language,
+               "unsubscribe": unsubscribe}  # fmt: skip
+    if unsubscribe:
+        headers = {**headers, "List-Unsubscribe": f"<{unsubscribe}>",
+                   "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}  # fmt: skip
+    return Email(
+        to=device.token,
+        subject=push.title.replace("\r", " ").replace("\n", " "),
+        text=render_to_string("trainings/email/reminder_family.txt", context),
+        html=render_to_string("trainings/email/reminder_family.html", context),
+        headers={**headers, "Auto-Submitted": "auto-generated", "Content-Language": language},
+    )
