@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from reminders.models import Occurrence
-from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, training_made
+from tests.clients import api_as
+from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.trainings.adaptive_truth import truth
 from tests.trainings.conftest import fire
 from trainings.experiments.adaptive import experiment_arms, snapshot_take
 from trainings.experiments.bandit import DRAWS, MIN_TRAININGS, report, seeded, thompson_arm
-from trainings.experiments.control import experiment_start
+from trainings.experiments.control import experiment_start, experiment_stop
 from trainings.models import (
     Experiment,
     ExperimentAssignment,
@@ -239,3 +241,37 @@ def test_simulation_the_better_arm_wins_and_the_snapshots_are_the_posteriors(
             assert snapshot.leader_within == pytest.approx(within, abs=TOLERANCE)
     # Taking another changes nothing: the experiment has ended.
     assert snapshot_take(experiment).decided is False
+
+
+# --- The API and the admin page ---------------------------------------------------------------------------
+
+
+def test_the_api_reports_the_mode_the_probabilities_and_the_snapshots(rules: dict[str, ReminderRule]) -> None:
+    pre = rules["pre-questionnaire"]
+    experiment = _adaptive(pre)
+    snapshot_take(experiment)
+    operator = api_as(UserFactory(is_superuser=True, is_staff=True))
+    detail = operator.get(f"/api/experiments/{experiment.pk}/")
+    assert detail.status_code == 200 and detail.json()["mode"] == "adaptive"
+    body = operator.get(f"/api/experiments/{experiment.pk}/probabilities/").json()
+    assert body["mode"] == "adaptive"
+    assert body["stopping_rule"] == {"threshold": 0.95, "margin": 0.01, "min_trainings": MIN_TRAININGS}
+    assert body["current"]["asked"] == [0, 0] and body["current"]["met"] is False
+    assert sum(body["current"]["best"]) == pytest.approx(1.0)
+    assert [s["trainings"] for s in body["snapshots"]] == [0]
+    experiment_stop(experiment=experiment)
+    fixed = experiment_start(rule=pre, name="fixed", variants=[("early", VARIANT)])
+    refused = operator.get(f"/api/experiments/{fixed.pk}/probabilities/")
+    assert refused.status_code == 400 and "mode" in refused.json()
+
+
+def test_the_experiment_page_shows_the_probabilities_and_their_charts(
+    rules: dict[str, ReminderRule], client: Any
+) -> None:
+    experiment = _adaptive(rules["pre-questionnaire"])
+    snapshot_take(experiment)
+    client.force_login(UserFactory(is_superuser=True, is_staff=True))
+    page = client.get(f"/admin/trainings/experiment/{experiment.pk}/change/").content.decode()
+    assert 'id="adaptive"' in page and "probability of being best" in page
+    assert page.count('<svg class="chart adaptive"') == 2
+    assert "Not decided yet." in page
