@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.utils import timezone
 
 from reminders.models import Occurrence
 from tests.clients import api_as
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
+from tests.trainings.adaptive_data import simulated
 from tests.trainings.adaptive_truth import truth
 from tests.trainings.conftest import fire
-from trainings.experiments.adaptive import experiment_arms, snapshot_take
+from trainings.experiments.adaptive import snapshot_take
 from trainings.experiments.bandit import DRAWS, MIN_TRAININGS, report, seeded, thompson_arm
 from trainings.experiments.control import experiment_start, experiment_stop
 from trainings.models import (
@@ -27,9 +27,7 @@ from trainings.models import (
     ExperimentStatus,
     Push,
     PushStatus,
-    QuestionnaireAnswer,
     ReminderRule,
-    Training,
 )
 from trainings.models.experiments import AdaptiveAssignment, AdaptiveSnapshot, ExperimentMode
 from trainings.scheduling import rule_reschedule_batch
@@ -189,37 +187,15 @@ def test_each_player_is_drawn_once_per_training_and_gets_only_the_arms_reminders
 # --- The simulation: players who answer better on one arm -------------------------------------------------
 
 
-def _answered(training: Training, drawn: dict[int, int], rates: dict[int, float], rng: random.Random) -> None:
-    for player, arm in drawn.items():
-        if rng.random() < rates[arm]:
-            QuestionnaireAnswer.objects.create(
-                training=training, player_id=player, phase="PRE", answered_at=training.start - 10 * MINUTE
-            )
-
-
 def test_simulation_the_better_arm_wins_and_the_snapshots_are_the_posteriors(
     rules: dict[str, ReminderRule],
 ) -> None:
     """40 players a training; on the rule's offsets 40 % answer in time, on the variant's 60 %. Each
     training's players are drawn as firing draws them, three hours before its start, then answer."""
     pre = rules["pre-questionnaire"]
-    base = (timezone.now() - dt.timedelta(days=40)).replace(microsecond=0)
     experiment = _adaptive(pre)
-    Experiment.objects.filter(pk=experiment.pk).update(started_at=base - dt.timedelta(days=1))
-    experiment.refresh_from_db()
-    team = TeamFactory()
-    players = [MembershipFactory(team=team, player=PlayerFactory()).player for _ in range(40)]
-    rates, rng = {0: 0.4, 1: 0.6}, random.Random(46)
-    for k in range(WITHIN_TRAININGS + 1):
-        experiment.refresh_from_db()
-        if experiment.status != ExperimentStatus.RUNNING:
-            break
-        training = training_made(team, base + k * dt.timedelta(days=1))
-        arms = experiment_arms(
-            [(pre, training.pk, [p.pk for p in players])], now=training.start - 180 * MINUTE
-        )
-        drawn = {p.pk: arms.of(experiment.pk, training.pk, p.pk, 2) for p in players}
-        _answered(training, drawn, rates, rng)
+    made = simulated(experiment, pre, {0: 0.4, 1: 0.6}, players=40, trainings=WITHIN_TRAININGS + 1, seed=46)
+    assert made <= WITHIN_TRAININGS
     experiment.refresh_from_db()
     snapshots = list(AdaptiveSnapshot.objects.filter(experiment=experiment).order_by("taken_at"))
     assert experiment.status == ExperimentStatus.PROMOTED, [
