@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from trainings import kinds
 from trainings.admin.offsets_field import OffsetsField
 from trainings.admin.operators import _OperatorsOnly
-from trainings.experiments.adaptive import adaptive_variants_check
+from trainings.experiments.adaptive_checks import adaptive_variants_check
 from trainings.experiments.adaptive_page import adaptive_context
 from trainings.experiments.control import experiment_promote, experiment_start, experiment_stop
 from trainings.experiments.results import CONFIDENCES, ArmResult, experiment_results

@@ -10,53 +10,30 @@ sampling on the arms' answer rates so far, and the experiment ends itself when t
   players are drawn and the newest is older than `REFRESH`; the analytics page draws them over time.
 - A snapshot that meets the stopping rule ends the experiment: the leading variant is promoted (its
   offsets become the rule's), or, when the rule's own offsets lead, the experiment stops.
-The arms' offsets are checked at the start (`adaptive_variants_check`): no variant reminds more often
-than the rule, and each of its instants falls inside the kind's answer window.
+The arms' offsets are checked at the start (adaptive_checks.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import SimpleNamespace
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
-from trainings import kinds
 from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.experiments.bandit import report, seeded, thompson_arm
+from trainings.experiments.control import experiment_promote, experiment_stop
 from trainings.experiments.results import experiment_results
 from trainings.models import Experiment, ExperimentStatus, ReminderRule
 from trainings.models.experiments import AdaptiveAssignment, AdaptiveSnapshot, ExperimentMode
-from trainings.offsets import parse_offsets
 
 logger = logging.getLogger(__name__)
 
 REFRESH = timedelta(hours=1)
-
-
-def adaptive_variants_check(rule: ReminderRule, variants: Sequence[tuple[str, list[str]]]) -> None:
-    """ValidationError naming `variants` when an arm would remind more often than the rule, or at an
-    instant outside the kind's answer window (after it closes)."""
-    kind, own = kinds.of(rule.kind), len(rule.parsed_offsets())
-    epoch = timezone.now()
-    times = SimpleNamespace(start=epoch, end=epoch)
-    span = kind.closes(times) - kind.anchor_of(times)  # how far after the anchor the window closes
-    for label, texts in variants:
-        offsets = parse_offsets(texts)
-        name = label or _("a variant")
-        if len(offsets) > own:
-            words = _("%(variant)s: %(count)d reminders, more than the rule's %(own)d (an adaptive "
-                      "experiment never sends more pushes than the rule)")  # fmt: skip
-            raise ValidationError({"variants": words % {"variant": name, "count": len(offsets), "own": own}})
-        if kind.sign > 0 and any(offset.approximate() >= span for offset in offsets):
-            words = _("%(variant)s: an offset falls after the answer window closes")
-            raise ValidationError({"variants": words % {"variant": name}})
 
 
 @dataclass
@@ -167,8 +144,6 @@ def snapshot_take(experiment: Experiment, *, now: datetime | None = None) -> Ada
 
 def _decide(experiment: Experiment, leader: int, now: datetime) -> None:
     """The stopping rule is met: the leading variant's offsets become the rule's, or the rule's stay."""
-    from trainings.experiments.control import experiment_promote, experiment_stop
-
     try:
         variant = experiment.variants.filter(arm=leader).first() if leader else None
         if variant is None:

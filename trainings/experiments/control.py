@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from trainings import kinds
-from trainings.experiments.adaptive import adaptive_variants_check
+from trainings.experiments.adaptive_checks import adaptive_variants_check
 from trainings.experiments.assignment import assignments_record_members
 from trainings.models import Experiment, ExperimentStatus, ReminderRule, Variant, validate_offsets
 from trainings.models.experiments import ExperimentMode
