@@ -8,5 +8,5 @@ from typing import Any
 
 def json_compact(value: Any) -> bytes:
     """A payload as every transport sends it: JSON without spaces, UTF-8 (a producer building message
-    bodies itself, trainings/publishing.py, encodes with this so its bytes are the transports')."""
+    bodies itself, trainings/reminding/publishing.py, encodes with this so its bytes are the transports')."""
     return json.dumps(value, separators=(",", ":")).encode()

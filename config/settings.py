@@ -174,7 +174,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # DRF's parsers, with the JSON one turning over-deep nesting and lone surrogates into a 400.
     "DEFAULT_PARSER_CLASSES": [
-        "reminders.http.parsers.StrictJSONParser",
+        "common.http.parsers.StrictJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -194,7 +194,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Request bodies advertised as JSON only: the API parses forms too (the browsable API's), but a client
     # generated from a schema offering three encodings sent multipart with every field twice.
-    "PARSER_WHITELIST": ["reminders.http.parsers.StrictJSONParser"],
+    "PARSER_WHITELIST": ["common.http.parsers.StrictJSONParser"],
     # Every error answer each operation can give, and request bodies that take no other keys
     # (reminders/http/openapi.py), after the default enum hook.
     "POSTPROCESSING_HOOKS": [
@@ -460,8 +460,9 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "OccurrenceStatusEnum": "reminders.models.OccurrenceStatus",
     "InvitationStatusEnum": "trainings.models.InvitationStatus",
     "InvitationResponseStatusEnum": [("ACCEPTED", "ACCEPTED"), ("DENIED", "DENIED")],
-    # A rule's kind: the players' kinds and the coaches' (trainings/kinds.py); "kind" elsewhere is a player's.
-    "RuleKindEnum": "trainings.kinds.any_rule_choices",
+    # A rule's kind: the players' kinds and the coaches' (trainings/planning/kinds.py);
+    # "kind" elsewhere is a player's.
+    "RuleKindEnum": "trainings.planning.kinds.any_rule_choices",
     # A webhook subscription's state (trainings/webhooks/serializers.py).
     "WebhookStatusEnum": [("active", "active"), ("disabled", "disabled")],
 }
@@ -540,11 +541,11 @@ MIDDLEWARE.insert(0, "reminders.http.limits.RequestBodyLimitMiddleware")
 MIDDLEWARE.insert(0, "reminders.http.limits.AddressThrottleMiddleware")
 # Paths whose views take their credential from the URL (a signed answer link) skip the browser middleware
 # after CommonMiddleware: sessions, CSRF, authentication, messages and the rest do nothing for them
-# (reminders/http/session_free.py). Only views marked `session_free` are called this way.
+# (common/http/session_free.py). Only views marked `session_free` are called this way.
 SESSION_FREE_PATHS = ["/api/answer-links/"]
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1,
-    "reminders.http.session_free.SessionFreeMiddleware",
+    "common.http.session_free.SessionFreeMiddleware",
 )
 
 # LOG_FORMAT=json: one JSON object per line (reminders/ops/logformat.py); "text" (default) for people.

@@ -5,8 +5,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from common.http.session_free import session_free
 from reminders.admin.time_zone import time_zone_view
-from reminders.http.session_free import session_free
 from reminders.ops import views as ops_views
 from trainings.admin.analytics_page import analytics_view
 from trainings.admin.dead_letters import dead_letters_replay_view, dead_letters_view
@@ -51,7 +51,7 @@ urlpatterns += [
 # A path no URL matches answers JSON under /api/ (reminders/http/limits.py).
 handler404 = "reminders.http.limits.page_not_found"
 # The other errors Django answers itself (an unhandled exception, a SuspiciousOperation, Django's
-# PermissionDenied) are JSON under /api/ too, with no traceback (reminders/http/errors.py).
-handler500 = "reminders.http.errors.server_error"
-handler400 = "reminders.http.errors.bad_request"
-handler403 = "reminders.http.errors.permission_denied"
+# PermissionDenied) are JSON under /api/ too, with no traceback (common/http/errors.py).
+handler500 = "common.http.errors.server_error"
+handler400 = "common.http.errors.bad_request"
+handler403 = "common.http.errors.permission_denied"

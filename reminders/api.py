@@ -7,15 +7,16 @@ An app schedules jobs (`JobSpec`, `job_upsert`, `jobs_insert`), cancels their in
 the HTTP transport will (`callback_url_refusal`), and asks a worker to scan after its
 transaction commits (`scan_kick_on_commit`). The operator's status page reads the engine's figures (and
 acts on retrying work) here too; the admin's hooks let an app name its jobs in words, give a person a
-default zone, and add a readiness check. An app's own API views throttle and read JSON as the engine's
-API does (`TokenRateThrottle`, `json_object_unique`, `valid_unicode`), and its own limits count in the
+default zone, and add a readiness check. An app's own API views throttle as the engine's API does
+(`TokenRateThrottle`; its JSON is read by common/http/parsers.py), and its own limits count in the
 engine's counters (`Limit`, `requests_count`, `too_many`; a session-free view's `request_limits` are
 counted with the address).
 Nothing else of the engine's modules is imported from outside it (tests/test_import_graph.py fails when
 one is), so the engine can be reshaped behind this module.
 
 Generic helpers both apps use (history, row inserts, signing, the `__any` lookup, aware datetime fields,
-template tags) are not engine code: they live in `common/`.
+template tags, the JSON parser, session-free routes and the API's error pages) are not engine code: they
+live in `common/`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from reminders.engine.handler_registry import keys_reserve, register, register_b
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.http.counts import Limit, Refused, digest, requests_count
 from reminders.http.limits import TokenRateThrottle, too_many
-from reminders.http.parsers import json_object_unique, valid_unicode
 from reminders.jobs import Callback, JobSpec, job_upsert, jobs_insert, occurrences_cancel
 from reminders.ops.figures import (
     ERROR_PREFIX,
@@ -67,7 +67,6 @@ __all__ = [
     "job_describer_register",
     "job_upsert",
     "jobs_insert",
-    "json_object_unique",
     "keys_reserve",
     "occurrence_state",
     "occurrences_cancel",
@@ -80,5 +79,4 @@ __all__ = [
     "retrying_retry_now",
     "scan_kick_on_commit",
     "too_many",
-    "valid_unicode",
 ]

@@ -117,8 +117,8 @@ def rules_seeded() -> dict[str, Any]:
     """Seed 000's reminder rules by slug (migration 0002 seeds them; a transactional test's flush removes
     them). Most tests find them all: two queries say so, where seeding asks for each of the eighteen rules
     and templates (an autouse fixture of the trainings tests)."""
-    from trainings.defaults import ALL_RULES, rules_seed
     from trainings.models import ReminderRule, ReminderTemplate
+    from trainings.planning.defaults import ALL_RULES, rules_seed
 
     rules = {rule.slug: rule for rule in ReminderRule.objects.all()}
     wanted = {(spec["slug"], language) for spec in ALL_RULES for language in spec["templates"]}
@@ -141,7 +141,7 @@ def training_made(
 ) -> Training:
     """A training made through the service, with its invitations and scheduled reminders (TrainingFactory
     makes a bare row)."""
-    from trainings.services import training_create
+    from trainings.planning.writes import training_create
 
     end = start + dt.timedelta(minutes=minutes)
     return training_create(team=team, title=title, start=start, end=end, time_zone=time_zone, **fields)
@@ -232,7 +232,8 @@ class MembershipFactory(factory.django.DjangoModelFactory):
 
 
 class TrainingFactory(factory.django.DjangoModelFactory):
-    """A bare row: no invitations, nothing scheduled. Use trainings.services.training_create for those."""
+    """A bare row: no invitations, nothing scheduled. Use trainings.planning.writes.training_create for
+    those."""
 
     class Meta:
         model = Training

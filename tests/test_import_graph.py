@@ -157,11 +157,11 @@ def test_it_reads_every_module_of_the_apps() -> None:
     assert {"reminders.models", "reminders.transports.base", "trainings.push.gateway"} <= set(MODULES)
     edges = {(i.module, i.target) for i in _imports() if not i.local}
     assert ("reminders.engine.claiming", "reminders.engine.occurrences") in edges
-    assert ("trainings.tasks", "trainings.scheduling") in edges
+    assert ("trainings.tasks", "trainings.planning.scheduling") in edges
     # Celery finds tasks modules by autodiscovery; a service that enqueues one imports it at the top
-    # (trainings.writes) and the task imports only what it calls, never that service.
+    # (trainings.planning.writes) and the task imports only what it calls, never that service.
     assert not [m for m, target in edges if target == "reminders.tasks"]
-    assert {m for m, target in edges if target == "trainings.tasks"} == {"trainings.writes"}
+    assert {m for m, target in edges if target == "trainings.tasks"} == {"trainings.planning.writes"}
 
 
 # What another app may import of the engine: its front door and its models (reminders/api.py says why).
@@ -196,7 +196,7 @@ def test_the_engine_knows_no_trainings_and_common_knows_neither_app() -> None:
 def test_it_sees_an_import_through_the_wall(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself: a domain module naming an engine module other than the door is found."""
     node = _parse("from reminders.engine.kick import scan_kick_on_commit")
-    assert "reminders.engine.kick" in set(_targets(node, "trainings.scheduling", False))
+    assert "reminders.engine.kick" in set(_targets(node, "trainings.planning.scheduling", False))
     assert "reminders.engine.kick" not in ENGINE_DOOR
 
 

@@ -1,7 +1,7 @@
 """The engine's in-process callback for training reminders.
 
 Each occurrence's payload is `{"training": "<training uuid>", "rule": <rule id>}`, never the recipients:
-they are decided when it fires (`trainings.firing.reminders_fire`). The push messages it publishes
+they are decided when it fires (`trainings.reminding.firing.reminders_fire`). The push messages it publishes
 (`trainings.push-batch/1` of `trainings.push/2` pushes) are described in docs/design.md, "Pushes".
 """
 
@@ -12,18 +12,17 @@ from collections.abc import Mapping, Sequence
 from reminders.api import Delivery, TransportError, keys_reserve, queues_reserve, register, register_batch
 from trainings.digest.alerts import decline_alert_fire
 from trainings.digest.firing import COACH_ALERT_HANDLER, COACH_RELEASE_HANDLER, KEY_PREFIX, coach_release
-from trainings.fairness import reminders_order
 from trainings.push.queue import push_queue_names
-from trainings.selectors import JOB_KEY_NAMESPACE
-from trainings.services import (
+from trainings.reminding.fairness import reminders_order
+from trainings.reminding.firing import reminders_fire
+from trainings.reminding.held import QUIET_RELEASE_HANDLER, quiet_release
+from trainings.reminding.notices import (
     CANCELLED_NOTICE_HANDLER,
     MOVED_NOTICE_HANDLER,
-    QUIET_RELEASE_HANDLER,
-    quiet_release,
-    reminders_fire,
     training_cancelled_notify,
     training_moved_notify,
 )
+from trainings.selectors import JOB_KEY_NAMESPACE
 from trainings.webhooks.events import KEY_PREFIX as WEBHOOK_KEY_PREFIX
 
 # Only this app's services create these jobs: an API caller can neither take one of their keys first

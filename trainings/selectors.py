@@ -17,8 +17,6 @@ from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, Quer
 from django.db.models.functions import Coalesce
 
 from reminders.models import Occurrence, OccurrenceStatus
-from trainings import kinds
-from trainings.delivery import STANDIN, push_outcomes
 from trainings.models import (
     AnswerSource,
     Guardian,
@@ -38,8 +36,10 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.offsets import Offset
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset
 from trainings.push.channels import standin_names
+from trainings.reminding.outcomes import STANDIN, push_outcomes
 
 User = AbstractBaseUser | AnonymousUser
 

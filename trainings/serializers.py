@@ -12,9 +12,7 @@ from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from common.serializers import StrictSerializer
-from trainings import kinds
 from trainings.answers.values import AnswersField
-from trainings.critical import ALL, validate_critical_offsets
 from trainings.models import (
     ChannelChoice,
     Device,
@@ -25,9 +23,11 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.offsets import OffsetError, is_time_zone, parse_offsets
+from trainings.planning import kinds
+from trainings.planning.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.push.channels import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
 from trainings.push.devices import token_preview
+from trainings.reminding.critical import ALL, validate_critical_offsets
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 
 
@@ -264,7 +264,7 @@ class ReminderTemplateSerializer(serializers.Serializer):
     {"oneOf": [{"type": "string", "enum": [ALL]}, {"type": "array", "items": {"type": "string"}}]}
 )
 class CriticalOffsetsField(serializers.JSONField):
-    """A rule's critical offsets (trainings/critical.py): "all", or a list of its offsets."""
+    """A rule's critical offsets (trainings/reminding/critical.py): "all", or a list of its offsets."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(validators=[validate_critical_offsets], **kwargs)
@@ -357,7 +357,7 @@ class DeviceInputSerializer(StrictSerializer):
         return attrs
 
 
-# --- Players' own preferences (trainings/preferences.py) -------------------------------------------------
+# --- Players' own preferences (trainings/reminding/preferences.py) ------------------------------------------
 
 
 class KindPreferenceSerializer(StrictSerializer):

@@ -1,7 +1,7 @@
 """Celery entry points for trainings: thin wrappers around one service each.
 
 The services that enqueue these import this module at the top; it imports only what it calls
-(trainings.scheduling), never them, so there is no cycle to hide.
+(trainings.planning.scheduling), never them, so there is no cycle to hide.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from django.db import OperationalError
 
 from common.db_retry import is_transient
 from trainings.analytics.summary import summaries_refresh
-from trainings.held import held_pushes_overdue_check
+from trainings.planning.scheduling import rule_reschedule_batch_ids, rule_reschedule_trainings
+from trainings.reminding.held import held_pushes_overdue_check
 from trainings.retention import trainings_purge_old
-from trainings.scheduling import rule_reschedule_batch_ids, rule_reschedule_trainings
 from trainings.webhooks.subscriptions import subscriptions_failing_disable
 
 

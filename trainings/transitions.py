@@ -5,8 +5,9 @@ Each function makes one move of PUSH_TRANSITIONS or DEVICE_TRANSITIONS and refus
 one conditional UPDATE (`WHERE status = <from>`, or the device's `disabled_at` test) that sets only the
 columns the move owns, so a row another worker moved meanwhile is left as that worker left it, and a
 caller learns how many rows it moved. New pushes come in one of PUSH_INITIAL through
-`trainings.publishing.pushes_record`; a new device is enabled (`trainings.push.devices.device_register`).
-tests/test_status_owners.py fails when a status is written anywhere else.
+`trainings.reminding.publishing.pushes_record`; a new device is enabled
+(`trainings.push.devices.device_register`). tests/test_status_owners.py fails when a status is written
+anywhere else.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 # The statuses a push is recorded in (quiet hours decide which; a fired reminder's pending pushes go in sent,
-# in the transaction that publishes them and commits once the broker took them: trainings/firing.py).
+# in the transaction that publishes them and commits once the broker took them:
+# trainings/reminding/firing.py).
 PUSH_INITIAL = (PushStatus.PENDING, PushStatus.HELD, PushStatus.SKIPPED, PushStatus.SENT)
 
 

@@ -25,9 +25,17 @@ from common.idempotency import idempotent
 from reminders.models import OccurrenceStatus
 from trainings.answers.questionnaires import AnswersRefused
 from trainings.models import Guardian, Player, ReminderRule, Training
-from trainings.preferences import preferences_read, preferences_update
+from trainings.planning.writes import (
+    answer_record,
+    invitation_respond,
+    rule_update,
+    training_create,
+    training_delete,
+    training_update,
+)
 from trainings.push.device_views import PersonDeviceViewSet
 from trainings.push.devices import device_players_visible_to, player_of
+from trainings.reminding.preferences import preferences_read, preferences_update
 from trainings.selectors import training_timeline, trainings_visible_to, user_sees_all_teams
 from trainings.serializers import (
     AnswerInputSerializer,
@@ -42,14 +50,6 @@ from trainings.serializers import (
     TimelineEntrySerializer,
     TrainingInputSerializer,
     TrainingSerializer,
-)
-from trainings.services import (
-    answer_record,
-    invitation_respond,
-    rule_update,
-    training_create,
-    training_delete,
-    training_update,
 )
 
 
@@ -302,7 +302,7 @@ def _device_player(request: Request, pk: int) -> Player:
     return player
 
 
-# --- A player's own preferences (trainings/preferences.py) ----------------------------------------------
+# --- A player's own preferences (trainings/reminding/preferences.py) ----------------------------------------
 
 
 class PlayerPreferencesView(APIView):

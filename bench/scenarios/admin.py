@@ -58,7 +58,7 @@ def _demo(h: Harness) -> None:
 def _remind_and_send(h: Harness, tag: str) -> int:
     """Remind now, every rule of every demo training, then let the gateway send what was published."""
     from trainings import models as tm
-    from trainings.services import training_remind_now
+    from trainings.reminding.remind_now import training_remind_now
 
     h.declare(h.push_queue)
     before = h.queue_depth(h.push_queue)[0]

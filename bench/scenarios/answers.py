@@ -159,7 +159,7 @@ def run(h: Harness) -> Section:
 
     from trainings import models as tm
     from trainings.answers.links import answer_token
-    from trainings.services import training_create
+    from trainings.planning.writes import training_create
 
     section = Section("answers")
     n = 600 if h.quick else 3_000

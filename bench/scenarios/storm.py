@@ -68,9 +68,9 @@ def _setup(n: int) -> Storm:
     from django.db import connection
     from django.utils import timezone
 
-    from trainings import kinds
     from trainings import models as tm
-    from trainings.services import training_create
+    from trainings.planning import kinds
+    from trainings.planning.writes import training_create
 
     teams = tm.Team.objects.bulk_create(
         [
@@ -133,8 +133,8 @@ def _history_seed(trainings: list[Any]) -> None:
     """The history: a push, its device's accepted send and its delivered row per player and day."""
     from django.db import connection
 
-    from trainings import kinds
     from trainings import models as tm
+    from trainings.planning import kinds
 
     rule = tm.ReminderRule.objects.filter(kind=kinds.INVITATION.code).order_by("pk").first()
     assert rule is not None, "no invitation rule"

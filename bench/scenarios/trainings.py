@@ -1,8 +1,8 @@
 """6. The trainings path: scheduling trainings, then one due minute's reminders turned into pushes.
 
-1. Schedule: `trainings.services.training_create` for N trainings (10,000; 500 with --quick) of teams of 20
-   players, each saving the training, its invitations and its 22 reminders (6 pre, 12 post, 4 invitation)
-   in one transaction. Trainings/s and occurrences/s.
+1. Schedule: `trainings.planning.writes.training_create` for N trainings (10,000; 500 with --quick) of
+   teams of 20 players, each saving the training, its invitations and its 22 reminders (6 pre, 12 post,
+   4 invitation) in one transaction. Trainings/s and occurrences/s.
 2. One due minute: the minute holding the most reminders is made due now; a quarter of those trainings'
    players have answered (both questionnaires, invitation accepted). The scan loop drains it: each
    chunk of occurrences runs the trainings batch handler, which re-checks who is still pending and
@@ -36,7 +36,7 @@ def run(h: Harness) -> Section:
     from reminders.engine.dispatch import occurrences_dispatch_batch
     from reminders.models import Occurrence, OccurrenceStatus
     from trainings import models as tm
-    from trainings.services import training_create
+    from trainings.planning.writes import training_create
 
     section = Section("trainings")
 
@@ -148,8 +148,8 @@ def _make_due(minute: datetime, *, teams: dict[Any, int], players: list[Any]) ->
     from django.utils import timezone
 
     from reminders.models import Occurrence, OccurrenceStatus
-    from trainings import kinds
     from trainings import models as tm
+    from trainings.planning import kinds
 
     due = Occurrence.objects.filter(
         status=OccurrenceStatus.SCHEDULED, fire_at__gte=minute, fire_at__lt=minute + timedelta(minutes=1)

@@ -86,7 +86,7 @@ def run(h: Harness) -> Section:
     from reminders.beat import ensure_periodic_tasks
     from trainings import models as tm
     from trainings.answers.links import answer_link_read, answer_token
-    from trainings.services import training_create
+    from trainings.planning.writes import training_create
     from trainings.webhooks.subscriptions import subscription_create
 
     section = Section("webhooks")

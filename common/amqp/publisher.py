@@ -219,7 +219,7 @@ class TxPublisher:
         self._returned = {}
         # py-amqp's basic_publish polls the socket after every message to notice `connection.blocked`;
         # once per batch is enough (a blocked broker makes tx.commit fail or time out, and the batch
-        # retries), and it is a third of the publishing cost.
+        # retries), and the poll is a large share of the publishing cost.
         with contextlib.suppress(socket.timeout):
             connection.connection.drain_events(timeout=0)
         encoder = self._encoder(connection)

@@ -1,8 +1,8 @@
 """The AMQP 0-9-1 frames of one `basic.publish`, encoded for a whole chunk at once.
 
 py-amqp encodes each message's properties through its generic table writer and hands every message to the
-socket on its own: a `sendall` per message was a third of the dispatch loop's time and the property
-encoding another tenth (bench/, 2b, py-spy). The project's messages always carry the same properties
+socket on its own, a large share of the dispatch loop's time (docs/benchmarks.md, "Figures moved out of
+the code"). The project's messages always carry the same properties
 (JSON, persistent, a message id, three headers), so their bytes are assembled here from a cached prefix
 and the chunk goes to the socket in a few large writes. The bytes are the ones py-amqp writes for the
 same `amqp.Message` (tests/wire/test_amqp.py compares them).

@@ -1,10 +1,8 @@
 """A lean HTTP/2 client for the push providers: one connection per origin, every request its own stream.
 
-Why not httpx: under the gateway's load httpx/httpcore/anyio spent 2-3 ms of CPU per request (connection
-pool scans, anyio attribute lookups), ten times what the protocol work costs. Why not the `h2` library
-either: its generic state machine (per stream: an event-driven state table, header validation passes, a
-scan of every open stream to count them, frame objects serialized one by one, an asyncio task for a body
-that waits for flow control) was most of the gateway's CPU per push. A push client needs little of
+Why not httpx or the `h2` library: their generic machinery (connection pool scans, a state table per
+stream, frame objects serialized one by one) cost many times the protocol work a push needs (the figures
+are in docs/benchmarks.md, "Figures moved out of the code"). A push client needs little of
 HTTP/2: requests out (HEADERS, DATA), answers in (HEADERS, DATA, CONTINUATION), SETTINGS, WINDOW_UPDATE,
 PING, GOAWAY and RST_STREAM. This module frames those itself, and encodes and decodes the header blocks
 (HPACK, with `hpack`'s Huffman code table).

@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 
 from common.admin_widgets import pretty_json, zone_field
 from common.history_admin import AuditedAdmin
-from reminders.http.parsers import json_object_unique
+from common.http.parsers import json_object_unique
 from reminders.http.schedule_serializers import EXPRESSION_HELP, ScheduleInputSerializer
 from reminders.jobs import OwnershipError
 from reminders.models import CallbackType, MisfirePolicy, Schedule

@@ -3,7 +3,7 @@ transport sends (a schedule's events wrapped in seed 001's envelope).
 
 A RabbitMQ job's payload is read as the JSON text PostgreSQL stores (`payload::text`) and published as
 those bytes: decoding it into Python and encoding it again per message was work the raw publisher does not
-do (bench/, 2b, py-spy). The text is the same JSON value, in PostgreSQL's rendering (a space after `:` and
+do. The text is the same JSON value, in PostgreSQL's rendering (a space after `:` and
 `,`, non-ASCII characters as UTF-8 rather than `\\u` escapes). HTTP and handler jobs get the decoded
 payload as before: HTTP signs the compact encoding it sends, handlers are Python functions.
 """
@@ -23,8 +23,7 @@ from reminders.models import CallbackType, Job
 from reminders.schedules.lifecycle import event_envelope
 from reminders.transports import Delivery
 
-# A plain str: comparing against the enum member per row went through Enum's attribute lookup, a tenth of
-# this module's time per delivery (py-spy).
+# A plain str: comparing against the enum member per row goes through Enum's attribute lookup, per delivery.
 _RABBITMQ = str(CallbackType.RABBITMQ.value)
 
 
@@ -48,7 +47,7 @@ class DeliveryJob:
 
 def delivery_jobs(job_ids: Iterable[int]) -> dict[int, DeliveryJob]:
     """The claimed rows' jobs as plain tuples: model instances (with the schedule joined) cost a large share
-    of the scan loop at a full batch (docs/benchmarks.md)."""
+    of the scan loop at a full batch."""
     rows = Job.objects.filter(id__any=list(job_ids)).values_list(
         "id",
         "key",

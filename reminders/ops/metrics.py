@@ -101,9 +101,10 @@ def occurrences_delivered(
 def _observe_many(histogram: Any, values: Sequence[float]) -> None:
     """`histogram.observe(v)` for every value, with one increment per bucket instead of one per value.
 
-    A RabbitMQ chunk is up to 20,000 deliveries; observe() per value took 6 % of the dispatch loop's CPU
-    (bench/, 2c). Same result: `observe` adds 1 to the first bucket whose bound is >= the value (buckets
-    are cumulated when collected) and the value to the sum. Uses the pinned client's bucket attributes.
+    A RabbitMQ chunk is up to 20,000 deliveries, and observe() per value was a visible share of the
+    dispatch loop's CPU (docs/benchmarks.md, "Figures moved out of the code"). Same result: `observe`
+    adds 1 to the first bucket whose bound is >= the value (buckets are cumulated when collected) and the
+    value to the sum. Uses the pinned client's bucket attributes.
     """
     bounds = histogram._upper_bounds
     counts = [0] * len(bounds)

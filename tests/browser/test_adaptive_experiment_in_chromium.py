@@ -16,10 +16,10 @@ import pytest
 from tests.browser.conftest import ARTIFACTS, fits_without_sideways_scroll, log_in
 from tests.factories import UserFactory
 from tests.trainings.adaptive_data import simulated
-from trainings.defaults import rules_seed
 from trainings.experiments.control import experiment_start
 from trainings.models import Experiment, ExperimentStatus, ReminderRule, ReminderTemplate
-from trainings.scheduling import rule_reschedule_batch
+from trainings.planning.defaults import rules_seed
+from trainings.planning.scheduling import rule_reschedule_batch
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -15,9 +15,10 @@ from reminders.models import OccurrenceStatus
 from reminders.ops.figures import scan_record
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import MembershipFactory, OccurrenceFactory, PlayerFactory, TeamFactory, UserFactory
-from trainings.defaults import rules_seed
+from trainings.access import coach_group_ensure
 from trainings.models import InvitationStatus, Push, PushStatus, ReminderRule, ReminderTemplate
-from trainings.services import coach_group_ensure, invitation_respond, training_create
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import invitation_respond, training_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]
 

@@ -27,8 +27,7 @@ from tests.factories import (
     UserFactory,
     schedule_create,
 )
-from trainings import kinds
-from trainings.defaults import rules_seed
+from trainings.access import coach_group_ensure
 from trainings.models import (
     Device,
     GatewayHeartbeat,
@@ -40,10 +39,12 @@ from trainings.models import (
     SendStatus,
     Training,
 )
+from trainings.planning import kinds
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import training_create
 from trainings.push.dead_letters import DEAD_LETTER_SCHEMA
 from trainings.push.gateway import dead_letter_queue_name
 from trainings.push.liveness import gateway_heartbeat, push_minutes_add
-from trainings.services import coach_group_ensure, training_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]
 

@@ -14,10 +14,10 @@ from django.utils import timezone
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import TeamFactory, UserFactory
 from tests.trainings.analytics_data import known_training
+from trainings.access import coach_group_ensure
 from trainings.analytics.summary import local_day, summaries_rebuild
-from trainings.defaults import rules_seed
 from trainings.models import ReminderRule, ReminderTemplate
-from trainings.services import coach_group_ensure
+from trainings.planning.defaults import rules_seed
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

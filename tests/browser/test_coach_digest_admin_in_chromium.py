@@ -14,11 +14,11 @@ from django.utils import timezone
 from reminders.models import Occurrence
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
-from trainings.defaults import rules_seed
-from trainings.kinds import coach_kinds
+from trainings.access import coach_group_ensure
 from trainings.models import Coach, CoachPush, ReminderRule, ReminderTemplate
+from trainings.planning.defaults import rules_seed
+from trainings.planning.kinds import coach_kinds
 from trainings.selectors import job_key
-from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

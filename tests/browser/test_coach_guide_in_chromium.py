@@ -22,8 +22,8 @@ from tests.browser.conftest import ARTIFACTS, fits_without_sideways_scroll, log_
 from tests.factories import UserFactory
 from tests.trainings.analytics_data import known_training
 from trainings.analytics.summary import local_day, summaries_rebuild
-from trainings.defaults import rules_seed
 from trainings.models import Coach, Player, ReminderRule, ReminderTemplate, Team, Training
+from trainings.planning.defaults import rules_seed
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

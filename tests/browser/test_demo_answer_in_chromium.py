@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 
 from tests.browser.conftest import shot
-from trainings.defaults import rules_seed
 from trainings.models import Invitation, InvitationStatus, ReminderRule, ReminderTemplate, Training
-from trainings.recipients import reminder_recipients
+from trainings.planning.defaults import rules_seed
+from trainings.reminding.recipients import reminder_recipients
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

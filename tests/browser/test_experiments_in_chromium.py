@@ -14,8 +14,8 @@ from django.utils import timezone
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import UserFactory
 from tests.trainings.experiment_data import VARIANT, known_training
-from trainings.defaults import rules_seed
 from trainings.models import Experiment, ReminderRule, ReminderTemplate
+from trainings.planning.defaults import rules_seed
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

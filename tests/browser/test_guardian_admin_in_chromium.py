@@ -11,8 +11,8 @@ import pytest
 
 from tests.browser.conftest import log_in, shot
 from tests.factories import GuardianFactory, MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from trainings.access import coach_group_ensure
 from trainings.models import Guardian
-from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

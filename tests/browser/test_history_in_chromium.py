@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from tests.browser.conftest import log_in, shot
 from tests.factories import TeamFactory, UserFactory
-from trainings.defaults import rules_seed
+from trainings.access import coach_group_ensure
 from trainings.models import ReminderRule, ReminderTemplate, Training
-from trainings.services import coach_group_ensure, training_create
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import training_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]
 

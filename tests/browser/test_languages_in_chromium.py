@@ -16,14 +16,14 @@ from common.i18n import translated
 from tests.browser.conftest import log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.trainings.push_fixtures import message
+from trainings.access import coach_group_ensure
 from trainings.answers.links import answer_token
-from trainings.defaults import rules_seed
 from trainings.models import Coach, Invitation, InvitationStatus, Player, ReminderRule, ReminderTemplate
-from trainings.offsets import Offset
+from trainings.planning.defaults import rules_seed
+from trainings.planning.offsets import Offset
 from trainings.push.email.message import email_of
 from trainings.push.messages import PushMessage, Target
-from trainings.rendering import push_render
-from trainings.services import coach_group_ensure
+from trainings.reminding.rendering import push_render
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

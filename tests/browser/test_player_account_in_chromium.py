@@ -9,8 +9,8 @@ import pytest
 
 from tests.browser.conftest import log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from trainings.access import coach_group_ensure
 from trainings.models import Player
-from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

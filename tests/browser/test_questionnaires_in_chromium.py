@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
+from trainings.access import coach_group_ensure
 from trainings.answers.links import answer_token
-from trainings.defaults import rules_seed
 from trainings.models import (
     InvitationStatus,
     Player,
@@ -25,7 +25,8 @@ from trainings.models import (
     ReminderTemplate,
     Team,
 )
-from trainings.services import answer_record, coach_group_ensure
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import answer_record
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -16,11 +16,13 @@ from reminders.models import Occurrence
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.trainings.conftest import fire
-from trainings import kinds
-from trainings.defaults import rules_seed
+from trainings.access import coach_group_ensure
 from trainings.models import Coach, InvitationStatus, Push, ReminderRule, ReminderTemplate, Team
+from trainings.planning import kinds
+from trainings.planning.defaults import rules_seed
+from trainings.planning.writes import invitation_respond
+from trainings.reminding.notices import cancelled_notice_key
 from trainings.selectors import job_key
-from trainings.services import cancelled_notice_key, coach_group_ensure, invitation_respond
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -17,7 +17,7 @@ from reminders.models import Occurrence, OccurrenceStatus, ScanMinute
 from reminders.ops.figures import engine_status, scan_record
 from reminders.tasks import scan_due
 from tests.factories import OccurrenceFactory, UserFactory
-from trainings.services import coach_group_ensure
+from trainings.access import coach_group_ensure
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

@@ -42,7 +42,7 @@ from reminders.models import (
 from tests.clients import logged_in
 from tests.conftest import delete_queue, drain_queue
 from tests.factories import GuardianFactory, PlayerFactory, UserFactory
-from trainings.services import coach_group_ensure
+from trainings.access import coach_group_ensure
 
 pytestmark = pytest.mark.django_db
 

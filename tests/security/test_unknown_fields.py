@@ -1,6 +1,6 @@
 """Strict input on every write route under /api/: a key of the body that names no field is a 400 naming it
 (common/serializers.py), nested objects and list items included, and a JSON object that names a key twice
-is a 400 (reminders/http/parsers.py, and the answer link's own JSON reading). Nothing is written.
+is a 400 (common/http/parsers.py, and the answer link's own JSON reading). Nothing is written.
 
 The routes come from the URL conf: a write route added under /api/ without a row in ROUTES fails
 `test_every_write_route_has_a_row`, so it is covered by the others as soon as it has one.

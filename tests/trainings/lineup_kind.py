@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from trainings import kinds
+from trainings.planning import kinds
 
 LINEUP = kinds.Kind(
     code="LINEUP",

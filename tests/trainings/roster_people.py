@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import Permission
 
 from tests.factories import UserFactory
-from trainings.services import coach_group_ensure
+from trainings.access import coach_group_ensure
 
 
 def integration_caller(username: str = "platform") -> Any:

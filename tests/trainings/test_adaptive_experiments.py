@@ -30,7 +30,7 @@ from trainings.models import (
     ReminderRule,
 )
 from trainings.models.experiments import AdaptiveAssignment, AdaptiveSnapshot, ExperimentMode
-from trainings.scheduling import rule_reschedule_batch
+from trainings.planning.scheduling import rule_reschedule_batch
 from trainings.selectors import job_key
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)

@@ -11,8 +11,8 @@ from django.test import Client
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
+from trainings.access import coach_group_ensure
 from trainings.models import Player, ReminderRule, Team, Training
-from trainings.services import coach_group_ensure
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 

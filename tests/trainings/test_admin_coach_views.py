@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from reminders.models import Occurrence, OccurrenceStatus, UserPreference
 from tests.factories import WELLNESS, UserFactory, training_made
-from trainings import kinds
+from trainings.access import coach_group_ensure
 from trainings.models import (
     Device,
     InvitationStatus,
@@ -27,7 +27,8 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.services import answer_record, coach_group_ensure, invitation_respond
+from trainings.planning import kinds
+from trainings.planning.writes import answer_record, invitation_respond
 
 PARIS = ZoneInfo("Europe/Paris")
 

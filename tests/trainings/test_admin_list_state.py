@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from tests.clients import logged_in
 from tests.factories import UserFactory, training_made
+from trainings.access import coach_group_ensure
 from trainings.models import ReminderRule, Team
-from trainings.services import coach_group_ensure
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from django.test import Client
 
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from trainings.access import coach_group_ensure
 from trainings.models import Player, Team
-from trainings.services import coach_group_ensure
 
 SEARCH = "/admin/trainings/player/user-search/"
 

@@ -15,8 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.factories import WELLNESS, DeviceFactory, MembershipFactory, PlayerFactory, training_made
+from trainings.access import coach_group_ensure
 from trainings.models import PushSend, ReminderRule, SendStatus, Team, Training
-from trainings.services import answer_record, coach_group_ensure, training_remind_now
+from trainings.planning.writes import answer_record
+from trainings.reminding.remind_now import training_remind_now
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import OccurrenceFactory, UserFactory, training_made
-from trainings import kinds
+from trainings.access import coach_group_ensure
 from trainings.models import (
     Device,
     Push,
@@ -24,7 +24,9 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.services import coach_group_ensure, training_cancel, training_remind_now
+from trainings.planning import kinds
+from trainings.planning.writes import training_cancel
+from trainings.reminding.remind_now import training_remind_now
 
 
 @pytest.fixture

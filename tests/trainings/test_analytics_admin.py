@@ -15,8 +15,8 @@ from django.utils import timezone
 from tests.clients import logged_in
 from tests.factories import TeamFactory, UserFactory
 from tests.trainings.analytics_data import EXPECTED, EXPECTED_PLAYERS, known_training
+from trainings.access import coach_group_ensure
 from trainings.analytics.summary import local_day, summaries_rebuild
-from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.django_db]
 

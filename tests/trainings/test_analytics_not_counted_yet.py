@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from tests.clients import logged_in
 from tests.factories import PlayerFactory, TeamFactory, TrainingFactory, UserFactory
+from trainings.access import coach_group_ensure
 from trainings.analytics.summary import local_day, summaries_refresh
 from trainings.models import Push, ReminderRule, SummaryMark
-from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.django_db]
 

@@ -23,7 +23,6 @@ from tests.trainings.conftest import fire
 from trainings.answers.links import SALT, answer_link_read, answer_token, answer_url
 from trainings.answers.recording import LinkGone, answer_link_answer
 from trainings.answers.serializers import AnswerLinkSerializer
-from trainings.held import push_expiry
 from trainings.models import (
     AnswerSource,
     Invitation,
@@ -37,8 +36,9 @@ from trainings.models import (
     Training,
     WebhookEvent,
 )
+from trainings.planning.writes import training_cancel
+from trainings.reminding.held import push_expiry
 from trainings.selectors import job_key, training_player_grid
-from trainings.services import training_cancel
 from trainings.webhooks.events import subscribers
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
@@ -475,7 +475,7 @@ def test_a_body_drfs_json_parser_refuses_is_still_a_400(client: Client, training
 def test_an_answer_link_skips_the_browser_middleware_but_not_the_limits_or_security_headers(
     client: Client, training: Training, settings: Any, django_user_model: Any
 ) -> None:
-    """The link's route is called past sessions, CSRF and authentication (reminders/http/session_free.py):
+    """The link's route is called past sessions, CSRF and authentication (common/http/session_free.py):
     a signed-in browser's POST without a CSRF token is answered and its session is never touched, while
     the per-address limit, the security headers and X-Frame-Options still apply."""
     client.force_login(django_user_model.objects.create_user("coach", password="x"))

@@ -17,7 +17,7 @@ from tests.factories import WELLNESS, UserFactory, training_made
 from trainings.answers.links import answer_token
 from trainings.answers.values import MAX_ANSWER_CHARS, MAX_ANSWER_KEYS
 from trainings.models import Player, QuestionnaireAnswer, Team, Training
-from trainings.services import answer_record
+from trainings.planning.writes import answer_record
 
 pytestmark = [pytest.mark.django_db]
 

@@ -14,8 +14,9 @@ from rest_framework.test import APIClient
 
 from reminders.models import Job
 from tests.factories import TeamFactory, UserFactory
+from trainings.access import coach_group_ensure
 from trainings.models import ReminderRule, Team, Training
-from trainings.services import coach_group_ensure, training_create, training_delete
+from trainings.planning.writes import training_create, training_delete
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -171,7 +172,8 @@ def test_a_coach_opens_a_version_of_their_training_and_an_operator_a_rules_histo
 def test_a_training_created_through_the_api_records_what_save_records_attributed_to_the_coach(
     coach: Any, team: Team
 ) -> None:
-    """training_create writes the training and its history row in one statement (trainings/writes.py):
+    """training_create writes the training and its history row in one statement
+    (trainings/planning/writes.py):
     the row must be the one simple-history's post_save makes for the same training, with the token's user."""
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=coach).key}")

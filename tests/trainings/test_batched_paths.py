@@ -16,7 +16,6 @@ from reminders.models import Job, Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import ANSWERED, MembershipFactory, PlayerFactory, TeamFactory
-from trainings import kinds
 from trainings.models import (
     Invitation,
     InvitationStatus,
@@ -31,14 +30,12 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.recipients import reminder_recipients, reminder_recipients_many
-from trainings.services import (
-    HANDLER_NAME,
-    QUIET_RELEASE_HANDLER,
-    quiet_release_key,
-    reminders_fire,
-    training_create,
-)
+from trainings.planning import kinds
+from trainings.planning.scheduling import HANDLER_NAME
+from trainings.planning.writes import training_create
+from trainings.reminding.firing import reminders_fire
+from trainings.reminding.held import QUIET_RELEASE_HANDLER, quiet_release_key
+from trainings.reminding.recipients import reminder_recipients, reminder_recipients_many
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from tests.factories import DeviceFactory, GuardianFactory, training_made
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
-from trainings import kinds
+from trainings.access import coach_group_ensure
 from trainings.models import (
     Guardian,
     InvitationStatus,
@@ -35,17 +35,13 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.planning import kinds
+from trainings.planning.writes import invitation_respond, training_update
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.providers import providers_from_settings
+from trainings.reminding.held import quiet_release_key
+from trainings.reminding.notices import cancelled_notice_key, training_cancelled_notify
 from trainings.selectors import job_key
-from trainings.services import (
-    cancelled_notice_key,
-    coach_group_ensure,
-    invitation_respond,
-    quiet_release_key,
-    training_cancelled_notify,
-    training_update,
-)
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ import pytest
 from tests.clients import api_as
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from trainings.models import Coach, ReminderRule
-from trainings.recipients import reminder_recipients
-from trainings.remind_now import training_remind_now
+from trainings.reminding.recipients import reminder_recipients
+from trainings.reminding.remind_now import training_remind_now
 
 pytestmark = pytest.mark.django_db
 

@@ -43,9 +43,9 @@ from trainings.models import (
     Training,
 )
 from trainings.models.coaches import CoachPushStatus
+from trainings.planning.writes import answer_record, invitation_respond
 from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
-from trainings.services import answer_record, invitation_respond
 
 pytestmark = pytest.mark.django_db
 
@@ -221,7 +221,7 @@ def test_a_digest_rule_marked_all_critical_goes_through_the_coachs_quiet_hours(
     """A coaches' kind is timed by the team, not by offsets: its rule is critical as a whole or not at all."""
     from django.core.exceptions import ValidationError
 
-    from trainings.services import rule_update
+    from trainings.planning.writes import rule_update
 
     camille, _ = coaches
     Coach.objects.filter(pk=camille.pk).update(quiet_start=time(14, 30), quiet_end=time(16))  # London

@@ -17,11 +17,11 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserF
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
+from trainings.access import coach_group_ensure
 from trainings.models import Coach, CoachPush, Device, ReminderRule, ReminderRun, RunOutcome, Team
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.providers import providers_from_settings
 from trainings.selectors import job_key
-from trainings.services import coach_group_ensure
 
 pytestmark = pytest.mark.django_db
 

@@ -18,10 +18,10 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserF
 from tests.peers.apns_fcm import ApnsPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
+from trainings.access import coach_group_ensure
 from trainings.models import Coach, CoachPush, DeliveredPush, Device, Push, PushSend, ReminderRule, Team
 from trainings.push.gateway import PushSender
 from trainings.selectors import job_key
-from trainings.services import coach_group_ensure
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from reminders.models import Occurrence, OccurrenceStatus
 from tests.clients import api_as
 from tests.concurrency import run_together
 from trainings.models import ReminderRule, Team, Training
-from trainings.services import training_delete
+from trainings.planning.writes import training_delete
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -15,9 +15,9 @@ from common.spreadsheet import csv_cell, csv_text
 from tests.clients import logged_in
 from tests.factories import TeamFactory, UserFactory
 from tests.trainings.analytics_data import known_training
+from trainings.access import coach_group_ensure
 from trainings.analytics.summary import local_day, summaries_rebuild
 from trainings.models import Player, ReminderRule
-from trainings.services import coach_group_ensure
 
 LINK = '=HYPERLINK("https://evil.example/login","Ana")'
 TEAM = "@SUM(1+1)*cmd|' /C calc'!A0"

@@ -14,10 +14,10 @@ from tests.factories import DeviceFactory, PlayerFactory, UserFactory
 from tests.peers.apns_fcm import Answer, FcmPeer
 from tests.trainings.push_fixtures import message
 from tests.trainings.test_push_answers import _publish
+from trainings.access import coach_group_ensure
 from trainings.models import PushSend, SendStatus
 from trainings.push.gateway import dead_letter_queue_name, gateway_run
 from trainings.push.providers import providers_from_settings
-from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
 

@@ -14,11 +14,11 @@ from django.test import Client
 
 from tests.factories import WELLNESS
 from tests.trainings.push_fixtures import message
-from trainings import kinds
 from trainings.models import Invitation, InvitationStatus, Player, ReminderRule, Training
+from trainings.planning import kinds
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.providers import providers_from_settings
-from trainings.recipients import reminder_recipients
+from trainings.reminding.recipients import reminder_recipients
 
 # The email page's form: one field per question of the built-in wellness check.
 WELLNESS_FORM = {f"q-{key}": str(value) for key, value in WELLNESS.items()}

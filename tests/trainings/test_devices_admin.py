@@ -9,7 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.factories import DeviceFactory, UserFactory
-from trainings.services import coach_group_ensure
+from trainings.access import coach_group_ensure
 
 pytestmark = pytest.mark.django_db
 

@@ -16,12 +16,12 @@ from tests.clients import api_as
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.trainings.conftest import fire
 from tests.trainings.experiment_data import VARIANT
+from trainings.access import coach_group_ensure
 from trainings.experiments.assignment import arm_of
 from trainings.experiments.control import experiment_start
 from trainings.models import Experiment, Push, ReminderRule, ReminderRun, RunOutcome
-from trainings.scheduling import rule_reschedule_batch
+from trainings.planning.scheduling import rule_reschedule_batch
 from trainings.selectors import job_key
-from trainings.services import coach_group_ensure
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 MINUTE = dt.timedelta(minutes=1)

@@ -30,7 +30,7 @@ from trainings.models import (
     Team,
     Training,
 )
-from trainings.scheduling import rule_reschedule_batch
+from trainings.planning.scheduling import rule_reschedule_batch
 from trainings.selectors import job_key
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
@@ -364,7 +364,7 @@ def test_a_rules_offsets_do_not_change_under_a_running_experiment(rules: dict[st
 
 def test_only_operators_stop_or_promote(rules: dict[str, ReminderRule]) -> None:
     from tests.clients import logged_in
-    from trainings.services import coach_group_ensure
+    from trainings.access import coach_group_ensure
 
     experiment = _started(rules["pre-questionnaire"])
     coach = UserFactory(is_staff=True)  # in the admin, as coaches are

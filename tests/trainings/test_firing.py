@@ -14,7 +14,6 @@ from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import RPE, WELLNESS, training_made
 from tests.trainings.conftest import fire
-from trainings import kinds
 from trainings.models import (
     InvitationStatus,
     Player,
@@ -25,15 +24,11 @@ from trainings.models import (
     RunOutcome,
     Training,
 )
+from trainings.planning import kinds
+from trainings.planning.writes import answer_record, invitation_respond, training_cancel, training_update
 from trainings.push.queue import push_queue_publisher
+from trainings.reminding.firing import reminder_fire
 from trainings.selectors import job_key
-from trainings.services import (
-    answer_record,
-    invitation_respond,
-    reminder_fire,
-    training_cancel,
-    training_update,
-)
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)  # 18:00 in Paris
 
@@ -278,7 +273,7 @@ def test_a_payload_naming_nothing_is_recorded_as_gone_not_retried(payload) -> No
 
 
 def test_a_deleted_training_whose_occurrence_was_in_flight_is_gone(training, rules) -> None:
-    from trainings.services import training_delete
+    from trainings.planning.writes import training_delete
 
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
     delivery = Delivery(
@@ -319,7 +314,7 @@ def test_a_chunk_of_reminders_fires_together_each_to_its_pending_players(trainin
 
 
 def test_one_reminder_that_cannot_be_prepared_is_retried_alone(training, rules, monkeypatch) -> None:
-    from trainings import firing as services
+    from trainings.reminding import firing as services
 
     render = services.push_render
 

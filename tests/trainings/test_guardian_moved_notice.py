@@ -16,11 +16,12 @@ from tests.factories import GuardianFactory, training_made
 from tests.peers.apns_fcm import FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
-from trainings import kinds
 from trainings.models import Guardian, Player, Push, PushSend, ReminderRule, SendStatus, Team, Training
+from trainings.planning import kinds
+from trainings.planning.writes import training_update
 from trainings.push.gateway import Outcome, PushSender
+from trainings.reminding.notices import moved_notice_key
 from trainings.selectors import job_key
-from trainings.services import moved_notice_key, training_update
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
 

@@ -16,7 +16,6 @@ from tests.factories import WELLNESS, GuardianFactory, training_made
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from trainings.answers.links import answer_link_read
-from trainings.held import held_pushes_release
 from trainings.models import (
     Guardian,
     Player,
@@ -28,10 +27,11 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.planning.writes import answer_record
 from trainings.push.gateway import Outcome, PushSender
-from trainings.remind_now import training_remind_now
+from trainings.reminding.held import held_pushes_release
+from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import job_key
-from trainings.services import answer_record
 
 pytestmark = pytest.mark.django_db
 

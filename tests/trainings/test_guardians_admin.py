@@ -17,8 +17,8 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
 )
+from trainings.access import coach_group_ensure
 from trainings.models import Device, Guardian, Guardianship, Player, Team
-from trainings.services import coach_group_ensure
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,9 @@ from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
 from trainings.models import Push, PushStatus, ReminderRule, Team, Training
+from trainings.planning.writes import training_create
+from trainings.reminding.held import held_pushes_overdue_check
 from trainings.selectors import job_key
-from trainings.services import held_pushes_overdue_check, training_create
 from trainings.tasks import purge_old
 
 pytestmark = pytest.mark.rabbitmq

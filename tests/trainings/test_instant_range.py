@@ -19,9 +19,10 @@ from tests.factories import (
     UserFactory,
     training_made,
 )
+from trainings.access import coach_group_ensure
 from trainings.analytics.summary import summaries_refresh
 from trainings.models import OffsetDay, Team, Training
-from trainings.services import answer_record, coach_group_ensure
+from trainings.planning.writes import answer_record
 from trainings.tasks import analytics_refresh
 
 pytestmark = pytest.mark.django_db

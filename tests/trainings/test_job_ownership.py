@@ -20,16 +20,15 @@ from reminders.jobs import Callback, job_upsert
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from tests.factories import UserFactory
 from trainings.models import ReminderRule, Team, Training, TrainingJob
-from trainings.selectors import job_key, training_timeline
-from trainings.services import (
-    HANDLER_NAME,
-    JobKeyTaken,
+from trainings.planning.scheduling import HANDLER_NAME, JobKeyTaken
+from trainings.planning.writes import (
     rule_delete,
     training_cancel,
     training_create,
     training_delete,
     training_update,
 )
+from trainings.selectors import job_key, training_timeline
 
 pytestmark = pytest.mark.django_db
 
@@ -164,7 +163,9 @@ def test_a_row_inserted_under_the_key_after_the_check_rolls_the_save_back(team, 
     pre = rules["pre-questionnaire"]
     squatted = _squat(training, pre, mallory)
     before = _job_state(squatted)
-    monkeypatch.setattr("trainings.scheduling._keys_taken", lambda keys: set())  # it looked before the insert
+    monkeypatch.setattr(
+        "trainings.planning.scheduling._keys_taken", lambda keys: set()
+    )  # it looked before the insert
 
     moved = training.start + dt.timedelta(hours=3)
     with pytest.raises(JobKeyTaken), transaction.atomic():

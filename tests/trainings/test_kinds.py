@@ -1,5 +1,5 @@
-"""Reminder kinds are one table (trainings/kinds.py): a kind added as one entry and its default rule is
-scheduled, fired to the players it still chases, answered and shown like the others."""
+"""Reminder kinds are one table (trainings/planning/kinds.py): a kind added as one entry and its default rule
+is scheduled, fired to the players it still chases, answered and shown like the others."""
 
 from __future__ import annotations
 
@@ -20,9 +20,7 @@ from tests.conftest import drain_queue
 from tests.factories import UserFactory, training_made
 from tests.trainings.conftest import fire
 from tests.trainings.lineup_kind import LINEUP, RULE
-from trainings import kinds
 from trainings.admin.operators import ReminderRuleAdmin
-from trainings.defaults import rules_seed
 from trainings.models import (
     InvitationStatus,
     Player,
@@ -34,11 +32,13 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.planning import kinds
+from trainings.planning.defaults import rules_seed
+from trainings.planning.windows import CLOSED, NOT_YET, OPEN, window_state
+from trainings.planning.writes import answer_record, invitation_respond
 from trainings.push.messages import PushMessage
-from trainings.recipients import reminder_recipients, reminder_recipients_many
+from trainings.reminding.recipients import reminder_recipients, reminder_recipients_many
 from trainings.selectors import job_key
-from trainings.services import answer_record, invitation_respond
-from trainings.windows import CLOSED, NOT_YET, OPEN, window_state
 
 pytestmark = pytest.mark.django_db
 

@@ -26,16 +26,16 @@ from tests.factories import (
     training_made,
 )
 from tests.trainings.push_fixtures import message
-from trainings import kinds
+from trainings.access import coach_group_ensure
 from trainings.answers.links import answer_token
 from trainings.digest.owed import Owed, TrainingOwed
 from trainings.digest.texts import decline_render, digest_render
 from trainings.models import Coach, Player, ReminderRule, ReminderTemplate, Training
-from trainings.offsets import Offset
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset
 from trainings.push.email.message import as_bytes, email_of
 from trainings.push.messages import PushMessage, Target
-from trainings.rendering import notice_render, push_render
-from trainings.services import coach_group_ensure
+from trainings.reminding.rendering import notice_render, push_render
 
 pytestmark = pytest.mark.django_db
 

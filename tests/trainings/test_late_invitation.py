@@ -16,10 +16,11 @@ from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.conftest import drain_queue
 from tests.factories import training_made
-from trainings import kinds
 from trainings.models import InvitationStatus, Push, PushStatus, ReminderRule, Team, Training
+from trainings.planning import kinds
+from trainings.planning.writes import invitation_respond, training_update
+from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import job_key
-from trainings.services import invitation_respond, training_remind_now, training_update
 
 
 def _soon(hours: float) -> dt.datetime:

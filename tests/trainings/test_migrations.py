@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from trainings.defaults import RULES
+from trainings.planning.defaults import RULES
 
 
 @pytest.mark.django_db
@@ -16,8 +16,8 @@ def test_the_trainings_migrations_match_the_models() -> None:
 
 
 def test_the_seeded_rules_are_seed_000s() -> None:
-    """Migration 0002 seeds `trainings.defaults.RULES` (the autouse fixture re-seeds it after flushes): the
-    English templates, which the catalogs in locale/ translate for every other language."""
+    """Migration 0002 seeds `trainings.planning.defaults.RULES` (the autouse fixture re-seeds it after
+    flushes): the English templates, which the catalogs in locale/ translate for every other language."""
     rules = {spec["slug"]: (spec["kind"], spec["offsets"], sorted(spec["templates"])) for spec in RULES}
     assert rules == {
         "pre-questionnaire": ("PRE", ["90m", "75m", "60m", "45m", "30m", "15m"], ["en"]),

@@ -15,7 +15,6 @@ from django.utils import timezone
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
-from trainings import kinds
 from trainings.models import (
     InvitationStatus,
     Push,
@@ -26,14 +25,11 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.planning import kinds
+from trainings.planning.writes import invitation_respond, training_create, training_update
+from trainings.reminding.held import quiet_release_key
+from trainings.reminding.notices import moved_notice_key
 from trainings.selectors import job_key
-from trainings.services import (
-    invitation_respond,
-    moved_notice_key,
-    quiet_release_key,
-    training_create,
-    training_update,
-)
 
 pytestmark = pytest.mark.rabbitmq
 

@@ -18,10 +18,11 @@ from reminders.models import Occurrence, OccurrenceStatus
 from tests.concurrency import run_together
 from tests.conftest import drain_queue
 from tests.trainings.conftest import fire
-from trainings import kinds
 from trainings.models import Push, ReminderRule, Team, Training
+from trainings.planning import kinds
+from trainings.planning.writes import training_create, training_update
+from trainings.reminding.notices import moved_notice_key
 from trainings.selectors import job_key
-from trainings.services import moved_notice_key, training_create, training_update
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]
 

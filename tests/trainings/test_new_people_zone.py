@@ -11,8 +11,8 @@ from django.test import Client
 
 from tests.clients import api_as, logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory
+from trainings.access import coach_group_ensure
 from trainings.models import Guardian, Player, Team
-from trainings.services import coach_group_ensure
 
 pytestmark = pytest.mark.django_db
 

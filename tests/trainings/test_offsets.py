@@ -8,7 +8,7 @@ import pytest
 
 from tests.factories import TrainingFactory
 from trainings.models import ReminderRule
-from trainings.offsets import Offset, OffsetError, parse_offsets
+from trainings.planning.offsets import Offset, OffsetError, parse_offsets
 
 
 def _utc(*args: int) -> datetime:

@@ -18,7 +18,6 @@ from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
-from trainings.held import held_pushes_release
 from trainings.models import (
     Player,
     Push,
@@ -29,9 +28,12 @@ from trainings.models import (
     SendStatus,
     Team,
 )
+from trainings.planning.scheduling import HANDLER_NAME
+from trainings.planning.writes import rule_update, training_create
 from trainings.push.gateway import Outcome, PushSender
+from trainings.reminding.firing import reminder_fire
+from trainings.reminding.held import held_pushes_release
 from trainings.selectors import job_key
-from trainings.services import HANDLER_NAME, reminder_fire, rule_update, training_create
 
 pytestmark = pytest.mark.django_db
 

@@ -16,12 +16,12 @@ from tests.factories import PlayerFactory
 from tests.ops.scrape import delta, scrape, value
 from tests.trainings.conftest import fire
 from trainings.models import ReminderRule, Training
+from trainings.planning.writes import training_create
 from trainings.push.gateway import gateway_run
 from trainings.push.logging import LoggingProvider
 from trainings.push.providers import Providers
 from trainings.push.queue import queue_publisher_at
 from trainings.selectors import job_key
-from trainings.services import training_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
 

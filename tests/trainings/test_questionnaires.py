@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from tests.clients import api_as, logged_in
 from tests.factories import RPE, WELLNESS, TeamFactory, UserFactory, training_made
+from trainings.access import coach_group_ensure
 from trainings.answers.links import answer_token
 from trainings.models import Player, Question, Questionnaire, QuestionnaireAnswer, Team, Training
-from trainings.services import answer_record, coach_group_ensure
+from trainings.planning.writes import answer_record
 
 pytestmark = [pytest.mark.django_db]
 

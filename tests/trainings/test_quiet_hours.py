@@ -17,11 +17,14 @@ from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import WELLNESS
 from tests.trainings.conftest import fire
-from trainings import kinds
 from trainings.models import Push, PushStatus, ReminderRule, Team, Training
+from trainings.planning import kinds
+from trainings.planning.scheduling import HANDLER_NAME
+from trainings.planning.writes import answer_record, training_create
 from trainings.push.quiet import QuietHours
+from trainings.reminding.firing import reminder_fire
+from trainings.reminding.held import quiet_release_key
 from trainings.selectors import job_key
-from trainings.services import HANDLER_NAME, answer_record, quiet_release_key, reminder_fire, training_create
 
 PARIS = ZoneInfo("Europe/Paris")
 UTC = dt.UTC
@@ -134,7 +137,7 @@ def test_without_quiet_hours_nothing_is_held(
     start = dt.datetime(2027, 3, 28, 4, 30, tzinfo=UTC)
     training = training_create(team=team, title="Dawn", start=start, end=start + dt.timedelta(hours=1),
                                time_zone="Europe/Paris")  # fmt: skip
-    from trainings.notices import quiet_status as _quiet_status
+    from trainings.reminding.notices import quiet_status as _quiet_status
 
     player = team.players.get(name="Alice")
     assert _quiet_status(player, training, start - dt.timedelta(minutes=90), start) == (

@@ -17,9 +17,12 @@ from tests.conftest import drain_queue
 from tests.trainings import quiet_oracle
 from tests.trainings.conftest import fire
 from trainings.models import Push, PushStatus, ReminderRule, Team, Training
+from trainings.planning.scheduling import HANDLER_NAME
+from trainings.planning.writes import training_create
 from trainings.push.quiet import QuietHours
+from trainings.reminding.firing import reminder_fire
+from trainings.reminding.held import quiet_release_key
 from trainings.selectors import job_key
-from trainings.services import HANDLER_NAME, quiet_release_key, reminder_fire, training_create
 
 UTC = dt.UTC
 ZONES = ["Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham"]

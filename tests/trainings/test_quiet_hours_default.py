@@ -17,8 +17,10 @@ from reminders.transports import Delivery
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, UserFactory
 from trainings.models import Push, PushStatus, ReminderRule, Team
+from trainings.planning.scheduling import HANDLER_NAME
+from trainings.planning.writes import training_create
+from trainings.reminding.firing import reminder_fire
 from trainings.selectors import job_key
-from trainings.services import HANDLER_NAME, reminder_fire, training_create
 
 pytestmark = pytest.mark.django_db
 

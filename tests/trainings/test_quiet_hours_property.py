@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.trainings import quiet_oracle
-from trainings.held import quiet_status
 from trainings.models import PushStatus
+from trainings.reminding.held import quiet_status
 
 UTC = dt.UTC
 ZONES = [

@@ -9,8 +9,8 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from trainings.models import Coach, CoachPush, DeliveredPush, Player, Push, ReminderRun, RunOutcome, Team
+from trainings.planning.writes import training_create
 from trainings.retention import trainings_purge_old
-from trainings.services import training_create
 
 pytestmark = [pytest.mark.django_db]
 

@@ -19,9 +19,9 @@ from reminders.models import Occurrence, OccurrenceStatus
 from tests.concurrency import run_together
 from tests.factories import TrainingFactory
 from trainings.models import ReminderRule, Team, Training
-from trainings.scheduling import rule_reschedule_trainings
+from trainings.planning.scheduling import rule_reschedule_trainings
+from trainings.planning.writes import rule_update, training_create, training_delete, training_update
 from trainings.selectors import job_key
-from trainings.services import rule_update, training_create, training_delete, training_update
 from trainings.tasks import rule_reschedule
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)

@@ -10,15 +10,9 @@ from django.utils import timezone
 from reminders.models import Job, Occurrence, OccurrenceStatus
 from tests.factories import training_made
 from trainings.models import ReminderRule, Training
+from trainings.planning.scheduling import HANDLER_NAME, rule_reschedule_batch
+from trainings.planning.writes import rule_delete, training_cancel, training_delete, training_update
 from trainings.selectors import job_key
-from trainings.services import (
-    HANDLER_NAME,
-    rule_delete,
-    rule_reschedule_batch,
-    training_cancel,
-    training_delete,
-    training_update,
-)
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 

@@ -16,12 +16,13 @@ from tests.clients import api_as
 from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_made
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
+from trainings.access import coach_group_ensure
 from trainings.models import Push, PushMinute, PushSend, SendStatus, Team
 from trainings.push.gateway import Outcome, PushSender
 from trainings.push.liveness import push_minutes_add
 from trainings.push.providers import providers_from_settings
+from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import job_key
-from trainings.services import coach_group_ensure, training_remind_now
 
 STANDIN = "logging stand-in, nothing sent"
 

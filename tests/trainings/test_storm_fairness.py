@@ -18,8 +18,8 @@ from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import TeamFactory, training_made
-from trainings import kinds
 from trainings.models import Membership, Player, ReminderRule, Team, Training, TrainingJob
+from trainings.planning import kinds
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]  # reads the order off the push queue
 

@@ -20,8 +20,9 @@ from django.test import Client
 from reminders.models import Job, Occurrence
 from tests.clients import api_as
 from tests.fault_table import record
+from trainings.access import coach_group_ensure
 from trainings.models import Invitation, Player, Team, Training
-from trainings.services import coach_group_ensure, training_create
+from trainings.planning.writes import training_create
 
 pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -41,6 +41,7 @@ from tests.factories import (
     training_made,
 )
 from tests.fault_table import record
+from trainings.access import coach_group_ensure
 from trainings.models import (
     Coach,
     CoachPush,
@@ -61,7 +62,6 @@ from trainings.models import (
     WebhookSubscription,
 )
 from trainings.models.coaches import CoachPushStatus
-from trainings.services import coach_group_ensure
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 

@@ -14,7 +14,6 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from trainings import kinds
 from trainings.admin.analytics_charts import answer_rate_chart, colour, time_to_answer_chart
 from trainings.admin.answers_chart import answers_chart, answers_legend
 from trainings.admin.html import DEFAULT_SLUGS
@@ -30,7 +29,8 @@ from trainings.analytics.figures import (
     uncounted,
 )
 from trainings.analytics.serializers import AnalyticsQuerySerializer
-from trainings.offsets import Offset, OffsetError
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset, OffsetError
 from trainings.selectors import teams_visible_to
 
 FIELDS = ("since", "until", "team", "kind")

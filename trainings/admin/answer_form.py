@@ -13,10 +13,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import get_language, gettext
 
-from trainings import kinds
 from trainings.answers.questionnaires import AnswersRefused, definition_of, form_answers, form_questions
 from trainings.models import AnswerSource, Training
-from trainings.services import answer_record
+from trainings.planning import kinds
+from trainings.planning.writes import answer_record
 
 
 def answer_page(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:

@@ -15,7 +15,6 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.translation import gettext_lazy as _
 
-from trainings import kinds
 from trainings.admin.offsets_field import OffsetsField
 from trainings.admin.operators import _OperatorsOnly
 from trainings.experiments.adaptive_checks import adaptive_variants_check
@@ -24,7 +23,8 @@ from trainings.experiments.control import experiment_promote, experiment_start, 
 from trainings.experiments.results import CONFIDENCES, ArmResult, experiment_results
 from trainings.models import Experiment, ExperimentStatus, ReminderRule
 from trainings.models.experiments import ExperimentMode
-from trainings.offsets import validate_offsets
+from trainings.planning import kinds
+from trainings.planning.offsets import validate_offsets
 
 VARIANT_FIELDS = 2  # variants the start form offers (the service takes up to MAX_VARIANTS)
 

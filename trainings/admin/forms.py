@@ -21,7 +21,7 @@ from trainings.admin.html import answers_html, local_time
 from trainings.admin.people import PlayerSearchInline
 from trainings.answers.questionnaires import definition_of
 from trainings.models import AnswerSource, Invitation, InvitationStatus, QuestionnaireAnswer, Training
-from trainings.offsets import is_time_zone
+from trainings.planning.offsets import is_time_zone
 
 
 class InvitationForm(ModelForm):

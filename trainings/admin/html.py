@@ -14,15 +14,15 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 from reminders.api import occurrence_state
-from trainings import kinds
 from trainings.answers.questionnaires import Definition, definition_of
-from trainings.defaults import ALL_RULES
-from trainings.delivery import timeline_reached
 from trainings.models import ReminderRule, RunOutcome, Training
+from trainings.planning import kinds
+from trainings.planning.defaults import ALL_RULES
+from trainings.planning.windows import CLOSED, NOT_YET, OPEN
+from trainings.reminding.outcomes import timeline_reached
 from trainings.selectors import Answered, PlayerRow, training_player_grid, training_timeline
-from trainings.windows import CLOSED, NOT_YET, OPEN
 
-# The seeded rules' slugs (trainings/defaults.py), the coaches' too: their kind's name says it all.
+# The seeded rules' slugs (trainings/planning/defaults.py), the coaches' too: their kind's name says it all.
 DEFAULT_SLUGS = frozenset(spec["slug"] for spec in ALL_RULES)
 
 

@@ -1,5 +1,5 @@
 """The admin's box for a list of offsets, typed as a person writes them: one field for the reminder rule's
-form and the experiment form, reading text through `trainings.offsets.offsets_from_text`."""
+form and the experiment form, reading text through `trainings.planning.offsets.offsets_from_text`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from django import forms
 
-from trainings.critical import ALL
-from trainings.offsets import offsets_from_text
+from trainings.planning.offsets import offsets_from_text
+from trainings.reminding.critical import ALL
 
 
 class OffsetsField(forms.Field):

@@ -31,7 +31,6 @@ import trainings.admin.guardians as _admin_guardians  # noqa: F401  (registers t
 import trainings.admin.operators as _admin_operators  # noqa: F401  (registers the operators' admins)
 from common.admin_widgets import zone_field
 from common.history_admin import AuditedAdmin
-from trainings import kinds
 from trainings.admin.answer_form import answer_page
 from trainings.admin.forms import AnswerInline, InvitationInline, TrainingForm
 from trainings.admin.html import (
@@ -48,7 +47,19 @@ from trainings.models import (
     ReminderRule,
     Training,
 )
-from trainings.recipients import reminder_recipients
+from trainings.planning import kinds
+from trainings.planning.scheduling import training_reminders_schedule
+from trainings.planning.windows import open_kind, open_until, window_state
+from trainings.planning.writes import (
+    training_cancel,
+    training_copy,
+    training_delete,
+    training_lock,
+    training_members_invite,
+)
+from trainings.reminding.notices import CANCELLED_TOLD, training_cancelled_notice_schedule
+from trainings.reminding.recipients import reminder_recipients
+from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import (
     answered_owed,
     teams_visible_to,
@@ -56,18 +67,6 @@ from trainings.selectors import (
     trainings_visible_to,
     trainings_with_counts,
 )
-from trainings.services import (
-    CANCELLED_TOLD,
-    training_cancel,
-    training_cancelled_notice_schedule,
-    training_copy,
-    training_delete,
-    training_lock,
-    training_members_invite,
-    training_remind_now,
-    training_reminders_schedule,
-)
-from trainings.windows import open_kind, open_until, window_state
 
 
 def _players_rules() -> QuerySet[ReminderRule]:
@@ -278,8 +277,8 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
 
     def save_model(self, request: HttpRequest, obj: Training, form: ModelForm, change: bool) -> None:
         if change:
-            # Lock first (the one lock order, trainings.writes.training_lock): a concurrent rule rescan
-            # must not schedule from the old times after us. Deleted meanwhile: DoesNotExist, which
+            # Lock first (the one lock order, trainings.planning.writes.training_lock): a concurrent rule
+            # rescan must not schedule from the old times after us. Deleted meanwhile: DoesNotExist, which
             # changeform_view answers as "does not exist" instead of saving the row back to life.
             before = training_lock(training_id=obj.pk)
             if obj.cancelled and not before.cancelled:  # the box ticked: as the Cancel button does

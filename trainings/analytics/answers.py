@@ -14,10 +14,10 @@ from datetime import date, datetime, time, timedelta
 from statistics import fmean
 from zoneinfo import ZoneInfo
 
-from trainings import kinds
 from trainings.answers.presets import SCALE, QuestionSpec
 from trainings.answers.questionnaires import definition_of
 from trainings.models import QuestionnaireAnswer, Team
+from trainings.planning import kinds
 
 
 @dataclass

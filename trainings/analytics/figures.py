@@ -12,11 +12,11 @@ from typing import Any
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
-from trainings import kinds
 from trainings.analytics.attribution import OffsetTally, PlayerTally, answered_by, median_band
 from trainings.analytics.summary import REFRESH_EVERY, local_day, offset_order, rules_last_offset
 from trainings.models import OffsetDay, PlayerDay, Push, PushStatus, SummaryMark, Team, Training
-from trainings.offsets import Offset, OffsetError
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset, OffsetError
 
 MAX_DAYS = 366
 # The player list reads each team's rows: it needs a team once a user sees more teams than this.

@@ -8,8 +8,8 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
-from trainings import kinds
 from trainings.analytics.figures import MAX_DAYS, Effectiveness, OffsetFigures, PlayerFigures, Scope
+from trainings.planning import kinds
 from trainings.selectors import teams_visible_to, user_sees_all_teams
 
 DEFAULT_DAYS = 28

@@ -25,7 +25,6 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from common.fields import in_instant_range
-from trainings import kinds
 from trainings.analytics.attribution import Answer, OffsetTally, PlayerTally, Reminder, tally
 from trainings.models import (
     Invitation,
@@ -41,7 +40,8 @@ from trainings.models import (
     SummaryMark,
     Training,
 )
-from trainings.offsets import Offset, OffsetError
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset, OffsetError
 
 logger = logging.getLogger(__name__)
 

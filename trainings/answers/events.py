@@ -1,7 +1,7 @@
 """`answer.recorded` for every answer an answer link records (a push's or an email's link, the email's
 answer page, the app's own screen): the outermost recording call sends the event for an answer that
 changed, in the answer's transaction (trainings/webhooks/events.py). A coach's answers, through the admin
-or the API, send theirs from trainings/writes.py."""
+or the API, send theirs from trainings/planning/writes.py."""
 
 from __future__ import annotations
 

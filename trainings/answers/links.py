@@ -10,7 +10,7 @@ followed (a training moved later keeps its links working), and never on a cancel
 (trainings/answers/recording.py checks both).
 
 What the app receives with each push (documented in docs/app-contract.md): `answer_url`, the APNs category
-and the actions of the kind's answer (trainings/kinds.py): for an invitation TRAINING_INVITATION with
+and the actions of the kind's answer (trainings/planning/kinds.py): for an invitation TRAINING_INVITATION with
 `accept` and `decline`.
 """
 
@@ -31,7 +31,7 @@ from django.core import signing
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 
-from trainings import kinds
+from trainings.planning import kinds
 
 SALT = "trainings.answer-link"
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # Django's signing.JSONSerializer, built once

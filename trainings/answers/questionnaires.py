@@ -79,7 +79,7 @@ def _spec(question: Question) -> QuestionSpec:
 def answers_valid(definition: Definition, answers: dict[str, Any]) -> dict[str, Any]:
     """The answers as stored (texts trimmed, optional questions left empty left out); AnswersRefused
     naming each question and its reason otherwise. A kind with no questions of its own (one a deployment
-    adds to trainings/kinds.py without built-in questions) takes any answers but none."""
+    adds to trainings/planning/kinds.py without built-in questions) takes any answers but none."""
     if not definition.questions:
         if not answers:
             raise AnswersRefused({"": "an empty answer is refused."})

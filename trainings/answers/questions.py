@@ -10,10 +10,10 @@ from zoneinfo import ZoneInfo
 from django.utils import formats, translation
 
 from common.i18n import spoken, translated
-from trainings import kinds
 from trainings.answers.recording import LinkTarget
 from trainings.models import render_template
-from trainings.offsets import is_time_zone
+from trainings.planning import kinds
+from trainings.planning.offsets import is_time_zone
 
 
 def answer_question(target: LinkTarget) -> tuple[str, str]:

@@ -24,14 +24,13 @@ from django.db.models.base import ModelState
 from django.utils import timezone
 from django.utils.translation import gettext_noop as _
 
-from trainings import kinds, queries
+from trainings import queries
 from trainings.answers import questionnaires
 from trainings.answers.events import answer_events
 from trainings.answers.links import AnswerLink, answer_link_read, expects_response
 from trainings.answers.statements import fetch_one
 from trainings.answers.values import answers_check
 from trainings.digest.alerts import decline_alert_on_commit
-from trainings.firing import push_expiry
 from trainings.models import (
     AnswerSource,
     Guardianship,
@@ -43,6 +42,8 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.planning import kinds
+from trainings.reminding.firing import push_expiry
 
 RESPONSES = {"accepted": InvitationStatus.ACCEPTED, "denied": InvitationStatus.DENIED}
 

@@ -17,7 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from reminders.api import Limit, json_object_unique, valid_unicode
+from common.http.parsers import json_object_unique, valid_unicode
+from reminders.api import Limit
 from trainings.answers.limits import link_limit
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questionnaires import AnswersRefused, learn, questions_body

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from reminders.api import Callback, Delivery, JobSpec, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job
-from trainings import kinds
 from trainings.digest.firing import (
     COACH_ALERT_HANDLER,
     KEY_PREFIX,
@@ -37,8 +36,9 @@ from trainings.models import (
     RunOutcome,
     Training,
 )
-from trainings.offsets import Offset
-from trainings.rendering import Rendered
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset
+from trainings.reminding.rendering import Rendered
 
 logger = logging.getLogger(__name__)
 

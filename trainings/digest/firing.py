@@ -32,11 +32,9 @@ from django.utils import timezone
 
 from reminders.api import Callback, Delivery, JobSpec, TransportError, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job
-from trainings import kinds
 from trainings.digest.owed import trainings_owed
 from trainings.digest.profiles import team_coaches
 from trainings.digest.texts import decline_render, digest_render
-from trainings.held import quiet_status
 from trainings.models import (
     Coach,
     CoachPush,
@@ -50,9 +48,11 @@ from trainings.models import (
     Training,
 )
 from trainings.models.coaches import CoachPushStatus
-from trainings.offsets import Offset, is_time_zone
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset, is_time_zone
 from trainings.push.queue import PushMessage, push_queue_publisher
-from trainings.rendering import Rendered
+from trainings.reminding.held import quiet_status
+from trainings.reminding.rendering import Rendered
 from trainings.transitions import coach_push_release, coach_pushes_mark_sent
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,8 @@ KEY_PREFIX = "trainings-coach-"
 
 
 class Due(Protocol):
-    """An occurrence of a coaches' rule that passed the fire path's checks (trainings.firing._Due)."""
+    """An occurrence of a coaches' rule that passed the fire path's checks
+    (trainings.reminding.firing._Due)."""
 
     @property
     def delivery(self) -> Delivery: ...

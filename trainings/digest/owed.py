@@ -14,8 +14,8 @@ from typing import Any
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Value
 
-from trainings import kinds
 from trainings.models import Invitation, InvitationStatus, Membership, ReminderRule, Training
+from trainings.planning import kinds
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from trainings import kinds
 from trainings.models import ReminderRule, Team, Training
-from trainings.scheduling import training_reminders_schedule
+from trainings.planning import kinds
+from trainings.planning.scheduling import training_reminders_schedule
 
 # The team fields that say when its coaches' kinds fire.
 DIGEST_FIELDS = ("digest_before", "digest_morning_at", "time_zone")

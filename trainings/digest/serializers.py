@@ -9,7 +9,7 @@ from rest_framework import serializers
 from common.i18n import spoken_languages
 from common.serializers import StrictSerializer
 from trainings.models import ChannelChoice, Coach
-from trainings.offsets import is_time_zone
+from trainings.planning.offsets import is_time_zone
 
 
 class CoachSerializer(serializers.ModelSerializer):

@@ -2,8 +2,8 @@
 pre-training questionnaire: Anna, Ben, Chloé; 2 declined".
 
 The rule's template gives the title and the head of each training's line (its placeholders, rendered as a
-player's push is, with the coach's zone: trainings/rendering.py); this module writes what follows, in the
-language the template was rendered in, from the catalogs (locale/).
+player's push is, with the coach's zone: trainings/reminding/rendering.py); this module writes what follows,
+in the language the template was rendered in, from the catalogs (locale/).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from django.utils.translation import gettext_noop as _
 from django.utils.translation import ngettext
 
 from common.i18n import spoken, translated
-from trainings import kinds
 from trainings.digest.owed import Owed, TrainingOwed
 from trainings.models import ReminderTemplate, Training
-from trainings.offsets import Offset
-from trainings.rendering import Addressee, Rendered, push_render
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset
+from trainings.reminding.rendering import Addressee, Rendered, push_render
 
 # At most this many names per kind; the rest are counted ("and 4 more").
 NAMES_SHOWN = 10

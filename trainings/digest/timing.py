@@ -1,6 +1,7 @@
 """When the coaches' kinds fire for a training: from its team's settings (`Team.digest_before`,
 `Team.digest_morning_at`), not from a rule's offsets, so each team sets its own times. Pure functions of
-a training and its team (imported by trainings/kinds.py, which the models read: no model import here).
+a training and its team (imported by trainings/planning/kinds.py, which the models read: no model import
+here).
 
 Each instant comes with the offset before the start that gives it, like a rule's: the fire path checks an
 occurrence is still wanted by that pair, and a push records its offset.
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from trainings.offsets import Offset, OffsetError, is_time_zone, shift
+from trainings.planning.offsets import Offset, OffsetError, is_time_zone, shift
 
 
 def digest_instants(training: Any) -> list[tuple[datetime, Offset]]:

@@ -8,6 +8,7 @@
   posteriors and the stopping rule that promotes the winner; bandit.py its pure statistics,
   adaptive_checks.py what its variants must be, adaptive_page.py and adaptive_api.py how it is read.
 
-Scheduling (trainings/scheduling.py) gives a rule's jobs every arm's instants; firing (trainings/firing.py)
-reminds at each instant only the players whose arm has that offset. docs/analytics.md explains the figures.
+Scheduling (trainings/planning/scheduling.py) gives a rule's jobs every arm's instants; firing
+(trainings/reminding/firing.py) reminds at each instant only the players whose arm has that offset.
+docs/analytics.md explains the figures.
 """

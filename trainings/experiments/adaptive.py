@@ -16,9 +16,10 @@ The arms' offsets are checked at the start (adaptive_checks.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
@@ -28,7 +29,7 @@ from trainings.experiments.assignment import arm_of, assignments_record
 from trainings.experiments.bandit import report, seeded, thompson_arm
 from trainings.experiments.control import experiment_promote, experiment_stop
 from trainings.experiments.results import experiment_results
-from trainings.models import Experiment, ExperimentStatus, ReminderRule
+from trainings.models import Experiment, ExperimentStatus, ReminderRule, Training
 from trainings.models.experiments import AdaptiveAssignment, AdaptiveSnapshot, ExperimentMode
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,30 @@ def experiment_arms(
     AdaptiveAssignment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=5000)
     arms.drawn.update(_drawn(missing))  # a concurrent worker's draw, stored first, is the one
     return arms
+
+
+class _Due(Protocol):
+    @property
+    def rule(self) -> ReminderRule: ...
+    @property
+    def training(self) -> Training: ...
+    @property
+    def at_creation(self) -> bool: ...
+
+
+class _Person(Protocol):
+    @property
+    def pk(self) -> int: ...
+
+
+def chunk_arms(dues: Iterable[_Due], pending: Mapping[tuple[UUID, str], Sequence[_Person]]) -> Arms:
+    """`experiment_arms` for a firing chunk: each occurrence's pending players (the invitation at
+    creation goes to every arm, so it draws nobody)."""
+    return experiment_arms(
+        (d.rule, d.training.pk, [p.pk for p in pending[d.training.pk, d.rule.kind]])
+        for d in dues
+        if not d.at_creation
+    )
 
 
 def _drawn(wanted: Mapping[tuple[int, UUID], Iterable[int]]) -> dict[tuple[int, UUID, int], int]:

@@ -11,9 +11,9 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from trainings import kinds
 from trainings.models import ReminderRule
-from trainings.offsets import parse_offsets
+from trainings.planning import kinds
+from trainings.planning.offsets import parse_offsets
 
 
 def adaptive_variants_check(rule: ReminderRule, variants: Sequence[tuple[str, list[str]]]) -> None:

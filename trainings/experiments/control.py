@@ -16,13 +16,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from trainings import kinds
 from trainings.experiments.adaptive_checks import adaptive_variants_check
 from trainings.experiments.assignment import assignments_record_members
 from trainings.models import Experiment, ExperimentStatus, ReminderRule, Variant, validate_offsets
 from trainings.models.experiments import ExperimentMode
-from trainings.offsets import parse_offsets
-from trainings.writes import rule_reschedule_on_commit
+from trainings.planning import kinds
+from trainings.planning.offsets import parse_offsets
+from trainings.planning.writes import rule_reschedule_on_commit
 
 MAX_VARIANTS = 4
 

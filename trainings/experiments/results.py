@@ -22,7 +22,6 @@ from uuid import UUID
 from django.db.models import Case, F, OuterRef, Subquery, When
 from django.utils import timezone
 
-from trainings import kinds
 from trainings.experiments.assignment import arm_of
 from trainings.experiments.statistics import Difference, rate_difference, wilson
 from trainings.models import (
@@ -36,7 +35,8 @@ from trainings.models import (
     Training,
 )
 from trainings.models.experiments import AdaptiveAssignment, ExperimentMode
-from trainings.offsets import parse_stored_offsets
+from trainings.planning import kinds
+from trainings.planning.offsets import parse_stored_offsets
 
 CONFIDENCES = (0.8, 0.9, 0.95, 0.99)
 

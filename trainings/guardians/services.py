@@ -15,7 +15,6 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from trainings import kinds
 from trainings.answers.links import answer_token, answer_url
 from trainings.models import (
     Guardian,
@@ -26,6 +25,7 @@ from trainings.models import (
     QuestionnaireAnswer,
     Training,
 )
+from trainings.planning import kinds
 from trainings.push.devices import guardian_of
 from trainings.roster.services import ExternalIdTaken
 from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams

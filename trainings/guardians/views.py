@@ -31,9 +31,9 @@ from trainings.guardians.services import (
     guardians_readable_by,
 )
 from trainings.models import Guardian, Player
-from trainings.preferences import preferences_read, preferences_update
 from trainings.push.device_views import PersonDeviceViewSet
 from trainings.push.devices import guardian_of
+from trainings.reminding.preferences import preferences_read, preferences_update
 from trainings.roster.services import ExternalIdTaken, external_filter
 from trainings.selectors import team_zone_of_players
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer, PreferencesSerializer

@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def seed(apps, schema_editor):
-    from trainings.defaults import RULES, rules_seed
+    from trainings.planning.defaults import RULES, rules_seed
 
     rules_seed(
         apps.get_model("trainings", "ReminderRule"), apps.get_model("trainings", "ReminderTemplate"), RULES
@@ -10,7 +10,7 @@ def seed(apps, schema_editor):
 
 
 def unseed(apps, schema_editor):
-    from trainings.defaults import RULES
+    from trainings.planning.defaults import RULES
 
     apps.get_model("trainings", "ReminderRule").objects.filter(slug__in=[r["slug"] for r in RULES]).delete()
 

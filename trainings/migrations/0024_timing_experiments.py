@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import trainings.models
-import trainings.offsets
+import trainings.planning.offsets
 from django.db import migrations, models
 
 
@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=100)),
                 ('status', models.CharField(choices=[('running', 'Running'), ('stopped', 'Stopped (everyone back on the rule)'), ('promoted', "Promoted (a variant's offsets became the rule's)")], default='running', max_length=10)),
-                ('control_offsets', models.JSONField(help_text="The rule's offsets when the experiment started (arm 0).", validators=[trainings.offsets.validate_offsets])),
+                ('control_offsets', models.JSONField(help_text="The rule's offsets when the experiment started (arm 0).", validators=[trainings.planning.offsets.validate_offsets])),
                 ('started_at', models.DateTimeField()),
                 ('stopped_at', models.DateTimeField(blank=True, null=True)),
                 ('rule', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='experiments', to='trainings.reminderrule')),
@@ -54,7 +54,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('arm', models.PositiveSmallIntegerField()),
                 ('label', models.CharField(blank=True, max_length=50)),
-                ('offsets', models.JSONField(help_text='e.g. ["120m", "45m", "15m"]', validators=[trainings.offsets.validate_offsets])),
+                ('offsets', models.JSONField(help_text='e.g. ["120m", "45m", "15m"]', validators=[trainings.planning.offsets.validate_offsets])),
                 ('experiment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='variants', to='trainings.experiment')),
             ],
             options={

@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import trainings.answers.presets
-import trainings.kinds
+import trainings.planning.kinds
 import trainings.models.questionnaires
 from django.db import migrations, models
 
@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
             name='Questionnaire',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('phase', models.CharField(choices=trainings.kinds.questionnaire_choices, max_length=10)),
+                ('phase', models.CharField(choices=trainings.planning.kinds.questionnaire_choices, max_length=10)),
                 ('revision', models.PositiveBigIntegerField(default=trainings.models.questionnaires.fresh_revision, editable=False)),
                 ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='questionnaires', to='trainings.team')),
             ],

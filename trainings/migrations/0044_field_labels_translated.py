@@ -5,11 +5,11 @@ import common.i18n
 import datetime
 import django.db.models.deletion
 import trainings.answers.presets
-import trainings.critical
-import trainings.kinds
+import trainings.reminding.critical
+import trainings.planning.kinds
 import trainings.models
 import trainings.models.questionnaires
-import trainings.offsets
+import trainings.planning.offsets
 import trainings.push.channels
 import uuid
 from django.conf import settings
@@ -60,7 +60,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='coach',
             name='time_zone',
-            field=models.CharField(default='UTC', max_length=64, validators=[trainings.offsets.validate_time_zone], verbose_name='time zone'),
+            field=models.CharField(default='UTC', max_length=64, validators=[trainings.planning.offsets.validate_time_zone], verbose_name='time zone'),
         ),
         migrations.AlterField(
             model_name='coach',
@@ -125,7 +125,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='experiment',
             name='control_offsets',
-            field=models.JSONField(help_text="The rule's offsets when the experiment started (arm 0).", validators=[trainings.offsets.validate_offsets], verbose_name='control offsets'),
+            field=models.JSONField(help_text="The rule's offsets when the experiment started (arm 0).", validators=[trainings.planning.offsets.validate_offsets], verbose_name='control offsets'),
         ),
         migrations.AlterField(
             model_name='experiment',
@@ -190,7 +190,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='guardian',
             name='time_zone',
-            field=models.CharField(default='UTC', max_length=64, validators=[trainings.offsets.validate_time_zone], verbose_name='time zone'),
+            field=models.CharField(default='UTC', max_length=64, validators=[trainings.planning.offsets.validate_time_zone], verbose_name='time zone'),
         ),
         migrations.AlterField(
             model_name='guardian',
@@ -225,7 +225,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='historicalreminderrule',
             name='critical_offsets',
-            field=models.JSONField(blank=True, default=list, help_text='Reminders that players\' mute and quiet hours cannot hide: ["15m"] (only those offsets, among the rule\'s or a running experiment\'s), "all", or [] for none.', validators=[trainings.critical.validate_critical_offsets], verbose_name='critical offsets'),
+            field=models.JSONField(blank=True, default=list, help_text='Reminders that players\' mute and quiet hours cannot hide: ["15m"] (only those offsets, among the rule\'s or a running experiment\'s), "all", or [] for none.', validators=[trainings.reminding.critical.validate_critical_offsets], verbose_name='critical offsets'),
         ),
         migrations.AlterField(
             model_name='historicalreminderrule',
@@ -235,12 +235,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='historicalreminderrule',
             name='kind',
-            field=models.CharField(choices=trainings.kinds.any_rule_choices, max_length=10, verbose_name='kind'),
+            field=models.CharField(choices=trainings.planning.kinds.any_rule_choices, max_length=10, verbose_name='kind'),
         ),
         migrations.AlterField(
             model_name='historicalreminderrule',
             name='offsets',
-            field=models.JSONField(help_text='e.g. ["90m", "6h", "3d"]', validators=[trainings.offsets.validate_offsets], verbose_name='offsets'),
+            field=models.JSONField(help_text='e.g. ["90m", "6h", "3d"]', validators=[trainings.planning.offsets.validate_offsets], verbose_name='offsets'),
         ),
         migrations.AlterField(
             model_name='historicalreminderrule',
@@ -290,7 +290,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='historicaltraining',
             name='time_zone',
-            field=models.CharField(help_text='IANA zone name.', max_length=64, validators=[trainings.offsets.validate_time_zone], verbose_name='time zone'),
+            field=models.CharField(help_text='IANA zone name.', max_length=64, validators=[trainings.planning.offsets.validate_time_zone], verbose_name='time zone'),
         ),
         migrations.AlterField(
             model_name='historicaltraining',
@@ -375,7 +375,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='player',
             name='time_zone',
-            field=models.CharField(default='UTC', max_length=64, validators=[trainings.offsets.validate_time_zone], verbose_name='time zone'),
+            field=models.CharField(default='UTC', max_length=64, validators=[trainings.planning.offsets.validate_time_zone], verbose_name='time zone'),
         ),
         migrations.AlterField(
             model_name='player',
@@ -415,7 +415,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='push',
             name='kind',
-            field=models.CharField(choices=trainings.kinds.push_choices, max_length=10, verbose_name='kind'),
+            field=models.CharField(choices=trainings.planning.kinds.push_choices, max_length=10, verbose_name='kind'),
         ),
         migrations.AlterField(
             model_name='push',
@@ -535,7 +535,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='questionnaire',
             name='phase',
-            field=models.CharField(choices=trainings.kinds.questionnaire_choices, max_length=10, verbose_name='phase'),
+            field=models.CharField(choices=trainings.planning.kinds.questionnaire_choices, max_length=10, verbose_name='phase'),
         ),
         migrations.AlterField(
             model_name='questionnaire',
@@ -565,7 +565,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='questionnaireanswer',
             name='phase',
-            field=models.CharField(choices=trainings.kinds.questionnaire_choices, max_length=10, verbose_name='phase'),
+            field=models.CharField(choices=trainings.planning.kinds.questionnaire_choices, max_length=10, verbose_name='phase'),
         ),
         migrations.AlterField(
             model_name='questionnaireanswer',
@@ -595,7 +595,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='reminderpreference',
             name='kind',
-            field=models.CharField(choices=trainings.kinds.rule_choices, max_length=10, verbose_name='kind'),
+            field=models.CharField(choices=trainings.planning.kinds.rule_choices, max_length=10, verbose_name='kind'),
         ),
         migrations.AlterField(
             model_name='reminderpreference',
@@ -620,7 +620,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='reminderrule',
             name='critical_offsets',
-            field=models.JSONField(blank=True, default=list, help_text='Reminders that players\' mute and quiet hours cannot hide: ["15m"] (only those offsets, among the rule\'s or a running experiment\'s), "all", or [] for none.', validators=[trainings.critical.validate_critical_offsets], verbose_name='critical offsets'),
+            field=models.JSONField(blank=True, default=list, help_text='Reminders that players\' mute and quiet hours cannot hide: ["15m"] (only those offsets, among the rule\'s or a running experiment\'s), "all", or [] for none.', validators=[trainings.reminding.critical.validate_critical_offsets], verbose_name='critical offsets'),
         ),
         migrations.AlterField(
             model_name='reminderrule',
@@ -630,12 +630,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='reminderrule',
             name='kind',
-            field=models.CharField(choices=trainings.kinds.any_rule_choices, max_length=10, verbose_name='kind'),
+            field=models.CharField(choices=trainings.planning.kinds.any_rule_choices, max_length=10, verbose_name='kind'),
         ),
         migrations.AlterField(
             model_name='reminderrule',
             name='offsets',
-            field=models.JSONField(help_text='e.g. ["90m", "6h", "3d"]', validators=[trainings.offsets.validate_offsets], verbose_name='offsets'),
+            field=models.JSONField(help_text='e.g. ["90m", "6h", "3d"]', validators=[trainings.planning.offsets.validate_offsets], verbose_name='offsets'),
         ),
         migrations.AlterField(
             model_name='reminderrule',
@@ -730,12 +730,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='team',
             name='decline_alert_within',
-            field=models.CharField(blank=True, help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".', max_length=10, validators=[trainings.offsets.validate_offset], verbose_name='decline alert within'),
+            field=models.CharField(blank=True, help_text='Coaches are alerted when a player declines this near the start, e.g. "3h".', max_length=10, validators=[trainings.planning.offsets.validate_offset], verbose_name='decline alert within'),
         ),
         migrations.AlterField(
             model_name='team',
             name='digest_before',
-            field=models.CharField(blank=True, help_text='Coaches get who still owes what this long before each training, e.g. "2h".', max_length=10, validators=[trainings.offsets.validate_offset], verbose_name='digest before'),
+            field=models.CharField(blank=True, help_text='Coaches get who still owes what this long before each training, e.g. "2h".', max_length=10, validators=[trainings.planning.offsets.validate_offset], verbose_name='digest before'),
         ),
         migrations.AlterField(
             model_name='team',
@@ -765,7 +765,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='team',
             name='time_zone',
-            field=models.CharField(default='UTC', max_length=64, validators=[trainings.offsets.validate_time_zone], verbose_name='time zone'),
+            field=models.CharField(default='UTC', max_length=64, validators=[trainings.planning.offsets.validate_time_zone], verbose_name='time zone'),
         ),
         migrations.AlterField(
             model_name='training',
@@ -805,7 +805,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='training',
             name='time_zone',
-            field=models.CharField(help_text='IANA zone name.', max_length=64, validators=[trainings.offsets.validate_time_zone], verbose_name='time zone'),
+            field=models.CharField(help_text='IANA zone name.', max_length=64, validators=[trainings.planning.offsets.validate_time_zone], verbose_name='time zone'),
         ),
         migrations.AlterField(
             model_name='training',
@@ -835,6 +835,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='variant',
             name='offsets',
-            field=models.JSONField(help_text='e.g. ["120m", "45m", "15m"]', validators=[trainings.offsets.validate_offsets], verbose_name='offsets'),
+            field=models.JSONField(help_text='e.g. ["120m", "45m", "15m"]', validators=[trainings.planning.offsets.validate_offsets], verbose_name='offsets'),
         ),
     ]

@@ -1,8 +1,8 @@
 """Teams, players, trainings and what players owe for each training (answers, invitation responses).
 
-Reminder scheduling lives in the engine (`reminders.Job` per training and rule, see services.py); this
-app keeps the rules as data, and one `Push` row per (occurrence, player) so a redelivered occurrence
-never pushes twice.
+Reminder scheduling lives in the engine (`reminders.Job` per training and rule, see
+trainings/planning/scheduling.py); this app keeps the rules as data, and one `Push` row per (occurrence,
+player) so a redelivered occurrence never pushes twice.
 """
 
 from __future__ import annotations
@@ -20,14 +20,6 @@ from django.utils.translation import gettext_lazy as _
 
 from common.fields import validate_instant_range
 from common.history import AuditedHistory
-from trainings import kinds
-from trainings.critical import (
-    CriticalOffsets,
-    critical_at,
-    critical_offsets_error,
-    critical_offsets_normal,
-    validate_critical_offsets,
-)
 from trainings.models.analytics import OffsetDay as OffsetDay
 from trainings.models.analytics import PlayerDay as PlayerDay
 from trainings.models.analytics import SummaryMark as SummaryMark
@@ -62,9 +54,17 @@ from trainings.models.roster import Team as Team
 from trainings.models.webhooks import WebhookEvent as WebhookEvent
 from trainings.models.webhooks import WebhookJob as WebhookJob
 from trainings.models.webhooks import WebhookSubscription as WebhookSubscription
-from trainings.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
-from trainings.offsets import validate_offsets as validate_offsets
-from trainings.offsets import validate_time_zone as validate_time_zone
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset, OffsetError, is_time_zone, parse_stored_offsets, shift
+from trainings.planning.offsets import validate_offsets as validate_offsets
+from trainings.planning.offsets import validate_time_zone as validate_time_zone
+from trainings.reminding.critical import (
+    CriticalOffsets,
+    critical_at,
+    critical_offsets_error,
+    critical_offsets_normal,
+    validate_critical_offsets,
+)
 
 PLACEHOLDERS = ("title", "team", "location", "start_time", "start_date", "time_zone", "offset")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
@@ -124,7 +124,7 @@ class Training(models.Model):
 
 
 class ReminderRule(models.Model):
-    """When to remind whom: its kind (trainings/kinds.py) says from which training time and whom."""
+    """When to remind whom: its kind (trainings/planning/kinds.py) says from which training time and whom."""
 
     slug = models.SlugField(
         max_length=50,

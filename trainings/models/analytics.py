@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from trainings import kinds
+from trainings.planning import kinds
 
 
 class OffsetDay(models.Model):

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from trainings import kinds
+from trainings.planning import kinds
 
 
 class AnswerSource(models.TextChoices):
@@ -84,7 +84,7 @@ class Invitation(models.Model):
         verbose_name=_("status"),
     )
     responded_at = models.DateTimeField(null=True, blank=True, verbose_name=_("responded at"))
-    # db_default: the members' invitations are inserted by plain SQL (trainings/writes.py).
+    # db_default: the members' invitations are inserted by plain SQL (trainings/planning/writes.py).
     response_source = models.CharField(
         max_length=12,
         choices=AnswerSource.choices,

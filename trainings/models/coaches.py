@@ -17,10 +17,10 @@ from django.utils.translation import gettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from common.i18n import validate_spoken_language
-from trainings import kinds
 from trainings.models.channels import ChannelChoice
 from trainings.models.quiet_hours import quiet_hours_both_or_none
-from trainings.offsets import validate_offset, validate_time_zone
+from trainings.planning import kinds
+from trainings.planning.offsets import validate_offset, validate_time_zone
 
 
 class DigestTimes(models.Model):

@@ -15,7 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from trainings.offsets import validate_offsets
+from trainings.planning.offsets import validate_offsets
 
 
 class ExperimentStatus(models.TextChoices):

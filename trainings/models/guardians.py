@@ -4,7 +4,7 @@ the trainings app, re-exported by trainings.models).
 A guardian is a person of their own: a login for the app, devices and an email address (`Device` rows
 owned by the guardian), a language, a zone and quiet hours. `Guardianship` says whose guardian they are and
 what they are to the player ("mother"): the coach's page reads "answered by Anna's mother". A team's
-`reminds` says who a pending player's reminders go to (trainings/recipients.py).
+`reminds` says who a pending player's reminders go to (trainings/reminding/recipients.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from common.i18n import validate_spoken_language
 from trainings.models.external import external_id_field, external_id_unique, owner_field
 from trainings.models.quiet_hours import quiet_hours_both_or_none
-from trainings.offsets import validate_time_zone
+from trainings.planning.offsets import validate_time_zone
 
 
 class Reminds(models.TextChoices):

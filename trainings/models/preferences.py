@@ -1,5 +1,5 @@
 """A player's or a guardian's own choice per reminder kind (the channels, or muted), read by the push
-gateway and the fire path (trainings/preferences.py)."""
+gateway and the fire path (trainings/reminding/preferences.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from trainings import kinds
 from trainings.models.channels import ChannelChoice
+from trainings.planning import kinds
 
 
 class ReminderPreference(models.Model):

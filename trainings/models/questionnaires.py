@@ -13,8 +13,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from trainings import kinds
 from trainings.answers.presets import PRESETS, SCALE, TEXT, preset_choices
+from trainings.planning import kinds
 
 
 def fresh_revision() -> int:

@@ -17,7 +17,7 @@ from trainings.models.coaches import DigestTimes
 from trainings.models.external import external_id_field, external_id_unique, owner_field
 from trainings.models.guardians import Reminds
 from trainings.models.quiet_hours import QUIET_END_DEFAULT, QUIET_START_DEFAULT, quiet_hours_both_or_none
-from trainings.offsets import validate_time_zone
+from trainings.planning.offsets import validate_time_zone
 
 _QUIET_END_HELP = _("...until (local time), then held pushes go. Exception: news of a move to before then.")
 

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from common.wire.h2client import H2Client
-from trainings import kinds
 from trainings.answers.links import answer_push_fields
+from trainings.planning import kinds
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from trainings.kinds import KINDS
+from trainings.planning.kinds import KINDS
 
 PUSHES = Counter(
     "trainings_pushes",

@@ -23,9 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from trainings.critical import critical_at
 from trainings.models import SendStatus
-from trainings.preferences import preferences_of, rules_critical
 from trainings.push.channels import standin_names
 from trainings.push.providers import AuthFailure, Providers, PushMessage, SendResult, Target, Verdict
 from trainings.push.records import (
@@ -39,6 +37,8 @@ from trainings.push.records import (
     sends_recorded,
 )
 from trainings.push.routing import addresses_of, route
+from trainings.reminding.critical import critical_at
+from trainings.reminding.preferences import preferences_of, rules_critical
 from trainings.transitions import devices_disable
 
 __all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]

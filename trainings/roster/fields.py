@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from common.i18n import validate_spoken_language
 from trainings.models.external import EXTERNAL_ID_MAX
-from trainings.offsets import is_time_zone
+from trainings.planning.offsets import is_time_zone
 from trainings.push.channels import BY_NAME
 
 

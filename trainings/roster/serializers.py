@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from common.serializers import StrictSerializer
 from trainings.models import Player, Reminds, Team
-from trainings.offsets import OffsetError, parse_offsets
+from trainings.planning.offsets import OffsetError, parse_offsets
 from trainings.roster.fields import (
     EmailAddressField,
     ExternalIdField,

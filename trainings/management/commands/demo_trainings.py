@@ -10,11 +10,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.address import site_url
-from trainings import kinds
+from trainings.access import coach_group_ensure
 from trainings.answers.links import answer_page_link, answerable, expects_response
 from trainings.models import Device, InvitationStatus, Membership, Player, Team, Training
+from trainings.planning import kinds
+from trainings.planning.writes import answer_record, invitation_respond, training_create
 from trainings.selectors import training_timeline
-from trainings.services import answer_record, coach_group_ensure, invitation_respond, training_create
 
 PLAYERS = [
     ("Alice", "en", "Europe/Paris"),

@@ -19,7 +19,6 @@ from django.views.decorators.http import require_http_methods
 
 from common.i18n import spoken
 from reminders.api import Refused
-from trainings import kinds
 from trainings.answers.limits import link_count
 from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questionnaires import AnswersRefused, definition_of, form_answers, form_questions
@@ -31,8 +30,9 @@ from trainings.answers.recording import (
     answer_link_record,
 )
 from trainings.models import Guardian, Player
+from trainings.planning import kinds
 from trainings.push.email.message import unsubscribe_read, words
-from trainings.services import preference_set
+from trainings.reminding.preferences import preference_set
 
 
 @csrf_exempt

@@ -15,17 +15,18 @@ from django.utils.translation import gettext_noop
 
 from common.i18n import spoken, translated
 from reminders.api import Delivery
-from trainings import kinds
-from trainings.defaults import SHIPPED_TEXTS
 from trainings.models import PushStatus, ReminderRule, ReminderTemplate, Training, render_template
-from trainings.offsets import Offset, is_time_zone, offset_between
+from trainings.planning import kinds
+from trainings.planning.defaults import SHIPPED_TEXTS
+from trainings.planning.offsets import Offset, is_time_zone, offset_between
 
 _FALLBACK_TITLE = "{title}"
 _FALLBACK_BODY = gettext_noop("Reminder: {title} starts {start_date} at {start_time}.")
 
 
 class Addressee(Protocol):
-    """Who a push is for: a `Player`, or a `trainings.recipients.Recipient` read for a due minute."""
+    """Who a push is for: a `Player`, or a `trainings.reminding.recipients.Recipient` read for a due
+    minute."""
 
     @property
     def pk(self) -> Any: ...
@@ -63,8 +64,8 @@ def template_texts(template: ReminderTemplate | None, language: str) -> tuple[st
     """(language, title, body) of a rule's message for a reader of `language` (a spoken one).
 
     A template in the reader's language is shown as typed. Another one (the English) is translated from
-    the catalogs while its texts are the shipped ones (trainings/defaults.py), and shown as typed, in its
-    own language, once someone wrote their own: a coach's words are data, not msgids.
+    the catalogs while its texts are the shipped ones (trainings/planning/defaults.py), and shown as typed, in
+    its own language, once someone wrote their own: a coach's words are data, not msgids.
     """
     if template is None:
         return language, _FALLBACK_TITLE, translated(language, _FALLBACK_BODY)
@@ -146,8 +147,8 @@ def notice_render(*, kind: kinds.Kind, training: Training, player: Addressee) ->
 
 
 class PushRow(NamedTuple):
-    """A `Push` row to insert (trainings.publishing.pushes_record): a tuple, since a due minute makes
-    thousands and a model instance costs more than the rest of the push."""
+    """A `Push` row to insert (trainings.reminding.publishing.pushes_record): a tuple, since a due minute
+    makes thousands and a model instance costs more than the rest of the push."""
 
     key: str
     occurrence_key: str

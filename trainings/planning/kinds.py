@@ -6,8 +6,8 @@ training's list it asks (the recipient rule, one `Q` over `Invitation` rows that
 query and the batched fire path run), what the app opens and what people read. Rules (`ReminderRule`),
 pushes (`Push.kind`) and answers (`QuestionnaireAnswer.phase`) store a kind's `code`; their choices are
 read from this table when asked, so adding a kind is one `register(Kind(...))` here and its default rule
-in trainings/defaults.py, with no migration (the columns carry no database list of codes: that list is
-this table, and `Kind` checks a code fits the columns).
+in trainings/planning/defaults.py, with no migration (the columns carry no database list of codes: that list
+is this table, and `Kind` checks a code fits the columns).
 
 A kind's answer window (what the coach's pages call "not yet", "owed", "missed") opens with its rule's
 first reminder (or when the training is created, `open_from_creation`) and closes at its anchor (before
@@ -30,7 +30,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_noop as _
 
 from trainings.digest import timing
-from trainings.offsets import Offset, offset_between
+from trainings.planning.offsets import Offset, offset_between
 
 
 class TrainingTimes(Protocol):
@@ -152,7 +152,7 @@ class Kind:
     # a players' kind's are its rule's offsets.
     instants: Callable[[Any], list[tuple[datetime, Offset]]] | None = None
     # A notice's (title, body) in English ({title}, {start_date}, {start_time}, {time_zone}):
-    # trainings/rendering.py, `notice_render`. Rules' texts are their templates instead.
+    # trainings/reminding/rendering.py, `notice_render`. Rules' texts are their templates instead.
     notice: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -183,7 +183,7 @@ class Kind:
         starts after it; otherwise None. Without it nobody would be asked at all.
 
         Derived from the training's row, so the firing handler recognises it and a move or a rescan can
-        want the same instant again (trainings.scheduling keeps it only while its job holds it).
+        want the same instant again (trainings.planning.scheduling keeps it only while its job holds it).
         """
         created = getattr(training, "created_at", None)
         if not self.open_from_creation or self.instants is not None or self.to != "players":
@@ -349,8 +349,9 @@ INVITATION = register(
 
 
 def _notice(code: str, label: str, notice: Mapping[str, tuple[str, str]]) -> Kind:
-    """A notice of a change to a training (trainings/notices.py): nobody answers it, it opens the training,
-    no rule sends it, and it is of no use once the training has started. Its English texts are msgids."""
+    """A notice of a change to a training (trainings/reminding/notices.py): nobody answers it, it opens the
+    training, no rule sends it, and it is of no use once the training has started. Its English texts are
+    msgids."""
     return register(Kind(code=code, label=label, anchor="start", sign=-1, closes=at_start, answer=None,
                          screen="training", rule=False, notice=notice))  # fmt: skip
 

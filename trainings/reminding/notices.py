@@ -7,7 +7,7 @@ guardians, or both: `Team.reminds`), a few seconds after the change:
 
 Each notice is an engine job of its own (keys `trainings-moved-notice-…`, `trainings-cancelled-notice-…`),
 so it is as durable as a reminder and runs through the same handler path. Quiet hours hold it like a
-reminder (trainings.held), except when the training starts (or would have started) before they end.
+reminder (trainings.reminding.held), except when the training starts (or would have started) before they end.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from django.utils.translation import gettext_lazy
 
 from reminders.api import Callback, Delivery, job_upsert
 from reminders.models import CallbackType
-from trainings import kinds
-from trainings.held import held_releases, quiet_releases_schedule, quiet_status
 from trainings.models import (
     Invitation,
     InvitationStatus,
@@ -33,9 +31,11 @@ from trainings.models import (
     PushStatus,
     Training,
 )
-from trainings.publishing import pushes_publish, pushes_record
-from trainings.recipients import Recipient, recipients_expand
-from trainings.rendering import PushRow, notice_render, push_for
+from trainings.planning import kinds
+from trainings.reminding.held import held_releases, quiet_releases_schedule, quiet_status
+from trainings.reminding.publishing import pushes_publish, pushes_record
+from trainings.reminding.recipients import Recipient, recipients_expand
+from trainings.reminding.rendering import PushRow, notice_render, push_for
 from trainings.transitions import pushes_withdraw
 
 
@@ -67,7 +67,7 @@ def training_moved_notify(*, delivery: Delivery) -> int:
     """One "training moved" push, with the new local time, for each player a reminder of this training
     already reached before the move (themself or a guardian of theirs; and who has not declined this
     training), to each of that player's recipients as the team's `reminds` says: the player, their
-    guardians, or both (trainings/recipients.py). Returns how many pushes.
+    guardians, or both (trainings/reminding/recipients.py). Returns how many pushes.
 
     Quiet hours hold it like a reminder, except when the training now starts before the player's window
     ends: then it goes at once (the one push allowed through quiet hours, with the reason recorded). A

@@ -1,7 +1,7 @@
 """Writes on trainings, players' responses and rules; each reschedules the reminders it affects.
 
-Scheduling runs inside the write's own transaction (trainings.scheduling). A rule change is rescheduled
-after commit by a worker, batch after batch (trainings.tasks.rule_reschedule).
+Scheduling runs inside the write's own transaction (trainings.planning.scheduling). A rule change is
+rescheduled after commit by a worker, batch after batch (trainings.tasks.rule_reschedule).
 
 The lock order of every writer of a training (`training_lock` says why): the training rows first, in
 id order when there are several, then the rule they touch, then its engine jobs, then their occurrences.
@@ -23,10 +23,9 @@ from common.history import audited_history
 from common.rows_insert import insert_values, mark_saved
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
-from trainings import kinds, queries
+from trainings import queries
 from trainings.answers.questionnaires import answers_valid, definition_of
 from trainings.answers.values import answers_check
-from trainings.critical import CriticalOffsets
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
     AnswerSource,
@@ -39,13 +38,15 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.notices import (
+from trainings.planning import kinds
+from trainings.planning.scheduling import rules_from_rows, rules_query, training_reminders_schedule
+from trainings.reminding.critical import CriticalOffsets
+from trainings.reminding.notices import (
     cancelled_notice_key,
     moved_notice_key,
     training_cancelled_notice_schedule,
     training_moved_notice_schedule,
 )
-from trainings.scheduling import rules_from_rows, rules_query, training_reminders_schedule
 from trainings.tasks import rule_reschedule
 from trainings.webhooks.events import answer_recorded
 
@@ -218,7 +219,7 @@ def training_update(
 
 def training_cancel(*, training: Training) -> Training:
     """Cancel the training: every pending reminder is cancelled, the row stays for the record, and the
-    players who accepted or were reminded are told (trainings/notices.py)."""
+    players who accepted or were reminded are told (trainings/reminding/notices.py)."""
     return training_update(training=training, cancelled=True)
 
 
@@ -331,7 +332,7 @@ def rule_update(
     """Change a rule; once committed, its future trainings are rescheduled in batches by a worker.
 
     `critical_offsets`: the reminders players' mute and quiet hours cannot hide ("all", or some of the
-    rule's offsets; trainings/critical.py)."""
+    rule's offsets; trainings/reminding/critical.py)."""
     with transaction.atomic():
         rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
         values = {"kind": kind, "offsets": offsets, "active": active, "critical_offsets": critical_offsets}

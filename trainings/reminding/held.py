@@ -26,7 +26,6 @@ from django.utils import timezone
 
 from reminders.api import Callback, Delivery, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
-from trainings import kinds
 from trainings.models import (
     Invitation,
     Push,
@@ -35,19 +34,20 @@ from trainings.models import (
     ReminderTemplate,
     Training,
 )
-from trainings.offsets import is_time_zone
-from trainings.publishing import pushes_publish
+from trainings.planning import kinds
+from trainings.planning.offsets import is_time_zone
 from trainings.push import metrics
 from trainings.push.quiet import quiet_hours_for
-from trainings.recipients import reminder_addressees
-from trainings.rendering import Addressee, notice_render, offset_at, push_render
+from trainings.reminding.publishing import pushes_publish
+from trainings.reminding.recipients import reminder_addressees
+from trainings.reminding.rendering import Addressee, notice_render, offset_at, push_render
 from trainings.transitions import held_push_decide, held_pushes_save
 
 logger = logging.getLogger(__name__)
 
 
 def push_expiry(*, training: Training, kind: str) -> datetime:
-    """When a reminder of this kind is no use any more: its window closes (trainings/kinds.py)."""
+    """When a reminder of this kind is no use any more: its window closes (trainings/planning/kinds.py)."""
     return kinds.of(kind).closes(training)
 
 
@@ -237,7 +237,8 @@ def held_pushes_release(
                 gone = set() if push.player_id in chased[rule.pk] else {push.player_id}
                 expires_at = push_expiry(training=training, kind=rule.kind)
                 if push.expires_at and abs(expires_at - push.expires_at) >= repeat:
-                    # A large move: the rule reminds again at the new times (trainings.firing, _firing).
+                    # A large move: the rule reminds again at the new times (trainings.reminding.firing,
+                    # _firing).
                     _settle(push, PushStatus.WITHDRAWN, "the training moved a long way while held")
                 elif not gone and (push.player_id, push.guardian_id) not in addressed[rule.pk]:
                     # The team's setting (player, guardians, both) or the guardianship changed meanwhile.

@@ -1,9 +1,9 @@
 """When each kind's answer is awaited for a training: what the coach's pages call "not yet", "owed" and
 "missed", and which reminder "Remind now" offers first.
 
-The window itself is the kind's (trainings/kinds.py, `Kind.window`): it opens with the kind's earliest
-reminder (the rule's largest offset) or when the training exists, and closes at its anchor or with its
-last reminder after it. This module measures that span from the training's rules.
+The window itself is the kind's (trainings/planning/kinds.py, `Kind.window`): it opens with the kind's
+earliest reminder (the rule's largest offset) or when the training exists, and closes at its anchor or with
+its last reminder after it. This module measures that span from the training's rules.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from trainings import kinds
 from trainings.models import ReminderRule, Training
-from trainings.offsets import OffsetError
+from trainings.planning import kinds
+from trainings.planning.offsets import OffsetError
 
 NOT_YET, OPEN, CLOSED = "not_yet", "open", "closed"
 

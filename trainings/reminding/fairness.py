@@ -20,7 +20,7 @@ from django.db.models import Count
 
 from reminders.api import Delivery
 from trainings.models import Invitation
-from trainings.scheduling import reminder_payload_ids
+from trainings.planning.scheduling import reminder_payload_ids
 
 T = TypeVar("T")
 

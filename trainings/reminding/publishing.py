@@ -17,11 +17,11 @@ from common.compact_json import json_compact
 from common.lookups import AnyOf
 from reminders.api import Delivery, TransportError
 from trainings import queries
-from trainings.fairness import interleaved
 from trainings.models import Push, PushStatus
 from trainings.push import metrics
 from trainings.push.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
-from trainings.rendering import PushRow
+from trainings.reminding.fairness import interleaved
+from trainings.reminding.rendering import PushRow
 from trainings.transitions import pushes_mark_sent
 
 # The PushRow fields that are columns, in order (`rule_slug` is for the message only).
@@ -39,7 +39,7 @@ def pushes_record(rows: Sequence[PushRow], *, published_at: datetime | None = No
     A row whose key (or occurrence and recipient) is already there is left as it is: it comes from an earlier
     attempt of the same occurrence, or from a worker running it at the same time (PostgreSQL makes this
     insert wait for that one's transaction). Plain SQL rather than `bulk_create`: that one says neither
-    which rows it inserted nor costs less per row than the whole rest of a push (bench/ 6b). On PostgreSQL
+    which rows it inserted nor costs less per row than the whole rest of a push (bench row 6b). On PostgreSQL
     the rows travel as one JSON array parameter: psycopg merges parameters into the statement on the
     client, and splitting a statement of 17 placeholders a row cost more than encoding the rows.
 
@@ -261,7 +261,7 @@ def pushes_publish(
     if not pending:
         return {}
     # By id (as recorded) within each reminder, round-robin across the reminders: a small team's pushes
-    # are not queued behind a big team's (trainings/fairness.py).
+    # are not queued behind a big team's (trainings/reminding/fairness.py).
     pending = interleaved(sorted(pending), lambda push: push.occurrence_key)
     messages, members = _messages(pending, by_key)
     rows = {row.key: row for key in by_key for _, row in recorded.get(key, ())}

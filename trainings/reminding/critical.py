@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
-from trainings.offsets import Offset, OffsetError, parse_offsets
+from trainings.planning.offsets import Offset, OffsetError, parse_offsets
 
 ALL = "all"
 

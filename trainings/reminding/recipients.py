@@ -2,7 +2,7 @@
 at once) and for one training (a coach's "remind now", a held push's release).
 
 1. The pending players: the active members whose invitation meets the kind's recipient rule
-   (`Kind.pending()` in trainings/kinds.py: asked, and the answer still missing).
+   (`Kind.pending()` in trainings/planning/kinds.py: asked, and the answer still missing).
 2. Their recipients: the player, their guardians, or both, as the training's team says (`Team.reminds`).
    An answer by any of them is the player's answer, so step 1 drops all of a player's recipients at once.
 3. Minus who was already reminded at this offset (`recipients_reminded`): nobody gets the same reminder
@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, QuerySet
 
-from trainings import kinds
 from trainings.models import (
     Guardian,
     Guardianship,
@@ -30,6 +29,7 @@ from trainings.models import (
     Reminds,
     Training,
 )
+from trainings.planning import kinds
 
 
 def reminder_recipients(*, training: Training, rule: ReminderRule) -> QuerySet[Player]:
@@ -168,7 +168,7 @@ def recipients_reminded(triples: set[tuple[Any, int, str]]) -> Reminded:
 
     A recipient this rule already reminded at this offset for this training, by another occurrence, before
     the training moved by less than TRAININGS_MOVE_REPEAT_MINUTES (the earlier push's expiry says where
-    the training was then), is not reminded again: trainings.firing applies that to these rows.
+    the training was then), is not reminded again: trainings.reminding.firing applies that to these rows.
     """
     if not triples:
         return {}
@@ -196,7 +196,7 @@ def recipients_reached_by_rule(
 ) -> set[tuple[int, int | None]]:
     """The recipients (player, guardian) a push of this rule for this training reached or will reach, from
     an occurrence other than `besides` (its key), at any offset; one query. The invitation at creation
-    stands in for the ones missed: whoever had one of them does not get it (trainings.firing)."""
+    stands in for the ones missed: whoever had one of them does not get it (trainings.reminding.firing)."""
     return set(
         Push.objects.filter(training_id=training_id, rule_id=rule_id)
         .exclude(occurrence_key=besides)

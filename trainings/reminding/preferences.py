@@ -9,9 +9,9 @@ from django.db import transaction
 from django.db.models import Q
 
 from common.lookups import AnyOf
-from trainings.critical import CriticalOffsets
-from trainings.kinds import rule_choices
 from trainings.models import ChannelChoice, Coach, Guardian, Player, ReminderPreference, ReminderRule
+from trainings.planning.kinds import rule_choices
+from trainings.reminding.critical import CriticalOffsets
 
 # The push gateway asks for a round of players at once: one array parameter, not an IN list.
 ReminderPreference._meta.get_field("player").register_lookup(AnyOf)
@@ -78,8 +78,8 @@ def preferences_update(
 
 
 def rules_critical(slugs: set[str]) -> dict[str, CriticalOffsets]:
-    """The critical offsets (trainings/critical.py) of the rules among `slugs` that have some: mute and
-    quiet hours do not hide those reminders."""
+    """The critical offsets (trainings/reminding/critical.py) of the rules among `slugs` that have some: mute
+    and quiet hours do not hide those reminders."""
     rows = ReminderRule.objects.filter(slug__in=slugs).exclude(critical_offsets=[])
     return dict(rows.values_list("slug", "critical_offsets"))
 

@@ -1,5 +1,5 @@
 """The coach's "remind the pending players now" in the admin: one push per player the rule still chases,
-built as a fired reminder's are (trainings/firing.py) and published at once, once per click."""
+built as a fired reminder's are (trainings/reminding/firing.py) and published at once, once per click."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from reminders.api import Delivery
-from trainings.firing import recipients_pushes
 from trainings.models import Push, PushStatus, ReminderRule, Training
-from trainings.publishing import pushes_publish, pushes_record
-from trainings.recipients import recipients_names, reminder_addressees
-from trainings.rendering import offset_at
+from trainings.reminding.firing import recipients_pushes
+from trainings.reminding.publishing import pushes_publish, pushes_record
+from trainings.reminding.recipients import recipients_names, reminder_addressees
+from trainings.reminding.rendering import offset_at
 
 
 @dataclass(frozen=True)

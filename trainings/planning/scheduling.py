@@ -3,7 +3,7 @@
 The job is found through its `TrainingJob` row (never by its key), and its occurrences are replaced by
 `job_upsert`: kept when the instant is still wanted (so their idempotency keys survive a move), cancelled
 when not, added when new. The payload names the training and the rule only; who gets a push is decided
-when it fires (trainings.firing).
+when it fires (trainings.reminding.firing).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from django.utils import timezone
 from common.db_retry import is_transient, transient_retry
 from reminders.api import Callback, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence
-from trainings import kinds
 from trainings.models import ReminderRule, Training, TrainingJob
-from trainings.offsets import MAX_OFFSET
+from trainings.planning import kinds
+from trainings.planning.offsets import MAX_OFFSET
 from trainings.selectors import job_key
 
 logger = logging.getLogger(__name__)
@@ -222,10 +222,10 @@ def rule_reschedule_trainings(
 ) -> RescheduleOutcome:
     """Reschedule one rule's jobs of these trainings, in one transaction, run again on a lock conflict.
 
-    The rows are locked in id order (the lock order of trainings.writes.training_lock), which serialises
-    us with `training_update` on each of them; one deleted meanwhile is not there to lock. A training
-    whose reminders cannot be worked out (a stored row no rule can place) is logged and left as it is,
-    in a savepoint of its own, and the others go on. A deadlock or serialization failure aborts the
+    The rows are locked in id order (the lock order of trainings.planning.writes.training_lock), which
+    serialises us with `training_update` on each of them; one deleted meanwhile is not there to lock. A
+    training whose reminders cannot be worked out (a stored row no rule can place) is logged and left as it
+    is, in a savepoint of its own, and the others go on. A deadlock or serialization failure aborts the
     whole transaction: it runs again (common/db_retry.py), then raises for the task's own retry.
     """
     ids = sorted(training_ids)

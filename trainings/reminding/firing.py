@@ -1,7 +1,7 @@
 """A reminder fires: decide who is still pending, record one Push per player, publish them.
 
-The coach's "remind now" (trainings/remind_now.py) builds the same pushes (`recipients_pushes`) for a
-click instead of an occurrence.
+The coach's "remind now" (trainings/reminding/remind_now.py) builds the same pushes (`recipients_pushes`) for
+a click instead of an occurrence.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
-from trainings import kinds
 from trainings.digest.firing import digests_take
-from trainings.experiments.adaptive import Arms, experiment_arms
-from trainings.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
+from trainings.experiments.adaptive import Arms, chunk_arms
 from trainings.models import (
     Push,
     PushStatus,
@@ -31,17 +29,19 @@ from trainings.models import (
     Training,
     TrainingJob,
 )
-from trainings.offsets import Offset
-from trainings.publishing import pushes_publish, pushes_record
-from trainings.recipients import (
+from trainings.planning import kinds
+from trainings.planning.offsets import Offset
+from trainings.planning.scheduling import reminder_payload_ids
+from trainings.reminding.held import held_releases, push_expiry, quiet_releases_schedule, quiet_status
+from trainings.reminding.publishing import pushes_publish, pushes_record
+from trainings.reminding.recipients import (
     Recipient,
     Reminded,
     recipients_reached_by_rule,
     recipients_reminded,
     reminder_recipients_many,
 )
-from trainings.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
-from trainings.scheduling import reminder_payload_ids
+from trainings.reminding.rendering import Addressee, PushRow, Rendered, StartTexts, push_for, push_render
 from trainings.transitions import pushes_withdraw
 
 logger = logging.getLogger(__name__)
@@ -82,8 +82,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = recipients_reminded({(due.training.pk, due.rule.pk, str(due.offset)) for due in dues})
     held = held_releases(trainings={due.training.pk for due in dues}) if dues else {}
-    arms = experiment_arms((d.rule, d.training.pk, (p.pk for p in recipients[d.training.pk, d.rule.kind]))
-                           for d in dues if not d.at_creation)  # fmt: skip
+    arms = chunk_arms(dues, recipients)
     firings: list[Firing] = []
     start_texts: StartTexts = {}
     for item in checked:
@@ -270,7 +269,8 @@ def recipients_pushes(
 
     `at_creation`: the invitation sent when the training was created too late for its rule's instants. It
     is the only one its recipients get, so quiet hours that end after the start do not skip it: it goes at
-    once, with the reason recorded (the moved notice's rule, trainings/notices.py); shorter ones hold it.
+    once, with the reason recorded (the moved notice's rule, trainings/reminding/notices.py); shorter ones
+    hold it.
     """
     templates = list(rule.templates.all())
     expires_at = push_expiry(training=training, kind=rule.kind)

@@ -1,9 +1,10 @@
 """Seed 000's reminder rules and their English templates (seeded by migration 0002): each kind's default
-rule (the kinds themselves are trainings/kinds.py).
+rule (the kinds themselves are trainings/planning/kinds.py).
 
 The English texts are msgids too (`gettext_noop`): a reader whose language has no template of the rule's
 reads the English one translated from the catalogs (locale/) while it is the shipped text, and as typed once
-a coach or operator changed it (trainings/rendering.py, `template_texts`; docs/development.md, "Languages").
+a coach or operator changed it (trainings/reminding/rendering.py, `template_texts`; docs/development.md,
+"Languages").
 
 Takes the model classes so the migration can pass its historical models and tests can re-seed after a
 transactional test flushed the tables.
