@@ -35,7 +35,7 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "anymail",  # email providers behind Django's email framework, and their webhooks (trainings/push/email/)
+    "anymail",  # email providers behind Django's email framework, and webhooks (delivery/channels/email/)
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "common",
     "reminders",
     "trainings",
+    "delivery",  # the push gateway, its channels and its tables (delivery/api.py is its door)
 ]
 
 MIDDLEWARE = [
@@ -336,7 +337,7 @@ LOGGING: dict[str, Any] = {
 
 # --- Trainings (trainings/: reminders for questionnaires and invitations, push gateway) -----------------
 # Durable queue the reminder handler publishes the JSON pushes to, one per player, several to a message
-# (trainings/push/queue.py).
+# (delivery/gateway/queue.py).
 TRAININGS_PUSH_QUEUE = env_str("TRAININGS_PUSH_QUEUE", "trainings.push")
 # Push gateway provider: "logging" (default, writes each push to the log) or "webhook" (POST to a URL).
 TRAININGS_PUSH_PROVIDER = env_str("TRAININGS_PUSH_PROVIDER", "logging")
@@ -360,7 +361,7 @@ TRAININGS_WEBHOOK_CACHE_SECONDS = env_float("TRAININGS_WEBHOOK_CACHE_SECONDS", 5
 # A subscription whose deliveries have all failed for this long is disabled (checked every 10 minutes).
 TRAININGS_WEBHOOK_DISABLE_AFTER_HOURS = env_float("TRAININGS_WEBHOOK_DISABLE_AFTER_HOURS", 24.0, minimum=0.0)
 
-# --- Push delivery to phones (trainings/push/: FCM HTTP v1, APNs over HTTP/2) --------------------------
+# --- Push delivery to phones (delivery/: FCM HTTP v1, APNs over HTTP/2) --------------------------
 # A provider whose credentials are unset is off; TRAININGS_PUSH_PROVIDER stands in for its devices.
 PUSH_FCM_BASE_URL = env_str("PUSH_FCM_BASE_URL", "https://fcm.googleapis.com")
 PUSH_FCM_CREDENTIALS_FILE = env_str("PUSH_FCM_CREDENTIALS_FILE", "")  # service-account JSON
@@ -412,7 +413,7 @@ TRAININGS_REMINDER_DEADLINE_SECONDS = env_int("TRAININGS_REMINDER_DEADLINE_SECON
 TRAININGS_PUBLIC_URL = env_str("TRAININGS_PUBLIC_URL", site_url(""))
 if not TRAININGS_PUBLIC_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("TRAININGS_PUBLIC_URL must be an http(s) URL")
-# --- Email, the second channel (trainings/push/email/) -------------------------------------------------
+# --- Email, the second channel (delivery/channels/email/) -------------------------------------------------
 # How mail leaves: SMTP by default (EMAIL_HOST, EMAIL_PORT, ...), the console under `make run` (DEBUG), or a
 # provider through django-anymail, e.g. DJANGO_EMAIL_BACKEND=anymail.backends.mailgun.EmailBackend with
 # MAILGUN_API_KEY and MAILGUN_SENDER_DOMAIN (docs/email.md).
@@ -528,7 +529,7 @@ for _scope, _rate in API_THROTTLE_RATES.items():  # fail at start-up, not on the
 API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0)
 # The per-address limit is a middleware: it must count requests before authentication refuses them. It
 # counts every request under these paths: the API, the email answer and unsubscribe pages, the email
-# provider's webhook (trainings/push/email/urls.py).
+# provider's webhook (delivery/channels/email/urls.py).
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["reminders.http.limits.TokenRateThrottle"]
 ADDRESS_LIMITED_PATHS = ["/api/", "/answer/", "/email/"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

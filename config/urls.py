@@ -37,8 +37,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("reminders.http.urls")),
     path("api/", include("trainings.urls")),
-    # Email links: the answer page, one-click unsubscribe, the provider's tracking webhook.
-    path("", include("trainings.push.email.urls")),
+    # Email links: the answer page, one-click unsubscribe (the domain's), the provider's tracking webhook.
+    path("", include("trainings.answers.email_urls")),
+    path("", include("delivery.channels.email.urls")),
 ]
 
 # --- Operations: Prometheus metrics and health probes (reminders/ops/views.py) --------------------------

@@ -18,6 +18,7 @@ from kombu import Connection
 from rest_framework.test import APIClient
 
 from common.compact_json import json_compact
+from delivery.gateway.queue import batch_pushes, push_queue_publisher
 from reminders.engine.connection_thread import marker
 from reminders.engine.lookahead import carrier
 from reminders.engine.wakeup import listener
@@ -25,7 +26,6 @@ from reminders.transports import get_transport
 from tests import machine, services
 from tests.clients import api_as, logged_in
 from tests.factories import UserFactory
-from trainings.push.queue import batch_pushes, push_queue_publisher
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -251,7 +251,7 @@ def drain_queue(
     name: str, *, expect: int | None = None, timeout: float = 5.0, as_sent: bool = False
 ) -> list[amqp.Message]:
     """Consume every message now on the queue (acking them) with a real AMQP consumer; a push batch
-    (trainings/push/queue.py) comes back as its pushes (`pushes_of`), unless `as_sent`: tests count and read
+    (delivery/gateway/queue.py) comes back as its pushes (`pushes_of`), unless `as_sent`: tests count and read
     pushes.
 
     Returns once `expect` messages arrived (or, without `expect`, once the queue stays empty for a short

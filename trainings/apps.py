@@ -7,17 +7,3 @@ from django.utils.translation import gettext_lazy
 class TrainingsConfig(AppConfig):
     name = "trainings"
     verbose_name = gettext_lazy("Trainings")
-
-    def ready(self) -> None:
-        # Bounces and complaints from the email provider's tracking webhook (trainings/push/email/bounces.py).
-        from anymail.signals import tracking
-
-        from trainings.push.email.bounces import tracking_received
-
-        tracking.connect(tracking_received, dispatch_uid="trainings-email-bounces")
-        # A provider configured without the key its tracking events are signed with (webhooks.py).
-        from django.core import checks
-
-        from trainings.push.email.webhooks import webhook_keys_check
-
-        checks.register(webhook_keys_check, checks.Tags.security, deploy=True)

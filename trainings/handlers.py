@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from delivery.gateway.queue import push_queue_names
 from reminders.api import Delivery, TransportError, keys_reserve, queues_reserve, register, register_batch
 from trainings.digest.alerts import decline_alert_fire
 from trainings.digest.firing import COACH_ALERT_HANDLER, COACH_RELEASE_HANDLER, KEY_PREFIX, coach_release
-from trainings.push.queue import push_queue_names
 from trainings.reminding.fairness import reminders_order
 from trainings.reminding.firing import reminders_fire
 from trainings.reminding.held import QUIET_RELEASE_HANDLER, quiet_release

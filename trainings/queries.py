@@ -38,7 +38,7 @@ MEMBERS_INVITE = (
     "WHERE team_id = %s AND active ORDER BY player_id"
 )
 
-# The push gateway's round, before it sends (trainings/push/sender.py): which of its push keys (one array,
+# The push gateway's round, before it sends (delivery/gateway/sender.py): which of its push keys (one array,
 # as its literal text) are done (a DeliveredPush row), and the device outcomes recorded for the others
 # (push key, device, status). Prepared and bound on the server: after five rounds PostgreSQL keeps the
 # generic plan, an index probe a key, where a plan made for each round's literal keys chose to read the

@@ -16,6 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from delivery.channels.registry import standin_names
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings.models import (
     AnswerSource,
@@ -38,7 +39,6 @@ from trainings.models import (
 )
 from trainings.planning import kinds
 from trainings.planning.offsets import Offset
-from trainings.push.channels import standin_names
 from trainings.reminding.outcomes import STANDIN, push_outcomes
 
 User = AbstractBaseUser | AnonymousUser

@@ -12,7 +12,9 @@ from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from common.serializers import StrictSerializer
+from delivery.channels.registry import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
 from trainings.answers.values import AnswersField
+from trainings.devices.registration import token_preview
 from trainings.models import (
     ChannelChoice,
     Device,
@@ -25,8 +27,6 @@ from trainings.models import (
 )
 from trainings.planning import kinds
 from trainings.planning.offsets import OffsetError, is_time_zone, parse_offsets
-from trainings.push.channels import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
-from trainings.push.devices import token_preview
 from trainings.reminding.critical import ALL, validate_critical_offsets
 from trainings.selectors import active_member_ids, players_visible_to, teams_visible_to
 
@@ -308,7 +308,7 @@ class ReminderRuleInputSerializer(StrictSerializer):
         return value
 
 
-# --- Devices (trainings/push/devices.py) ----------------------------------------------------------------
+# --- Devices (trainings/devices/registration.py) ----------------------------------------------------------
 
 
 class DeviceSerializer(serializers.ModelSerializer):

@@ -6,7 +6,7 @@ one conditional UPDATE (`WHERE status = <from>`, or the device's `disabled_at` t
 columns the move owns, so a row another worker moved meanwhile is left as that worker left it, and a
 caller learns how many rows it moved. New pushes come in one of PUSH_INITIAL through
 `trainings.reminding.publishing.pushes_record`; a new device is enabled
-(`trainings.push.devices.device_register`). tests/test_status_owners.py fails when a status is written
+(`trainings.devices.registration.device_register`). tests/test_status_owners.py fails when a status is written
 anywhere else.
 """
 

@@ -35,7 +35,7 @@ urlpatterns = [
     # What the reminders achieve (trainings/analytics/).
     path("analytics/offsets/", EffectivenessView.as_view(), name="analytics-offsets"),
     path("analytics/players/", PlayersView.as_view(), name="analytics-players"),
-    # A player's push devices (trainings/push/devices.py).
+    # A player's push devices (trainings/devices/registration.py).
     path(
         "players/<int:player_pk>/devices/",
         PlayerDeviceViewSet.as_view({"get": "list", "post": "create"}),

@@ -24,6 +24,8 @@ from rest_framework.views import APIView
 from common.idempotency import idempotent
 from reminders.models import OccurrenceStatus
 from trainings.answers.questionnaires import AnswersRefused
+from trainings.devices.registration import device_players_visible_to, player_of
+from trainings.devices.views import PersonDeviceViewSet
 from trainings.models import Guardian, Player, ReminderRule, Training
 from trainings.planning.writes import (
     answer_record,
@@ -33,8 +35,6 @@ from trainings.planning.writes import (
     training_delete,
     training_update,
 )
-from trainings.push.device_views import PersonDeviceViewSet
-from trainings.push.devices import device_players_visible_to, player_of
 from trainings.reminding.preferences import preferences_read, preferences_update
 from trainings.selectors import training_timeline, trainings_visible_to, user_sees_all_teams
 from trainings.serializers import (
@@ -252,7 +252,7 @@ class ReminderRuleViewSet(
         return Response(ReminderRuleSerializer(self.get_queryset().get(pk=rule.pk)).data)
 
 
-# --- Devices (trainings/push/devices.py) ----------------------------------------------------------------
+# --- Devices (trainings/devices/registration.py) ----------------------------------------------------------
 
 
 @extend_schema_view(

@@ -121,8 +121,8 @@ def _send_path(players: list[Any], training: str, expires_at: Any, threads: int)
     process like the raw client. Run with the settings pointing at the bench's server."""
     import asyncio
 
-    from trainings.push.email import EmailProvider
-    from trainings.push.messages import PushMessage, Target, Verdict
+    from delivery.channels.email import EmailProvider
+    from delivery.messages import PushMessage, Target, Verdict
 
     work = [
         (PushMessage.from_body({
@@ -163,9 +163,9 @@ def run(h: Harness) -> Section:
     from django.test import override_settings
     from django.utils import timezone
 
+    from delivery.channels.email.message import as_bytes, email_of
+    from delivery.messages import PushMessage, Target
     from trainings import models as tm
-    from trainings.push.email.message import as_bytes, email_of
-    from trainings.push.messages import PushMessage, Target
 
     section = Section("email")
     n = 500 if h.quick else 2_000

@@ -45,8 +45,8 @@ def _emails(n: int) -> list[Any]:
     """n reminder emails as the channel makes them (`email_of`), each to its own address."""
     from django.utils import timezone
 
-    from trainings.push.email.message import email_of
-    from trainings.push.messages import PushMessage, Target
+    from delivery.channels.email.message import email_of
+    from delivery.messages import PushMessage, Target
 
     push = PushMessage.from_body({
         "schema": "trainings.push/2", "idempotency_key": "wire", "player": 1,
@@ -136,7 +136,7 @@ def _smtplib_threads(port: int, raw: bytes, n: int) -> dict[str, float]:
 
 def _mime_rows(emails: list[Any], rounds: int) -> list[Row]:
     """The channel's one MIME builder, Django's, against the channel's volume."""
-    from trainings.push.email.message import as_bytes
+    from delivery.channels.email.message import as_bytes
 
     django: list[float] = []
     for _ in range(rounds):
@@ -196,7 +196,7 @@ def _smtp_rows(h: Harness, raw: bytes, n: int, rounds: int) -> list[Row]:
 def run(h: Harness) -> Section:
     from django.test import override_settings
 
-    from trainings.push.email.message import as_bytes
+    from delivery.channels.email.message import as_bytes
 
     section = Section("email_wire")
     n = 500 if h.quick else 2_000

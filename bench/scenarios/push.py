@@ -34,9 +34,9 @@ def _send_path(n: int, peers: Peers) -> dict[str, Any]:
 
     from django.test import override_settings
 
-    from trainings.push.apns import ApnsProvider
-    from trainings.push.fcm import FcmProvider
-    from trainings.push.messages import PushMessage, PushProvider, Target, Verdict
+    from delivery.channels.apns import ApnsProvider
+    from delivery.channels.fcm import FcmProvider
+    from delivery.messages import PushMessage, PushProvider, Target, Verdict
 
     with override_settings(PUSH_TLS_CA_FILE=str(peers.apns.ca_file)):
         providers: dict[str, PushProvider] = {
@@ -97,8 +97,8 @@ def pushes_publish(
     """One push per player on the push queue, as the reminder pipeline publishes them."""
     from django.utils import timezone
 
+    from delivery.gateway.queue import queue_publisher_at
     from reminders.transports import Delivery
-    from trainings.push.queue import queue_publisher_at
 
     transport = queue_publisher_at(h.broker_url)
     try:

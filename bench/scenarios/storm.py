@@ -172,7 +172,7 @@ def _history_seed(trainings: list[Any]) -> None:
 def _round_reset() -> None:
     """Before each round, outside its lead: the last round's pushes gone (the recipients' re-check would
     skip the players they reached), the history kept, and every device as if not reached within the last
-    hour: the gateway stamps the devices it reaches at most once an hour (trainings/push/records.py), so
+    hour: the gateway stamps the devices it reaches at most once an hour (delivery/gateway/records.py), so
     otherwise the first round alone paid for a stamp a push and the rounds after it, the logging
     provider's among them, for none."""
     from django.db import connection

@@ -8,7 +8,7 @@ being the stored JSON text where the message has it. On kombu's filesystem broke
 the same call goes through a kombu Producer.
 
 The engine's `rabbitmq` callbacks (reminders/transports/rabbitmq.py) and the push queue
-(trainings/push/queue.py) each keep a publisher of their own; refusals come back keyed by message id.
+(delivery/gateway/queue.py) each keep a publisher of their own; refusals come back keyed by message id.
 """
 
 from __future__ import annotations

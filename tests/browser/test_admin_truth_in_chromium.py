@@ -15,6 +15,9 @@ from django.conf import settings
 from django.utils import timezone
 from kombu import Connection, Producer, Queue
 
+from delivery.gateway.consumer import dead_letter_queue_name
+from delivery.gateway.dead_letters import DEAD_LETTER_SCHEMA
+from delivery.gateway.liveness import gateway_heartbeat, push_minutes_add
 from reminders.engine.dispatch import ScanResult
 from reminders.ops.figures import scan_record
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
@@ -42,9 +45,6 @@ from trainings.models import (
 from trainings.planning import kinds
 from trainings.planning.defaults import rules_seed
 from trainings.planning.writes import training_create
-from trainings.push.dead_letters import DEAD_LETTER_SCHEMA
-from trainings.push.gateway import dead_letter_queue_name
-from trainings.push.liveness import gateway_heartbeat, push_minutes_add
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq, pytest.mark.django_db(transaction=True)]
 

@@ -13,6 +13,8 @@ import pytest
 from django.urls import reverse
 
 from common.i18n import translated
+from delivery.channels.email.message import email_of
+from delivery.messages import PushMessage, Target
 from tests.browser.conftest import log_in, shot
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
 from tests.trainings.push_fixtures import message
@@ -21,8 +23,6 @@ from trainings.answers.links import answer_token
 from trainings.models import Coach, Invitation, InvitationStatus, Player, ReminderRule, ReminderTemplate
 from trainings.planning.defaults import rules_seed
 from trainings.planning.offsets import Offset
-from trainings.push.email.message import email_of
-from trainings.push.messages import PushMessage, Target
 from trainings.reminding.rendering import push_render
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

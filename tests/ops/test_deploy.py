@@ -13,9 +13,9 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
+from delivery.gateway import metrics as push_metrics
 from reminders.ops import metrics
 from reminders.ops.db_gauges import DatabaseCollector
-from trainings.push import metrics as push_metrics
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"

@@ -32,6 +32,7 @@ import pytest
 from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from delivery.channels.email.message import unsubscribe_token
 from reminders.ops.logfilters import (
     REDACTED,
     SHOWS_CREDENTIAL,
@@ -43,7 +44,6 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, train
 from tests.ops.env_template import template_variables
 from tests.ops.processes import ROOT, database_url
 from trainings.answers.links import answer_token
-from trainings.push.email.message import unsubscribe_token
 
 START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 UNIT = ROOT / "deploy" / "systemd" / "reminders-web.service"
@@ -105,7 +105,7 @@ logging.getLogger("celery.worker").warning("asked /api/answer-links/%s/", "SECRE
 try:
     raise ValueError("while serving /answer/SECRET4:d/")
 except ValueError:
-    logging.getLogger("trainings.push.gateway").exception("failed on %s", "/email/unsubscribe/SECRET5:e/")
+    logging.getLogger("delivery.gateway.consumer").exception("failed on %s", "/email/unsubscribe/SECRET5:e/")
 """
 _DJANGO = "import django; django.setup()"
 # What `celery worker` does at start: the Django fixup, then Celery's logging (its own handlers on the root

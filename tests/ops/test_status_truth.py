@@ -15,11 +15,11 @@ from django.test import Client
 from django.utils import timezone
 from kombu import Connection, Producer
 
+from delivery.gateway.liveness import gateway_heartbeat, push_minutes_add
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.ops.figures import status_queries
 from tests.factories import OccurrenceFactory
 from trainings.models import GatewayHeartbeat
-from trainings.push.liveness import gateway_heartbeat, push_minutes_add
 
 pytestmark = [pytest.mark.django_db]
 

@@ -14,11 +14,11 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from common.signing import secret_new, standard_webhook_headers
+from delivery.channels.providers import PushMessage, Target
+from delivery.channels.webhook import WebhookProvider
 from reminders.transports.base import Delivery
 from reminders.transports.http import HTTPTransport
 from tests.http_receiver import QuietHandler, serving
-from trainings.push.providers import PushMessage, Target
-from trainings.push.webhook import WebhookProvider
 
 SECRET = "receiver-shared-secret"
 

@@ -126,7 +126,7 @@ def test_with_queue_type_quorum_the_publisher_declares_quorum_queues_and_skips_a
     from django.utils import timezone
 
     from common.amqp.publisher import TxPublisher
-    from trainings.push.queue import PushMessage
+    from delivery.gateway.queue import PushMessage
 
     settings.REMINDERS_QUEUE_TYPE = "quorum"
     dead = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1

@@ -113,7 +113,7 @@ def test_push_queue_depth_comes_from_rabbitmq_and_is_unknown_when_the_broker_doe
     settings.TRAININGS_PUSH_QUEUE = queue_name
     with Connection(settings.REMINDERS_CALLBACK_BROKER_URL) as broker:
         producer = Producer(broker.default_channel)
-        from trainings.push.gateway import push_queue
+        from delivery.gateway.consumer import push_queue
 
         for n in range(2):
             producer.publish({"n": n}, routing_key=queue_name, declare=[push_queue()])

@@ -16,6 +16,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.api import Delivery
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.clients import api_as, logged_in
@@ -37,8 +39,6 @@ from trainings.models import (
 )
 from trainings.planning import kinds
 from trainings.planning.writes import invitation_respond, training_update
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.providers import providers_from_settings
 from trainings.reminding.held import quiet_release_key
 from trainings.reminding.notices import cancelled_notice_key, training_cancelled_notify
 from trainings.selectors import job_key

@@ -1,4 +1,4 @@
-"""Delivery channels are one table (trainings/push/channels.py): a channel added as a folder and one line
+"""Delivery channels are one table (delivery/channels/registry.py): a channel added as a folder and one line
 in the table takes addresses through the API and gets pushes through the gateway, whose handling of the
 service's answers (accepted, dead address) knows nothing of any channel."""
 
@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from delivery.channels import registry as channels
+from delivery.channels.providers import providers_from_settings
+from delivery.channels.registry import Channel
+from delivery.gateway.consumer import Outcome, push_handle
 from tests.clients import api_as
 from tests.factories import UserFactory
 from tests.trainings import sms_channel
 from trainings.models import Device, Player, PushSend, SendStatus, Team
 from trainings.models.devices import channel_constraints
-from trainings.push import channels
-from trainings.push.channels import Channel
-from trainings.push.gateway import Outcome, push_handle
-from trainings.push.providers import providers_from_settings
 
 # The device checks change with the table, in the database: PostgreSQL rolls that DDL back with the test.
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Job, Occurrence
 from tests.factories import (
     WELLNESS,
@@ -44,7 +45,6 @@ from trainings.models import (
 )
 from trainings.models.coaches import CoachPushStatus
 from trainings.planning.writes import answer_record, invitation_respond
-from trainings.push.gateway import Outcome, PushSender
 from trainings.selectors import job_key
 
 pytestmark = pytest.mark.django_db

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
@@ -19,8 +21,6 @@ from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
 from trainings.access import coach_group_ensure
 from trainings.models import Coach, CoachPush, Device, ReminderRule, ReminderRun, RunOutcome, Team
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.providers import providers_from_settings
 from trainings.selectors import job_key
 
 pytestmark = pytest.mark.django_db

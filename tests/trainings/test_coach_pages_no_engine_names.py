@@ -12,6 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from delivery.gateway.consumer import PushSender
 from reminders.models import Occurrence
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
@@ -20,7 +21,6 @@ from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from trainings.access import coach_group_ensure
 from trainings.models import Coach, CoachPush, DeliveredPush, Device, Push, PushSend, ReminderRule, Team
-from trainings.push.gateway import PushSender
 from trainings.selectors import job_key
 
 pytestmark = pytest.mark.django_db

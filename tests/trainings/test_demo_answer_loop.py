@@ -12,12 +12,12 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
 from tests.factories import WELLNESS
 from tests.trainings.push_fixtures import message
 from trainings.models import Invitation, InvitationStatus, Player, ReminderRule, Training
 from trainings.planning import kinds
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.providers import providers_from_settings
 from trainings.reminding.recipients import reminder_recipients
 
 # The email page's form: one field per question of the built-in wellness check.

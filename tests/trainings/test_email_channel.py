@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from delivery.gateway.consumer import Outcome, PushSender
 from tests.factories import DeviceFactory, MembershipFactory, PlayerFactory, TeamFactory, training_made
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from tests.trainings.smtp_peer import Inbox
 from trainings.models import Device, Invitation, InvitationStatus, PushSend, ReminderPreference, SendStatus
-from trainings.push.gateway import Outcome, PushSender
 
 pytestmark = pytest.mark.django_db
 

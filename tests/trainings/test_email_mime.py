@@ -1,4 +1,4 @@
-"""The reminder email as the SMTP server receives it (trainings/push/email/message.py `as_bytes`, Django's
+"""The reminder email as the SMTP server receives it (delivery/channels/email/message.py `as_bytes`, Django's
 builder) is a well-formed message: CRLF lines of at most 998 octets (RFC 5322 2.1.1) whatever the body,
 multipart/alternative with a UTF-8 text and HTML part (RFC 2045/2046), a non-ASCII subject or display name
 as RFC 2047 encoded words and a domain in punycode, and no header a push's text could add. Parsed back,
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from django.template.loader import render_to_string
 
+from delivery.channels.email.message import as_bytes, email_links, email_of, words
+from delivery.channels.email.provider import _envelope_address
+from delivery.messages import PushMessage, Target
 from tests.trainings.push_fixtures import message
-from trainings.push.email.message import as_bytes, email_links, email_of, words
-from trainings.push.email.provider import _envelope_address
-from trainings.push.messages import PushMessage, Target
 
 ADDRESS = Target(7, "email", "email", "anna@example.com")
 TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
+from delivery.channels.email.provider import EmailProvider
+from delivery.messages import PushMessage, SendResult, Target, Verdict
 from tests.peers.credentials import server_tls
 from tests.trainings.push_fixtures import message
 from tests.trainings.smtp_peer import Inbox, smtp_started
-from trainings.push.email.provider import EmailProvider
-from trainings.push.messages import PushMessage, SendResult, Target, Verdict
 
 
 def _authenticator(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:

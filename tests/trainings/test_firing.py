@@ -8,6 +8,7 @@ import json
 import pytest
 from django.utils import timezone
 
+from delivery.gateway.queue import push_queue_publisher
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.transports import Delivery
@@ -26,7 +27,6 @@ from trainings.models import (
 )
 from trainings.planning import kinds
 from trainings.planning.writes import answer_record, invitation_respond, training_cancel, training_update
-from trainings.push.queue import push_queue_publisher
 from trainings.reminding.firing import reminder_fire
 from trainings.selectors import job_key
 

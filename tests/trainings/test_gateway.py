@@ -15,15 +15,15 @@ from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
+from delivery.channels.providers import Providers, PushMessage, SendResult, Target, Verdict
+from delivery.channels.webhook import WebhookProvider
+from delivery.gateway.consumer import Outcome, gateway_run, push_handle
+from delivery.gateway.queue import queue_publisher_at
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory
 from tests.http_receiver import QuietHandler, serving
 from trainings.models import DeliveredPush, PushSend, SendStatus
-from trainings.push.gateway import Outcome, gateway_run, push_handle
-from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict
-from trainings.push.queue import queue_publisher_at
-from trainings.push.webhook import WebhookProvider
 
 
 def _message(key: str = "occ-1.7", **overrides: Any) -> dict[str, Any]:

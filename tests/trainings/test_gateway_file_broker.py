@@ -10,11 +10,11 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from delivery.channels.providers import Providers, PushMessage, SendResult, Target, Verdict
+from delivery.gateway.consumer import dead_letter_queue_name, gateway_run
 from tests.factories import PlayerFactory
 from tests.trainings.push_fixtures import left_on, publish_to
 from trainings.models import DeliveredPush, PushSend, SendStatus
-from trainings.push.gateway import dead_letter_queue_name, gateway_run
-from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict
 
 pytestmark = pytest.mark.django_db
 

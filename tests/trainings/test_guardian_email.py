@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from delivery.gateway.consumer import Outcome, PushSender
 from tests.factories import GuardianFactory, PlayerFactory
 from tests.trainings.push_fixtures import message
 from tests.trainings.smtp_peer import Inbox
 from trainings.answers.links import answer_link_read
 from trainings.models import PushSend, ReminderPreference, SendStatus
-from trainings.push.gateway import Outcome, PushSender
 
 pytestmark = pytest.mark.django_db
 

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, training_made
@@ -19,7 +20,6 @@ from tests.trainings.smtp_peer import Inbox
 from trainings.models import Guardian, Player, Push, PushSend, ReminderRule, SendStatus, Team, Training
 from trainings.planning import kinds
 from trainings.planning.writes import training_update
-from trainings.push.gateway import Outcome, PushSender
 from trainings.reminding.notices import moved_notice_key
 from trainings.selectors import job_key
 

@@ -10,6 +10,7 @@ from datetime import time
 
 import pytest
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import WELLNESS, GuardianFactory, training_made
@@ -28,7 +29,6 @@ from trainings.models import (
     Training,
 )
 from trainings.planning.writes import answer_record
-from trainings.push.gateway import Outcome, PushSender
 from trainings.reminding.held import held_pushes_release
 from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import job_key

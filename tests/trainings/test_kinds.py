@@ -15,6 +15,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from delivery.messages import PushMessage
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.conftest import drain_queue
 from tests.factories import UserFactory, training_made
@@ -36,7 +37,6 @@ from trainings.planning import kinds
 from trainings.planning.defaults import rules_seed
 from trainings.planning.windows import CLOSED, NOT_YET, OPEN, window_state
 from trainings.planning.writes import answer_record, invitation_respond
-from trainings.push.messages import PushMessage
 from trainings.reminding.recipients import reminder_recipients, reminder_recipients_many
 from trainings.selectors import job_key
 

@@ -16,6 +16,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from delivery.channels.email.message import as_bytes, email_of
+from delivery.messages import PushMessage, Target
 from tests.clients import api_as
 from tests.factories import (
     GuardianFactory,
@@ -33,8 +35,6 @@ from trainings.digest.texts import decline_render, digest_render
 from trainings.models import Coach, Player, ReminderRule, ReminderTemplate, Training
 from trainings.planning import kinds
 from trainings.planning.offsets import Offset
-from trainings.push.email.message import as_bytes, email_of
-from trainings.push.messages import PushMessage, Target
 from trainings.reminding.rendering import notice_render, push_render
 
 pytestmark = pytest.mark.django_db

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from delivery.gateway.consumer import Outcome, PushSender
 from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
@@ -30,7 +31,6 @@ from trainings.models import (
 )
 from trainings.planning.scheduling import HANDLER_NAME
 from trainings.planning.writes import rule_update, training_create
-from trainings.push.gateway import Outcome, PushSender
 from trainings.reminding.firing import reminder_fire
 from trainings.reminding.held import held_pushes_release
 from trainings.selectors import job_key

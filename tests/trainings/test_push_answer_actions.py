@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from delivery.gateway.consumer import Outcome, PushSender
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import TRAINING, message
 from trainings.answers.links import answer_link_read
-from trainings.push.gateway import Outcome, PushSender
 
 pytestmark = pytest.mark.django_db
 

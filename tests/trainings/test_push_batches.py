@@ -1,4 +1,4 @@
-"""Pushes travel many to a message on the push queue (trainings/push/queue.py): the worker publishes a fired
+"""Pushes travel many to a message on the push queue (delivery/gateway/queue.py): the worker publishes a fired
 reminder's pushes in batches, the gateway sends, records, retries and dead-letters each push of a batch on
 its own and acks the batch's message once every push in it is settled. A redelivered batch sends only what
 was not recorded (the kill -9 case: tests/trainings_faults/test_push_gateway_crash.py)."""
@@ -13,16 +13,16 @@ import pytest
 from django.utils import timezone
 
 from common.compact_json import json_compact
+from delivery.channels.providers import Providers, PushMessage, SendResult, Target, Verdict
+from delivery.gateway.consumer import dead_letter_queue_name, gateway_run
+from delivery.gateway.queue import BATCH_SCHEMA, batch_body, batch_key, queue_publisher_at
+from delivery.gateway.queue import PushMessage as QueuedPush
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory, training_made
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.test_gateway import Recorder, _message
 from tests.trainings.test_storm_fairness import START, _storm, _team
 from trainings.models import DeliveredPush, PushSend
-from trainings.push.gateway import dead_letter_queue_name, gateway_run
-from trainings.push.providers import Providers, PushMessage, SendResult, Target, Verdict
-from trainings.push.queue import BATCH_SCHEMA, batch_body, batch_key, queue_publisher_at
-from trainings.push.queue import PushMessage as QueuedPush
 
 
 def _publish_batch(url: str, queue: str, *pushes: dict[str, Any]) -> None:

@@ -15,10 +15,10 @@ import pytest
 from django.test import override_settings
 
 from bench.peers import KEY_ID, TEAM_ID, TOPIC, ServedPeers, served_peers_start
+from delivery.channels.apns import ApnsProvider
+from delivery.channels.fcm import FcmProvider
+from delivery.messages import PushMessage, PushProvider, SendResult, Target, Verdict
 from tests.peers.credentials import apns_key
-from trainings.push.apns import ApnsProvider
-from trainings.push.fcm import FcmProvider
-from trainings.push.messages import PushMessage, PushProvider, SendResult, Target, Verdict
 
 
 @pytest.fixture(scope="module")

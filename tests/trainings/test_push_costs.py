@@ -16,15 +16,15 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from common.wire.h2client import H2Client, HeaderEncoder
+from delivery.channels.apns import ApnsProvider
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
+from delivery.gateway.records import sends_recorded
+from delivery.messages import json_dumps
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushMinute, PushSend, SendStatus
-from trainings.push.apns import ApnsProvider
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.messages import json_dumps
-from trainings.push.providers import providers_from_settings
-from trainings.push.records import sends_recorded
 
 pytestmark = pytest.mark.django_db
 
@@ -215,8 +215,8 @@ def test_the_apns_id_and_the_answer_link_are_what_uuid5_and_django_signing_make(
 
     from django.core import signing
 
+    from delivery.messages import PushMessage, Target
     from trainings.answers.links import SALT, answer_token
-    from trainings.push.messages import PushMessage, Target
 
     for key, device_id in [("push.1", 1), ("push.é✓", 2**40), ("x" * 300, 7)]:
         push = PushMessage.from_body(message(key, 1))
@@ -264,7 +264,7 @@ def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_cha
 
 
 def test_the_request_bodies_are_what_json_dumps_makes_compact() -> None:
-    """`json_dumps` calls the C encoder directly (trainings/push/messages.py): the same bytes as
+    """`json_dumps` calls the C encoder directly (delivery/messages.py): the same bytes as
     `json.dumps(..., separators=(",", ":"))`, non-ASCII escaped, and the same refusal of what JSON has not."""
     documents: list[Any] = [
         {"message": {"token": "t",

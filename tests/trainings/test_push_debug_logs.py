@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from delivery.channels.apns import ApnsProvider
+from delivery.channels.fcm import FcmProvider
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
-from trainings.push.apns import ApnsProvider
-from trainings.push.fcm import FcmProvider
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.providers import providers_from_settings
 
 pytestmark = pytest.mark.django_db
 

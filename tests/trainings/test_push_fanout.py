@@ -10,13 +10,13 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
+from delivery.gateway.records import SUCCESS_EVERY
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import TOPIC, TRAINING, message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.providers import providers_from_settings
-from trainings.push.records import SUCCESS_EVERY
 
 pytestmark = pytest.mark.django_db
 

@@ -9,6 +9,10 @@ import time
 import pytest
 from django.conf import settings
 
+from delivery.channels.logging import LoggingProvider
+from delivery.channels.providers import Providers
+from delivery.gateway.consumer import gateway_run
+from delivery.gateway.queue import queue_publisher_at
 from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
@@ -17,10 +21,6 @@ from tests.ops.scrape import delta, scrape, value
 from tests.trainings.conftest import fire
 from trainings.models import ReminderRule, Training
 from trainings.planning.writes import training_create
-from trainings.push.gateway import gateway_run
-from trainings.push.logging import LoggingProvider
-from trainings.push.providers import Providers
-from trainings.push.queue import queue_publisher_at
 from trainings.selectors import job_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from delivery.gateway.records import sends_recorded
 from trainings.models import DeliveredPush
-from trainings.push.records import sends_recorded
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

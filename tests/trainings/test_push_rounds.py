@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender, gateway_run
+from delivery.gateway.queue import queue_publisher_at
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus
-from trainings.push.gateway import Outcome, PushSender, gateway_run
-from trainings.push.providers import providers_from_settings
-from trainings.push.queue import queue_publisher_at
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-# Stored before questionnaires had questions (trainings/push/email/views.py stored `{"notes": ...}`).
+# Stored before questionnaires had questions (trainings/answers/email_pages.py stored `{"notes": ...}`).
 LEGACY = [
     {"notes": "knee still hurts"},
     {"notes": ""},

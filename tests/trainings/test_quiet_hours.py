@@ -21,9 +21,9 @@ from trainings.models import Push, PushStatus, ReminderRule, Team, Training
 from trainings.planning import kinds
 from trainings.planning.scheduling import HANDLER_NAME
 from trainings.planning.writes import answer_record, training_create
-from trainings.push.quiet import QuietHours
 from trainings.reminding.firing import reminder_fire
 from trainings.reminding.held import quiet_release_key
+from trainings.reminding.quiet import QuietHours
 from trainings.selectors import job_key
 
 PARIS = ZoneInfo("Europe/Paris")

@@ -19,9 +19,9 @@ from tests.trainings.conftest import fire
 from trainings.models import Push, PushStatus, ReminderRule, Team, Training
 from trainings.planning.scheduling import HANDLER_NAME
 from trainings.planning.writes import training_create
-from trainings.push.quiet import QuietHours
 from trainings.reminding.firing import reminder_fire
 from trainings.reminding.held import quiet_release_key
+from trainings.reminding.quiet import QuietHours
 from trainings.selectors import job_key
 
 UTC = dt.UTC

@@ -11,6 +11,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from delivery.channels.providers import providers_from_settings
+from delivery.gateway.consumer import Outcome, PushSender
+from delivery.gateway.liveness import push_minutes_add
 from reminders.models import Occurrence
 from tests.clients import api_as
 from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_made
@@ -18,9 +21,6 @@ from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
 from trainings.access import coach_group_ensure
 from trainings.models import Push, PushMinute, PushSend, SendStatus, Team
-from trainings.push.gateway import Outcome, PushSender
-from trainings.push.liveness import push_minutes_add
-from trainings.push.providers import providers_from_settings
 from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import job_key
 

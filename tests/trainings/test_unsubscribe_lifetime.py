@@ -10,9 +10,9 @@ from unittest import mock
 import pytest
 from django.test import Client
 
+from delivery.channels.email.message import unsubscribe_token
 from tests.factories import PlayerFactory
 from trainings.models import ReminderPreference
-from trainings.push.email.message import unsubscribe_token
 
 pytestmark = [pytest.mark.django_db]
 DAY = 86400

@@ -609,7 +609,7 @@ def test_no_engine_api_caller_can_read_or_cancel_a_trainings_jobs(world: World, 
 
 
 def _trainings_routes() -> set[tuple[str, str]]:
-    """Every (URL name, HTTP method) the URL resolver routes to a view of the trainings app."""
+    """Every (URL name, HTTP method) the URL resolver routes to a view of the trainings or delivery app."""
     found: set[tuple[str, str]] = set()
 
     def walk(patterns: list[Any]) -> None:
@@ -620,7 +620,7 @@ def _trainings_routes() -> set[tuple[str, str]]:
             assert isinstance(pattern, URLPattern)
             callback = pattern.callback
             view = getattr(callback, "cls", callback)
-            if not view.__module__.startswith("trainings."):
+            if not view.__module__.startswith(("trainings.", "delivery.")):
                 continue
             # A viewset route knows its methods, a DRF APIView the handlers it defines; any other view must
             # be added here by hand (fails below).
@@ -731,7 +731,7 @@ def _push(side: Side) -> Push:
 
 
 def _send(side: Side) -> PushSend:
-    """A device send of the side's push, as the gateway records it (trainings/push/records.py)."""
+    """A device send of the side's push, as the gateway records it (delivery/gateway/records.py)."""
     device = side.player.devices.get()
     return PushSend.objects.create(
         push_key=_push(side).key, device=device, player_id=side.player.pk, provider=device.provider,
@@ -748,7 +748,7 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     Push: (_push, SCOPED),
     ReminderRule: (lambda s: ReminderRule.objects.get(slug="invitation"), OPERATORS),
     DeliveredPush: (
-        # The gateway's record of a push it finished carries the push's key (trainings/push/records.py).
+        # The gateway's record of a push it finished carries the push's key (delivery/gateway/records.py).
         lambda s: DeliveredPush.objects.create(key=_push(s).key, provider="x"),
         SUPERUSERS,
     ),
@@ -910,7 +910,7 @@ ON_BEHALF = Rule(
 COACH_SELF = Rule("the signed-in coach's own profile and devices; others 404", frozenset({401}))
 LINK_TOKEN = Rule("the signed, expiring token in the URL; a session adds nothing", frozenset({400, 404}))
 # The configured provider's tracking webhook alone; 404 while its signing key is unset
-# (trainings/push/email/webhooks.py, tests/trainings/test_email_webhooks.py).
+# (delivery/channels/email/webhooks.py, tests/trainings/test_email_webhooks.py).
 PROVIDER = Rule("the email provider's signature with its key; 404 while the key is unset", frozenset({404}))
 ADMIN_LOGIN = Rule("anyone (the login page itself)", frozenset({200, 302}))
 STAFF_ADMIN = Rule(
@@ -1030,7 +1030,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("answer-link", "POST"):                     ("trainings",               LINK_TOKEN,       ANSWER_LINK),
     ("answer-page", "*"):                        ("trainings",               LINK_TOKEN,       EMAIL_LINK),
     ("email-unsubscribe", "*"):                  ("trainings",               LINK_TOKEN,       EMAIL_LINK),
-    ("anymail-mailgun-tracking", "*"):           ("trainings",               PROVIDER,         API_ADDRESS),
+    ("anymail-mailgun-tracking", "*"):           ("delivery",                PROVIDER,         API_ADDRESS),
     # -- operations
     ("home", "*"):                               ("django.views",            PUBLIC,           BODY),
     ("metrics", "*"):                            ("reminders.ops",           METRICS,          BODY),
@@ -1074,7 +1074,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_coachpush", "*"):          ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrun", "*"):        ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_push", "*"):               ("trainings.admin",         STAFF_ADMIN,      LOGIN),
-    ("admin:trainings_device", "*"):             ("trainings.push.admin",    STAFF_ADMIN,      LOGIN),
+    ("admin:trainings_device", "*"):             ("trainings.admin.pushes",    STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrule", "*"):       ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment", "*"):         ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment_stop", "*"):    ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),

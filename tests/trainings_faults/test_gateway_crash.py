@@ -1,6 +1,6 @@
 """Scenario 6: the push gateway is killed -9 in the middle of a push; nothing is lost.
 
-What the gateway guarantees (trainings/push/gateway.py): a message leaves the queue only by an ack, and
+What the gateway guarantees (delivery/gateway/consumer.py): a message leaves the queue only by an ack, and
 the ack comes after the provider accepted the push and its key was committed to `DeliveredPush`. So:
 - every push reaches the provider at least once (none lost);
 - a crash after the provider accepted a push but before the `DeliveredPush` commit sends that one push

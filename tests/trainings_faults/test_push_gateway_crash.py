@@ -1,7 +1,7 @@
 """The push gateway is killed -9 in the middle of a batch that fans out to several devices per player (the
 reminder's four pushes travel in one message: the whole batch comes back to the restarted gateway).
 
-The gateway records each device outcome as it arrives (trainings/push/gateway.py), so after a restart:
+The gateway records each device outcome as it arrives (delivery/gateway/consumer.py), so after a restart:
 - no (push, device) the provider accepted before the crash is sent again;
 - the one in flight when the gateway died (the provider never answered it) is sent again;
 - nothing is lost: every device of every player gets the push, each push is finished once, the queue is

@@ -22,12 +22,12 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from delivery.gateway.queue import queue_publisher_at
 from reminders.transports import Delivery
 from tests.factories import PlayerFactory
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
 from tests.trainings.push_fixtures import message
 from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
-from trainings.push.queue import queue_publisher_at
 
 pytestmark = [
     pytest.mark.faults,

@@ -16,9 +16,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from common.admin_widgets import pretty_json
+from delivery.gateway.dead_letter_queue import ReplayRefused, dead_letters_pass, dead_letters_replay
 from trainings.admin.status_page import require_operator
 from trainings.models import Player, Push, Training
-from trainings.push.dead_letter_queue import ReplayRefused, dead_letters_pass, dead_letters_replay
 
 # A page reads at most this many messages (each is handed back to the queue unacknowledged).
 PAGE_LIMIT = 200

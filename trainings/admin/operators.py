@@ -15,9 +15,11 @@ from django.utils.translation import gettext_lazy as _
 from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
 from common.templatetags.admin_time import seconds
+from delivery.channels.registry import standin_names, standin_words
 from reminders.api import job_describer_register
 from trainings.admin.html import local_time, rule_label
 from trainings.admin.offsets_field import OffsetsField
+from trainings.devices.registration import token_preview
 from trainings.models import (
     DeliveredPush,
     Device,
@@ -33,8 +35,6 @@ from trainings.models import (
 from trainings.planning import kinds
 from trainings.planning.offsets import OffsetError
 from trainings.planning.writes import rule_delete, rule_reschedule_on_commit
-from trainings.push.channels import standin_names, standin_words
-from trainings.push.devices import token_preview
 from trainings.reminding.outcomes import Outcome, push_outcome, push_outcomes, push_sends
 from trainings.selectors import trainings_visible_to, user_sees_all_teams
 

@@ -25,6 +25,7 @@ from kombu import Connection
 
 from common.amqp.queues import FailoverConnector
 from common.templatetags.admin_time import seconds
+from delivery.channels.registry import standin_words
 from reminders.api import (
     ERROR_PREFIX,
     FAILURE_SAMPLE,
@@ -38,7 +39,6 @@ from reminders.api import (
     retrying_retry_now,
 )
 from trainings.models import DeliveredPush, GatewayHeartbeat, PushMinute
-from trainings.push.channels import standin_words
 from trainings.selectors import user_sees_all_teams
 
 logger = logging.getLogger(__name__)

@@ -388,7 +388,3 @@ class TrainingAdmin(ScopedChoices, AuditedAdmin):
     @admin.display(description=_("Reminder timeline"))
     def reminder_timeline(self, training: Training) -> SafeString:
         return reminder_timeline_html(training)
-
-
-# Devices: their admin lives with the push code (trainings/push/admin.py).
-from trainings.push import admin as _push_admin  # noqa: E402, F401

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from delivery.gateway.queue import PushMessage, push_queue_publisher
 from reminders.api import Callback, Delivery, JobSpec, TransportError, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job
 from trainings.digest.owed import trainings_owed
@@ -50,7 +51,6 @@ from trainings.models import (
 from trainings.models.coaches import CoachPushStatus
 from trainings.planning import kinds
 from trainings.planning.offsets import Offset, is_time_zone
-from trainings.push.queue import PushMessage, push_queue_publisher
 from trainings.reminding.held import quiet_status
 from trainings.reminding.rendering import Rendered
 from trainings.transitions import coach_push_release, coach_pushes_mark_sent

@@ -19,7 +19,7 @@ from django.utils.translation import gettext
 
 from trainings.models import Coach, Device, Team
 
-EMAIL = "email"  # the email channel's provider and platform (trainings/push/channels.py)
+EMAIL = "email"  # the email channel's provider and platform (delivery/channels/registry.py)
 # The team's settings that send the coaches something (trainings/models/coaches.py, `DigestTimes`).
 COACH_SETTINGS = ("digest_before", "digest_morning_at", "decline_alert_within")
 

@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from trainings.answers.links import answer_token, answer_url
+from trainings.devices.registration import guardian_of
 from trainings.models import (
     Guardian,
     Guardianship,
@@ -26,7 +27,6 @@ from trainings.models import (
     Training,
 )
 from trainings.planning import kinds
-from trainings.push.devices import guardian_of
 from trainings.roster.services import ExternalIdTaken
 from trainings.selectors import guardians_visible_to, players_visible_to, user_sees_all_teams
 

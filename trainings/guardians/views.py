@@ -18,6 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from trainings.devices.registration import guardian_of
+from trainings.devices.views import PersonDeviceViewSet
 from trainings.guardians.serializers import (
     GuardianInputSerializer,
     GuardianSerializer,
@@ -31,8 +33,6 @@ from trainings.guardians.services import (
     guardians_readable_by,
 )
 from trainings.models import Guardian, Player
-from trainings.push.device_views import PersonDeviceViewSet
-from trainings.push.devices import guardian_of
 from trainings.reminding.preferences import preferences_read, preferences_update
 from trainings.roster.services import ExternalIdTaken, external_filter
 from trainings.selectors import team_zone_of_players

@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='pushsend',
             name='provider',
-            field=models.CharField(help_text='The channel that served it (trainings/push/channels.py), e.g. apns or logging.', max_length=10),
+            field=models.CharField(help_text='The channel that served it (delivery/channels/registry.py), e.g. apns or logging.', max_length=10),
         ),
         migrations.AddConstraint(
             model_name='device',

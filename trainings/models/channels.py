@@ -1,5 +1,5 @@
 """Which channels a person wants a kind of reminder through (a player's, a guardian's or a coach's choice;
-trainings/push/routing.py applies it)."""
+delivery/gateway/routing.py applies it)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from trainings.push.channels import (
+from delivery.channels.registry import (
     PLATFORMS,
     address_channels,
     device_platform_choices,
@@ -19,7 +19,7 @@ from trainings.push.channels import (
 
 
 def channel_constraints() -> list[models.CheckConstraint]:
-    """The device checks the channels' table (trainings/push/channels.py) makes: the platforms and providers
+    """The device checks the channel table (delivery/channels/registry.py) makes: the platforms and providers
     a device may have, and a channel whose addresses live on some platforms only (APNs: Apple's) refuses a
     device elsewhere. A new channel changes them: `manage.py makemigrations` writes that migration."""
     platforms = [value for value, _ in device_platform_choices()]
@@ -176,7 +176,7 @@ class PushSend(models.Model):
     )
     provider = models.CharField(
         max_length=10,
-        help_text="The channel that served it (trainings/push/channels.py), e.g. apns or logging.",
+        help_text="The channel that served it (delivery/channels/registry.py), e.g. apns or logging.",
     )
     status = models.CharField(max_length=10, choices=SendStatus.choices)
     provider_message_id = models.CharField(max_length=300, blank=True)

@@ -1,5 +1,5 @@
 """The check every owner of quiet hours (a team, a player, a guardian) has on its `quiet_start` and
-`quiet_end`: both ends or neither. trainings/push/quiet.py reads them."""
+`quiet_end`: both ends or neither. trainings/quiet.py reads them."""
 
 from __future__ import annotations
 

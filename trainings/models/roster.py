@@ -33,7 +33,7 @@ class Team(DigestTimes, models.Model):
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     owner = owner_field("teams")
     external_id = external_id_field()
-    # Quiet hours, wall-clock time in each player's zone (trainings/push/quiet.py); new teams: 22:00-07:00.
+    # Quiet hours, wall-clock time in each player's zone (trainings/quiet.py); new teams: 22:00-07:00.
     quiet_start = models.TimeField(
         null=True,
         blank=True,

@@ -1,7 +1,7 @@
 """Pushes held through a player's quiet hours: the decision at fire time, the release jobs, the release,
 and the hourly check that nothing stays held past its release.
 
-A held push always has a release in its future: `QuietHours.release_at` (trainings/push/quiet.py) is the
+A held push always has a release in its future: `QuietHours.release_at` (trainings/quiet.py) is the
 end of the continuous window holding its fire time, and a push that fires while an earlier push of its
 training is still held for the player waits behind that one (fire order for one player and training).
 The release (`held_pushes_release`) decides each push again against the training as it is then. Should a
@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from delivery.gateway import metrics
 from reminders.api import Callback, Delivery, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from trainings.models import (
@@ -36,9 +37,8 @@ from trainings.models import (
 )
 from trainings.planning import kinds
 from trainings.planning.offsets import is_time_zone
-from trainings.push import metrics
-from trainings.push.quiet import quiet_hours_for
 from trainings.reminding.publishing import pushes_publish
+from trainings.reminding.quiet import quiet_hours_for
 from trainings.reminding.recipients import reminder_addressees
 from trainings.reminding.rendering import Addressee, notice_render, offset_at, push_render
 from trainings.transitions import held_push_decide, held_pushes_save

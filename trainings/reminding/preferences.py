@@ -84,7 +84,7 @@ def rules_critical(slugs: set[str]) -> dict[str, CriticalOffsets]:
     return dict(rows.values_list("slug", "critical_offsets"))
 
 
-# A push's recipient (player, guardian, coach; trainings/push/messages.py) and kind.
+# A push's recipient (player, guardian, coach; delivery/messages.py) and kind.
 _Asked = tuple[int | None, int | None, int | None, str]
 
 

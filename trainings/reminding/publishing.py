@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from common.compact_json import json_compact
 from common.lookups import AnyOf
+from delivery.gateway import metrics
+from delivery.gateway.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
 from reminders.api import Delivery, TransportError
 from trainings import queries
 from trainings.models import Push, PushStatus
-from trainings.push import metrics
-from trainings.push.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
 from trainings.reminding.fairness import interleaved
 from trainings.reminding.rendering import PushRow
 from trainings.transitions import pushes_mark_sent

@@ -1,4 +1,4 @@
-"""A person's email address: their email device (provider "email", trainings/push/email/), the one place
+"""A person's email address: their email device (provider "email", delivery/channels/email/), the one place
 the email channel reads. Setting a player's (a guardian's) `email` replaces their email devices with that
 one address; an address already another person's moves only when the caller manages that person (device
 tokens are unique: taking it moves their reminders)."""
@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db.models import Q
 
+from trainings.devices.registration import device_register
 from trainings.models import Device, Guardian, Player
-from trainings.push.devices import device_register
 from trainings.selectors import guardians_visible_to, players_visible_to
 
 EMAIL = "email"

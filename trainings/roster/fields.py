@@ -9,9 +9,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.i18n import validate_spoken_language
+from delivery.channels.registry import BY_NAME
 from trainings.models.external import EXTERNAL_ID_MAX
 from trainings.planning.offsets import is_time_zone
-from trainings.push.channels import BY_NAME
 
 
 def language_error(value: str) -> str | None:
@@ -28,7 +28,7 @@ def time_zone_error(value: str) -> str | None:
 
 
 def email_error(value: str) -> str | None:
-    """An address the email channel can send to (trainings/push/email/)."""
+    """An address the email channel can send to (delivery/channels/email/)."""
     error = BY_NAME["email"].module().address_error(value)
     return f"not {error}" if error else None
 
@@ -62,7 +62,7 @@ class TimeZoneField(serializers.CharField):
 
 
 class EmailAddressField(serializers.CharField):
-    """A person's email address: their email device (trainings/push/email/), the one address the email
+    """A person's email address: their email device (delivery/channels/email/), the one address the email
     channel reaches them at. null removes it."""
 
     def __init__(self, **kwargs: Any) -> None:

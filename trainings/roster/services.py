@@ -1,7 +1,7 @@
 """The roster's writes (named `<row>_<action>`): teams, players, a team's members, a person's email.
 
 A row created through the API belongs to its caller (`owner`), whose `external_id` keys it. A person's
-email address is their email device (provider "email", trainings/push/email/), the one place the email
+email address is their email device (provider "email", delivery/channels/email/), the one place the email
 channel reads: setting a player's `email` replaces their email devices with that one address.
 """
 

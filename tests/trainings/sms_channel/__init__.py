@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from trainings.push.messages import PushMessage, PushProvider, SendResult, Target, Verdict
+from delivery.messages import PushMessage, PushProvider, SendResult, Target, Verdict
 
 __all__ = ["DEAD_NUMBERS", "OUTBOX", "SmsProvider", "address_error", "from_settings"]
 
