@@ -18,6 +18,7 @@ from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserF
 from tests.trainings.adaptive_data import simulated
 from tests.trainings.adaptive_truth import truth
 from tests.trainings.conftest import fire
+from trainings.access import coach_group_ensure
 from trainings.experiments.adaptive import snapshot_take
 from trainings.experiments.bandit import DRAWS, MIN_TRAININGS, report, seeded, thompson_arm
 from trainings.experiments.control import experiment_start, experiment_stop
@@ -251,3 +252,21 @@ def test_the_experiment_page_shows_the_probabilities_and_their_charts(
     assert 'id="adaptive"' in page and "probability of being best" in page
     assert page.count('<svg class="chart adaptive"') == 2
     assert "Not decided yet." in page
+
+
+def test_the_effectiveness_page_shows_adaptive_experiments_to_operators_only(
+    rules: dict[str, ReminderRule], client: Any
+) -> None:
+    experiment = _adaptive(rules["pre-questionnaire"])
+    snapshot_take(experiment)
+    client.force_login(UserFactory(is_superuser=True, is_staff=True))
+    page = client.get("/admin/analytics/").content.decode()
+    assert 'id="adaptive-experiments"' in page and experiment.name in page
+    assert page.count('<svg class="chart adaptive"') == 2
+    coach = UserFactory(is_staff=True)
+    coach.groups.add(coach_group_ensure())
+    TeamFactory(coaches=[coach])
+    client.force_login(coach)
+    page = client.get("/admin/analytics/")
+    assert page.status_code == 200
+    assert 'id="adaptive-experiments"' not in client.get("/admin/analytics/").content.decode()

@@ -9,15 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Case, When
+from django.urls import reverse
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from trainings.experiments.bandit import MARGIN, MIN_TRAININGS, THRESHOLD, Report, posterior, report, seeded
-from trainings.experiments.results import ExperimentResult
-from trainings.models import Experiment
+from trainings.experiments.results import ExperimentResult, arms_of
+from trainings.models import Experiment, ExperimentStatus
 from trainings.models.experiments import AdaptiveSnapshot, ExperimentMode
+from trainings.selectors import user_sees_all_teams
 
 COLOURS = ("#1b5e8c", "#2e7d32", "#b26a00", "#8e24aa", "#c62828")  # the rule, then up to four variants
 
@@ -78,6 +81,41 @@ def adaptive_context(experiment: Experiment, result: ExperimentResult) -> dict[s
             within=[s.leader_within for s in snapshots],
         ),
     }
+
+
+OVERVIEW = 5  # adaptive experiments on the effectiveness page, running first, then the newest
+
+
+def adaptive_overview(user: Any) -> list[dict[str, Any]]:
+    """The effectiveness page's adaptive experiments (operators only: they span every team), each with
+    its snapshots' charts and the newest snapshot's leader; no Monte Carlo here (the stored figures)."""
+    if not user_sees_all_teams(user):
+        return []
+    experiments = (
+        Experiment.objects.filter(mode=ExperimentMode.ADAPTIVE)
+        .select_related("rule", "promoted")
+        .prefetch_related("variants")
+        .order_by(Case(When(status=ExperimentStatus.RUNNING, then=0), default=1), "-started_at")[:OVERVIEW]
+    )
+    out = []
+    for experiment in experiments:
+        snapshots = list(AdaptiveSnapshot.objects.filter(experiment=experiment).order_by("taken_at", "id"))
+        labels = [arm.label for arm in arms_of(experiment)]
+        rates = [[posterior(x, n)[0] / sum(posterior(x, n)) for x, n in zip(s.in_time, s.asked, strict=True)]
+                 for s in snapshots]  # fmt: skip
+        newest = snapshots[-1] if snapshots else None
+        out.append({
+            "experiment": experiment,
+            "url": reverse("admin:trainings_experiment_change", args=[experiment.pk]),
+            "leader": labels[newest.leader] if newest and newest.leader < len(labels) else None,
+            "within": newest.leader_within if newest else None,
+            "rates_chart": line_chart(snapshots, labels, rates, label=_("answer rate per arm over time "
+                                                                        "(posterior mean)")),
+            "best_chart": line_chart(snapshots, labels, [s.best for s in snapshots],
+                                     label=_("probability of being best over time"),
+                                     within=[s.leader_within for s in snapshots]),
+        })  # fmt: skip
+    return out
 
 
 def line_chart(
