@@ -38,7 +38,7 @@ START = dt.datetime(2030, 6, 11, 16, tzinfo=dt.UTC)
 MINUTE = dt.timedelta(minutes=1)
 VARIANT = ["120m", "45m", "15m"]  # three reminders against the seeded rule's six
 TOLERANCE = 0.012  # 3.4 Monte Carlo standard errors at 20,000 draws (0.5 / sqrt(20,000) = 0.0035)
-WITHIN_TRAININGS = 20  # the documented bound for 40 players a training, 40 % against 60 % (300 runs: at most 16)
+WITHIN_TRAININGS = 20  # the documented bound: 40 players a training, 40 % against 60 % (300 runs: at most 16)
 
 
 @pytest.fixture(autouse=True)
