@@ -10,7 +10,9 @@ an independent implementation of the protocol the gateway's own framing is check
 
 Run by `bench.peers.served_peers_start`, with the settings in the environment (`PEERS_*`); it needs no
 Django settings. Besides the providers' endpoints, `GET /_peers/accepted` returns when each accepted push
-arrived (wall clock, both peers) and `POST /_peers/clear` forgets them.
+arrived (wall clock, both peers) and `POST /_peers/clear` forgets them; `POST /_peers/quota/<N>` makes the
+FCM peer enforce a project quota of N sends a minute (0: none, tests/peers/quota.py) and `GET /_peers/quota`
+returns its log (wall time, status) of the FCM sends since.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
+from tests.peers.quota import WindowQuota
 
 
 def _peers() -> tuple[ApnsPeer, FcmPeer]:
@@ -54,6 +57,13 @@ async def app(scope: Any, protocol: Any) -> None:
     elif path == "/_peers/accepted":
         stamps = sorted(APNS.accepted_at + FCM.accepted_at)
         status, extra, answer = 200, _JSON, json.dumps(stamps).encode()
+    elif path.startswith("/_peers/quota/"):
+        limit = int(path.rsplit("/", 1)[1])
+        FCM.quota = WindowQuota(limit=limit, window=60.0) if limit > 0 else None
+        status, extra, answer = 204, [], b""
+    elif path == "/_peers/quota":
+        log = [(at, code) for at, _, code in FCM.quota.log] if FCM.quota else []
+        status, extra, answer = 200, _JSON, json.dumps(log).encode()
     elif path == "/_peers/clear":
         APNS.accepted_at.clear()
         FCM.accepted_at.clear()

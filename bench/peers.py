@@ -107,6 +107,14 @@ class ServedPeers:
     def clear(self) -> None:
         self._call("POST", "/_peers/clear")
 
+    def quota_set(self, per_minute: int) -> None:
+        """The FCM peer enforces a project quota of `per_minute` sends a minute from now on (0: none)."""
+        self._call("POST", f"/_peers/quota/{per_minute}")
+
+    def quota_log(self) -> list[tuple[float, int]]:
+        """(wall time, status) of each FCM send since the quota was set."""
+        return [(float(at), int(code)) for at, code in json.loads(self._call("GET", "/_peers/quota"))]
+
     def stop(self) -> None:
         stop_process(self.process, grace=5.0)
 

@@ -34,3 +34,19 @@ class IdempotentRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.route} {self.key!r}: {self.status}"
+
+
+class SharedRate(models.Model):
+    """A rate every process shares through the database (common/rates.py): a per-minute quota of one
+    key (a provider's project) handed out second by second, and a pause the provider asked for.
+
+    One row per key, rewritten in place each second: `slot` is the second (Unix time) whose allowance
+    `used` counts, `paused_until` (Unix time) when a pause ends."""
+
+    key = models.CharField(max_length=200, unique=True)
+    slot = models.BigIntegerField(default=0)
+    used = models.IntegerField(default=0)
+    paused_until = models.FloatField(default=0.0)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.used} in second {self.slot}"

@@ -372,6 +372,11 @@ PUSH_APNS_TEAM_ID = env_str("PUSH_APNS_TEAM_ID", "")
 PUSH_APNS_TOPIC = env_str("PUSH_APNS_TOPIC", "")  # the app's bundle id, unless a device names its own
 PUSH_TLS_CA_FILE = env_str("PUSH_TLS_CA_FILE", "")  # extra CA bundle (a staging peer); empty: system's
 PUSH_HTTP_TIMEOUT = env_float("PUSH_HTTP_TIMEOUT", 10.0, minimum=0.1)
+# Provider quotas: the sends a minute every gateway together makes to one FCM project (Google's default
+# quota: 600,000) and to one APNs team (Apple publishes none: 0 is no pacing), spread second by second
+# and shared through the database (delivery/gateway/quota.py, docs/push.md#provider-quotas).
+PUSH_FCM_QUOTA_PER_MINUTE = env_int("PUSH_FCM_QUOTA_PER_MINUTE", 600_000, minimum=0)
+PUSH_APNS_QUOTA_PER_MINUTE = env_int("PUSH_APNS_QUOTA_PER_MINUTE", 0, minimum=0)
 # httpx logs every request at INFO (with the device token in APNs paths): thousands a second.
 LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
 # Sends in flight at once (HTTP/2 streams on the one APNs connection, FCM requests).

@@ -182,6 +182,7 @@ class SendResult:
     error: str = ""
     retry_after: float | None = None
     per_address: bool = False  # RETRY: the Retry-After pauses this address only, not the whole channel
+    quota: bool = False  # RETRY: the project's quota is used up (delivery/gateway/quota.py pauses it)
 
 
 class AuthFailure(Exception):

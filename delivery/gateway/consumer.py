@@ -58,25 +58,14 @@ from delivery.gateway.broker import broker_connect, broker_connection, connectio
 from delivery.gateway.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from delivery.gateway.liveness import gateway_heartbeat
 from delivery.gateway.queue import PushMessage, batch_pushes, dead_letter_queue_name, queue_publisher_at
+from delivery.gateway.quota import by_expiry
 from delivery.gateway.records import _ACKED, Handled, Outcome, Round
 from delivery.gateway.sender import AuthFailure, PushSender
 from trainings.transitions import devices_disable
 
-__all__ = [
-    "DEAD_LETTER_SCHEMA",
-    "GatewayStats",
-    "Outcome",
-    "PushSender",
-    "broker_connection",
-    "dead_letter_queue_name",
-    "devices_disable",
-    "gateway_run",
-    "push_dead_lettered",
-    "push_handle",
-    "push_queue",
-    "push_replay_forget",
-    "retry_delay",
-]
+__all__ = ["DEAD_LETTER_SCHEMA", "GatewayStats", "Outcome", "PushSender", "broker_connection",
+           "dead_letter_queue_name", "devices_disable", "gateway_run", "push_dead_lettered", "push_handle",
+           "push_queue", "push_replay_forget", "retry_delay"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -320,6 +309,7 @@ def gateway_run(
                                     if max_messages is None
                                     else min(batch_size, max_messages - taken)
                                 )
+                                inbox.sort(key=lambda h: by_expiry(h.body))  # nearest expiry first
                                 batch, inbox[:] = [*due, *inbox[:room]], inbox[room:]
                                 if batch:
                                     idle_since = now
@@ -360,9 +350,9 @@ def gateway_run(
                                 for held, result in zip(batch, results, strict=True)
                             )
                             if multiple_ack and all(r.outcome in _ACKED for r in results):
-                                # Not begun: the inbox's first is its oldest (a batch split across rounds
+                                # Not begun: the inbox (in expiry order; a batch split across rounds
                                 # leaves its tag there).
-                                older_unacked = [*waiting, *(h for b, _ in rounds for h in b), *inbox[:1]]
+                                older_unacked = [*waiting, *(h for b, _ in rounds for h in b), *inbox]
                                 newest = max(batch, key=_tag)
                                 if all(_tag(h) > _tag(newest) for h in older_unacked):
                                     # Every message up to the batch's newest is done (nothing older or of

@@ -25,7 +25,7 @@ from common.prepared import prepared_run
 from common.rows_insert import rows_insert_many
 from delivery.gateway import metrics
 from delivery.gateway.liveness import push_minutes_add
-from delivery.messages import PushMessage, SendResult, Target, Verdict
+from delivery.messages import AuthFailure, PushMessage, SendResult, Target, Verdict
 from trainings import queries
 from trainings.models import DeliveredPush, Device, PushSend, SendStatus, WebhookEvent
 from trainings.transitions import devices_disable
@@ -210,6 +210,51 @@ def pushes_finish(
             _outcomes_publish(closing, complete)
         # Last: concurrent gateways' rounds wait on the minute's row only for their commit.
         push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached, standin=standin)
+
+
+_PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
+                 SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
+
+
+def round_conclude(round_: Round, *, standin_of: Callable[[Target], bool]) -> list[Handled]:
+    """Step 4 of a round whose every send is answered and recorded: the push-level outcomes and a
+    DeliveredPush per finished push (`pushes_finish`), and what the gateway does with each push. Raises
+    AuthFailure once they are written."""
+    results, pushes, handled, closing = round_.results, round_.pushes, round_.handled, round_.closing
+    auth_error = next((r.error for (_, _, _, r) in results if r.verdict == Verdict.AUTH), None)
+    retry: dict[int, SendResult] = {}
+    for i, _, _, result in results:
+        if result.verdict in (Verdict.RETRY, Verdict.AUTH):
+            earlier = retry.get(i)
+            if earlier is None or (result.retry_after or 0) > (earlier.retry_after or 0):
+                retry[i] = result
+    accepted = {i for i, _, _, r in results if r.verdict == Verdict.ACCEPTED}
+    for i in round_.fallback_waits - accepted - set(retry):  # every send failed: the fallback next
+        retry[i] = SendResult(Verdict.RETRY, error="no device accepted it: the fallback channel next",
+                              retry_after=0.0)  # fmt: skip
+    closing_at = {c[0] for c in closing}
+    complete = [
+        (i, push)
+        for i, push in pushes.items()
+        if handled[i] is None and i not in retry and i not in closing_at
+    ]
+    pushes_finish(results, closing, complete, round_.now, standin_of=standin_of)
+    if auth_error is not None:
+        raise AuthFailure(auth_error)
+
+    sends: dict[int, dict[int, int]] = {i: dict(prior) for i, prior in round_.prior.items()}
+    for i, device_id in round_.sent:
+        sends.setdefault(i, {})[device_id] = round_.sends_of(i, device_id)
+
+    for i, push, status in closing:
+        outcome = _PUSH_OUTCOME.get(status, Outcome.DELIVERED)
+        handled[i] = Handled(outcome, push=push, sends=sends.get(i, {}))
+    for i, push in complete:
+        handled[i] = Handled(Outcome.DELIVERED, push=push, sends=sends.get(i, {}))
+    for i, result in retry.items():
+        handled[i] = Handled(Outcome.RETRY, retry_after=result.retry_after or 0.0, error=result.error,
+                             push=pushes[i], sends=sends.get(i, {}))  # fmt: skip
+    return [h if h is not None else Handled(Outcome.RETRY) for h in handled]
 
 
 def _outcomes_publish(

@@ -25,13 +25,14 @@ from django.utils import timezone
 
 from delivery.channels.providers import AuthFailure, Providers, PushMessage, SendResult, Target, Verdict
 from delivery.channels.registry import standin_names
+from delivery.gateway.quota import Pacer
 from delivery.gateway.records import (
     Answer,
     Handled,
     Outcome,
     Recorder,
     Round,
-    pushes_finish,
+    round_conclude,
     sends_record,
     sends_recorded,
 )
@@ -41,14 +42,12 @@ from trainings.reminding.critical import critical_at
 from trainings.reminding.preferences import preferences_of, rules_critical
 from trainings.transitions import devices_disable
 
-__all__ = ["Handled", "Outcome", "PushSender", "Round", "devices_disable"]
+__all__ = ["AuthFailure", "Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
 logger = logging.getLogger("delivery.gateway.consumer")
 
 # The stand-in channels (their acceptances are counted apart on the status page: no phone got them).
 STANDINS = standin_names()
-_PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
-                 SendStatus.MUTED: Outcome.MUTED}  # fmt: skip
 
 
 class PushSender:
@@ -81,6 +80,8 @@ class PushSender:
         self._thread = threading.Thread(target=self.loop.run_forever, name="push-sends", daemon=True)
         self._thread.start()
         self._queue: collections.deque[tuple[Round, int, PushMessage, Target]] = collections.deque()
+        self._ready: collections.deque[tuple[Round, int, PushMessage, Target]] = collections.deque()  # paced
+        self._pacer = Pacer(self._released, chunk=self.in_flight)  # provider quotas (gateway/quota.py)
         self._workers = 0  # the loop's thread only
         self._unrecorded = 0  # sends started and not yet committed (the loop's thread only)
         # Workers waiting for `_unrecorded` to drop under `in_flight`: a commit wakes as many as it made
@@ -125,6 +126,7 @@ class PushSender:
             asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=10)
         if self._recorder is not None:  # before the loop stops: its last commit tells the loop
             self._recorder.close()
+        self._pacer.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
@@ -248,7 +250,9 @@ class PushSender:
                     self.record(other)
             if self._recorder_error is not None:
                 raise self._recorder_error
-            return self._conclude(round_)
+            return round_conclude(
+                round_, standin_of=lambda device: self.providers.for_device(device).name in STANDINS
+            )
         finally:
             self._open.pop(round_.seq, None)
             self._keys -= {p.idempotency_key for p in round_.pushes.values()}
@@ -263,68 +267,39 @@ class PushSender:
         in flight are answered, the others answered as retries unsent, as under a pause (`_send_one`)."""
         before = {p.name: self.paused_until.get(p.name, 0.0) for p in self.providers.all()}
         self.paused_until.update(dict.fromkeys(before, time.monotonic() + 3600))
+        self.loop.call_soon_threadsafe(lambda: self._released(self._pacer.unpark_all()))  # answered unsent
         for round_ in rounds:
             self.end(round_)
         self.paused_until.update(before)
-
-    def _conclude(self, round_: Round) -> list[Handled]:
-        results, pushes, handled, closing = round_.results, round_.pushes, round_.handled, round_.closing
-        auth_error = next((r.error for (_, _, _, r) in results if r.verdict == Verdict.AUTH), None)
-        retry: dict[int, SendResult] = {}
-        for i, _, _, result in results:
-            if result.verdict in (Verdict.RETRY, Verdict.AUTH):
-                earlier = retry.get(i)
-                if earlier is None or (result.retry_after or 0) > (earlier.retry_after or 0):
-                    retry[i] = result
-        accepted = {i for i, _, _, r in results if r.verdict == Verdict.ACCEPTED}
-        for i in round_.fallback_waits - accepted - set(retry):  # every send failed: the fallback next
-            retry[i] = SendResult(Verdict.RETRY, error="no device accepted it: the fallback channel next",
-                                  retry_after=0.0)  # fmt: skip
-        closing_at = {c[0] for c in closing}
-        complete = [
-            (i, push)
-            for i, push in pushes.items()
-            if handled[i] is None and i not in retry and i not in closing_at
-        ]
-        standin_of = lambda device: self.providers.for_device(device).name in STANDINS  # noqa: E731
-        pushes_finish(results, closing, complete, round_.now, standin_of=standin_of)
-        if auth_error is not None:
-            raise AuthFailure(auth_error)
-
-        sends: dict[int, dict[int, int]] = {i: dict(prior) for i, prior in round_.prior.items()}
-        for i, device_id in round_.sent:
-            sends.setdefault(i, {})[device_id] = round_.sends_of(i, device_id)
-
-        for i, push, status in closing:
-            outcome = _PUSH_OUTCOME.get(status, Outcome.DELIVERED)
-            handled[i] = Handled(outcome, push=push, sends=sends.get(i, {}))
-        for i, push in complete:
-            handled[i] = Handled(Outcome.DELIVERED, push=push, sends=sends.get(i, {}))
-        for i, result in retry.items():
-            handled[i] = Handled(Outcome.RETRY, retry_after=result.retry_after or 0.0, error=result.error,
-                                 push=pushes[i], sends=sends.get(i, {}))  # fmt: skip
-        return [h if h is not None else Handled(Outcome.RETRY) for h in handled]
 
     def _enqueue(self, items: list[tuple[Round, int, PushMessage, Target]]) -> None:
         """On the loop's thread: queue a round's sends behind the earlier rounds' and start workers, at most
         `in_flight` (one coroutine per worker taking the next send, not a task per send on a semaphore)."""
         self._queue.extend(items)
-        while self._workers < min(self.in_flight, len(self._queue)):
+        while self._workers < min(self.in_flight, len(self._queue) + len(self._ready)):
             self._workers += 1
             self.loop.create_task(self._worker())
 
     async def _worker(self) -> None:
         try:
-            while self._queue:
+            while self._queue or self._ready:
                 if self._recorder is not None and self._unrecorded >= self.in_flight:
                     # As many sends as a crash may repeat are out without a committed outcome.
                     waiter = self.loop.create_future()
                     self._waiting.append(waiter)
                     await waiter
                     continue
-                round_, i, push, device = self._queue.popleft()
+                paced = bool(self._ready)  # released by the pacer, with their token
+                item = self._ready.popleft() if paced else self._queue.popleft()
+                round_, i, push, device = item
+                expires = push.expires_at.timestamp() if push.expires_at else None
+                if not self._pacer.admit(self.providers.for_device(device), item, expires, released=paced):
+                    continue  # parked until its provider's quota has room (a token of its own then)
                 self._unrecorded += 1
                 result = await self._send_one(round_, i, push, device)
+                if result is None:  # refused for the project's quota: parked again, sent after the pause
+                    self._unrecorded -= 1
+                    continue
                 if result.verdict == Verdict.TOKEN_DEAD:
                     with self._dead_lock:
                         self._dead.setdefault(device.device_id, None)
@@ -348,10 +323,17 @@ class PushSender:
             if not waiter.done():  # (cancelled at close)
                 waiter.set_result(None)
                 room -= 1
-        if self._queue and self._workers < min(self.in_flight, len(self._queue)):
+        if (self._queue or self._ready) and self._workers < min(
+            self.in_flight, len(self._queue) + len(self._ready)
+        ):
             self._enqueue([])
 
-    async def _send_one(self, round_: Round, i: int, push: PushMessage, device: Target) -> SendResult:
+    def _released(self, sends: list[tuple[Round, int, PushMessage, Target]]) -> None:
+        """On the loop's thread: parked sends the pacer gave a token, sent before the rest."""
+        self._ready.extend(sends)
+        self._enqueue([])
+
+    async def _send_one(self, round_: Round, i: int, push: PushMessage, device: Target) -> SendResult | None:
         with self._dead_lock:
             before = self._dead.get(device.device_id, -1)
         if before is None or round_.seq <= before:  # dead since this round read it enabled: not sent
@@ -362,12 +344,18 @@ class PushSender:
         wait = max(self.paused_until.get(provider.name, 0.0), self.paused_until.get(address, 0.0)) - now
         if wait > 0:  # throttled: this push waits its turn rather than adding to the service's load
             return SendResult(Verdict.RETRY, error="paused by the service's Retry-After", retry_after=wait)
+        if push.expires_at is not None and push.expires_at.timestamp() <= time.time():  # waited past it
+            return SendResult(Verdict.RETRY, error="expired before it could be sent", retry_after=0.0)
         round_.sent.add((i, device.device_id))
         try:
             result = await provider.send(push, device)
         except Exception as exc:  # a provider bug must not lose the batch's other outcomes
             logger.exception("provider %s failed on %s", provider.name, device.send_key(push))
             result = SendResult(Verdict.RETRY, error=f"{type(exc).__name__}")
+        if result.quota and self._pacer.refused(provider, (round_, i, push, device),
+                                                push.expires_at.timestamp() if push.expires_at else None,
+                                                result.retry_after):  # fmt: skip
+            return None
         if result.verdict == Verdict.RETRY and result.retry_after:
             key = address if result.per_address else provider.name
             self.paused_until[key] = max(

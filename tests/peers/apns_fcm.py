@@ -45,6 +45,7 @@ from tests.peers.credentials import apns_key as apns_key
 from tests.peers.credentials import server_tls
 from tests.peers.credentials import service_account as service_account
 from tests.peers.credentials import tls_certificate as tls_certificate
+from tests.peers.quota import WindowQuota
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,6 @@ class Received:
     body: dict[str, Any]
     at: float = field(default_factory=time.monotonic)
     status: int = 0
-
-
-# --- keys and certificates ------------------------------------------------------------------------------
 
 
 class _Peer:
@@ -276,6 +274,7 @@ class FcmPeer(_Peer):
         self.issued: set[str] = set()
         self.grants = 0
         self.refuse_grants = False
+        self.quota: WindowQuota | None = None  # the project's quota (tests/peers/quota.py), when enforced
         self.url = self.token_uri = ""
         if serve:
             context, self.ca_file = server_tls(directory, ["h2", "http/1.1"])
@@ -372,6 +371,8 @@ class FcmPeer(_Peer):
             if self.record:
                 self.received.append(Received(token, headers, message, status=0))
             raise ConnectionResetError("dropped by on_request")
+        if bearer in self.issued and self.quota is not None and (over := self.quota.refuse(token)):
+            return over
         answer = self.next_answer(token) if bearer in self.issued else Answer(401, "UNAUTHENTICATED")
         if self.record:
             self.received.append(Received(token, headers, message, status=answer.status))

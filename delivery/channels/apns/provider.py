@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from common.wire.h2client import H2BadRequest, H2Error
@@ -51,6 +52,8 @@ class ApnsProvider:
         self.key_id = key_id
         self.team_id = team_id
         self.topic = topic
+        # A rate of our own for the team's sends, shared by every gateway (0: none; gateway/quota.py).
+        self.quota_key, self.quota_per_minute = f"apns:{team_id}", settings.PUSH_APNS_QUOTA_PER_MINUTE
         self._jwt = ""
         self._jwt_at = (
             0.0  # time.monotonic() when it was signed (a wall-clock step neither ages nor renews it)

@@ -61,6 +61,8 @@ class FcmProvider:
         self.project_id = info.get("project_id") or ""
         if not self.project_id:
             raise ImproperlyConfigured(f"PUSH_FCM_CREDENTIALS_FILE={credentials_file!r} has no project_id")
+        # The project's sending quota, shared by every gateway (delivery/gateway/quota.py).
+        self.quota_key, self.quota_per_minute = f"fcm:{self.project_id}", settings.PUSH_FCM_QUOTA_PER_MINUTE
         ca_file = settings.PUSH_TLS_CA_FILE
         timeout = urllib3.Timeout(settings.PUSH_HTTP_TIMEOUT)
         pool = (
@@ -133,6 +135,8 @@ class FcmProvider:
         code = next(iter(codes - {"None"}), status) or status
         text = f"FCM {response.status} {code}".strip()
         retry_after = retry_after_seconds(response.header("retry-after"))
+        if response.status == 429 and _project_quota(error):  # not one device's rate: the whole project's
+            return SendResult(Verdict.RETRY, error=text, retry_after=retry_after, quota=True)
         if codes & _FCM_DEAD or status == "NOT_FOUND":
             return SendResult(Verdict.TOKEN_DEAD, error=text)
         if response.status == 400 or "INVALID_ARGUMENT" in (codes | {status}):
@@ -149,3 +153,14 @@ class FcmProvider:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _project_quota(error: dict[str, Any]) -> bool:
+    """A 429 about the project's quota (Google's `ErrorInfo` reason RATE_LIMIT_EXCEEDED, or a quota metric
+    named), rather than one device's message rate (QUOTA_EXCEEDED, "Device message rate exceeded")."""
+    for detail in error.get("details") or []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("google.rpc.ErrorInfo"):
+            metadata = detail.get("metadata") if isinstance(detail.get("metadata"), dict) else {}
+            if detail.get("reason") == "RATE_LIMIT_EXCEEDED" or "quota_metric" in (metadata or {}):
+                return True
+    return "quota metric" in str(error.get("message", "")).lower()
