@@ -89,12 +89,12 @@ def _fill(rows: int) -> None:
             print(f"  {kind}: {n} rows in {time.perf_counter() - started:.1f} s", flush=True)
         # The push side of the page: an hour of the gateway's per-minute record, a few gateway heartbeats.
         cursor.execute(
-            "INSERT INTO trainings_pushminute (minute, accepted, not_reached) SELECT date_trunc('minute',"
+            "INSERT INTO delivery_pushminute (minute, accepted, not_reached) SELECT date_trunc('minute',"
             " now()) - m * interval '1 minute', 9000 + m, m % 7 FROM generate_series(0, 59) AS m"
             " ON CONFLICT DO NOTHING"
         )
         cursor.execute(
-            "INSERT INTO trainings_gatewayheartbeat (name, seen_at) SELECT 'bench-status-' || g, now() - g *"
+            "INSERT INTO delivery_gatewayheartbeat (name, seen_at) SELECT 'bench-status-' || g, now() - g *"
             " interval '1 hour' FROM generate_series(1, 20) AS g ON CONFLICT (name) DO NOTHING"
         )
         cursor.execute("VACUUM ANALYZE reminders_occurrence")
@@ -131,9 +131,9 @@ def main() -> int:
     from django.test import Client
     from django.utils import timezone
 
+    from delivery.models import GatewayHeartbeat, PushMinute
     from reminders.ops.figures import engine_status, status_queries
     from trainings.admin.status_page import gateway_liveness, push_queue_depth, pushes_per_minute
-    from trainings.models import GatewayHeartbeat, PushMinute
 
     if connection.vendor != "postgresql":
         print("needs DATABASE_URL=postgres://... (a scratch database)", file=sys.stderr)
@@ -182,7 +182,7 @@ def main() -> int:
         queries: dict[str, tuple[str, Any]] = {
             **status_queries(now=timezone.now()),
             # trainings/admin/status_page.py: the gateway's last delivery, on the primary key.
-            "gateway_last": ("SELECT delivered_at FROM trainings_deliveredpush ORDER BY id DESC LIMIT 1", {}),
+            "gateway_last": ("SELECT delivered_at FROM delivery_deliveredpush ORDER BY id DESC LIMIT 1", {}),
             # trainings/admin/status_page.py, written out by the ORM: the newest gateway heartbeat (its
             # index's first entry) and the hour of pushes per minute (primary key range).
             "gateway_heartbeat": _orm_sql(

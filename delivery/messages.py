@@ -17,8 +17,7 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from common.wire.h2client import H2Client
-from trainings.answers.links import answer_push_fields
-from trainings.planning import kinds
+from delivery.domain import DOMAIN
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
 
@@ -85,9 +84,9 @@ class PushMessage:
         kinds table; absent for a kind this service does not know), the training, the push (FCM data
         values are strings)."""
         values = {"training": self.training, "kind": self.kind, "push": self.idempotency_key}
-        kind = kinds.KINDS.get(self.kind)
-        if kind is not None:
-            values["screen"] = kind.screen
+        screen = DOMAIN.screen_of(self.kind)
+        if screen is not None:
+            values["screen"] = screen
         if self.rule:
             values["rule"] = self.rule
         if self.guardian is not None:  # a guardian's app: which of their players it is about
@@ -106,7 +105,7 @@ class PushMessage:
         if self.player is None:
             return {}
         try:
-            return answer_push_fields(
+            return DOMAIN.answer_fields(
                 player_id=self.player, training_id=self.training, kind=self.kind, guardian_id=self.guardian
             )
         except ValueError:  # not a training's id (a hand-made message): no link rather than no push
@@ -141,7 +140,7 @@ def _aware_text(value: str) -> datetime:
 
 @dataclass(frozen=True)
 class Target:
-    """One device as the providers see it (a `trainings.Device` row, detached from the ORM)."""
+    """One device as the providers see it (a `delivery.Device` row, detached from the ORM)."""
 
     device_id: int
     provider: str  # its channel (delivery/channels/registry.py): apns, fcm
@@ -270,3 +269,8 @@ def first_line(exc: BaseException) -> str:
     """An exception's summary without what a token endpoint may have echoed back."""
     text = str(exc.args[0]) if exc.args else type(exc).__name__
     return text.splitlines()[0][:200]
+
+
+def as_strings(fields: dict[str, Any]) -> dict[str, str]:
+    """Answer fields as FCM data wants them: every value a string (the actions as JSON)."""
+    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in fields.items()}

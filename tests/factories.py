@@ -9,9 +9,9 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from delivery.models import Device
 from reminders.models import CallbackType, Job, Occurrence, QueueGrant, Schedule, ThrottlePolicy
 from trainings.models import (
-    Device,
     Guardian,
     Guardianship,
     Invitation,

@@ -1,5 +1,6 @@
-"""Raw SQL lives in one named place per app: reminders/queries.py and trainings/queries.py (common's one
-statement builder is common/rows_insert.py, which writes what a model's fields say). Elsewhere the ORM.
+"""Raw SQL lives in one named place per app: reminders/queries.py, trainings/queries.py and
+delivery/queries.py (common's one statement builder is common/rows_insert.py, which writes what a model's
+fields say). Elsewhere the ORM.
 
 Read with `ast`, so nothing is imported to check it: no other module holds SQL text (docstrings aside),
 each statement of a home has the comment above it that says what it does, and no string anywhere names
@@ -17,8 +18,8 @@ import pytest
 from django.apps import apps
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("common", "reminders", "trainings")
-HOMES = {"reminders/queries.py", "trainings/queries.py", "common/rows_insert.py"}
+APPS = ("common", "reminders", "trainings", "delivery")
+HOMES = {"reminders/queries.py", "trainings/queries.py", "delivery/queries.py", "common/rows_insert.py"}
 # A statement's shape, in the upper case every statement of the project is written in.
 SQL = re.compile(
     r"\b(INSERT INTO|UPDATE \w+ (AS \w+ )?SET|DELETE FROM|SELECT\b[^\n]*\bFROM|COPY \w+|pg_notify)"

@@ -22,12 +22,14 @@ _COACH_PERMISSIONS = {
     "team": ("view", "change"),
     "reminderrun": ("view",),
     "push": ("view",),
-    "device": ("view",),
     "guardian": ("view", "add", "change", "delete"),  # the admin: only guardians of their players alone
     "guardianship": ("view", "add", "change", "delete"),
     "coach": ("view", "change"),  # their own profile (the admin's queryset)
     "coachpush": ("view",),
 }
+
+# The same for delivery's tables (delivery/models.py): a coach reads their players' devices.
+_COACH_DELIVERY_PERMISSIONS = {"device": ("view",)}
 
 
 def coach_group_ensure() -> Any:
@@ -36,12 +38,17 @@ def coach_group_ensure() -> Any:
     What a coach can reach inside those models is limited to their teams by the admin's querysets.
     """
     from django.contrib.auth.models import Group, Permission
+    from django.db.models import Q
 
     group, _ = Group.objects.get_or_create(name=COACH_GROUP)
-    codenames = [f"{action}_{model}" for model, actions in _COACH_PERMISSIONS.items() for action in actions]
-    group.permissions.set(
-        Permission.objects.filter(content_type__app_label="trainings", codename__in=codenames)
-    )
+    wanted = Q()
+    for app_label, permissions in (
+        ("trainings", _COACH_PERMISSIONS),
+        ("delivery", _COACH_DELIVERY_PERMISSIONS),
+    ):
+        codenames = [f"{action}_{model}" for model, actions in permissions.items() for action in actions]
+        wanted |= Q(content_type__app_label=app_label, codename__in=codenames)
+    group.permissions.set(Permission.objects.filter(wanted))
     return group
 
 

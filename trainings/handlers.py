@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from delivery.gateway.queue import push_queue_names
+from delivery.api import push_queue_names
 from reminders.api import Delivery, TransportError, keys_reserve, queues_reserve, register, register_batch
 from trainings.digest.alerts import decline_alert_fire
 from trainings.digest.firing import COACH_ALERT_HANDLER, COACH_RELEASE_HANDLER, KEY_PREFIX, coach_release

@@ -13,13 +13,10 @@ from django.db import connection
 from django.db.models import Field
 
 from trainings.models import (
-    DeliveredPush,
     Invitation,
     Membership,
     Player,
     Push,
-    PushMinute,
-    PushSend,
     Questionnaire,
     QuestionnaireAnswer,
     Team,
@@ -28,7 +25,6 @@ from trainings.models import (
 
 _INVITATION = Invitation._meta.db_table
 _MEMBERSHIP = Membership._meta.db_table
-_PUSH_MINUTE = PushMinute._meta.db_table
 
 # Invite the team's active members to a training (training id, PENDING, team id): the rows `bulk_create`
 # would write, in player order, without reading the members first.
@@ -36,22 +32,6 @@ MEMBERS_INVITE = (
     f"INSERT INTO {_INVITATION} (training_id, player_id, status, responded_at) "  # noqa: S608
     f"SELECT %s, player_id, %s, NULL FROM {_MEMBERSHIP} "
     "WHERE team_id = %s AND active ORDER BY player_id"
-)
-
-# The push gateway's round, before it sends (delivery/gateway/sender.py): which of its push keys (one array,
-# as its literal text) are done (a DeliveredPush row), and the device outcomes recorded for the others
-# (push key, device, status). Prepared and bound on the server: after five rounds PostgreSQL keeps the
-# generic plan, an index probe a key, where a plan made for each round's literal keys chose to read the
-# whole table once it held a few tens of thousands of rows.
-PUSHES_DELIVERED = (
-    f"SELECT {DeliveredPush._meta.get_field('key').column} FROM {DeliveredPush._meta.db_table} "  # noqa: S608
-    f"WHERE {DeliveredPush._meta.get_field('key').column} = ANY(%s::varchar[])"
-)
-# The device outcomes recorded for these push keys (one array, as its literal text): (push key, device,
-# status); prepared like PUSHES_DELIVERED.
-PUSH_SENDS_RECORDED = (
-    f"SELECT push_key, device_id, status FROM {PushSend._meta.db_table} "  # noqa: S608
-    "WHERE push_key = ANY(%s::varchar[])"
 )
 
 # The id of the history row written by the same statement (its CTE `history`), selected beside the rules.
@@ -62,16 +42,6 @@ def training_insert_reading_rules(ctes: Sequence[str], rules: str) -> str:
     """Write the training, its history row and its invitations (`ctes`, each `name AS (INSERT ...)`) and
     read the reminder rules (`rules`, the ORM's SELECT), in one statement."""
     return f"WITH {', '.join(ctes)} {rules}"
-
-
-# Add a round's device outcomes to its minute (minute, accepted, not reached, accepted by a stand-in):
-# gateways add, never overwrite.
-PUSH_MINUTE_ADD = f"""
-INSERT INTO {_PUSH_MINUTE} (minute, accepted, not_reached, standin) VALUES (%s, %s, %s, %s)
-ON CONFLICT (minute) DO UPDATE SET accepted = {_PUSH_MINUTE}.accepted + excluded.accepted,
-                                   not_reached = {_PUSH_MINUTE}.not_reached + excluded.not_reached,
-                                   standin = {_PUSH_MINUTE}.standin + excluded.standin
-"""  # noqa: S608 - the table name is a constant
 
 
 def _pushes_insert_head(fields: Sequence[Field]) -> str:

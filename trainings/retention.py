@@ -20,7 +20,8 @@ from django.conf import settings
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from trainings.models import CoachPush, DeliveredPush, Push, ReminderRun
+from delivery.models import DeliveredPush
+from trainings.models import CoachPush, Push, ReminderRun
 
 logger = logging.getLogger(__name__)
 

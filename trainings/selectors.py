@@ -16,7 +16,8 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from delivery.channels.registry import standin_names
+from delivery.api import standin_names
+from delivery.models import PushSend, SendStatus
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings.models import (
     AnswerSource,
@@ -27,12 +28,10 @@ from trainings.models import (
     Membership,
     Player,
     Push,
-    PushSend,
     PushStatus,
     QuestionnaireAnswer,
     ReminderRule,
     ReminderRun,
-    SendStatus,
     Team,
     Training,
     TrainingJob,

@@ -12,19 +12,10 @@ from rest_framework import serializers
 
 from common.fields import AwareDateTimeField
 from common.serializers import StrictSerializer
-from delivery.channels.registry import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices
+from delivery.api import BY_NAME, PLATFORMS, device_platform_choices, device_provider_choices, token_preview
+from delivery.models import Device
 from trainings.answers.values import AnswersField
-from trainings.devices.registration import token_preview
-from trainings.models import (
-    ChannelChoice,
-    Device,
-    Invitation,
-    InvitationStatus,
-    Player,
-    ReminderRule,
-    Team,
-    Training,
-)
+from trainings.models import ChannelChoice, Invitation, InvitationStatus, Player, ReminderRule, Team, Training
 from trainings.planning import kinds
 from trainings.planning.offsets import OffsetError, is_time_zone, parse_offsets
 from trainings.reminding.critical import ALL, validate_critical_offsets

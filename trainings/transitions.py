@@ -16,11 +16,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import models
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from trainings.models import CoachPush, Device, Push, PushStatus
+from trainings.models import CoachPush, Push, PushStatus
 from trainings.models.coaches import CoachPushStatus
 
 PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -96,49 +95,4 @@ def coach_push_release(push: CoachPush, *, status: str, reason: str, **texts: An
     moved = CoachPush.objects.filter(pk=push.pk, status=CoachPushStatus.HELD).update(
         status=status, status_reason=reason[:200], **texts
     )
-    return bool(moved)
-
-
-class DeviceState(models.TextChoices):
-    """A device's state, kept in `disabled_at` (NULL: enabled) with `disabled_reason`."""
-
-    ENABLED = "enabled", "Enabled"
-    DISABLED = "disabled", "Disabled (token dead)"
-
-
-DEVICE_TRANSITIONS: dict[str, frozenset[str]] = {
-    # The provider called its token dead.
-    DeviceState.ENABLED: frozenset({DeviceState.DISABLED}),
-    # The app registered the token again: the provider issued it again.
-    DeviceState.DISABLED: frozenset({DeviceState.ENABLED}),
-}
-
-
-def _device_move(rows: QuerySet[Device], *, source: str, to: str, **fields: Any) -> int:
-    if to not in DEVICE_TRANSITIONS[source]:
-        raise ValueError(f"a device cannot move from {source} to {to}")
-    return rows.filter(disabled_at__isnull=source == DeviceState.ENABLED).update(**fields)
-
-
-def devices_disable(*, device_ids: Sequence[int], reason: str, now: datetime | None = None) -> int:
-    """enabled -> disabled: the provider called these tokens dead (kept for the record)."""
-    return _device_move(
-        Device.objects.filter(pk__in=device_ids),
-        source=DeviceState.ENABLED,
-        to=DeviceState.DISABLED,
-        disabled_at=now or timezone.now(),
-        disabled_reason=reason[:200] or "disabled",
-    )
-
-
-def device_enable(*, device: Device) -> bool:
-    """disabled -> enabled: the app handed this token in again. Returns whether it was disabled."""
-    moved = _device_move(
-        Device.objects.filter(pk=device.pk),
-        source=DeviceState.DISABLED,
-        to=DeviceState.ENABLED,
-        disabled_at=None,
-        disabled_reason="",
-    )
-    device.disabled_at, device.disabled_reason = None, ""
     return bool(moved)

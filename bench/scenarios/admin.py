@@ -41,10 +41,11 @@ def _demo(h: Harness) -> None:
     from django.db import connection
     from django.test import override_settings
 
+    from delivery import models as dm
     from trainings import models as tm
 
     h.truncate_engine()
-    tables = [m._meta.db_table for m in (tm.Player, tm.Team, tm.Training, tm.PushSend, tm.DeliveredPush)]
+    tables = [m._meta.db_table for m in (tm.Player, tm.Team, tm.Training, dm.PushSend, dm.DeliveredPush)]
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
 
@@ -110,6 +111,7 @@ def _stuck_work() -> None:
 
 def _grow(h: Harness) -> None:
     """Ten times the demo team: more players with a device each, reminded and sent again."""
+    from delivery import models as dm
     from trainings import models as tm
 
     team = tm.Team.objects.get(name="Demo U15")
@@ -117,8 +119,8 @@ def _grow(h: Harness) -> None:
         [tm.Player(name=f"Grown {i}", language="en", time_zone="Europe/Paris") for i in range(GROWN_PLAYERS)]
     )
     tm.Membership.objects.bulk_create([tm.Membership(team=team, player=p) for p in players])
-    tm.Device.objects.bulk_create(
-        [tm.Device(player=p, provider="fcm", platform="android", token=f"grown-{p.pk}") for p in players]
+    dm.Device.objects.bulk_create(
+        [dm.Device(player=p, provider="fcm", platform="android", token=f"grown-{p.pk}") for p in players]
     )
     for training in tm.Training.objects.filter(team=team):
         tm.Invitation.objects.bulk_create(

@@ -46,16 +46,8 @@ def _fill(pushes: int) -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
-    from trainings.models import (
-        Membership,
-        Player,
-        Push,
-        PushSend,
-        QuestionnaireAnswer,
-        ReminderRule,
-        Team,
-        Training,
-    )
+    from delivery.models import PushSend
+    from trainings.models import Membership, Player, Push, QuestionnaireAnswer, ReminderRule, Team, Training
 
     trainings = max(pushes // PUSHES_PER_TRAINING, DAYS)
     teams = max(trainings * 2 // DAYS, 1)

@@ -94,10 +94,10 @@ def _two_gateways(
     from the first recorded send to the last DeliveredPush, as there; CPU is both processes'."""
     from django.db.models import Max, Min
 
-    from trainings import models as tm
+    from delivery import models as dm
 
-    tm.DeliveredPush.objects.all().delete()
-    tm.PushSend.objects.all().delete()
+    dm.DeliveredPush.objects.all().delete()
+    dm.PushSend.objects.all().delete()
     pushes_publish(h, players, label, training=training, expires_at=expires_at)
     cpu = _children_cpu()
     procs = [h.start(f"push-gateway-{label}-{i}", [sys.executable, "manage.py", "push_gateway",
@@ -106,11 +106,11 @@ def _two_gateways(
     for proc in procs:
         proc.wait(timeout=600)
     cpu = _children_cpu() - cpu
-    first = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
-    last = tm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
-    done = tm.DeliveredPush.objects.count()
+    first = dm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
+    last = dm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
+    done = dm.DeliveredPush.objects.count()
     seconds = (last - first).total_seconds() if first and last else 0.0
-    return {"done": done, "accepted": tm.PushSend.objects.filter(status=tm.SendStatus.ACCEPTED).count(),
+    return {"done": done, "accepted": dm.PushSend.objects.filter(status=dm.SendStatus.ACCEPTED).count(),
             "seconds": seconds, "cpu": cpu, "rate": done / seconds if seconds else None,
             "exit": [p.returncode for p in procs]}  # fmt: skip
 
@@ -163,6 +163,7 @@ def run(h: Harness) -> Section:
     from django.test import override_settings
     from django.utils import timezone
 
+    from delivery import models as dm
     from delivery.channels.email.message import as_bytes, email_of
     from delivery.messages import PushMessage, Target
     from trainings import models as tm
@@ -173,8 +174,8 @@ def run(h: Harness) -> Section:
     threads = settings.TRAININGS_EMAIL_CONNECTIONS
     h.declare(h.push_queue)
     players = tm.Player.objects.bulk_create([tm.Player(name=f"bench email {i}") for i in range(n)])
-    tm.Device.objects.bulk_create(
-        [tm.Device(player=p, provider="email", platform="email", token=f"player{i}@example.com")
+    dm.Device.objects.bulk_create(
+        [dm.Device(player=p, provider="email", platform="email", token=f"player{i}@example.com")
          for i, p in enumerate(players)]
     )  # fmt: skip
     start = timezone.now() + timedelta(hours=2)

@@ -129,11 +129,11 @@ def gateway_drain(
     rate is from the first round of sends to the last DeliveredPush row, and the gateway's own CPU."""
     from django.db.models import Max, Min
 
-    from trainings import models as tm
+    from delivery import models as dm
 
     n = len(players)
-    tm.DeliveredPush.objects.all().delete()
-    tm.PushSend.objects.all().delete()
+    dm.DeliveredPush.objects.all().delete()
+    dm.PushSend.objects.all().delete()
     pushes_publish(h, players, label, training=training, expires_at=expires_at)
     cpu = _children_cpu()
     proc = h.start(
@@ -147,10 +147,10 @@ def gateway_drain(
     cpu = _children_cpu() - cpu  # the gateway's own CPU, start-up included: steadier than rates on a busy box
     # From the start of the first round of sends (its PushSend rows carry that instant) to the last
     # DeliveredPush row (written just before its ack): every push, and not the process start-up.
-    first = tm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
-    last = tm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
-    done = tm.DeliveredPush.objects.count()
-    accepted = tm.PushSend.objects.filter(status=tm.SendStatus.ACCEPTED).count()
+    first = dm.PushSend.objects.aggregate(at=Min("recorded_at"))["at"]
+    last = dm.DeliveredPush.objects.aggregate(at=Max("delivered_at"))["at"]
+    done = dm.DeliveredPush.objects.count()
+    accepted = dm.PushSend.objects.filter(status=dm.SendStatus.ACCEPTED).count()
     seconds = (last - first).total_seconds() if first and last else 0.0
     return {"done": done, "accepted": accepted, "seconds": seconds, "wall": wall, "cpu": cpu,
             "rate": done / seconds if seconds else None,
@@ -160,17 +160,18 @@ def gateway_drain(
 def run(h: Harness) -> Section:
     from django.utils import timezone
 
+    from delivery import models as dm
     from trainings import models as tm
 
     section = Section("push")
     n = 1_000 if h.quick else 4_000
     h.declare(h.push_queue)
     players = tm.Player.objects.bulk_create([tm.Player(name=f"bench push {i}") for i in range(n)])
-    tm.Device.objects.bulk_create(
+    dm.Device.objects.bulk_create(
         [
-            tm.Device(player=p, provider="apns", platform="ios", token=f"{i:064x}")
+            dm.Device(player=p, provider="apns", platform="ios", token=f"{i:064x}")
             if i % 2 == 0
-            else tm.Device(player=p, provider="fcm", platform="android", token=f"fcm-bench-{i}")
+            else dm.Device(player=p, provider="fcm", platform="android", token=f"fcm-bench-{i}")
             for i, p in enumerate(players)
         ]
     )

@@ -69,6 +69,7 @@ def _setup(n: int) -> Storm:
     from django.db import connection
     from django.utils import timezone
 
+    from delivery import models as dm
     from trainings import models as tm
     from trainings.planning import kinds
     from trainings.planning.writes import training_create
@@ -88,11 +89,11 @@ def _setup(n: int) -> Storm:
     )
     # APNs tokens of their own: the push scenario's start at 0, and both scenarios run on one database when
     # named together (`--only push storm`).
-    tm.Device.objects.bulk_create(
+    dm.Device.objects.bulk_create(
         [
-            tm.Device(player=p, provider="apns", platform="ios", token=f"{STORM_TOKENS + i:064x}")
+            dm.Device(player=p, provider="apns", platform="ios", token=f"{STORM_TOKENS + i:064x}")
             if i % 2 == 0
-            else tm.Device(player=p, provider="fcm", platform="android", token=f"fcm-storm-{i}")
+            else dm.Device(player=p, provider="fcm", platform="android", token=f"fcm-storm-{i}")
             for i, p in enumerate(players)
         ],
         batch_size=5000,
@@ -134,14 +135,15 @@ def _history_seed(trainings: list[Any]) -> None:
     """The history: a push, its device's accepted send and its delivered row per player and day."""
     from django.db import connection
 
+    from delivery import models as dm
     from trainings import models as tm
     from trainings.planning import kinds
 
     rule = tm.ReminderRule.objects.filter(kind=kinds.INVITATION.code).order_by("pk").first()
     assert rule is not None, "no invitation rule"
     days = ", ".join(f"('{offset}', {n})" for offset, n in HISTORY)
-    push, send, done = (m._meta.db_table for m in (tm.Push, tm.PushSend, tm.DeliveredPush))
-    invitation, device = tm.Invitation._meta.db_table, tm.Device._meta.db_table
+    push, send, done = (m._meta.db_table for m in (tm.Push, dm.PushSend, dm.DeliveredPush))
+    invitation, device = tm.Invitation._meta.db_table, dm.Device._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -178,14 +180,15 @@ def _round_reset() -> None:
     provider's among them, for none."""
     from django.db import connection
 
+    from delivery import models as dm
     from trainings import models as tm
 
-    by_key = ((tm.Push, "key"), (tm.PushSend, "push_key"), (tm.DeliveredPush, "key"))
+    by_key = ((tm.Push, "key"), (dm.PushSend, "push_key"), (dm.DeliveredPush, "key"))
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {tm.ReminderRun._meta.db_table}")
         for model, column in by_key:
             cursor.execute(f"DELETE FROM {model._meta.db_table} WHERE {column} LIKE %s", [STORM_KEYS])
-        device = tm.Device._meta.db_table
+        device = dm.Device._meta.db_table
         cursor.execute(f"UPDATE {device} SET last_success_at = NULL WHERE last_success_at IS NOT NULL")
         for table in [device, *(model._meta.db_table for model, _ in by_key)]:
             cursor.execute(f"VACUUM ANALYZE {table}")
@@ -250,6 +253,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     """One storm: processes started, the instant armed, every push accepted (or the timeout)."""
     from django.db.models import Max, Min
 
+    from delivery import models as dm
     from trainings import models as tm
 
     h.purge_queue(h.push_queue)
@@ -285,7 +289,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     deadline = time.monotonic() + timeout
     done = 0
     while time.monotonic() < deadline:
-        done = tm.DeliveredPush.objects.filter(delivered_at__gte=since).count()
+        done = dm.DeliveredPush.objects.filter(delivered_at__gte=since).count()
         if done >= storm.pushes:
             break
         time.sleep(0.2)
@@ -300,12 +304,12 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     else:
         stamps = sorted(
             (d - instant).total_seconds()
-            for d in tm.DeliveredPush.objects.filter(delivered_at__gte=since).values_list(
+            for d in dm.DeliveredPush.objects.filter(delivered_at__gte=since).values_list(
                 "delivered_at", flat=True
             )
         )
-    first_send = tm.PushSend.objects.filter(recorded_at__gte=since).aggregate(at=Min("recorded_at"))["at"]
-    last_done = tm.DeliveredPush.objects.filter(delivered_at__gte=since).aggregate(at=Max("delivered_at"))[
+    first_send = dm.PushSend.objects.filter(recorded_at__gte=since).aggregate(at=Min("recorded_at"))["at"]
+    last_done = dm.DeliveredPush.objects.filter(delivered_at__gte=since).aggregate(at=Max("delivered_at"))[
         "at"
     ]
     sent = tm.Push.objects.filter(status=tm.PushStatus.SENT, key__startswith="storm-").count()
@@ -333,13 +337,14 @@ def _team_completions(instant: datetime) -> list[float]:
     """Seconds from the instant to each training's last push done (its DeliveredPush row), sorted."""
     from django.db import connection
 
+    from delivery import models as dm
     from trainings import models as tm
 
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             SELECT max(d.delivered_at) FROM {tm.Push._meta.db_table} AS p
-              JOIN {tm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
+              JOIN {dm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
              WHERE p.key LIKE %s
              GROUP BY p.training_id
             """,

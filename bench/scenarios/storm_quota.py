@@ -50,15 +50,16 @@ def _past_expiry() -> int:
     is written after the acceptance: an upper bound of when it was sent)."""
     from django.db import connection
 
+    from delivery import models as dm
     from trainings import models as tm
 
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             SELECT count(*) FROM {tm.Push._meta.db_table} AS p
-              JOIN {tm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
+              JOIN {dm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
              WHERE p.key LIKE 'storm-%%' AND p.expires_at IS NOT NULL AND d.delivered_at > p.expires_at
-               AND EXISTS (SELECT 1 FROM {tm.PushSend._meta.db_table} AS s
+               AND EXISTS (SELECT 1 FROM {dm.PushSend._meta.db_table} AS s
                             WHERE s.push_key = p.key AND s.status = 'accepted')
             """
         )

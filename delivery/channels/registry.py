@@ -1,7 +1,7 @@
 """The delivery channels: one row each, the only list of them in the code.
 
 Everything that depends on which channels exist is derived from `CHANNELS`: the device choices and check
-constraints (`trainings/models/devices.py`), the API's validation of a registered address
+constraints (`delivery/models.py`), the API's validation of a registered address
 (`trainings/serializers.py`), the providers the gateway builds and `Providers.describe()`
 (`delivery/channels/providers.py`), and which stand-in TRAININGS_PUSH_PROVIDER may name. The gateway itself
 (`delivery/gateway/consumer.py`, `sender.py`) knows nothing of any channel: retries, Retry-After, dead

@@ -53,15 +53,15 @@ from kombu.message import Message
 
 from common.amqp.queues import FailoverConnector, service_queue
 from delivery.channels.providers import Providers, PushProvider, providers_from_settings
+from delivery.devices import devices_disable
 from delivery.gateway import metrics
 from delivery.gateway.broker import broker_connect, broker_connection, connection_lost, consumer_qos
 from delivery.gateway.dead_letters import DEAD_LETTER_SCHEMA, push_dead_lettered, push_replay_forget
 from delivery.gateway.liveness import gateway_heartbeat
-from delivery.gateway.queue import PushMessage, batch_pushes, dead_letter_queue_name, queue_publisher_at
+from delivery.gateway.queue import QueuedPush, batch_pushes, dead_letter_queue_name, queue_publisher_at
 from delivery.gateway.quota import by_expiry
 from delivery.gateway.records import _ACKED, Handled, Outcome, Round
 from delivery.gateway.sender import AuthFailure, PushSender
-from trainings.transitions import devices_disable
 
 __all__ = ["DEAD_LETTER_SCHEMA", "GatewayStats", "Outcome", "PushSender", "broker_connection",
            "dead_letter_queue_name", "devices_disable", "gateway_run", "push_dead_lettered", "push_handle",
@@ -233,7 +233,7 @@ def gateway_run(
         document = {"schema": DEAD_LETTER_SCHEMA, "push": held.body, "error": result.error,
                     "attempts": held.attempts, "dead_at": timezone.now().isoformat()}  # fmt: skip
         refused = dead_letters.deliver(
-            [PushMessage(result.push.idempotency_key, "push-gateway", timezone.now(), held.attempts,
+            [QueuedPush(result.push.idempotency_key, "push-gateway", timezone.now(), held.attempts,
                          dead_letter_queue_name(), document)]
         )  # fmt: skip
         if refused:  # the dead-letter queue did not take it: keep it here and try again later

@@ -23,7 +23,7 @@ from delivery.gateway.consumer import (
     dead_letter_queue_name,
     push_replay_forget,
 )
-from delivery.gateway.queue import PushMessage, queue_publisher_at
+from delivery.gateway.queue import QueuedPush, queue_publisher_at
 
 
 class ReplayRefused(Exception):
@@ -85,7 +85,7 @@ def dead_letters_pass(
                     continue
                 push_replay_forget(key=letter.key)
                 refused = publisher.deliver(
-                    [PushMessage(letter.key, "push-dead-letters", timezone.now(), 1,
+                    [QueuedPush(letter.key, "push-dead-letters", timezone.now(), 1,
                                  settings.TRAININGS_PUSH_QUEUE, letter.document["push"])]
                 )  # fmt: skip
                 if refused:

@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from delivery.channels.providers import PushMessage
-from trainings.models import DeliveredPush, Device, PushSend, SendStatus
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 
 DEAD_LETTER_SCHEMA = "trainings.push-dead/1"
 

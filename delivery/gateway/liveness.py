@@ -12,8 +12,8 @@ from datetime import datetime
 from django.db import connection
 from django.db.models.functions import Now
 
-from trainings import queries
-from trainings.models import GatewayHeartbeat
+from delivery import queries
+from delivery.models import GatewayHeartbeat
 
 HEARTBEAT_EVERY = 5.0
 _last_beat = 0.0

@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from trainings.planning.kinds import KINDS
+from delivery.domain import DOMAIN
 
 PUSHES = Counter(
     "trainings_pushes",
@@ -64,7 +64,7 @@ def pushes_handled(handled: Iterable[tuple[Any, str]]) -> None:
     for body, outcome in handled:
         kind = body.get("kind") if isinstance(body, dict) else None
         # A malformed message's "kind" is whatever the sender wrote: only the table's codes become labels.
-        counts[kind if isinstance(kind, str) and kind in KINDS else "unknown", str(outcome)] += 1
+        counts[kind if isinstance(kind, str) and kind in DOMAIN.kinds() else "unknown", str(outcome)] += 1
     for labels, count in counts.items():
         PUSHES.labels(*labels).inc(count)
 

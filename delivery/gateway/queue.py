@@ -19,7 +19,7 @@ from common.compact_json import json_compact
 
 __all__ = [
     "BATCH_SCHEMA",
-    "PushMessage",
+    "QueuedPush",
     "Refusals",
     "batch_body",
     "batch_key",
@@ -45,7 +45,7 @@ def push_queue_names() -> tuple[str, str]:
     return settings.TRAININGS_PUSH_QUEUE, dead_letter_queue_name()
 
 
-class PushMessage(NamedTuple):
+class QueuedPush(NamedTuple):
     """One message on a push queue: the push's idempotency key is its AMQP `message_id`; the job key,
     instant and attempt of the reminder that made it travel as headers."""
 

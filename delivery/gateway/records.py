@@ -23,13 +23,13 @@ from django.utils import timezone
 from common.lookups import AnyOf, array_literal
 from common.prepared import prepared_run
 from common.rows_insert import rows_insert_many
+from delivery import queries
+from delivery.devices import devices_disable
+from delivery.domain import DOMAIN, PushOutcome
 from delivery.gateway import metrics
 from delivery.gateway.liveness import push_minutes_add
 from delivery.messages import AuthFailure, PushMessage, SendResult, Target, Verdict
-from trainings import queries
-from trainings.models import DeliveredPush, Device, PushSend, SendStatus, WebhookEvent
-from trainings.transitions import devices_disable
-from trainings.webhooks.events import PushOutcome, push_outcomes, subscribers
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 
 logger = logging.getLogger("delivery.gateway.consumer")
 
@@ -140,7 +140,7 @@ def sends_record(
 def sends_recorded(keys: set[str]) -> tuple[set[str], list[tuple[str, int | None, str]]]:
     """What a round reads before it sends: which of these push keys are done, and the device outcomes
     recorded for the others (push key, device, status). Two prepared statements on PostgreSQL
-    (trainings/queries.py says why)."""
+    (delivery/queries.py says why)."""
     if not keys:
         return set(), []
     if connection.vendor != "postgresql":
@@ -261,9 +261,9 @@ def _outcomes_publish(
     closing: list[tuple[int, PushMessage, SendStatus]], complete: list[tuple[int, PushMessage]]
 ) -> None:
     """`push.outcome` for the players' pushes finished now, in their transaction, when anyone subscribes
-    (trainings/webhooks/events.py): reached (a device accepted it), token dead (every device's token was),
+    (the domain's, delivery/domain.py): reached (a device accepted it), token dead (every device's token was),
     failed, or no device. Read from every round's sends of these pushes: one statement for them all."""
-    if not subscribers(WebhookEvent.PUSH_OUTCOME):
+    if not DOMAIN.outcomes_wanted():
         return
     done: list[tuple[PushMessage, str | None]] = [
         (p, None) for _, p, s in closing if s == SendStatus.NO_DEVICE
@@ -284,7 +284,7 @@ def _outcomes_publish(
         outcomes.append(PushOutcome(push=push.idempotency_key, player=push.player, guardian=push.guardian,
                                     training=push.training, kind=push.kind, channel=channel,
                                     outcome=outcome))  # fmt: skip
-    push_outcomes(outcomes)
+    DOMAIN.outcomes_publish(outcomes)
 
 
 def _outcome(sends: list[tuple[str, str]]) -> tuple[str | None, str]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from common.lookups import AnyOf
 from delivery.channels.registry import fallback_channel_names
 from delivery.messages import PushMessage, Recipient, Target
-from trainings.models import Device
+from delivery.models import Device
 
 Device._meta.get_field("player").register_lookup(AnyOf)  # a round's players as one array parameter
 

@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from delivery.channels.providers import AuthFailure, Providers, PushMessage, SendResult, Target, Verdict
 from delivery.channels.registry import standin_names
+from delivery.devices import devices_disable
+from delivery.domain import DOMAIN
 from delivery.gateway.quota import Pacer
 from delivery.gateway.records import (
     Answer,
@@ -37,10 +39,7 @@ from delivery.gateway.records import (
     sends_recorded,
 )
 from delivery.gateway.routing import addresses_of, route
-from trainings.models import SendStatus
-from trainings.reminding.critical import critical_at
-from trainings.reminding.preferences import preferences_of, rules_critical
-from trainings.transitions import devices_disable
+from delivery.models import SendStatus
 
 __all__ = ["AuthFailure", "Handled", "Outcome", "PushSender", "Round", "devices_disable"]
 
@@ -166,8 +165,8 @@ class PushSender:
         for key, device_id, status in recorded:
             sent.setdefault(key, {})[device_id] = status
         devices = addresses_of([p for p in pushes.values() if p.idempotency_key not in done])
-        preferences = preferences_of({(*p.recipient, p.kind) for p in pushes.values()})
-        critical = rules_critical({p.rule for p in pushes.values() if p.rule}) if any(
+        preferences = DOMAIN.preferences({(*p.recipient, p.kind) for p in pushes.values()})
+        critical = DOMAIN.rules_critical({p.rule for p in pushes.values() if p.rule}) if any(
             muted for _, muted in preferences.values()) else {}  # fmt: skip
         fallback_waits: set[int] = set()  # pushes with a fallback address if this round's sends all fail
         work: list[tuple[int, PushMessage, Target]] = []
@@ -183,7 +182,9 @@ class PushSender:
                 closing.append((i, push, SendStatus.STALE))
                 continue
             channels, muted = preferences.get((*push.recipient, push.kind), ("default", False))
-            if muted and not critical_at(critical.get(push.rule or ""), push.offset):  # recorded, not dropped
+            if muted and not DOMAIN.critical_at(
+                critical.get(push.rule or ""), push.offset
+            ):  # recorded, not dropped
                 closing.append((i, push, SendStatus.MUTED))
                 continue
             todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}), channels=channels)

@@ -18,6 +18,7 @@ from kombu import Connection, Producer, Queue
 from delivery.gateway.consumer import dead_letter_queue_name
 from delivery.gateway.dead_letters import DEAD_LETTER_SCHEMA
 from delivery.gateway.liveness import gateway_heartbeat, push_minutes_add
+from delivery.models import Device, GatewayHeartbeat, PushSend, SendStatus
 from reminders.engine.dispatch import ScanResult
 from reminders.ops.figures import scan_record
 from tests.browser.conftest import fits_without_sideways_scroll, log_in, shot
@@ -31,17 +32,7 @@ from tests.factories import (
     schedule_create,
 )
 from trainings.access import coach_group_ensure
-from trainings.models import (
-    Device,
-    GatewayHeartbeat,
-    Push,
-    PushSend,
-    QuestionnaireAnswer,
-    ReminderRule,
-    ReminderTemplate,
-    SendStatus,
-    Training,
-)
+from trainings.models import Push, QuestionnaireAnswer, ReminderRule, ReminderTemplate, Training
 from trainings.planning import kinds
 from trainings.planning.defaults import rules_seed
 from trainings.planning.writes import training_create

@@ -35,6 +35,7 @@ from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from bench import processes
+from delivery.models import DeliveredPush, Device, PushSend
 from reminders.beat import ensure_periodic_tasks
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.clusters.rabbit_cluster import RabbitCluster
@@ -43,7 +44,7 @@ from tests.fault_table import record
 from tests.faults import harness
 from tests.trainings_faults.conftest import database_url
 from tests.trainings_faults.test_gateway_crash import Provider
-from trainings.models import DeliveredPush, Device, Push, PushSend, ReminderRule, Team
+from trainings.models import Push, ReminderRule, Team
 from trainings.selectors import job_key
 
 pytestmark = [

@@ -55,9 +55,9 @@ def engine(
 def trainings(count: int, in_seconds: float, spread: float) -> None:
     from django.utils import timezone
 
+    from delivery.models import Device
     from reminders.models import Occurrence
     from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, training_made
-    from trainings.models import Device
 
     team = TeamFactory(name="Burst")
     for name in ("Alice", "Bruno", "Chloe", "Dan"):  # the factory gives each an FCM device

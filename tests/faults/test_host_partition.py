@@ -244,7 +244,7 @@ def test_a_partitioned_gateway_host_hands_its_pushes_to_the_other_gateway(
         total = GATEWAY_TRAININGS * 4
 
         def finished() -> int:
-            return int(db.value("SELECT count(*) FROM trainings_deliveredpush"))
+            return int(db.value("SELECT count(*) FROM delivery_deliveredpush"))
 
         with harness.Kicker():
             harness.wait_for(lambda: finished() >= total // 5, timeout=120, what="the pushes under way")
@@ -270,7 +270,7 @@ def test_a_partitioned_gateway_host_hands_its_pushes_to_the_other_gateway(
             (key, token)
             for key, token in db.connect().execute(
                 "SELECT p.key, d.token FROM trainings_push p"
-                " JOIN trainings_device d ON d.player_id = p.player_id"
+                " JOIN delivery_device d ON d.player_id = p.player_id"
             )
         }
         sent = Counter((r.body["data"]["push"], r.token) for r in peer.received)

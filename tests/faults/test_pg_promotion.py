@@ -119,7 +119,7 @@ def test_a_promoted_standby_is_found_by_every_process_and_the_burst_is_delivered
             # Mid-burst: some delivered, pushes flowing, the rest still to come.
             harness.wait_for(
                 lambda: (
-                    primary.value("SELECT count(*) FROM trainings_pushsend") >= 100
+                    primary.value("SELECT count(*) FROM delivery_pushsend") >= 100
                     and primary.value("SELECT count(*) FROM reminders_occurrence WHERE status = 'delivered'")
                     >= JOBS // 3
                 ),
@@ -140,7 +140,7 @@ def test_a_promoted_standby_is_found_by_every_process_and_the_burst_is_delivered
                     f"SELECT count(*) FROM reminders_occurrence WHERE {due} AND status <> 'delivered'"  # noqa: S608
                 )
                 pushes = new.value("SELECT count(*) FROM trainings_push")
-                finished = new.value("SELECT count(*) FROM trainings_deliveredpush")
+                finished = new.value("SELECT count(*) FROM delivery_deliveredpush")
                 return left == 0 and pushes == finished == TRAININGS * PLAYERS
 
             harness.wait_for(done, timeout=240, what="every occurrence delivered and every push finished")
@@ -174,7 +174,7 @@ def test_a_promoted_standby_is_found_by_every_process_and_the_burst_is_delivered
             (key, token)
             for key, token in new.connect().execute(
                 "SELECT p.key, d.token FROM trainings_push p"
-                " JOIN trainings_device d ON d.player_id = p.player_id"
+                " JOIN delivery_device d ON d.player_id = p.player_id"
             )
         }
         sent = Counter((r.body["data"]["push"], r.token) for r in peer.received)

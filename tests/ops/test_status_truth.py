@@ -16,10 +16,10 @@ from django.utils import timezone
 from kombu import Connection, Producer
 
 from delivery.gateway.liveness import gateway_heartbeat, push_minutes_add
+from delivery.models import GatewayHeartbeat
 from reminders.models import Occurrence, OccurrenceStatus
 from reminders.ops.figures import status_queries
 from tests.factories import OccurrenceFactory
-from trainings.models import GatewayHeartbeat
 
 pytestmark = [pytest.mark.django_db]
 

@@ -126,13 +126,13 @@ def test_with_queue_type_quorum_the_publisher_declares_quorum_queues_and_skips_a
     from django.utils import timezone
 
     from common.amqp.publisher import TxPublisher
-    from delivery.gateway.queue import PushMessage
+    from delivery.gateway.queue import QueuedPush
 
     settings.REMINDERS_QUEUE_TYPE = "quorum"
     dead = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1
     publisher = TxPublisher(f"{dead};{settings.CELERY_BROKER_URL}", connect_timeout=2)
     try:
-        sent = [PushMessage(f"key-{i}", "job", timezone.now(), 1, classic_queue, {"n": i}) for i in range(3)]
+        sent = [QueuedPush(f"key-{i}", "job", timezone.now(), 1, classic_queue, {"n": i}) for i in range(3)]
         assert publisher.deliver(sent) == {}
     finally:
         publisher.close()

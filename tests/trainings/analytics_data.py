@@ -19,7 +19,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from trainings.models import Player, Push, PushSend, PushStatus, QuestionnaireAnswer, ReminderRule, Team
+from delivery.models import PushSend
+from trainings.models import Player, Push, PushStatus, QuestionnaireAnswer, ReminderRule, Team
 from trainings.models import Training as TrainingModel
 
 OFFSETS = (90, 75, 60, 45, 30, 15)

@@ -13,20 +13,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from delivery.models import Device, PushSend, SendStatus
 from reminders.models import Occurrence, OccurrenceStatus, UserPreference
 from tests.factories import WELLNESS, UserFactory, training_made
 from trainings.access import coach_group_ensure
-from trainings.models import (
-    Device,
-    InvitationStatus,
-    Player,
-    Push,
-    PushSend,
-    PushStatus,
-    SendStatus,
-    Team,
-    Training,
-)
+from trainings.models import InvitationStatus, Player, Push, PushStatus, Team, Training
 from trainings.planning import kinds
 from trainings.planning.writes import answer_record, invitation_respond
 

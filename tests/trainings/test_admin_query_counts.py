@@ -14,9 +14,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from delivery.models import PushSend, SendStatus
 from tests.factories import WELLNESS, DeviceFactory, MembershipFactory, PlayerFactory, training_made
 from trainings.access import coach_group_ensure
-from trainings.models import PushSend, ReminderRule, SendStatus, Team, Training
+from trainings.models import ReminderRule, Team, Training
 from trainings.planning.writes import answer_record
 from trainings.reminding.remind_now import training_remind_now
 

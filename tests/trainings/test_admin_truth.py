@@ -11,19 +11,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from delivery.models import Device, PushSend, SendStatus
 from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import OccurrenceFactory, UserFactory, training_made
 from trainings.access import coach_group_ensure
-from trainings.models import (
-    Device,
-    Push,
-    PushSend,
-    QuestionnaireAnswer,
-    ReminderRun,
-    SendStatus,
-    Team,
-    Training,
-)
+from trainings.models import Push, QuestionnaireAnswer, ReminderRun, Team, Training
 from trainings.planning import kinds
 from trainings.planning.writes import training_cancel
 from trainings.reminding.remind_now import training_remind_now
@@ -80,7 +72,7 @@ def test_it_refuses_a_post_to_an_occurrence_push_send_or_run_page(
     )
     for path in (
         f"trainings/push/{push.pk}",
-        f"trainings/pushsend/{send.pk}",
+        f"delivery/pushsend/{send.pk}",
         f"trainings/reminderrun/{run.pk}",
     ):
         assert operator_client.get(f"/admin/{path}/change/").status_code == 200
@@ -109,7 +101,7 @@ def test_jobs_occurrences_pushes_and_sends_read_names_not_keys(
     assert "Invitation to Bruno for Sprint drills" in page  # the title, in words
     assert "reached (1 device accepted)" in page
     assert "iOS via APNS" in page and "Accepted by the provider" in page  # the device sends
-    listing = operator_client.get("/admin/trainings/pushsend/").content.decode()
+    listing = operator_client.get("/admin/delivery/pushsend/").content.decode()
     assert "Bruno" in listing and "Sprint drills" in listing
     pushes = operator_client.get("/admin/trainings/push/").content.decode()
     assert "reached (1 device accepted)" in pushes and "queued for" in pushes
@@ -204,8 +196,8 @@ def test_a_send_whose_device_was_deleted_in_flight_reads_as_no_device(
                                    recorded_at=timezone.now())  # fmt: skip
     for path in (
         f"/admin/trainings/push/{push.pk}/change/",
-        "/admin/trainings/pushsend/",
-        f"/admin/trainings/pushsend/{send.pk}/change/",
+        "/admin/delivery/pushsend/",
+        f"/admin/delivery/pushsend/{send.pk}/change/",
     ):
         page = operator_client.get(path)
         assert page.status_code == 200, path

@@ -158,15 +158,8 @@ def test_the_rebuild_command_fills_the_days_still_kept(start: dt.datetime) -> No
 def test_a_reminder_to_a_player_and_their_guardian_counts_once(start: dt.datetime) -> None:
     """The player's phone has no device; their mother's phone gets the 90 min reminder at its instant and
     she answers for him 6 minutes later: one reminder, reached, answered within 15 minutes."""
-    from trainings.models import (
-        Guardian,
-        Guardianship,
-        Push,
-        PushSend,
-        QuestionnaireAnswer,
-        ReminderRule,
-        Training,
-    )
+    from delivery.models import PushSend
+    from trainings.models import Guardian, Guardianship, Push, QuestionnaireAnswer, ReminderRule, Training
 
     team = TeamFactory()
     end = start + dt.timedelta(hours=1)

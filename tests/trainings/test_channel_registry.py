@@ -14,11 +14,11 @@ from delivery.channels import registry as channels
 from delivery.channels.providers import providers_from_settings
 from delivery.channels.registry import Channel
 from delivery.gateway.consumer import Outcome, push_handle
+from delivery.models import Device, PushSend, SendStatus, channel_constraints
 from tests.clients import api_as
 from tests.factories import UserFactory
 from tests.trainings import sms_channel
-from trainings.models import Device, Player, PushSend, SendStatus, Team
-from trainings.models.devices import channel_constraints
+from trainings.models import Player, Team
 
 # The device checks change with the table, in the database: PostgreSQL rolls that DDL back with the test.
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]

@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import Device, PushSend, SendStatus
 from reminders.models import Job, Occurrence
 from tests.factories import (
     WELLNESS,
@@ -31,15 +32,12 @@ from trainings.digest.schedule import team_digests_reschedule
 from trainings.models import (
     Coach,
     CoachPush,
-    Device,
     Invitation,
     InvitationStatus,
     Player,
-    PushSend,
     ReminderRule,
     ReminderRun,
     RunOutcome,
-    SendStatus,
     Team,
     Training,
 )

@@ -13,6 +13,7 @@ import pytest
 
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import Device
 from reminders.models import Occurrence
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
@@ -20,7 +21,7 @@ from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.smtp_peer import Inbox
 from trainings.access import coach_group_ensure
-from trainings.models import Coach, CoachPush, Device, ReminderRule, ReminderRun, RunOutcome, Team
+from trainings.models import Coach, CoachPush, ReminderRule, ReminderRun, RunOutcome, Team
 from trainings.selectors import job_key
 
 pytestmark = pytest.mark.django_db

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from delivery.gateway.consumer import PushSender
+from delivery.models import DeliveredPush, Device, PushSend
 from reminders.models import Occurrence
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
@@ -20,7 +21,7 @@ from tests.peers.apns_fcm import ApnsPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import left_on
 from trainings.access import coach_group_ensure
-from trainings.models import Coach, CoachPush, DeliveredPush, Device, Push, PushSend, ReminderRule, Team
+from trainings.models import Coach, CoachPush, Push, ReminderRule, Team
 from trainings.selectors import job_key
 
 pytestmark = pytest.mark.django_db

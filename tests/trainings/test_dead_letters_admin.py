@@ -11,13 +11,13 @@ from django.test import Client
 
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import dead_letter_queue_name, gateway_run
+from delivery.models import PushSend, SendStatus
 from tests.conftest import delete_queue, drain_queue
 from tests.factories import DeviceFactory, PlayerFactory, UserFactory
 from tests.peers.apns_fcm import Answer, FcmPeer
 from tests.trainings.push_fixtures import message
 from tests.trainings.test_push_answers import _publish
 from trainings.access import coach_group_ensure
-from trainings.models import PushSend, SendStatus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
 

@@ -24,11 +24,11 @@ def test_the_admin_lists_devices_with_their_state_and_reason(team: Any, coach: A
     DeviceFactory(token="someone-elses")
     client = Client()
     client.force_login(coach)
-    page = client.get("/admin/trainings/device/").content.decode()
+    page = client.get("/admin/delivery/device/").content.decode()
     assert "APNs 410 Unregistered" in page and "enabled" in page
     assert "…-alice" in page and "…ababab" in page
     assert "…-elses" not in page  # not one of the coach's players
-    disabled = client.get("/admin/trainings/device/?state=disabled").content.decode()
+    disabled = client.get("/admin/delivery/device/?state=disabled").content.decode()
     assert "…ababab" in disabled and "…-alice" not in disabled
 
 
@@ -36,4 +36,4 @@ def test_the_admin_is_read_only(team: Any) -> None:
     root = UserFactory(username="root", is_staff=True, is_superuser=True)
     client = Client()
     client.force_login(root)
-    assert client.get("/admin/trainings/device/add/").status_code == 403
+    assert client.get("/admin/delivery/device/add/").status_code == 403

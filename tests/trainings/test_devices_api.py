@@ -10,9 +10,9 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from delivery.models import Device
 from tests.clients import api_as
 from tests.factories import DeviceFactory, MembershipFactory, TeamFactory, UserFactory
-from trainings.models import Device
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,10 @@ from django.contrib.auth.models import Permission
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from delivery.models import Device
 from tests.clients import api_as
 from tests.factories import GuardianFactory, MembershipFactory, PlayerFactory, TeamFactory, UserFactory
-from trainings.models import Device, Team
+from trainings.models import Team
 
 pytestmark = pytest.mark.django_db
 

@@ -16,11 +16,12 @@ import pytest
 from django.test import Client
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import Device, PushSend, SendStatus
 from tests.factories import DeviceFactory, MembershipFactory, PlayerFactory, TeamFactory, training_made
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
 from tests.trainings.smtp_peer import Inbox
-from trainings.models import Device, Invitation, InvitationStatus, PushSend, ReminderPreference, SendStatus
+from trainings.models import Invitation, InvitationStatus, ReminderPreference
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import Client
 
+from delivery.models import Device
 from tests.factories import DeviceFactory
-from trainings.models import Device
 
 pytestmark = pytest.mark.django_db
 

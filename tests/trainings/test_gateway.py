@@ -19,11 +19,11 @@ from delivery.channels.providers import Providers, PushMessage, SendResult, Targ
 from delivery.channels.webhook import WebhookProvider
 from delivery.gateway.consumer import Outcome, gateway_run, push_handle
 from delivery.gateway.queue import queue_publisher_at
+from delivery.models import DeliveredPush, PushSend, SendStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory
 from tests.http_receiver import QuietHandler, serving
-from trainings.models import DeliveredPush, PushSend, SendStatus
 
 
 def _message(key: str = "occ-1.7", **overrides: Any) -> dict[str, Any]:

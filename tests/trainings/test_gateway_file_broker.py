@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from delivery.channels.providers import Providers, PushMessage, SendResult, Target, Verdict
 from delivery.gateway.consumer import dead_letter_queue_name, gateway_run
+from delivery.models import DeliveredPush, PushSend, SendStatus
 from tests.factories import PlayerFactory
 from tests.trainings.push_fixtures import left_on, publish_to
-from trainings.models import DeliveredPush, PushSend, SendStatus
 
 pytestmark = pytest.mark.django_db
 

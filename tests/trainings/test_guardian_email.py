@@ -8,11 +8,12 @@ import pytest
 from django.test import Client
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import PushSend, SendStatus
 from tests.factories import GuardianFactory, PlayerFactory
 from tests.trainings.push_fixtures import message
 from tests.trainings.smtp_peer import Inbox
 from trainings.answers.links import answer_link_read
-from trainings.models import PushSend, ReminderPreference, SendStatus
+from trainings.models import ReminderPreference
 
 pytestmark = pytest.mark.django_db
 

@@ -11,13 +11,14 @@ import json
 import pytest
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import PushSend, SendStatus
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import GuardianFactory, training_made
 from tests.peers.apns_fcm import FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
-from trainings.models import Guardian, Player, Push, PushSend, ReminderRule, SendStatus, Team, Training
+from trainings.models import Guardian, Player, Push, ReminderRule, Team, Training
 from trainings.planning import kinds
 from trainings.planning.writes import training_update
 from trainings.reminding.notices import moved_notice_key

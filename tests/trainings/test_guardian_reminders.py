@@ -11,23 +11,14 @@ from datetime import time
 import pytest
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import PushSend, SendStatus
 from reminders.models import Occurrence
 from tests.conftest import drain_queue
 from tests.factories import WELLNESS, GuardianFactory, training_made
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from trainings.answers.links import answer_link_read
-from trainings.models import (
-    Guardian,
-    Player,
-    Push,
-    PushSend,
-    PushStatus,
-    ReminderRule,
-    SendStatus,
-    Team,
-    Training,
-)
+from trainings.models import Guardian, Player, Push, PushStatus, ReminderRule, Team, Training
 from trainings.planning.writes import answer_record
 from trainings.reminding.held import held_pushes_release
 from trainings.reminding.remind_now import training_remind_now

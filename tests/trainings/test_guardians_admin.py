@@ -9,6 +9,7 @@ import pytest
 from django.db import IntegrityError
 from django.test import Client
 
+from delivery.models import Device
 from tests.clients import logged_in
 from tests.factories import (
     GuardianFactory,
@@ -18,7 +19,7 @@ from tests.factories import (
     UserFactory,
 )
 from trainings.access import coach_group_ensure
-from trainings.models import Device, Guardian, Guardianship, Player, Team
+from trainings.models import Guardian, Guardianship, Player, Team
 
 pytestmark = pytest.mark.django_db
 

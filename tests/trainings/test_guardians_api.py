@@ -7,6 +7,7 @@ import datetime as dt
 
 import pytest
 
+from delivery.models import Device
 from tests.clients import api_as
 from tests.factories import (
     GuardianFactory,
@@ -17,7 +18,7 @@ from tests.factories import (
     training_made,
 )
 from trainings.answers.links import answer_link_read
-from trainings.models import Device, Guardian, Player, ReminderPreference, Team
+from trainings.models import Guardian, Player, ReminderPreference, Team
 
 pytestmark = pytest.mark.django_db
 

@@ -12,6 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from delivery.gateway.consumer import Outcome, PushSender
+from delivery.models import PushSend, SendStatus
 from reminders.models import Occurrence
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
@@ -19,16 +20,7 @@ from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
-from trainings.models import (
-    Player,
-    Push,
-    PushSend,
-    PushStatus,
-    ReminderPreference,
-    ReminderRule,
-    SendStatus,
-    Team,
-)
+from trainings.models import Player, Push, PushStatus, ReminderPreference, ReminderRule, Team
 from trainings.planning.scheduling import HANDLER_NAME
 from trainings.planning.writes import rule_update, training_create
 from trainings.reminding.firing import reminder_fire

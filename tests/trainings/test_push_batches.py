@@ -15,14 +15,13 @@ from django.utils import timezone
 from common.compact_json import json_compact
 from delivery.channels.providers import Providers, PushMessage, SendResult, Target, Verdict
 from delivery.gateway.consumer import dead_letter_queue_name, gateway_run
-from delivery.gateway.queue import BATCH_SCHEMA, batch_body, batch_key, queue_publisher_at
-from delivery.gateway.queue import PushMessage as QueuedPush
+from delivery.gateway.queue import BATCH_SCHEMA, QueuedPush, batch_body, batch_key, queue_publisher_at
+from delivery.models import DeliveredPush, PushSend
 from tests.conftest import drain_queue
 from tests.factories import PlayerFactory, training_made
 from tests.trainings.push_fixtures import left_on
 from tests.trainings.test_gateway import Recorder, _message
 from tests.trainings.test_storm_fairness import START, _storm, _team
-from trainings.models import DeliveredPush, PushSend
 
 
 def _publish_batch(url: str, queue: str, *pushes: dict[str, Any]) -> None:

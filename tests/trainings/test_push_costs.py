@@ -21,10 +21,10 @@ from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender
 from delivery.gateway.records import sends_recorded
 from delivery.messages import json_dumps
+from delivery.models import DeliveredPush, Device, PushMinute, PushSend, SendStatus
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
-from trainings.models import DeliveredPush, Device, PushMinute, PushSend, SendStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -156,16 +156,16 @@ def test_a_round_records_every_device_outcome_with_one_statement_per_kind(
     inserts = [
         s
         for s in sql
-        if s.startswith(('INSERT INTO "trainings_pushsend"', 'INSERT OR IGNORE INTO "trainings_pushsend"'))
+        if s.startswith(('INSERT INTO "delivery_pushsend"', 'INSERT OR IGNORE INTO "delivery_pushsend"'))
     ]
-    disables = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "disabled_reason" in s]
-    successes = [s for s in sql if s.startswith('UPDATE "trainings_device"') and "last_success_at" in s]
+    disables = [s for s in sql if s.startswith('UPDATE "delivery_device"') and "disabled_reason" in s]
+    successes = [s for s in sql if s.startswith('UPDATE "delivery_device"') and "last_success_at" in s]
     assert len(inserts) == 1 and len(successes) == 1
     if connection.vendor == "postgresql":  # the sends' statement is prepared once per connection
         with connection.cursor() as cursor:
             cursor.execute("SELECT statement FROM pg_prepared_statements")
             prepared = [row[0] for row in cursor.fetchall()]
-        assert [p for p in prepared if p.startswith('INSERT INTO "trainings_pushsend"')]
+        assert [p for p in prepared if p.startswith('INSERT INTO "delivery_pushsend"')]
     assert len(disables) == 2  # one per reason (APNs 410 Unregistered, FCM 404 UNREGISTERED), not per device
 
 

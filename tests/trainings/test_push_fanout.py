@@ -13,10 +13,10 @@ from django.utils import timezone
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender
 from delivery.gateway.records import SUCCESS_EVERY
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import TOPIC, TRAINING, message
-from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from delivery.gateway.records import sends_recorded
-from trainings.models import DeliveredPush
+from delivery.models import DeliveredPush
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

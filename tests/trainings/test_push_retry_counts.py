@@ -10,10 +10,10 @@ import pytest
 
 from delivery.channels.providers import AuthFailure, providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender, dead_letter_queue_name, gateway_run
+from delivery.models import DeliveredPush, PushSend, SendStatus
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import left_on, message, publish_to
-from trainings.models import DeliveredPush, PushSend, SendStatus
 
 pytestmark = pytest.mark.django_db
 

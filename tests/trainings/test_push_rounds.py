@@ -16,12 +16,12 @@ from django.utils import timezone
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender, gateway_run
 from delivery.gateway.queue import queue_publisher_at
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
-from trainings.models import DeliveredPush, Device, PushSend, SendStatus
 
 pytestmark = pytest.mark.django_db
 

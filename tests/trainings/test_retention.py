@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from trainings.models import Coach, CoachPush, DeliveredPush, Player, Push, ReminderRun, RunOutcome, Team
+from delivery.models import DeliveredPush
+from trainings.models import Coach, CoachPush, Player, Push, ReminderRun, RunOutcome, Team
 from trainings.planning.writes import training_create
 from trainings.retention import trainings_purge_old
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from delivery.models import Device
 from tests.clients import api_as
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, rules_seeded, training_made
 from tests.trainings.roster_people import coach, integration_caller, operator
-from trainings.models import Device, Guardian, Membership, Player, Team
+from trainings.models import Guardian, Membership, Player, Team
 
 pytestmark = pytest.mark.django_db
 

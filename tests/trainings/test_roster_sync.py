@@ -10,10 +10,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from delivery.models import Device
 from tests.clients import api_as
 from tests.factories import PlayerFactory
 from tests.trainings.roster_people import coach, integration_caller
-from trainings.models import Device, Guardian, Guardianship, Membership, Player, Team
+from trainings.models import Guardian, Guardianship, Membership, Player, Team
 
 pytestmark = pytest.mark.django_db
 

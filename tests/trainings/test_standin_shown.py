@@ -14,13 +14,14 @@ from django.utils import timezone
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender
 from delivery.gateway.liveness import push_minutes_add
+from delivery.models import PushMinute, PushSend, SendStatus
 from reminders.models import Occurrence
 from tests.clients import api_as
 from tests.factories import DeviceFactory, PlayerFactory, UserFactory, training_made
 from tests.trainings.conftest import fire
 from tests.trainings.push_fixtures import message
 from trainings.access import coach_group_ensure
-from trainings.models import Push, PushMinute, PushSend, SendStatus, Team
+from trainings.models import Push, Team
 from trainings.reminding.remind_now import training_remind_now
 from trainings.selectors import job_key
 
@@ -80,7 +81,7 @@ def test_the_push_and_send_lists_say_the_stand_in_sent_nothing(
     pushes = operator_client.get("/admin/trainings/push/").content.decode()
     assert pushes.count(f'<span class="outcome outcome-standin">{STANDIN}</span>') == 2  # Bruno, Chloe
     assert pushes.count("reached (1 device accepted)") == 1  # Alice's phone
-    sends = operator_client.get("/admin/trainings/pushsend/").content.decode()
+    sends = operator_client.get("/admin/delivery/pushsend/").content.decode()
     assert sends.count(f"Accepted: {STANDIN}") == 2
     assert sends.count('<td class="field-outcome">Accepted by the provider</td>') == 1  # Alice's phone
     bruno = Push.objects.get(player__name="Bruno")

@@ -23,12 +23,13 @@ from standardwebhooks.webhooks import Webhook
 
 from delivery.gateway.records import pushes_finish
 from delivery.messages import PushMessage
+from delivery.models import PushSend, SendStatus
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Job, Occurrence, OccurrenceStatus
 from tests.factories import WELLNESS, GuardianFactory, UserFactory, training_made
 from tests.http_receiver import QuietHandler, serving
 from trainings.answers.links import answer_token
-from trainings.models import Player, PushSend, SendStatus, Team, Training, WebhookSubscription
+from trainings.models import Player, Team, Training, WebhookSubscription
 from trainings.selectors import user_sees_all_teams
 from trainings.webhooks.subscriptions import subscriptions_failing_disable
 

@@ -18,11 +18,12 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from bench.processes import amqp_connection, declared_counts, start_process, stop_process
+from delivery.models import DeliveredPush
 from tests.conftest import drain_queue
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 from tests.fault_table import record
 from tests.trainings.seeded import rules  # noqa: F401 - autouse: Seed 000's rules in every test
-from trainings.models import DeliveredPush, Team
+from trainings.models import Team
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from rest_framework.test import APIClient
 
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
 from tests.data_once import built_once, fresh_copy
 from tests.factories import (
@@ -45,18 +46,14 @@ from trainings.access import coach_group_ensure
 from trainings.models import (
     Coach,
     CoachPush,
-    DeliveredPush,
-    Device,
     Experiment,
     Guardian,
     Player,
     Push,
-    PushSend,
     Questionnaire,
     ReminderRule,
     ReminderRun,
     RunOutcome,
-    SendStatus,
     Team,
     Training,
     WebhookSubscription,
@@ -770,7 +767,7 @@ def _admin(world: World, actor: str) -> Client:
 
 
 def _change_url(obj: Any) -> str:
-    return reverse(f"admin:trainings_{obj._meta.model_name}_change", args=[obj.pk])
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
 
 
 @pytest.mark.parametrize("model", list(ADMIN), ids=lambda m: m.__name__)
@@ -778,7 +775,7 @@ def test_admin_a_coach_reaches_only_their_own_teams_objects(world: World, model:
     make, access = ADMIN[model]
     own, theirs = make(world.a), make(world.b)
     coach = _admin(world, "coach_a")
-    changelist = coach.get(reverse(f"admin:trainings_{model._meta.model_name}_changelist"))
+    changelist = coach.get(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"))
     if access in (OPERATORS, SUPERUSERS):
         assert changelist.status_code == 403
         assert coach.get(_change_url(theirs)).status_code == 403
@@ -799,7 +796,7 @@ def test_admin_operators_reach_every_teams_objects(world: World, model: type[Any
     make, access = ADMIN[model]
     theirs = make(world.b)
     client = _admin(world, actor)
-    changelist = client.get(reverse(f"admin:trainings_{model._meta.model_name}_changelist"))
+    changelist = client.get(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"))
     if access == SUPERUSERS and actor == "operator":
         # The operator permission widens the team scope and opens the rules; the gateway's log stays with
         # superusers unless an operator is also given that model's permissions.
@@ -858,7 +855,9 @@ def test_admin_the_status_page_is_for_operators(world: World, actor: str, allowe
 
 
 def test_every_trainings_admin_model_has_a_row() -> None:
-    registered = {model for model in admin.site._registry if model._meta.app_label == "trainings"}
+    registered = {
+        model for model in admin.site._registry if model._meta.app_label in ("trainings", "delivery")
+    }
     assert registered == set(ADMIN)
 
 
@@ -1074,13 +1073,13 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_coachpush", "*"):          ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrun", "*"):        ("trainings.admin",         STAFF_ADMIN,      LOGIN),
     ("admin:trainings_push", "*"):               ("trainings.admin",         STAFF_ADMIN,      LOGIN),
-    ("admin:trainings_device", "*"):             ("trainings.admin.pushes",    STAFF_ADMIN,      LOGIN),
+    ("admin:delivery_device", "*"):             ("trainings.admin.pushes",    STAFF_ADMIN,      LOGIN),
     ("admin:trainings_reminderrule", "*"):       ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment", "*"):         ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment_stop", "*"):    ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment_promote", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
-    ("admin:trainings_pushsend", "*"):           ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
-    ("admin:trainings_deliveredpush", "*"):      ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:delivery_pushsend", "*"):           ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
+    ("admin:delivery_deliveredpush", "*"):      ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
     ("admin:trainings_webhooksubscription", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:auth_user", "*"):                    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
     ("admin:auth_user_password_change", "*"):    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),

@@ -31,12 +31,13 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from delivery.models import DeliveredPush
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import training_made
 from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
 from tests.trainings_faults.proxy import SwallowingProxy
-from trainings.models import DeliveredPush, Push, ReminderRule, Team
+from trainings.models import Push, ReminderRule, Team
 from trainings.selectors import job_key
 
 pytestmark = [

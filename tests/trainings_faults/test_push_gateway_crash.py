@@ -25,12 +25,13 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import training_made
 from tests.peers.apns_fcm import FcmPeer, service_account
 from tests.trainings_faults.conftest import Processes, ready_count, record_with_the_queue_empty, wait_for
-from trainings.models import DeliveredPush, Device, Push, PushSend, ReminderRule, SendStatus, Team
+from trainings.models import Push, ReminderRule, Team
 from trainings.selectors import job_key
 
 pytestmark = [

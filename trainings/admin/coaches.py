@@ -12,11 +12,12 @@ from django.http import HttpRequest
 from django.utils.translation import gettext, gettext_lazy
 from django.utils.translation import gettext_lazy as _
 
+from delivery.models import Device
 from trainings.admin.html import rule_label
 from trainings.admin.operators import _EngineFieldsForOperators
 from trainings.admin.people import OwnDeviceInline, ZoneAndLanguageLists
 from trainings.digest.profiles import EMAIL, coach_profile_ensure
-from trainings.models import CoachPush, Device, Team
+from trainings.models import CoachPush, Team
 from trainings.models.coaches import Coach
 from trainings.planning.kinds import coach_kinds
 from trainings.selectors import teams_visible_to, user_sees_all_teams

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from common.admin_widgets import pretty_json
-from delivery.gateway.dead_letter_queue import ReplayRefused, dead_letters_pass, dead_letters_replay
+from delivery.api import ReplayRefused, dead_letters_pass, dead_letters_replay
 from trainings.admin.status_page import require_operator
 from trainings.models import Player, Push, Training
 

@@ -12,9 +12,10 @@ from django.forms import ModelChoiceField
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from delivery.models import Device
 from trainings.access import users_linkable_to_guardian
 from trainings.admin.people import OwnDeviceInline, PlayerSearchInline, ZoneAndLanguageLists
-from trainings.models import Device, Guardian, Guardianship
+from trainings.models import Guardian, Guardianship
 from trainings.selectors import (
     guardians_visible_to,
     players_visible_to,

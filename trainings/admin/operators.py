@@ -15,23 +15,12 @@ from django.utils.translation import gettext_lazy as _
 from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
 from common.templatetags.admin_time import seconds
-from delivery.channels.registry import standin_names, standin_words
+from delivery.api import standin_names, standin_words, token_preview
+from delivery.models import DeliveredPush, Device, PushSend, SendStatus
 from reminders.api import job_describer_register
 from trainings.admin.html import local_time, rule_label
 from trainings.admin.offsets_field import OffsetsField
-from trainings.devices.registration import token_preview
-from trainings.models import (
-    DeliveredPush,
-    Device,
-    Push,
-    PushSend,
-    PushStatus,
-    ReminderRule,
-    ReminderRun,
-    ReminderTemplate,
-    SendStatus,
-    TrainingJob,
-)
+from trainings.models import Push, PushStatus, ReminderRule, ReminderRun, ReminderTemplate, TrainingJob
 from trainings.planning import kinds
 from trainings.planning.offsets import OffsetError
 from trainings.planning.writes import rule_delete, rule_reschedule_on_commit

@@ -18,11 +18,12 @@ from django.utils.translation import gettext_lazy as _
 
 from common.admin_widgets import LongSelect, zone_field
 from common.i18n import language_choices
+from delivery.models import Device
 from reminders.api import default_zone_register
 from trainings.access import users_linkable_search, users_linkable_to_player
 from trainings.digest.profiles import COACH_SETTINGS, team_coaches, team_unreached
 from trainings.digest.schedule import DIGEST_FIELDS, team_digests_reschedule
-from trainings.models import Device, Membership, Player, Team
+from trainings.models import Membership, Player, Team
 from trainings.selectors import players_visible_to, teams_visible_to, user_sees_all_teams
 
 

@@ -17,8 +17,9 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from trainings.devices.registration import token_preview
-from trainings.models import CoachPush, Device, Push
+from delivery.api import token_preview
+from delivery.models import Device
+from trainings.models import CoachPush, Push
 from trainings.selectors import guardians_visible_to, players_visible_to
 
 

@@ -25,7 +25,8 @@ from kombu import Connection
 
 from common.amqp.queues import FailoverConnector
 from common.templatetags.admin_time import seconds
-from delivery.channels.registry import standin_words
+from delivery.api import standin_words
+from delivery.models import DeliveredPush, GatewayHeartbeat, PushMinute
 from reminders.api import (
     ERROR_PREFIX,
     FAILURE_SAMPLE,
@@ -38,7 +39,6 @@ from reminders.api import (
     retrying_cancel,
     retrying_retry_now,
 )
-from trainings.models import DeliveredPush, GatewayHeartbeat, PushMinute
 from trainings.selectors import user_sees_all_teams
 
 logger = logging.getLogger(__name__)

@@ -25,6 +25,7 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from common.fields import in_instant_range
+from delivery.models import PushSend, SendStatus
 from trainings.analytics.attribution import Answer, OffsetTally, PlayerTally, Reminder, tally
 from trainings.models import (
     Invitation,
@@ -32,11 +33,9 @@ from trainings.models import (
     OffsetDay,
     PlayerDay,
     Push,
-    PushSend,
     PushStatus,
     QuestionnaireAnswer,
     ReminderRule,
-    SendStatus,
     SummaryMark,
     Training,
 )

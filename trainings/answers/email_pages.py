@@ -18,7 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from common.i18n import spoken
-from delivery.channels.email.message import unsubscribe_read, words
+from delivery.api import unsubscribe_read, words
 from reminders.api import Refused
 from trainings.answers.limits import link_count
 from trainings.answers.links import LinkInvalid, answer_link_read, expects_response

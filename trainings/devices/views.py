@@ -17,8 +17,9 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from trainings.devices.registration import device_register, device_remove
-from trainings.models import Coach, Device, Guardian, Player
+from delivery.api import device_register, device_remove
+from delivery.models import Device
+from trainings.models import Coach, Guardian, Player
 from trainings.selectors import user_uses_integration_api
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer
 

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from delivery.gateway.queue import PushMessage, push_queue_publisher
+from delivery.api import QueuedPush, push_queue_publisher
 from reminders.api import Callback, Delivery, JobSpec, TransportError, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job
 from trainings.digest.owed import trainings_owed
@@ -260,7 +260,7 @@ def coach_pushes_publish(
     if not pushes:
         return {}
     messages = [
-        PushMessage(
+        QueuedPush(
             idempotency_key=push.key,
             job_key=deliveries[push.occurrence_key].job_key,
             fire_at=push.fire_at,

@@ -17,7 +17,8 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext
 
-from trainings.models import Coach, Device, Team
+from delivery.models import Device
+from trainings.models import Coach, Team
 
 EMAIL = "email"  # the email channel's provider and platform (delivery/channels/registry.py)
 # The team's settings that send the coaches something (trainings/models/coaches.py, `DigestTimes`).

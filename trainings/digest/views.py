@@ -12,10 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from delivery.models import Device
 from trainings.devices.views import PersonDeviceViewSet
 from trainings.digest.profiles import coach_profile_ensure
 from trainings.digest.serializers import CoachInputSerializer, CoachSerializer
-from trainings.models import Coach, Device, Team
+from trainings.models import Coach, Team
 from trainings.serializers import DeviceInputSerializer, DeviceSerializer
 
 _ERRORS = {

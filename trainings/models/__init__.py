@@ -30,12 +30,6 @@ from trainings.models.answers import QuestionnaireAnswer as QuestionnaireAnswer
 from trainings.models.channels import ChannelChoice as ChannelChoice
 from trainings.models.coaches import Coach as Coach
 from trainings.models.coaches import CoachPush as CoachPush
-from trainings.models.devices import Device as Device
-from trainings.models.devices import DeviceQuerySet as DeviceQuerySet
-from trainings.models.devices import GatewayHeartbeat as GatewayHeartbeat
-from trainings.models.devices import PushMinute as PushMinute
-from trainings.models.devices import PushSend as PushSend
-from trainings.models.devices import SendStatus as SendStatus
 from trainings.models.experiments import Experiment as Experiment
 from trainings.models.experiments import ExperimentAssignment as ExperimentAssignment
 from trainings.models.experiments import ExperimentStatus as ExperimentStatus
@@ -429,21 +423,3 @@ class Push(models.Model):
             "fire_at": self.fire_at.isoformat(),
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
         }
-
-
-class DeliveredPush(models.Model):
-    """The gateway's record of a push it finished (every device has its `PushSend` outcome, or the push was
-    stale, had no device, or was dead-lettered); written before the AMQP ack. `provider` summarises how."""
-
-    key = models.CharField(max_length=300)  # unique by a constraint: no LIKE-only index written per push
-    provider = models.CharField(max_length=50)
-    delivered_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["key"], name="deliveredpush_unique_key")]
-        # Retention: delivered_at < cutoff (trainings/retention.py).
-        indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
-        verbose_name_plural = "delivered pushes"
-
-    def __str__(self) -> str:
-        return self.key

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from delivery.gateway import metrics
+from delivery import api as delivery_api
 from reminders.api import Callback, Delivery, JobSpec, job_upsert, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from trainings.models import (
@@ -316,5 +316,5 @@ def held_pushes_overdue_check(*, now: datetime | None = None) -> collections.Cou
             logger.exception("held pushes of training %s not checked", training_id)
     if counts:
         logger.warning("pushes held past their release plus the grace: %s", dict(counts))
-        metrics.held_pushes_overdue(counts)
+        delivery_api.held_pushes_overdue(counts)
     return counts

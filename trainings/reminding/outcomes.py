@@ -17,8 +17,9 @@ from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
-from delivery.channels.registry import standin_names, standin_words
-from trainings.models import Push, PushSend, PushStatus, SendStatus, Training
+from delivery.api import standin_names, standin_words
+from delivery.models import PushSend, SendStatus
+from trainings.models import Push, PushStatus, Training
 
 # Outcome codes, for CSS classes and tests; the text is what people read.
 REACHED, QUEUED, HELD, SKIPPED, WITHDRAWN, PENDING = (

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from common.compact_json import json_compact
 from common.lookups import AnyOf
-from delivery.gateway import metrics
-from delivery.gateway.queue import PushMessage, Refusals, batch_body, batch_key, push_queue_publisher
+from delivery import api as delivery_api
+from delivery.api import QueuedPush, Refusals, batch_body, batch_key, push_queue_publisher
 from reminders.api import Delivery, TransportError
 from trainings import queries
 from trainings.models import Push, PushStatus
@@ -126,7 +126,7 @@ class _Refused(Exception):
 
 def _publish_and_mark(
     pending: Sequence[_Pending],
-    messages: Sequence[PushMessage],
+    messages: Sequence[QueuedPush],
     recorded: Mapping[str, PushRow],
     members: Mapping[str, Sequence[str]],
 ) -> Refusals:
@@ -170,32 +170,32 @@ def _per_push(refusals: Refusals, members: Mapping[str, Sequence[str]]) -> dict[
 
 def _messages(
     pending: Sequence[_Pending], by_key: Mapping[str, Delivery]
-) -> tuple[list[PushMessage], dict[str, list[str]]]:
+) -> tuple[list[QueuedPush], dict[str, list[str]]]:
     """The push queue's messages for these pushes, in this order: consecutive runs of up to
     TRAININGS_PUSH_MESSAGE_PUSHES in one batch message (a run of one is a plain push message), and the push
     keys of each batch by its key. A batch carries its first push's headers (job key, instant, attempt)."""
     size = settings.TRAININGS_PUSH_MESSAGE_PUSHES
     queue = settings.TRAININGS_PUSH_QUEUE
-    messages: list[PushMessage] = []
+    messages: list[QueuedPush] = []
     members: dict[str, list[str]] = {}
     for start in range(0, len(pending), size):
         run = pending[start : start + size]
         first = run[0]
         delivery = by_key[first.occurrence_key]
         if len(run) == 1:
-            messages.append(PushMessage(first.key, delivery.job_key, first.fire_at, delivery.attempt, queue,
+            messages.append(QueuedPush(first.key, delivery.job_key, first.fire_at, delivery.attempt, queue,
                                         first.message, first.body))  # fmt: skip
             continue
         key = batch_key(first.key)
         members[key] = [push.key for push in run]
         body = batch_body([json_compact(push.message) if push.body is None else push.body for push in run])
-        messages.append(PushMessage(key, delivery.job_key, first.fire_at, delivery.attempt, queue, None,
+        messages.append(QueuedPush(key, delivery.job_key, first.fire_at, delivery.attempt, queue, None,
                                     body))  # fmt: skip
     return messages, members
 
 
 class _Bodies(dict[tuple[object, ...], bytes]):
-    """The published JSON of pushes just built: `push_message(row)` encoded as `PushMessage.json_body` would.
+    """The published JSON of pushes just built: `push_message(row)` encoded as `QueuedPush.json_body` would.
 
     The pushes of one occurrence for one language and zone differ only in their key and recipient (player,
     guardian), which come first: what follows them is encoded once.
@@ -266,7 +266,7 @@ def pushes_publish(
     messages, members = _messages(pending, by_key)
     rows = {row.key: row for key in by_key for _, row in recorded.get(key, ())}
     refused = _publish_and_mark(pending, messages, rows, members)
-    metrics.pushes_queued(push.kind for push in pending if push.key not in refused)
+    delivery_api.pushes_queued(push.kind for push in pending if push.key not in refused)
     per_occurrence: dict[str, list[_Pending]] = {}
     for push in pending:
         per_occurrence.setdefault(push.occurrence_key, []).append(push)

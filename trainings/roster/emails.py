@@ -10,8 +10,9 @@ from typing import Any
 
 from django.db.models import Q
 
-from trainings.devices.registration import device_register
-from trainings.models import Device, Guardian, Player
+from delivery.api import device_register
+from delivery.models import Device
+from trainings.models import Guardian, Player
 from trainings.selectors import guardians_visible_to, players_visible_to
 
 EMAIL = "email"

@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.i18n import validate_spoken_language
-from delivery.channels.registry import BY_NAME
+from delivery.api import BY_NAME
 from trainings.models.external import EXTERNAL_ID_MAX
 from trainings.planning.offsets import is_time_zone
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from delivery.api import PushOutcome
 from reminders.api import Callback, JobSpec, jobs_insert, scan_kick_on_commit
 from reminders.models import CallbackType
 from trainings.models import Player, Training, WebhookEvent, WebhookJob, WebhookSubscription
@@ -137,19 +138,6 @@ def _players(ids: Iterable[int]) -> dict[int, dict[str, Any]]:
 
 def _iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant is not None else None
-
-
-@dataclass(frozen=True)
-class PushOutcome:
-    """A push's final outcome, as the gateway recorded it."""
-
-    push: str  # the push's key
-    player: int
-    guardian: int | None
-    training: str
-    kind: str
-    channel: str | None  # the channel that reached the player, else the last tried; None: no device
-    outcome: str  # reached, no_device, token_dead, failed
 
 
 def push_outcomes(outcomes: Sequence[PushOutcome]) -> int:

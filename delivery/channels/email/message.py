@@ -25,8 +25,8 @@ from django.utils.translation import gettext
 
 from common.i18n import spoken
 from delivery.channels.email.skeleton import skeletons
+from delivery.domain import DOMAIN
 from delivery.messages import PushMessage, Target
-from trainings.answers.links import answer_token, answerable, expects_response
 
 UNSUBSCRIBE_SALT = "trainings.email-unsubscribe"
 
@@ -98,11 +98,11 @@ def _links(
     (answer_head, answer_tail), (unsubscribe_head, unsubscribe_tail) = _url_heads(public_url)
     token = unsubscribe_token(player_id=player, kind=kind, guardian_id=guardian)
     links = {"unsubscribe": f"{unsubscribe_head}{token}{unsubscribe_tail}"}
-    if answerable(kind):
-        token = answer_token(player_id=player, training_id=training, kind=kind, channel="email",
-                             guardian_id=guardian)  # fmt: skip
+    answer = DOMAIN.email_answer(player_id=player, training_id=training, kind=kind, guardian_id=guardian)
+    if answer is not None:
+        token, expects_response = answer
         page = f"{answer_head}{token}{answer_tail}"
-        if expects_response(kind):
+        if expects_response:
             links["accept"], links["decline"] = f"{page}?response=accepted", f"{page}?response=denied"
         else:
             links["answer"] = page

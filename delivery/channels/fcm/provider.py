@@ -17,6 +17,7 @@ from delivery.messages import (
     SendResult,
     Target,
     Verdict,
+    as_strings,
     first_line,
     h2_connect,
     json_dumps,
@@ -24,7 +25,6 @@ from delivery.messages import (
     retry_after_seconds,
     status_verdict,
 )
-from trainings.answers.links import as_strings
 
 logger = logging.getLogger("trainings.push")
 

@@ -9,9 +9,9 @@ import logging
 
 from django.conf import settings
 
+from delivery.domain import DOMAIN
 from delivery.messages import PushMessage, PushProvider, SendResult, Target, Verdict
 from reminders.api import SHOWS_CREDENTIAL
-from trainings.answers.links import answer_page_link
 
 __all__ = ["LoggingProvider", "address_error", "from_settings"]
 
@@ -41,7 +41,7 @@ def _answer_page(push: PushMessage) -> str:
     if push.player is None:  # a coach's digest: nothing to answer
         return ""
     try:
-        page = answer_page_link(
+        page = DOMAIN.answer_page_link(
             player_id=push.player, training_id=push.training, kind=push.kind, guardian_id=push.guardian
         )
     except ValueError:  # not a training's id (a hand-made message)

@@ -10,9 +10,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.address import site_url
+from delivery.models import Device
 from trainings.access import coach_group_ensure
 from trainings.answers.links import answer_page_link, answerable, expects_response
-from trainings.models import Device, InvitationStatus, Membership, Player, Team, Training
+from trainings.models import InvitationStatus, Membership, Player, Team, Training
 from trainings.planning import kinds
 from trainings.planning.writes import answer_record, invitation_respond, training_create
 from trainings.selectors import training_timeline

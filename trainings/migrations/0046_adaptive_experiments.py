@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('trainings', '0044_field_labels_translated'),
+        ('trainings', '0045_delivery_tables_leave_trainings'),
     ]
 
     operations = [

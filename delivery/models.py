@@ -1,6 +1,8 @@
-"""Devices and what the push gateway did with each push on each of them (models of the trainings app).
+"""Delivery's tables: devices and what the push gateway did with each push on each of them (the send
+records, the finished pushes, the per-minute counts, the gateway's heartbeat).
 
-Kept apart from trainings.models, which re-exports them: only the gateway and device hygiene write these.
+Moved here from the trainings app with their rows (delivery/migrations/0001_tables_from_trainings.py renames
+the tables); only the gateway and device hygiene (delivery/devices.py) write them.
 """
 
 from __future__ import annotations
@@ -229,3 +231,21 @@ class GatewayHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.seen_at:%H:%M:%S}"
+
+
+class DeliveredPush(models.Model):
+    """The gateway's record of a push it finished (every device has its `PushSend` outcome, or the push was
+    stale, had no device, or was dead-lettered); written before the AMQP ack. `provider` summarises how."""
+
+    key = models.CharField(max_length=300)  # unique by a constraint: no LIKE-only index written per push
+    provider = models.CharField(max_length=50)
+    delivered_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key"], name="deliveredpush_unique_key")]
+        # Retention: delivered_at < cutoff (trainings/retention.py).
+        indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
+        verbose_name_plural = "delivered pushes"
+
+    def __str__(self) -> str:
+        return self.key
