@@ -161,12 +161,15 @@ def _detail(side: Side, suffix: str = "") -> str:
 
 
 def _experiment(side: Side) -> Experiment:
-    """The one timing experiment (on the pre-training rule; every team's, so both sides share it)."""
+    """The one timing experiment (on the pre-training rule; every team's, so both sides share it), adaptive
+    so that its probabilities route answers too."""
     from trainings.experiments.control import experiment_start
 
     pre = ReminderRule.objects.get(slug="pre-questionnaire")
     early = [("early", ["120m"])]
-    return Experiment.objects.first() or experiment_start(rule=pre, name="matrix", variants=early)
+    return Experiment.objects.first() or experiment_start(
+        rule=pre, name="matrix", variants=early, mode="adaptive"
+    )
 
 
 def _guardian(side: Side, suffix: str = "") -> str:
@@ -281,6 +284,10 @@ REQUESTS: dict[tuple[str, str], Callable[[Side], tuple[str, dict[str, Any] | Non
     ("experiment-list", "GET"): lambda s: ("/api/experiments/", None),
     ("experiment-detail", "GET"): lambda s: (f"/api/experiments/{_experiment(s).pk}/", None),
     ("experiment-results", "GET"): lambda s: (f"/api/experiments/{_experiment(s).pk}/results/", None),
+    ("experiment-probabilities", "GET"): lambda s: (
+        f"/api/experiments/{_experiment(s).pk}/probabilities/",
+        None,
+    ),
     # The caller's own coach profile and devices: the route names no team, so "on B" asks for one's own;
     # only deleting a device names someone's (the side's coach's).
     ("coach-profile", "GET"): lambda s: ("/api/coach/", None),
@@ -378,6 +385,7 @@ MATRIX: dict[tuple[str, str], tuple[int | str, ...]] = {
     ("experiment-list", "GET"):            (401,      403,     403,          403,        200,      200),
     ("experiment-detail", "GET"):          (401,      403,     403,          403,        200,      200),
     ("experiment-results", "GET"):         (401,      403,     403,          403,        200,      200),
+    ("experiment-probabilities", "GET"):   (401,      403,     403,          403,        200,      200),
     # A coach's own digest settings: anyone who coaches no team (staff, operators, superusers here) is 404.
     ("coach-profile", "GET"):              (401,      200,     200,          404,        404,      404),
     ("coach-profile", "PUT"):              (401,      200,     200,          404,        404,      404),
@@ -993,6 +1001,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("experiment-list", "GET"):                  ("trainings",               OPERATORS_API,    API),
     ("experiment-detail", "GET"):                ("trainings",               OPERATORS_API,    API),
     ("experiment-results", "GET"):               ("trainings",               OPERATORS_API,    API),
+    ("experiment-probabilities", "GET"):         ("trainings",               OPERATORS_API,    API),
     ("coach-profile", "GET"):                    ("trainings",               COACH_SELF,       API),
     ("coach-profile", "PUT"):                    ("trainings",               COACH_SELF,       API),
     ("coach-profile", "PATCH"):                  ("trainings",               COACH_SELF,       API),

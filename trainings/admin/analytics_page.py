@@ -30,6 +30,7 @@ from trainings.analytics.figures import (
     uncounted,
 )
 from trainings.analytics.serializers import AnalyticsQuerySerializer
+from trainings.experiments.adaptive_page import adaptive_overview
 from trainings.planning import kinds
 from trainings.planning.offsets import Offset, OffsetError
 from trainings.selectors import teams_visible_to
@@ -150,6 +151,7 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
     )  # fmt: skip
     context.update(_answers_context(scope, since, until))
     context["channels"] = answers_by_channel(scope=scope, since=since, until=until, kind=q["kind"])
+    context["adaptive"] = adaptive_overview(request.user)
     if not result.offsets:  # "none went out" only once the summaries hold what went out
         context["uncounted"] = uncounted(scope=scope, since=since, until=until, kind=q["kind"])
     return TemplateResponse(request, "admin/analytics.html", context)

@@ -13,12 +13,16 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.translation import gettext_lazy as _
 
 from trainings.admin.offsets_field import OffsetsField
 from trainings.admin.operators import _OperatorsOnly
+from trainings.experiments.adaptive_checks import adaptive_variants_check
+from trainings.experiments.adaptive_page import adaptive_context
 from trainings.experiments.control import experiment_promote, experiment_start, experiment_stop
 from trainings.experiments.results import CONFIDENCES, ArmResult, experiment_results
 from trainings.models import Experiment, ExperimentStatus, ReminderRule
+from trainings.models.experiments import ExperimentMode
 from trainings.planning import kinds
 from trainings.planning.offsets import validate_offsets
 
@@ -35,7 +39,7 @@ class ExperimentStartForm(forms.ModelForm):
 
     class Meta:
         model = Experiment
-        fields = ["rule", "name"]
+        fields = ["rule", "name", "mode"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -43,6 +47,16 @@ class ExperimentStartForm(forms.ModelForm):
         assert isinstance(rule, forms.ModelChoiceField)
         rule.queryset = ReminderRule.objects.filter(active=True, experiment__isnull=True)
         rule.help_text = "An active rule with no experiment running."
+        mode = self.fields["mode"]
+        mode.required, mode.initial = False, ExperimentMode.FIXED  # a form without it: the fixed split
+        mode.help_text = _(
+            "Adaptive: each training's players are drawn into arms by Thompson sampling, and the winner is "
+            "promoted by the stopping rule (docs/operations/adaptive-timing.md). No arm may remind more "
+            "often than the rule."
+        )
+
+    def clean_mode(self) -> str:
+        return self.cleaned_data.get("mode") or ExperimentMode.FIXED
 
     def variants(self) -> list[tuple[str, list[str]]]:
         out = []
@@ -71,6 +85,11 @@ class ExperimentStartForm(forms.ModelForm):
                 continue
             if rule is not None and sorted(offsets) == sorted(map(str, rule.parsed_offsets())):
                 self.add_error(f"variant_{n}_offsets", "The same offsets as the rule: nothing to compare.")
+        if rule is not None and data.get("mode") == ExperimentMode.ADAPTIVE and not self.errors:
+            try:
+                adaptive_variants_check(rule, self.variants())
+            except ValidationError as exc:
+                self.add_error(None, exc.message_dict["variants"])
         return data
 
 
@@ -85,8 +104,8 @@ def _bar(arm: ArmResult) -> dict[str, str]:
 
 @admin.register(Experiment)
 class ExperimentAdmin(_OperatorsOnly, admin.ModelAdmin):
-    list_display = ["name", "rule", "status", "started_at", "stopped_at", "arms"]
-    list_filter = ["status"]
+    list_display = ["name", "rule", "mode", "status", "started_at", "stopped_at", "arms"]
+    list_filter = ["status", "mode"]
     change_form_template = "admin/trainings/experiment/change_form.html"
 
     def get_form(
@@ -98,9 +117,9 @@ class ExperimentAdmin(_OperatorsOnly, admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Experiment | None = None) -> Any:
         if obj is None:
-            return ["rule", "name", *(f"variant_{n}_{part}" for n in range(1, VARIANT_FIELDS + 1)
+            return ["rule", "name", "mode", *(f"variant_{n}_{part}" for n in range(1, VARIANT_FIELDS + 1)
                                       for part in ("label", "offsets"))]  # fmt: skip
-        return ["name", "rule", "status", "started_at", "stopped_at", "promoted", "arms"]
+        return ["name", "rule", "mode", "status", "started_at", "stopped_at", "promoted", "arms"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Experiment | None = None) -> Any:
         return [] if obj is None else self.get_fields(request, obj)
@@ -117,7 +136,7 @@ class ExperimentAdmin(_OperatorsOnly, admin.ModelAdmin):
         return f"rule: {', '.join(experiment.control_offsets)}; {variants}"
 
     def save_model(self, request: HttpRequest, obj: Experiment, form: Any, change: bool) -> None:
-        started = experiment_start(rule=obj.rule, name=obj.name, variants=form.variants())
+        started = experiment_start(rule=obj.rule, name=obj.name, variants=form.variants(), mode=obj.mode)
         obj.pk = started.pk
         obj.refresh_from_db()  # the admin's redirect and message read the row experiment_start wrote
         self.message_user(request, "Started: the rule's future trainings are being rescheduled.")
@@ -144,6 +163,7 @@ class ExperimentAdmin(_OperatorsOnly, admin.ModelAdmin):
                 confidences=CONFIDENCES,
                 running=experiment.status == ExperimentStatus.RUNNING,
                 variants=list(experiment.variants.all()),
+                adaptive=adaptive_context(experiment, result),
             )
         return super().change_view(request, object_id, form_url, extra_context=context)
 

@@ -16,8 +16,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from trainings.experiments.adaptive_checks import adaptive_variants_check
 from trainings.experiments.assignment import assignments_record_members
 from trainings.models import Experiment, ExperimentStatus, ReminderRule, Variant, validate_offsets
+from trainings.models.experiments import ExperimentMode
 from trainings.planning import kinds
 from trainings.planning.offsets import parse_offsets
 from trainings.planning.writes import rule_reschedule_on_commit
@@ -30,10 +32,15 @@ def experiment_start(
     rule: ReminderRule,
     name: str,
     variants: Sequence[tuple[str, list[str]]],
+    mode: str = ExperimentMode.FIXED,
     now: datetime | None = None,
 ) -> Experiment:
     """Start comparing the rule's offsets with `variants` ((label, offsets) each); players are split
-    evenly between the rule and the variants. ValidationError naming the field when it cannot start."""
+    evenly between the rule and the variants (`mode` "fixed"), or drawn per training by Thompson sampling
+    ("adaptive": trainings/experiments/adaptive.py). ValidationError naming the field when it cannot
+    start."""
+    if mode not in ExperimentMode.values:
+        raise ValidationError({"mode": f"{mode!r} is not one of {', '.join(ExperimentMode.values)}"})
     if kinds.of(rule.kind).to == "coaches":
         raise ValidationError({"rule": f"{rule.slug} tells the coaches (a digest, an alert): a timing "
                                        "experiment splits players between arms, and this rule reminds no "
@@ -50,6 +57,8 @@ def experiment_start(
             raise ValidationError({"variants": f"{label or 'a variant'}: {' '.join(exc.messages)}"}) from None
         if {str(o) for o in parse_offsets(offsets)} == own:
             raise ValidationError({"variants": f"{label or 'a variant'}: the same offsets as the rule"})
+    if mode == ExperimentMode.ADAPTIVE:
+        adaptive_variants_check(rule, variants)
     now = now or timezone.now()
     with transaction.atomic():
         rule = ReminderRule.objects.select_for_update().get(pk=rule.pk)
@@ -58,7 +67,7 @@ def experiment_start(
         if not rule.active:
             raise ValidationError({"rule": f"{rule.slug} is inactive: it reminds nobody"})
         experiment = Experiment.objects.create(
-            rule=rule, name=name, control_offsets=rule.offsets, started_at=now
+            rule=rule, name=name, control_offsets=rule.offsets, started_at=now, mode=mode
         )
         stored = [
             Variant(experiment=experiment, arm=arm, label=label, offsets=[text.strip() for text in texts])
@@ -68,7 +77,8 @@ def experiment_start(
         rule.experiment = experiment
         rule.variant_offsets = [variant.offsets for variant in stored]
         rule.save(update_fields=["experiment", "variant_offsets", "updated_at"])
-        assignments_record_members(experiment, arms=1 + len(stored), now=now)
+        if mode == ExperimentMode.FIXED:  # adaptive arms are drawn per training (adaptive.py)
+            assignments_record_members(experiment, arms=1 + len(stored), now=now)
         rule_reschedule_on_commit(rule=rule)
     return experiment
 

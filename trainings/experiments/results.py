@@ -6,7 +6,9 @@ could all be sent under the experiment (for reminders before the anchor, the anc
 offset of any arm after the start; the anchor before the stop) and its answer window has closed, so the
 figure will not change. Per unit: answered in time (before the kind's window closed: the start, for the
 pre-training questionnaire and invitations) or not, and, for those reminded before they answered, the time
-from the first reminder sent to the answer. A player's arm is their recorded assignment (the hash).
+from the first reminder sent to the answer. A player's arm is their recorded assignment (the hash); in an
+adaptive experiment, the arm drawn for them on that training (a player never drawn for it, because they had
+answered before its first reminder under any arm, is no unit: every arm treated them alike).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.db.models import Case, F, OuterRef, Subquery, When
 from django.utils import timezone
@@ -31,6 +34,7 @@ from trainings.models import (
     Team,
     Training,
 )
+from trainings.models.experiments import AdaptiveAssignment, ExperimentMode
 from trainings.planning import kinds
 from trainings.planning.offsets import parse_stored_offsets
 
@@ -188,10 +192,15 @@ def experiment_outcomes(
     recorded = dict(
         ExperimentAssignment.objects.filter(experiment=experiment).values_list("player_id", "arm")
     )
+    drawn = adaptive_arms_drawn(experiment, closes) if experiment.mode == ExperimentMode.ADAPTIVE else None
     outcomes, seen = [], set()
     for training_id, player_id, answered, reminded in rows.values_list(
         "training_id", "player_id", "answered", "reminded"
     ):
+        if drawn is not None:  # adaptive: the arm drawn for this training; none drawn, not in the sample
+            if (arm := drawn.get((training_id, player_id))) is None:
+                continue
+            recorded[player_id] = arm
         in_time = answered is not None and answered <= closes[training_id]
         minutes = None
         if in_time and reminded is not None and reminded <= answered:
@@ -204,3 +213,9 @@ def experiment_outcomes(
             )
         )
     return outcomes, len(seen)
+
+
+def adaptive_arms_drawn(experiment: Experiment, trainings: Iterable[UUID]) -> dict[tuple[UUID, int], int]:
+    """The arms an adaptive experiment drew on these trainings, by (training, player)."""
+    rows = AdaptiveAssignment.objects.filter(experiment=experiment, training_id__in=list(trainings))
+    return {(t, p): arm for t, p, arm in rows.values_list("training_id", "player_id", "arm")}

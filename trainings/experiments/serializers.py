@@ -46,7 +46,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Experiment
-        fields = ["id", "name", "rule", "status", "started_at", "stopped_at", "promoted_arm", "arms"]
+        fields = ["id", "name", "rule", "mode", "status", "started_at", "stopped_at", "promoted_arm", "arms"]
         read_only_fields = fields
 
     @extend_schema_field(ArmSerializer(many=True))

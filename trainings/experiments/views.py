@@ -9,10 +9,12 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from trainings.experiments.adaptive_api import ProbabilitiesSerializer, probabilities_data
 from trainings.experiments.results import experiment_results
 from trainings.experiments.serializers import (
     ExperimentResultSerializer,
@@ -21,6 +23,7 @@ from trainings.experiments.serializers import (
     result_data,
 )
 from trainings.models import Experiment
+from trainings.models.experiments import ExperimentMode
 from trainings.selectors import user_sees_all_teams
 
 
@@ -65,3 +68,21 @@ class ExperimentViewSet(viewsets.ReadOnlyModelViewSet):
         q = query.validated_data
         result = experiment_results(experiment, confidence=q["confidence"], team=q.get("team"))
         return Response(ExperimentResultSerializer(result_data(experiment, result)).data)
+
+    @extend_schema(
+        responses={
+            200: ProbabilitiesSerializer,
+            400: OpenApiResponse(description="mode: the experiment is not adaptive."),
+        },
+        description="An adaptive experiment's (mode \"adaptive\") probabilities: each arm's probability of "
+        "being best over Beta posteriors of its answer-in-time rate, the leader's chance that no arm beats "
+        "it by more than the margin, the stopping rule, and every stored snapshot, oldest first "
+        "(docs/operations/adaptive-timing.md).",
+    )
+    @action(detail=True, methods=["get"])
+    def probabilities(self, request: Request, pk: str | None = None) -> Response:
+        experiment = self.get_object()
+        if experiment.mode != ExperimentMode.ADAPTIVE:
+            raise ValidationError({"mode": f"experiment {experiment.pk} is {experiment.mode}, not adaptive"})
+        result = experiment_results(experiment)
+        return Response(ProbabilitiesSerializer(probabilities_data(experiment, result)).data)

@@ -24,8 +24,14 @@ class ExperimentStatus(models.TextChoices):
     PROMOTED = "promoted", _("Promoted (a variant's offsets became the rule's)")
 
 
+class ExperimentMode(models.TextChoices):
+    FIXED = "fixed", _("Fixed split (a hash of the player)")
+    ADAPTIVE = "adaptive", _("Adaptive (Thompson sampling per training)")
+
+
 class Experiment(models.Model):
-    """One comparison of a rule's offsets against one or more variants, from `started_at` to `stopped_at`."""
+    """One comparison of a rule's offsets against one or more variants, from `started_at` to `stopped_at`.
+    `mode`: a fixed split by player, or adaptive (trainings/experiments/adaptive.py)."""
 
     rule = models.ForeignKey(
         "trainings.ReminderRule", on_delete=models.CASCADE, related_name="experiments", verbose_name=_("rule")
@@ -41,6 +47,9 @@ class Experiment(models.Model):
         validators=[validate_offsets],
         help_text=_("The rule's offsets when the experiment started (arm 0)."),
         verbose_name=_("control offsets"),
+    )
+    mode = models.CharField(
+        max_length=10, choices=ExperimentMode.choices, default=ExperimentMode.FIXED, verbose_name=_("mode")
     )
     started_at = models.DateTimeField(verbose_name=_("started at"))
     stopped_at = models.DateTimeField(null=True, blank=True, verbose_name=_("stopped at"))
@@ -62,6 +71,7 @@ class Experiment(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=ExperimentStatus.values), name="experiment_status_valid"
             ),
+            models.CheckConstraint(condition=Q(mode__in=ExperimentMode.values), name="experiment_mode_valid"),
             models.CheckConstraint(
                 condition=Q(status="running", stopped_at__isnull=True)
                 | (~Q(status="running") & Q(stopped_at__isnull=False)),
@@ -112,6 +122,53 @@ class ExperimentAssignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.player_id} in arm {self.arm} of {self.experiment_id}"
+
+
+class AdaptiveAssignment(models.Model):
+    """An adaptive experiment's arm for one player on one training, drawn by Thompson sampling when its
+    reminders first met the player and never changed after (trainings/experiments/adaptive.py)."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="adaptive_assignments")
+    training = models.ForeignKey("trainings.Training", on_delete=models.CASCADE, related_name="+")
+    player = models.ForeignKey("trainings.Player", on_delete=models.CASCADE, related_name="+")
+    arm = models.PositiveSmallIntegerField()
+    assigned_at = models.DateTimeField()
+    snapshot = models.ForeignKey(
+        "trainings.AdaptiveSnapshot", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )  # the posterior it was drawn from (None: the flat prior, before any)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["experiment", "training", "player"], name="adaptive_assignment_unique_player"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.player_id} in arm {self.arm} of {self.experiment_id} on {self.training_id}"
+
+
+class AdaptiveSnapshot(models.Model):
+    """An adaptive experiment's posterior at one moment: per arm (in arm order) the units and answers in
+    time so far, the probability of being best, and the leader's chance that no arm beats it by more
+    than the margin (the stopping rule); `decided`: this snapshot met the rule and ended the experiment."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="snapshots")
+    taken_at = models.DateTimeField()
+    trainings = models.PositiveIntegerField()
+    asked = models.JSONField()  # [units per arm]
+    in_time = models.JSONField()  # [answers in time per arm]
+    best = models.JSONField()  # [P(arm is best) per arm]
+    leader = models.PositiveSmallIntegerField()
+    leader_within = models.FloatField()  # P(max of the others - leader <= margin)
+    decided = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["experiment", "taken_at", "id"]
+        indexes = [models.Index(fields=["experiment", "-taken_at"], name="adaptive_snapshot_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id} at {self.taken_at:%Y-%m-%d %H:%M}"
 
 
 def rule_change_check(rule: Any) -> None:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from reminders.api import Delivery, TransportError
 from trainings.digest.firing import digests_take
-from trainings.experiments.assignment import arm_of, assignments_record
+from trainings.experiments.adaptive import Arms, chunk_arms
 from trainings.models import (
     Push,
     PushStatus,
@@ -65,8 +65,8 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
        occurrence with a push the broker did not take gets a TransportError (that push is recorded
        pending): the engine retries it and the retry publishes only what is not sent, with the same
        idempotency keys.
-    The coaches' kinds' occurrences are taken out first (trainings/digest/). Returns the errors keyed by
-    occurrence id (the batch handler contract, reminders/engine/handler_registry.py).
+    The coaches' kinds' go to trainings/digest/ first; an experiment's arms are read (adaptive ones drawn)
+    once per chunk. Returns errors by occurrence id (reminders/engine/handler_registry.py's contract).
     """
     errors: dict[int, TransportError] = {}
     targets = _fire_targets(deliveries)
@@ -82,6 +82,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
     recipients = reminder_recipients_many((due.training, due.rule.kind) for due in dues)
     reminded = recipients_reminded({(due.training.pk, due.rule.pk, str(due.offset)) for due in dues})
     held = held_releases(trainings={due.training.pk for due in dues}) if dues else {}
+    arms = chunk_arms(dues, recipients)
     firings: list[Firing] = []
     start_texts: StartTexts = {}
     for item in checked:
@@ -91,7 +92,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
         try:
             pending = recipients[item.training.pk, item.rule.kind]
             held_until = held.get(item.training.pk, {})
-            firings.append(_firing(item, pending, reminded, start_texts, held_until))
+            firings.append(_firing(item, pending, reminded, start_texts, held_until, arms))
         except Exception as exc:  # this occurrence alone is retried; the others go on
             logger.exception("reminder %s could not be prepared", item.delivery.idempotency_key)
             errors[item.delivery.occurrence_id] = TransportError(f"{type(exc).__name__}: {exc}")
@@ -112,9 +113,7 @@ def reminders_fire(*, deliveries: Sequence[Delivery]) -> dict[int, TransportErro
             unique_fields=["occurrence_key"],
             update_fields=_RUN_FIELDS,
         )
-        for f in firings:
-            if f.rule is not None and f.rule.experiment_id is not None and f.assigned:
-                assignments_record(f.rule.experiment_id, f.assigned, arms=len(f.rule.arm_offsets()), now=now)
+        arms.record(((f.rule, f.assigned) for f in firings if f.rule is not None), now=now)
         quiet_releases_schedule(
             (f.training, f.rule, p.release_at)
             for f in firings
@@ -219,6 +218,7 @@ def _firing(
     reminded: Reminded,
     start_texts: StartTexts,
     held_until: dict[tuple[int, int | None], datetime],
+    arms: Arms,
 ) -> Firing:
     """The pending players' recipients minus those already reminded at this offset, and, while the rule
     runs an experiment, minus those whose arm does not remind at it (the invitation at creation goes to
@@ -226,10 +226,10 @@ def _firing(
     delivery, training, rule = due.delivery, due.training, due.rule
     assigned: list[int] = []
     if rule.experiment_id is not None and not due.at_creation:
-        arms, count = rule.arms_at(due.offset), len(rule.arm_offsets())
+        at, count = rule.arms_at(due.offset), len(rule.arm_offsets())
         assigned = sorted({person.pk for person in pending})
         owing = bool(pending)
-        pending = [p for p in pending if arm_of(rule.experiment_id, p.pk, count) in arms]
+        pending = [p for p in pending if arms.of(rule.experiment_id, training.pk, p.pk, count) in at]
         if owing and not pending:  # players still owe, all in other arms: not "everybody had answered"
             return Firing(delivery, training, rule, RunOutcome.NO_ARM_PLAYER, assigned=assigned)
     limit = timedelta(minutes=settings.TRAININGS_MOVE_REPEAT_MINUTES)
