@@ -10,7 +10,7 @@ import trainings.planning.kinds
 import trainings.models
 import trainings.models.questionnaires
 import trainings.planning.offsets
-import delivery.channels.registry
+import delivery.api
 import uuid
 from django.conf import settings
 from django.db import migrations, models
@@ -105,7 +105,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='device',
             name='platform',
-            field=models.CharField(choices=delivery.channels.registry.device_platform_choices, max_length=10, verbose_name='platform'),
+            field=models.CharField(choices=delivery.api.device_platform_choices, max_length=10, verbose_name='platform'),
         ),
         migrations.AlterField(
             model_name='device',
@@ -115,7 +115,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='device',
             name='provider',
-            field=models.CharField(choices=delivery.channels.registry.device_provider_choices, max_length=10, verbose_name='provider'),
+            field=models.CharField(choices=delivery.api.device_provider_choices, max_length=10, verbose_name='provider'),
         ),
         migrations.AlterField(
             model_name='device',
