@@ -28,6 +28,23 @@ def allowance(per_minute: int, second: int) -> int:
     return (k + 1) * per_minute // 60 - k * per_minute // 60
 
 
+def _grant(
+    slot: int, used: int, paused_until: float, share: int, want: int, now: float
+) -> tuple[int, float, int]:
+    """One take on a key's (slot, used, paused_until): (granted, seconds to wait when none was, what the
+    current second had used before it)."""
+    second = int(now)
+    if paused_until > now:
+        return 0, paused_until - now, 0
+    if slot > second:  # another host's clock is ahead: its next second, then
+        return 0, max(slot + 1 - now, 0.001), 0
+    taken = used if slot == second else 0
+    granted = min(want, share - taken)
+    if granted <= 0:
+        return 0, max(second + 1 - now, 0.001), taken
+    return granted, 0.0, taken
+
+
 class Rates(Protocol):
     threaded: bool  # take() blocks on the database: call it off the event loop
 
@@ -60,16 +77,11 @@ class DatabaseRates:
         rows = SharedRate.objects.filter(key=key)
         for _ in range(10):  # another process took in between: read again
             slot, used, paused_until = rows.values_list("slot", "used", "paused_until").get()
-            if paused_until > now:
-                return 0, paused_until - now
-            if slot > second:  # another host's clock is ahead: its next second, then
-                return 0, max(slot + 1 - now, 0.001)
-            taken = used if slot == second else 0
-            granted = min(want, share - taken)
-            if granted <= 0:
-                return 0, max(second + 1 - now, 0.001)
+            granted, wait, taken = _grant(slot, int(used), paused_until, share, want, now)
+            if not granted:
+                return 0, wait
             if rows.filter(slot=slot, used=used, paused_until__lte=now).update(
-                slot=second, used=taken + granted
+                slot=int(now), used=taken + granted
             ):
                 return granted, 0.0
         return 0, 0.005
@@ -88,18 +100,12 @@ class LocalRates:
     def take(self, key: str, per_minute: int, want: int, now: float) -> tuple[int, float]:
         second = int(now)
         with self._lock:
-            row = self._rows.setdefault(key, [0, 0, 0.0])
-            if row[2] > now:
-                return 0, row[2] - now
-            if row[0] > second:
-                return 0, max(row[0] + 1 - now, 0.001)
-            if row[0] != second:
-                row[0], row[1] = second, 0
-            granted = min(want, allowance(per_minute, second) - int(row[1]))
-            if granted <= 0:
-                return 0, max(second + 1 - now, 0.001)
-            row[1] += granted
-            return granted, 0.0
+            row = self._rows.setdefault(key, [0, 0, 0.0])  # slot, used, paused_until
+            granted, wait, taken = _grant(int(row[0]), int(row[1]), row[2], allowance(per_minute, second),
+                                          want, now)  # fmt: skip
+            if granted:
+                row[0], row[1] = second, taken + granted
+            return granted, wait
 
     def pause(self, key: str, until: float) -> None:
         with self._lock:

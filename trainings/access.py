@@ -38,7 +38,6 @@ def coach_group_ensure() -> Any:
     What a coach can reach inside those models is limited to their teams by the admin's querysets.
     """
     from django.contrib.auth.models import Group, Permission
-    from django.db.models import Q
 
     group, _ = Group.objects.get_or_create(name=COACH_GROUP)
     wanted = Q()

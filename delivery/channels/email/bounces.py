@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from delivery.devices import devices_disable
 from delivery.models import Device
 
 logger = logging.getLogger("trainings.push")
@@ -22,8 +23,6 @@ def tracking_received(sender: Any, event: Any, esp_name: str, **kwargs: Any) -> 
     recipient = str(getattr(event, "recipient", "") or "")
     if reason is None or not recipient:
         return
-    from delivery.devices import devices_disable
-
     detail = str(getattr(event, "description", "") or getattr(event, "reject_reason", "") or "")
     ids = list(Device.objects.filter(provider="email", token__iexact=recipient).values_list("pk", flat=True))
     disabled = devices_disable(
