@@ -1,9 +1,10 @@
 """`python -m bench [--quick] [--only NAME ...]`: run the scenarios, print the table, write JSON and PNG.
 
 Needs DATABASE_URL=postgres://... (only its server is used: the run creates and drops its own database,
-`bench_reminders` by default) and CELERY_BROKER_URL=amqp://... (queues named bench.<run id>.*, deleted
-afterwards). Child processes, queues and the database are removed however the run ends, Ctrl-C included;
-with --keep-data the database stays, and a later --keep-data run with the same --database-name reuses it.
+`bench_reminders_<checkout folder>` by default, so runs from two worktrees never drop each other's) and
+CELERY_BROKER_URL=amqp://... (queues named bench.<run id>.*, deleted afterwards). Child processes, queues and
+the database are removed however the run ends, Ctrl-C included; with --keep-data the database stays, and a
+later --keep-data run with the same --database-name reuses it.
 """
 
 from __future__ import annotations
@@ -11,15 +12,24 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from bench.harness import RESULTS, Harness
 from bench.report import Section, render_table, write_chart, write_json
+
+
+def _default_database_name() -> str:
+    """One name a checkout: the run drops its database WITH (FORCE) at its start and its end."""
+    folder = re.sub(r"\W", "_", Path(__file__).resolve().parents[1].name.lower())
+    return f"bench_reminders_{folder}"[:63]
+
 
 SCENARIOS = (
     "scheduling", "dispatch", "lateness", "claim", "memory", "trainings", "push", "answers", "email",
@@ -55,7 +65,7 @@ def _parse() -> argparse.Namespace:
         help="pushes in the analytics scenario's month (default 10,000,000, 200,000 with --quick)",
     )
     parser.add_argument(
-        "--database-name", default="bench_reminders", help="database the run creates and drops"
+        "--database-name", default=_default_database_name(), help="database the run creates and drops"
     )
     parser.add_argument(
         "--keep-data",
