@@ -27,6 +27,7 @@ APPS = ("reminders", "trainings", "delivery")
 # The state columns: Occurrence's and Push's `status`, Device's `disabled_at` and `disabled_reason`.
 COLUMNS = frozenset({"status", "disabled_at", "disabled_reason"})
 # The owners: reminders/engine/occurrences.py moves occurrences, trainings/transitions.py pushes,
+# experiments and webhook subscriptions,
 # delivery/devices.py devices.
 OWNERS = frozenset({"reminders/engine/occurrences.py", "trainings/transitions.py", "delivery/devices.py"})
 # Functions (or named statements) that write a `status` of another model, with which.
@@ -37,9 +38,6 @@ OTHER_MODELS = {
     "LINK_RESPONSE_RECORD": "Invitation.status, the player's RSVP (an answer link's one-statement POST)",
     "invitation_squad_write": "Invitation.status, an RSVP on a training with a squad size (trainings/squads)",
     "waiting_list_promote": "Invitation.status, WAITLISTED to ACCEPTED as a place frees (trainings/squads/)",
-    "_experiment_end": "Experiment.status, stopped or promoted (trainings/experiments/control.py owns it)",
-    "subscription_disable": "WebhookSubscription.disabled_*, after a day of failed deliveries (its owner)",
-    "subscription_enable": "WebhookSubscription.disabled_*, cleared by an operator (trainings/webhooks/)",
 }
 
 _SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)
