@@ -73,7 +73,13 @@ def prepared_one(connection: Any, sql: str, params: Params) -> tuple[Any, ...] |
 
 
 def prepared_all(connection: Any, sql: str, params: Params, *, first: bool = False) -> list[tuple[Any, ...]]:
-    """Every row of one statement (only the first with `first`), as `prepared_one` runs it."""
+    """Every row of one statement (only the first with `first`), as `prepared_one` runs it; on a database
+    whose driver is not psycopg (SQLite) through Django's plain cursor: this is the one home of that twin."""
+    if not _prepares(connection):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+        return rows[:1] if first else rows
     unchecked = (
         connection.connection is not None
         and connection.health_check_enabled
@@ -88,6 +94,12 @@ def prepared_all(connection: Any, sql: str, params: Params, *, first: bool = Fal
         rows = _prepared_rows(connection, sql, params, first)
     connection.health_check_done = True  # the connection works: no SELECT 1 for the rest of the request
     return rows
+
+
+def _prepares(connection: Any) -> bool:
+    """Whether the connection's driver is psycopg, which prepares statements on the server."""
+    connection.ensure_connection()
+    return isinstance(connection.connection, psycopg.Connection)
 
 
 def _prepared_rows(connection: Any, sql: str, params: Params, first: bool) -> list[tuple[Any, ...]]:

@@ -119,12 +119,8 @@ def _statement(rows: int) -> str:
 
 def _run(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     """One statement's rows: prepared on PostgreSQL (a count runs on every limited request), through
-    Django's cursor elsewhere."""
-    if connection.vendor == "postgresql":
-        return prepared_all(connection, sql, params)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [tuple(row) for row in cursor.fetchall()]
+    Django's cursor elsewhere (common/prepared.py decides)."""
+    return prepared_all(connection, sql, params)
 
 
 def request_counts_purge() -> int:

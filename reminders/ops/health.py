@@ -66,7 +66,7 @@ def check_database() -> Check:
             cursor.fetchone()
     except Exception as exc:
         return Check("database", False, f"{type(exc).__name__}: {exc}"[:300])
-    return Check("database", True, connection.vendor)
+    return Check("database", True, connection.display_name)
 
 
 def check_schema() -> Check:
