@@ -25,6 +25,7 @@ from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
 from trainings.answers.questionnaires import answers_valid, definition_of
+from trainings.answers.recording import invitation_status_write
 from trainings.answers.values import answers_check
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
@@ -313,11 +314,10 @@ def invitation_respond(
     with transaction.atomic():  # the response and its events (trainings/webhooks/) together
         squad = squad_respond(training_id=invitation.training_id, invitation_id=invitation.pk, status=status,
                               now=when, source=source)  # fmt: skip
-        invitation.status = squad.status if squad else status
-        invitation.responded_at = squad.responded_at if squad else when
-        invitation.response_source, invitation.responded_by = source, None  # a coach, not a guardian
-        if squad is None:
-            invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+        if squad is None:  # a coach, not a guardian
+            invitation_status_write(invitation, status=status, now=when, source=source, by=None)
+        else:  # written under the training's lock: the response as it now stands
+            invitation.refresh_from_db(fields=["status", "responded_at", "response_source", "responded_by"])
         response = invitation.response
         answer_recorded(training=lambda: invitation.training, player_id=invitation.player_id,
                         guardian_id=None, kind=kinds.INVITATION.code, answer={"response": response},
