@@ -22,12 +22,13 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Model
 from django.utils import timezone
 from simple_history.manager import HistoryDescriptor
 from simple_history.models import HistoricalChanges, HistoricalRecords
 from simple_history.signals import post_create_historical_record, pre_create_historical_record
+
+from common.rows_insert import mark_saved
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +103,7 @@ class _Creation:
 
     def sent(self) -> None:
         """The row is written: mark it saved and send `post_create_historical_record`."""
-        self.record._state.adding = False
-        self.record._state.db = self.using or DEFAULT_DB_ALIAS
+        mark_saved([self.record], self.using)
         post_create_historical_record.send(
             sender=self.model,
             instance=self.instance,

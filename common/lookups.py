@@ -35,12 +35,16 @@ class AnyOf(Lookup):
     lookup_name = "any"
     prepare_rhs = False
 
+    def as_postgresql(self, compiler: Any, connection: Any) -> Any:
+        """PostgreSQL (its compiler calls `as_postgresql`): one array parameter, however many values."""
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        values = list(self.rhs)
+        literal = array_literal(values)
+        return f"{lhs} = ANY(%s)", [*lhs_params, values if literal is None else literal]
+
     def as_sql(self, compiler: Any, connection: Any) -> Any:
         lhs, lhs_params = self.process_lhs(compiler, connection)
         values = list(self.rhs)
-        if connection.vendor == "postgresql":
-            literal = array_literal(values)
-            return f"{lhs} = ANY(%s)", [*lhs_params, values if literal is None else literal]
         if not values:
             return "1 = 0", list(lhs_params)
         return f"{lhs} IN ({', '.join(['%s'] * len(values))})", [*lhs_params, *values]

@@ -52,11 +52,12 @@ def insert_values(objs: Sequence[Model]) -> tuple[str, list[Any]]:
     return sql, params
 
 
-def mark_saved(objs: Sequence[Model]) -> None:
-    """What `save` and `bulk_create` do to an instance once its row is written."""
+def mark_saved(objs: Sequence[Model], using: str | None = None) -> None:
+    """What `save` and `bulk_create` do to an instance once its row is written (its one home)."""
     for obj in objs:
-        obj._state.adding = False
-        obj._state.db = DEFAULT_DB_ALIAS
+        state = obj._state  # Django has no public way to mark an instance written by a statement of our own
+        state.adding = False
+        state.db = using or DEFAULT_DB_ALIAS
 
 
 def rows_insert(objs: Sequence[M]) -> list[M]:

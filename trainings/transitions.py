@@ -1,5 +1,5 @@
-"""Every change of a push's status (a player's `Push`, a coach's `CoachPush`) and of a device's state: the
-one module that writes either.
+"""Every change of a push's status (a player's `Push`, a coach's `CoachPush`), an experiment's status and a
+webhook subscription's disabling: the one module that writes them, each model with its table of moves.
 
 Each function makes one move of PUSH_TRANSITIONS or DEVICE_TRANSITIONS and refuses any other. A move is
 one conditional UPDATE (`WHERE status = <from>`, or the device's `disabled_at` test) that sets only the
@@ -16,10 +16,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from trainings.models import CoachPush, Push, PushStatus
+from trainings.models import (
+    CoachPush,
+    Experiment,
+    ExperimentStatus,
+    Push,
+    PushStatus,
+    Variant,
+    WebhookSubscription,
+)
 from trainings.models.coaches import CoachPushStatus
 
 PUSH_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -96,3 +105,42 @@ def coach_push_release(push: CoachPush, *, status: str, reason: str, **texts: An
         status=status, status_reason=reason[:200], **texts
     )
     return bool(moved)
+
+
+EXPERIMENT_TRANSITIONS: dict[str, frozenset[str]] = {
+    # Stopped (everyone back on the rule) or promoted (a variant's offsets became the rule's).
+    ExperimentStatus.RUNNING: frozenset({ExperimentStatus.STOPPED, ExperimentStatus.PROMOTED}),
+    ExperimentStatus.STOPPED: frozenset(),
+    ExperimentStatus.PROMOTED: frozenset(),
+}
+
+
+def experiment_end(experiment: Experiment, *, status: str, variant: Variant | None, now: datetime) -> None:
+    """running -> stopped or promoted, on an experiment the caller holds locked."""
+    if status not in EXPERIMENT_TRANSITIONS[experiment.status]:
+        raise ValidationError({"experiment": f"{experiment.name} is not running ({experiment.status})"})
+    experiment.status, experiment.stopped_at, experiment.promoted = status, now, variant
+    experiment.save(update_fields=["status", "stopped_at", "promoted"])
+
+
+# A subscription is disabled (after a day of failed deliveries; again, with the newer reason) and enabled
+# by an operator (idempotent): every move is allowed, the table says so for the test and the reader.
+SUBSCRIPTION_TRANSITIONS: dict[str, frozenset[str]] = {
+    "enabled": frozenset({"disabled", "enabled"}),
+    "disabled": frozenset({"disabled", "enabled"}),
+}
+
+
+def subscription_state(subscription: WebhookSubscription) -> str:
+    return "disabled" if subscription.disabled_at is not None else "enabled"
+
+
+def subscription_move(subscription: WebhookSubscription, *, to: str, reason: str = "") -> None:
+    """Disable (`to="disabled"`, with why) or enable a webhook subscription, its `active` flag with it."""
+    if to not in SUBSCRIPTION_TRANSITIONS[subscription_state(subscription)]:
+        raise ValueError(f"a webhook subscription cannot move to {to}")
+    disabled = to == "disabled"
+    subscription.active = not disabled
+    subscription.disabled_at = timezone.now() if disabled else None
+    subscription.disabled_reason = reason[:300] if disabled else ""
+    subscription.save(update_fields=["active", "disabled_at", "disabled_reason"])

@@ -116,7 +116,7 @@ def player_grid_html(training: Training, windows: Mapping[str, str] | None = Non
     An answer is "owed" only while its questionnaire is open: "not yet" before, "missed" after, and on a
     cancelled training nothing is owed.
     """
-    if training.pk is None or training._state.adding:
+    if training.created_at is None:  # auto_now_add: filled by the first save
         return format_html("<p>{}</p>", gettext("Shown once the training is saved."))
     zone = training.zone
     questionnaires = kinds.questionnaire_kinds()
@@ -189,7 +189,7 @@ def _how(how: str) -> SafeString:
 
 def reminder_timeline_html(training: Training) -> SafeString:
     """The training's reminders per rule: when each fires (local time), its state, whom it reached."""
-    if training.pk is None or training._state.adding:
+    if training.created_at is None:  # auto_now_add: filled by the first save
         return format_html("<p>{}</p>", gettext("Scheduled when the training is saved."))
     entries = training_timeline(training=training)
     reached = timeline_reached(training=training, occurrence_keys=[e.occurrence_key for e in entries])

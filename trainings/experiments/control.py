@@ -23,6 +23,7 @@ from trainings.models.experiments import ExperimentMode
 from trainings.planning import kinds
 from trainings.planning.offsets import parse_offsets
 from trainings.planning.writes import rule_reschedule_on_commit
+from trainings.transitions import experiment_end
 
 MAX_VARIANTS = 4
 
@@ -104,10 +105,7 @@ def _experiment_end(
     with transaction.atomic():
         rule = ReminderRule.objects.select_for_update().get(pk=experiment.rule_id)
         experiment = Experiment.objects.select_for_update().get(pk=experiment.pk)
-        if experiment.status != ExperimentStatus.RUNNING:
-            raise ValidationError({"experiment": f"{experiment.name} is not running ({experiment.status})"})
-        experiment.status, experiment.stopped_at, experiment.promoted = status, now, variant
-        experiment.save(update_fields=["status", "stopped_at", "promoted"])
+        experiment_end(experiment, status=status, variant=variant, now=now)
         fields = ["experiment", "variant_offsets", "updated_at"]
         if rule.experiment_id == experiment.pk:
             rule.experiment, rule.variant_offsets = None, []

@@ -19,6 +19,7 @@ from common.signing import secret_new
 from reminders.api import occurrences_cancel
 from reminders.models import Occurrence, OccurrenceStatus
 from trainings.models import WebhookSubscription
+from trainings.transitions import subscription_move
 from trainings.webhooks.events import subscribers_forget
 
 
@@ -41,10 +42,7 @@ def subscription_delete(*, subscription: WebhookSubscription) -> None:
 
 def subscription_disable(*, subscription: WebhookSubscription, reason: str) -> None:
     with transaction.atomic():
-        subscription.active = False
-        subscription.disabled_at = timezone.now()
-        subscription.disabled_reason = reason[:300]
-        subscription.save(update_fields=["active", "disabled_at", "disabled_reason"])
+        subscription_move(subscription, to="disabled", reason=reason)
         _pending_cancel(subscription, reason=f"webhook subscription disabled: {reason}"[:300])
     transaction.on_commit(subscribers_forget)
 
@@ -87,8 +85,5 @@ def subscription_failing_since(subscription: WebhookSubscription) -> Any:
 
 def subscription_enable(*, subscription: WebhookSubscription) -> None:
     """An operator's re-enabling after the endpoint is fixed: events from now on (none are replayed)."""
-    subscription.active = True
-    subscription.disabled_at = None
-    subscription.disabled_reason = ""
-    subscription.save(update_fields=["active", "disabled_at", "disabled_reason"])
+    subscription_move(subscription, to="enabled")
     transaction.on_commit(subscribers_forget)
