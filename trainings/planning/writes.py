@@ -161,10 +161,10 @@ def _training_insert(training: Training, players: Sequence[Player] | None) -> li
 
 
 def _training_validate(training: Training) -> None:
-    """`full_clean` without its three queries: the team is a saved row (the FOREIGN KEY holds it), the id
-    a fresh uuid4, and the one constraint (end after start) is checked here; only when it fails is it asked
-    of the database, for Django's usual message."""
-    saved_team = training.team_id is not None and not training.team._state.adding
+    """`full_clean` without its three queries: the team is a saved row (its auto_now_add `created_at` is
+    set; the FOREIGN KEY holds it), the id a fresh uuid4, and the one constraint (end after start) is
+    checked here; only when it fails is it asked of the database, for Django's usual message."""
+    saved_team = training.team_id is not None and training.team.created_at is not None
     training.full_clean(
         exclude=["team"] if saved_team else None, validate_unique=False, validate_constraints=False
     )
