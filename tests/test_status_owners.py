@@ -1,6 +1,6 @@
-"""Occurrence, Push and Device each have one owner of their state: no other module of the apps assigns
-their state columns, updates them (`.update(status=...)`, `save(update_fields=[...])`, `bulk_update`) or
-sets them in raw SQL (`SET status = ...`).
+"""Occurrence, Push, Device and the answer (Invitation's status) each have one owner of their state: no
+other module of the apps assigns their state columns, updates them (`.update(status=...)`,
+`save(update_fields=[...])`, `bulk_update`) or sets them in raw SQL (`SET status = ...`).
 
 Read with `ast` (and the text of any .sql file), so nothing is imported to check it. The state columns are
 recognised by name, whatever the model: a module that writes another model's `status` is listed in
@@ -27,17 +27,18 @@ APPS = ("reminders", "trainings", "delivery")
 # The state columns: Occurrence's and Push's `status`, Device's `disabled_at` and `disabled_reason`.
 COLUMNS = frozenset({"status", "disabled_at", "disabled_reason"})
 # The owners: reminders/engine/occurrences.py moves occurrences, trainings/transitions.py pushes,
-# experiments and webhook subscriptions,
-# delivery/devices.py devices.
-OWNERS = frozenset({"reminders/engine/occurrences.py", "trainings/transitions.py", "delivery/devices.py"})
+# experiments and webhook subscriptions, delivery/devices.py devices, trainings/answers/recording.py the
+# answer (Invitation.status: the RSVP, a squad's waiting list and its promotions included, whoever gives
+# it: a link, a coach, a squad's decision).
+OWNERS = frozenset({
+    "reminders/engine/occurrences.py", "trainings/transitions.py", "delivery/devices.py",
+    "trainings/answers/recording.py",
+})  # fmt: skip
 # Functions (or named statements) that write a `status` of another model, with which.
 OTHER_MODELS = {
-    "invitation_respond": "Invitation.status, the player's RSVP (a coach records it)",
-    "_invitation_respond": "Invitation.status, the player's RSVP (through an answer link)",
-    "INVITATION_ANSWER_RECORD": "Invitation.status, the player's RSVP (an answer link's statement)",
-    "LINK_RESPONSE_RECORD": "Invitation.status, the player's RSVP (an answer link's one-statement POST)",
-    "invitation_squad_write": "Invitation.status, an RSVP on a training with a squad size (trainings/squads)",
-    "waiting_list_promote": "Invitation.status, WAITLISTED to ACCEPTED as a place frees (trainings/squads/)",
+    # The answer's statements, in trainings/queries.py with the other SQL texts: run by its owner only.
+    "INVITATION_ANSWER_RECORD": "Invitation.status, an answer link's RSVP (run by recording.py)",
+    "LINK_RESPONSE_RECORD": "Invitation.status, an answer link's one-statement POST (run by recording.py)",
 }
 
 _SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)

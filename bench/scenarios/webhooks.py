@@ -69,7 +69,7 @@ class _Received:
 
 def _answers(links: list[Any]) -> float:
     """Record one invitation answer per link, as the link's POST does; returns the seconds it took."""
-    from trainings.answers.recording import answer_link_answer
+    from trainings.answers.following import answer_link_answer
 
     started = time.perf_counter()
     for link in links:

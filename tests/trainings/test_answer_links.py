@@ -20,8 +20,9 @@ from django.utils import timezone
 from reminders.models import Job, Occurrence
 from tests.factories import RPE, WELLNESS, training_made
 from tests.trainings.conftest import fire
+from trainings.answers.following import answer_link_answer
 from trainings.answers.links import SALT, answer_link_read, answer_token, answer_url
-from trainings.answers.recording import LinkGone, answer_link_answer
+from trainings.answers.reading import LinkGone
 from trainings.answers.serializers import AnswerLinkSerializer
 from trainings.models import (
     AnswerSource,

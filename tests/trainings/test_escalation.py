@@ -21,7 +21,8 @@ from tests.factories import UserFactory, training_made
 from tests.peers.apns_fcm import FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
-from trainings.answers.recording import answer_link_open, answer_link_record
+from trainings.answers.following import answer_link_record
+from trainings.answers.reading import answer_link_open
 from trainings.models import InvitationStatus, Player, Push, ReminderPreference, ReminderRule, Team, Training
 from trainings.planning.writes import invitation_respond
 from trainings.selectors import job_key

@@ -20,8 +20,9 @@ from tests.factories import GuardianFactory, MembershipFactory, PlayerFactory, T
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer
 from tests.trainings.conftest import fire
 from tests.trainings.smtp_peer import Inbox
+from trainings.answers.following import answer_link_record
 from trainings.answers.links import answer_link_read
-from trainings.answers.recording import answer_link_open, answer_link_record
+from trainings.answers.reading import answer_link_open
 from trainings.models import Guardian, Guardianship, Player, Push, PushStatus, ReminderRule, Team, Training
 from trainings.reminding.family_gather import family_release
 from trainings.selectors import job_key

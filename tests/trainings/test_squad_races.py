@@ -12,8 +12,8 @@ import pytest
 
 from tests.concurrency import run_together
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, training_made
+from trainings.answers.following import answer_link_answer
 from trainings.answers.links import answer_link_read, answer_token
-from trainings.answers.recording import answer_link_answer
 from trainings.models import Invitation, InvitationStatus, ReminderRule, ReminderTemplate, Training
 from trainings.planning.defaults import rules_seed
 from trainings.planning.writes import invitation_respond

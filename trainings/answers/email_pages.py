@@ -20,16 +20,12 @@ from django.views.decorators.http import require_http_methods
 from common.i18n import spoken
 from delivery.api import unsubscribe_read, words
 from reminders.api import Refused
+from trainings.answers.following import answer_link_record
 from trainings.answers.limits import link_count
 from trainings.answers.links import LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questionnaires import AnswersRefused, definition_of, form_answers, form_questions
 from trainings.answers.questions import answer_question
-from trainings.answers.recording import (
-    LinkGone,
-    answer_link_current,
-    answer_link_open,
-    answer_link_record,
-)
+from trainings.answers.reading import LinkGone, answer_link_current, answer_link_open
 from trainings.models import Guardian, Player
 from trainings.planning import kinds
 from trainings.reminding.preferences import preference_set

@@ -17,7 +17,8 @@ from trainings.models import WebhookEvent
 from trainings.webhooks.events import answer_recorded, subscribers
 
 if TYPE_CHECKING:
-    from trainings.answers.recording import LinkTarget, Recorded
+    from trainings.answers.reading import LinkTarget
+    from trainings.answers.recording import Recorded
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _recording: ContextVar[bool] = ContextVar("answer_recording", default=False)

@@ -7,7 +7,7 @@ value of the site is ever accepted as a link. It names the player, the training,
 it was sent through (and the guardian, for a link sent to one of the player's guardians); it carries no
 expiry of its own: it works until that kind's window closes for the training as it is when the link is
 followed (a training moved later keeps its links working), and never on a cancelled one
-(trainings/answers/recording.py checks both).
+(trainings/answers/reading.py checks both).
 
 What the app receives with each push (documented in docs/app-contract.md): `answer_url`, the APNs category
 and the actions of the kind's answer (trainings/planning/kinds.py): for an invitation TRAINING_INVITATION with

@@ -7,7 +7,7 @@ questionnaire as answered and stop the player's reminders.
 
 A definition is read by its revision (a fresh number on every edit, so a process never checks an answer
 against questions a coach has changed since: the one-statement answer of a link writes only while the
-revision it checked against is the team's, trainings/answers/recording.py).
+revision it checked against is the team's, trainings/answers/following.py).
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def form_questions(
     return shown
 
 
-# The one-statement answer of a link (trainings/answers/recording.py): per training and phase, the team and
+# The one-statement answer of a link (trainings/answers/following.py): per training and phase, the team and
 # the definition a process last checked against. A guess: the statement writes only if the training's
 # team and its questionnaire's revision are still these, and tells them otherwise.
 _GUESSES: dict[tuple[UUID, str], tuple[int, Definition]] = {}

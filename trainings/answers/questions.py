@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from django.utils import formats, translation
 
 from common.i18n import spoken, translated
-from trainings.answers.recording import LinkTarget
+from trainings.answers.reading import LinkTarget
 from trainings.models import render_template
 from trainings.planning import kinds
 from trainings.planning.offsets import is_time_zone

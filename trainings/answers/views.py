@@ -19,19 +19,13 @@ from rest_framework.views import APIView
 
 from common.http.parsers import json_object_unique, valid_unicode
 from reminders.api import Limit
+from trainings.answers.following import answer_link_answer, answer_link_record
 from trainings.answers.limits import link_limit
 from trainings.answers.links import AnswerLink, LinkInvalid, answer_link_read, expects_response
 from trainings.answers.questionnaires import AnswersRefused, learn, questions_body
 from trainings.answers.questions import answer_question
-from trainings.answers.recording import (
-    LinkGone,
-    LinkTarget,
-    Recorded,
-    answer_link_answer,
-    answer_link_current,
-    answer_link_open,
-    answer_link_record,
-)
+from trainings.answers.reading import LinkGone, LinkTarget, answer_link_current, answer_link_open
+from trainings.answers.recording import Recorded
 from trainings.answers.serializers import AnswerLinkInputSerializer, AnswerLinkSerializer
 from trainings.answers.values import answers_check
 

@@ -108,7 +108,7 @@ NOT_DECLINED = ~Q(status__in=["DENIED", "WAITLISTED"])  # nor waiting for a plac
 @dataclass(frozen=True)
 class Closes:
     """A window's close as data, not only a function: the training's start or end plus a span (read per
-    call: a setting may give it). Being data, it can be said in SQL too (trainings/answers/recording.py
+    call: a setting may give it). Being data, it can be said in SQL too (trainings/answers/following.py
     records a followed link in one statement that checks the window)."""
 
     anchor: Literal["start", "end"]

@@ -25,6 +25,7 @@ from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
 from trainings.answers.questionnaires import answers_valid, definition_of
+from trainings.answers.recording import invitation_status_write
 from trainings.answers.values import answers_check
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
@@ -160,10 +161,10 @@ def _training_insert(training: Training, players: Sequence[Player] | None) -> li
 
 
 def _training_validate(training: Training) -> None:
-    """`full_clean` without its three queries: the team is a saved row (the FOREIGN KEY holds it), the id
-    a fresh uuid4, and the one constraint (end after start) is checked here; only when it fails is it asked
-    of the database, for Django's usual message."""
-    saved_team = training.team_id is not None and not training.team._state.adding
+    """`full_clean` without its three queries: the team is a saved row (its auto_now_add `created_at` is
+    set; the FOREIGN KEY holds it), the id a fresh uuid4, and the one constraint (end after start) is
+    checked here; only when it fails is it asked of the database, for Django's usual message."""
+    saved_team = training.team_id is not None and training.team.created_at is not None
     training.full_clean(
         exclude=["team"] if saved_team else None, validate_unique=False, validate_constraints=False
     )
@@ -313,11 +314,10 @@ def invitation_respond(
     with transaction.atomic():  # the response and its events (trainings/webhooks/) together
         squad = squad_respond(training_id=invitation.training_id, invitation_id=invitation.pk, status=status,
                               now=when, source=source)  # fmt: skip
-        invitation.status = squad.status if squad else status
-        invitation.responded_at = squad.responded_at if squad else when
-        invitation.response_source, invitation.responded_by = source, None  # a coach, not a guardian
-        if squad is None:
-            invitation.save(update_fields=["status", "responded_at", "response_source", "responded_by"])
+        if squad is None:  # a coach, not a guardian
+            invitation_status_write(invitation, status=status, now=when, source=source, by=None)
+        else:  # written under the training's lock: the response as it now stands
+            invitation.refresh_from_db(fields=["status", "responded_at", "response_source", "responded_by"])
         response = invitation.response
         answer_recorded(training=lambda: invitation.training, player_id=invitation.player_id,
                         guardian_id=None, kind=kinds.INVITATION.code, answer={"response": response},

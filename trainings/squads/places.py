@@ -1,4 +1,5 @@
-"""Who has a place on a training with a squad size: the one writer of an invitation's response there.
+"""Who has a place on a training with a squad size: the decisions on an invitation's response there
+(trainings/answers/recording.py writes them).
 
 - An accept when `max_players` have accepted puts the player on the waiting list (`WAITLISTED`); one who
   is on it already stays there (in turn), an accepted player stays accepted.
@@ -26,6 +27,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from trainings.answers.recording import invitation_status_write, waitlisted_accept
 from trainings.models import Invitation, InvitationStatus, Training
 from trainings.planning import kinds
 from trainings.squads.notices import squad_in_notices_schedule
@@ -107,24 +109,13 @@ def squad_respond(
             promoted = waiting_list_promote(training_id=training_id, maximum=maximum)
             full = maximum is not None and _accepted(training_id) >= maximum
             status = WAITLISTED if full else ACCEPTED
-        invitation_squad_write(invitation, status=status, now=now, source=source, by=by)
+        invitation_status_write(invitation, status=status, now=now, source=source, by=by)
         if before == ACCEPTED:  # a place freed
             promoted += waiting_list_promote(training_id=training_id, maximum=maximum)
             if minimum is not None and _accepted(training_id) < minimum:
                 short_alert_on_commit(training_id=training_id)
         squad_in_notices_schedule(training_id=training_id, player_ids=promoted, now=now)
     return _answer(invitation, True)
-
-
-def invitation_squad_write(
-    invitation: Invitation, *, status: str, now: datetime, source: str, by: int | None
-) -> None:
-    """Write the decided response (the caller holds the training's and the invitation's locks)."""
-    Invitation.objects.filter(pk=invitation.pk).update(
-        status=status, responded_at=now, response_source=source, responded_by=by
-    )
-    invitation.status, invitation.responded_at = status, now
-    invitation.response_source, invitation.responded_by_id = source, by
 
 
 def _accepted(training_id: uuid.UUID | str) -> int:
@@ -143,8 +134,7 @@ def waiting_list_promote(*, training_id: uuid.UUID | str, maximum: int | None) -
             return []
         waiting = waiting[:free]
     rows = list(waiting.values_list("pk", "player_id", "response_source", "responded_at"))
-    if rows:
-        Invitation.objects.filter(pk__in=[row[0] for row in rows]).update(status=ACCEPTED)
+    waitlisted_accept([row[0] for row in rows])
     for _, player_id, source, at in rows:  # the platform's copy of the response follows (trainings/webhooks/)
         answer_recorded(training=lambda: Training.objects.get(pk=training_id), player_id=player_id,
                         guardian_id=None, kind=kinds.INVITATION.code, answer={"response": "accepted"},
