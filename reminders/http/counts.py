@@ -37,6 +37,7 @@ from django.db import connection
 
 from common.prepared import prepared_all
 from reminders import queries
+from reminders.engine.dialect import prepares
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$")
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -120,7 +121,7 @@ def _statement(rows: int) -> str:
 def _run(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     """One statement's rows: prepared on PostgreSQL (a count runs on every limited request), through
     Django's cursor elsewhere."""
-    if connection.vendor == "postgresql":
+    if prepares():
         return prepared_all(connection, sql, params)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

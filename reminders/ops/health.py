@@ -26,6 +26,7 @@ from kombu import Connection
 
 from common.amqp.queues import broker_urls
 from reminders import queries
+from reminders.engine.dialect import database_name
 from reminders.models import WorkerHeartbeat
 
 # Rows of worker names not seen for this long are deleted (a renamed or retired host).
@@ -66,7 +67,7 @@ def check_database() -> Check:
             cursor.fetchone()
     except Exception as exc:
         return Check("database", False, f"{type(exc).__name__}: {exc}"[:300])
-    return Check("database", True, connection.vendor)
+    return Check("database", True, database_name())
 
 
 def check_schema() -> Check:
