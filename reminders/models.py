@@ -40,7 +40,8 @@ class OccurrenceStatus(models.TextChoices):
 # scheduled -> claimed (a claim), cancelled (cancel), skipped (its fire point was superseded), scheduled
 #   (retry now); claimed -> delivered, failed, skipped (deadline, misfire), scheduled (a retry after a
 #   backoff, a release, an expired lease); failed -> scheduled (retry now); cancelled -> scheduled (a
-#   schedule's fire point materialised again under the same id). Made in SQL: OCCURRENCE_SQL_MOVES.
+#   schedule's fire point materialised again under the same id). Made in SQL: OCCURRENCE_SQL_MOVES, named
+#   statements of reminders/engine/occurrences.py.
 OCCURRENCE_TRANSITIONS: dict[str, frozenset[str]] = {
     OccurrenceStatus.SCHEDULED: frozenset(
         {

@@ -1,7 +1,8 @@
-"""Every raw SQL statement of the reminders app, one named constant per purpose with the comment above it
+"""The reminders app's raw SQL statements, one named constant per purpose with the comment above it
 saying what it does (procrastinate keeps its `sql/queries.sql` the same way); the ORM does the rest.
 
-The engine's statements come first (claim, inserts, the timer's re-read, schedule heads), then the
+The engine's statements come first (the bulk insert, the timer's re-read, schedule heads; the claim and
+the idempotent insert, which move a status, are their owner's, reminders/engine/occurrences.py), then the
 operator's (status figures, scan record, metric gauges), then the one-liners (ping, clock, wake-up), then
 the API's (a user's permissions, a token with its user: read on every authenticated request), then the
 limits' counters (one upsert per request and limit, on PostgreSQL and SQLite alike). The
@@ -66,65 +67,12 @@ def due_scopes(select: str, *, until: str, limit: str) -> str:
     )
 
 
-# The claim's columns, and its ranges of rows due before %(aged)s (the anti-starvation share).
-_CLAIMED = "id, priority, next_attempt_at"
-_AGED_RANGES = due_ranges(
-    _CLAIMED, scope="{scope}", until="%(aged)s", limit="%(aged_limit)s", alias="a", lock=True
-)
-# Lease up to %(limit)s due rows (scheduled -> claimed, new token, attempts + 1) and return them.
-# One index range scan per priority level, highest first; each level stops at `now`, so the claim never
-# touches future rows (see occurrence_due_idx). SKIP LOCKED sits inside each level so a concurrent claimer's
-# locked rows are passed over rather than waited on. The outer LIMIT stops pulling (and locking) early.
-# Anti-starvation (seed 003): a share of every batch (%(aged_limit)s) first goes to rows due before
-# %(aged)s, oldest first whatever their priority; the rest is strict priority. `= ANY(ARRAY(...))` makes
-# the id list an InitPlan, so the UPDATE finds its rows through the primary key whatever the planner
-# estimates (`IN (subquery)` was planned as a hash join over a full table scan). `{scope}` is one of the
-# CLAIM_SCOPE_* below. fire_at and next_attempt_at (the instant a look-ahead claim holds the row until) come
-# back as exact epoch microseconds (cheaper to parse than timestamptz).
-CLAIM_DUE = f"""
-UPDATE {OCCURRENCE_TABLE} AS o
-   SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
- WHERE o.id = ANY(ARRAY(
-    SELECT c.id FROM (
-        (SELECT a.id, 0 AS part, a.priority AS level, a.next_attempt_at AS due
-           FROM {_AGED_RANGES}
-          ORDER BY a.next_attempt_at
-          LIMIT %(aged_limit)s)
-        UNION ALL
-        (SELECT d.id, 1, d.priority, d.next_attempt_at
-           FROM {due_ranges(_CLAIMED, scope="{scope}", until="%(due)s", limit="%(limit)s", lock=True)}
-          LIMIT %(limit)s)
-    ) AS c
-     GROUP BY c.id
-     ORDER BY min(c.part), max(c.level) DESC, min(c.due), c.id
-     LIMIT %(limit)s))
-RETURNING o.id, o.job_id, (EXTRACT(EPOCH FROM o.fire_at) * 1000000)::bigint, o.attempts, o.idempotency_key,
-          o.priority, (EXTRACT(EPOCH FROM o.next_attempt_at) * 1000000)::bigint
-"""  # noqa: S608 - table and bounds are constants, values are bound parameters
-# The generic claim takes unthrottled rows only; a throttle policy's claim takes only that policy's rows.
-CLAIM_SCOPE_UNTHROTTLED = "throttle_id IS NULL"
-CLAIM_SCOPE_THROTTLED = "throttle_id = %(throttle)s"
-
 # Stream new scheduled rows, each with a fresh idempotency key (several times faster than INSERT batches).
 COPY_COLUMNS = (
     "job_id, fire_at, next_attempt_at, priority, status, attempts, last_error, idempotency_key, job_version, "
     "batch_index, throttle_id, created_at"
 )
 COPY_OCCURRENCES = f"COPY {OCCURRENCE_TABLE} ({COPY_COLUMNS}) FROM STDIN"
-
-# Insert a schedule's fire point under its deterministic ids: an existing id is left alone, except that
-# a cancelled one is revived (cancelled -> scheduled). `{values}` is one INSERT_IDEMPOTENT_ROW per row.
-INSERT_IDEMPOTENT = f"""
-INSERT INTO {OCCURRENCE_TABLE} (job_id, fire_at, next_attempt_at, priority, job_version, batch_index,
-                                throttle_id, idempotency_key, created_at, status, attempts, last_error)
-VALUES {{values}}
-ON CONFLICT (idempotency_key) DO UPDATE SET
-    status = 'scheduled', next_attempt_at = excluded.next_attempt_at, priority = excluded.priority,
-    job_version = excluded.job_version, throttle_id = excluded.throttle_id, attempts = 0,
-    finished_at = NULL, last_error = ''
-WHERE {OCCURRENCE_TABLE}.status = 'cancelled'
-"""  # noqa: S608 - table names are constants, values are bound parameters
-INSERT_IDEMPOTENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'scheduled', 0, '')"
 
 # Held rows right before they are published (reminders/engine/timer.py): which are still claimed, by which
 # lease, and each one's version beside its job's current one.

@@ -14,11 +14,8 @@ from datetime import datetime
 
 from django.db import transaction
 
+from reminders.engine.claim_types import Claim, ClaimedOccurrence, Ended, Failure
 from reminders.engine.occurrences import (
-    Claim,
-    ClaimedOccurrence,
-    Ended,
-    Failure,
     occurrences_claim_due,
     occurrences_expire_leases,
     occurrences_set_delivered,

@@ -12,10 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection
-from django.utils import timezone
-
-from reminders import queries
+from reminders.engine.dialect import database_now
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,14 +24,7 @@ class DbClock:
 
     @classmethod
     def read(cls) -> DbClock:
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                # clock_timestamp(), not now(): inside a transaction now() stands still at its start.
-                cursor.execute(queries.CLOCK_NOW)
-                (at,) = cursor.fetchone()
-        else:
-            at = timezone.now()
-        return cls(at=at, arrived=time.monotonic())
+        return cls(at=database_now(), arrived=time.monotonic())
 
     def now(self) -> datetime:
         """The database's time now. Counted from the reading's arrival, so it never runs ahead of the

@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from reminders.engine.occurrences import ClaimedOccurrence
+from reminders.engine.claim_types import ClaimedOccurrence
 from reminders.models import CallbackType, Job
 from reminders.schedules.lifecycle import event_envelope
 from reminders.transports import Delivery

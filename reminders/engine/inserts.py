@@ -1,6 +1,7 @@
 """New `scheduled` occurrences: the bulk insert (COPY on PostgreSQL) and the idempotent insert of a
 schedule's fire points. Both run inside the caller's transaction; every later move of a row is
-reminders/engine/occurrences.py's.
+reminders/engine/occurrences.py's, the idempotent insert's revival of a cancelled row included (its
+statement is there).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from django.db import connection
 from django.utils import timezone
 
 from reminders import queries
+from reminders.engine.dialect import streams_copy
+from reminders.engine.occurrences import INSERT_IDEMPOTENT, INSERT_IDEMPOTENT_ROW
 from reminders.models import Job, Occurrence, OccurrenceStatus, new_idempotency_key
 
 
@@ -33,7 +36,7 @@ def occurrences_insert(rows: Sequence[tuple[Job, datetime, int]]) -> int:
     if not rows:
         return 0
     now = timezone.now()
-    if connection.vendor == "postgresql":
+    if streams_copy():
         scheduled = OccurrenceStatus.SCHEDULED.value
         spread: dict[int, bool] = {}  # per job (by identity): are its batch's events spread over a window?
         with connection.cursor() as cursor:
@@ -77,8 +80,8 @@ def occurrences_insert_idempotent(rows: Sequence[tuple[Any, ...]], *, chunk: int
     with connection.cursor() as cursor:
         for start in range(0, len(rows), chunk):
             part = rows[start : start + chunk]
-            values = ", ".join([queries.INSERT_IDEMPOTENT_ROW] * len(part))
-            sql = queries.INSERT_IDEMPOTENT.format(values=values)
+            values = ", ".join([INSERT_IDEMPOTENT_ROW] * len(part))
+            sql = INSERT_IDEMPOTENT.format(values=values)
             cursor.execute(sql, [_db_value(value) for row in part for value in row])
 
 

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from reminders.beat import SCAN_TASK
+from reminders.engine.dialect import wakes_on_notify
 from reminders.engine.wakeup import notify_due
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def lookahead_seconds() -> float:
 
     At most a quarter of the lease, so a held row is published long before its lease nears its end.
     """
-    if connection.vendor != "postgresql":
+    if not wakes_on_notify():
         return 0.0
     return min(float(settings.REMINDERS_LOOKAHEAD_SECONDS), settings.REMINDERS_LEASE_SECONDS / 4)
 
@@ -51,7 +52,7 @@ def scan_kick_on_commit(earliest: datetime | None) -> None:
     if earliest is None:
         return
     now = timezone.now()
-    if connection.vendor == "postgresql" and earliest <= now + timedelta(seconds=lookahead_seconds()):
+    if wakes_on_notify() and earliest <= now + timedelta(seconds=lookahead_seconds()):
         _on_commit_once(notify_due)
     if earliest <= now + timedelta(seconds=settings.REMINDERS_SCAN_SECONDS):
         _on_commit_once(scan_kick)

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import connection
 
 from reminders.engine.chunks import claim_chunks
+from reminders.engine.claim_types import Claim, ClaimedOccurrence
 from reminders.engine.claiming import (
     occurrences_claim_due,
     occurrences_mark_skipped,
@@ -38,9 +39,9 @@ from reminders.engine.claiming import (
 )
 from reminders.engine.clock import DbClock
 from reminders.engine.connection_thread import ConnectionThread, marker
+from reminders.engine.dialect import wakes_on_notify
 from reminders.engine.dispatch import Pipeline, ScanResult, occurrences_dispatch_for
 from reminders.engine.kick import lookahead_seconds
-from reminders.engine.occurrences import Claim, ClaimedOccurrence
 from reminders.engine.retry import RetryPolicy
 from reminders.engine.throttling import throttled_claims
 from reminders.engine.timer import Held, Recheck, TimerQueue, held_current, held_reload
@@ -82,7 +83,7 @@ def occurrences_fire_for(
     at the end is published by the carrier thread after this returns; `carried` gets its totals then.
     Returns the totals and whether the last claim was full of rows due already (a backlog: re-kick).
     """
-    if connection.vendor != "postgresql":
+    if not wakes_on_notify():
         return occurrences_dispatch_for(seconds=seconds, batch_size=batch_size)
     policy = RetryPolicy.from_settings()
     size = batch_size or settings.REMINDERS_BATCH_SIZE

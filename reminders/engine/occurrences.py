@@ -1,14 +1,14 @@
 """Every change of an occurrence's status: claim, end, release, reap, cancel, retry, purge.
 
 Each function makes one of the moves in OCCURRENCE_TRANSITIONS (reminders/models.py) and refuses any
-other. The moves that end a claim are conditional on the lease token: a worker whose lease expired and was
-re-claimed by someone else can no longer write over the newer claim. Ending a row returns what ended; the
-caller hands that to the schedule advance (reminders/engine/claiming.py, the admin), so nothing here looks up.
-New rows come from reminders/engine/inserts.py.
+other; the statements of the moves made in SQL (OCCURRENCE_SQL_MOVES) are here too. The moves that end a
+claim are conditional on the lease token: a worker whose lease expired and was re-claimed by someone else
+can no longer write over the newer claim. Ending a row returns what ended; the caller hands that to the
+schedule advance (reminders/engine/claiming.py, the admin), so nothing here looks up. New rows come from
+reminders/engine/inserts.py (its idempotent insert, which revives a cancelled fire point, runs ours).
 
-Who else might be there when claiming: other workers and beats run the same scan at the same moment.
-PostgreSQL settles it with FOR UPDATE SKIP LOCKED; SQLite has one writer at a time (BEGIN IMMEDIATE).
-The `now` the scan passes in is the database's time (reminders/engine/clock.py), whichever host it runs on.
+Other workers and beats claim at the same moment: where a claimer can skip locked rows (PostgreSQL's FOR
+UPDATE SKIP LOCKED) one statement claims, SQLite has one writer (BEGIN IMMEDIATE). `now` is the database's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import logging
 import math
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +26,7 @@ from django.db.models import Case, DateTimeField, F, QuerySet, Value, When
 from django.utils import timezone
 
 from reminders import queries
+from reminders.engine.claim_types import Claim, ClaimedOccurrence, Ended, Failure
 from reminders.engine.kick import scan_kick_on_commit
 from reminders.engine.retry import RetryPolicy
 from reminders.models import OCCURRENCE_TRANSITIONS, PURGEABLE_STATUSES, Occurrence, OccurrenceStatus
@@ -37,47 +37,6 @@ logger = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True)
-class ClaimedOccurrence:
-    id: int
-    job_id: int
-    fire_at: datetime
-    attempts: int
-    idempotency_key: str
-    priority: int
-    # When it is due (next_attempt_at): its fire time, or later for a retry or a throttled batch's offset.
-    # A look-ahead claim holds the row until this instant (reminders/engine/timer.py).
-    due_at: datetime
-
-
-@dataclass(frozen=True)
-class Claim:
-    token: uuid.UUID
-    claimed_until: datetime
-    occurrences: list[ClaimedOccurrence]
-
-
-@dataclass(frozen=True)
-class Failure:
-    occurrence_id: int
-    attempts: int
-    error: str
-    permanent: bool
-
-
-@dataclass(frozen=True)
-class Ended:
-    """What a write changed: `count` rows, of which those in `ids` reached a final state.
-
-    The caller passes `ids` to `schedules_advance`, which looks only at rows that are their schedule's
-    current fire point, so `ids` may name rows the write was asked to end (a batch mark does not read back
-    which of them it still held).
-    """
-
-    count: int = 0
-    ids: tuple[int, ...] = ()
-
-
 def _move(
     rows: QuerySet[Occurrence], *, source: OccurrenceStatus, to: OccurrenceStatus, **fields: Any
 ) -> int:
@@ -85,6 +44,62 @@ def _move(
     if to not in OCCURRENCE_TRANSITIONS[source]:
         raise ValueError(f"an occurrence cannot move from {source} to {to}")
     return rows.filter(status=source).update(status=to, **fields)
+
+
+# --- the moves made in SQL (OCCURRENCE_SQL_MOVES): their statements ------------------------------------
+
+# The claim's columns, and its ranges of rows due before %(aged)s (the anti-starvation share).
+_CLAIMED = "id, priority, next_attempt_at"
+_AGED_RANGES = queries.due_ranges(
+    _CLAIMED, scope="{scope}", until="%(aged)s", limit="%(aged_limit)s", alias="a", lock=True
+)
+# Lease up to %(limit)s due rows (scheduled -> claimed, new token, attempts + 1) and return them.
+# One index range scan per priority level, highest first; each level stops at `now`, so the claim never
+# touches future rows (see occurrence_due_idx). SKIP LOCKED sits inside each level so a concurrent claimer's
+# locked rows are passed over rather than waited on. The outer LIMIT stops pulling (and locking) early.
+# Anti-starvation (seed 003): a share of every batch (%(aged_limit)s) first goes to rows due before
+# %(aged)s, oldest first whatever their priority; the rest is strict priority. `= ANY(ARRAY(...))` makes
+# the id list an InitPlan, so the UPDATE finds its rows through the primary key whatever the planner
+# estimates (`IN (subquery)` was planned as a hash join over a full table scan). `{scope}` is one of the
+# CLAIM_SCOPE_* below. fire_at and next_attempt_at (the instant a look-ahead claim holds the row until) come
+# back as exact epoch microseconds (cheaper to parse than timestamptz).
+CLAIM_DUE = f"""
+UPDATE {queries.OCCURRENCE_TABLE} AS o
+   SET status = 'claimed', lease_token = %(token)s, claimed_until = %(until)s, attempts = o.attempts + 1
+ WHERE o.id = ANY(ARRAY(
+    SELECT c.id FROM (
+        (SELECT a.id, 0 AS part, a.priority AS level, a.next_attempt_at AS due
+           FROM {_AGED_RANGES}
+          ORDER BY a.next_attempt_at
+          LIMIT %(aged_limit)s)
+        UNION ALL
+        (SELECT d.id, 1, d.priority, d.next_attempt_at
+           FROM {queries.due_ranges(_CLAIMED, scope="{scope}", until="%(due)s", limit="%(limit)s", lock=True)}
+          LIMIT %(limit)s)
+    ) AS c
+     GROUP BY c.id
+     ORDER BY min(c.part), max(c.level) DESC, min(c.due), c.id
+     LIMIT %(limit)s))
+RETURNING o.id, o.job_id, (EXTRACT(EPOCH FROM o.fire_at) * 1000000)::bigint, o.attempts, o.idempotency_key,
+          o.priority, (EXTRACT(EPOCH FROM o.next_attempt_at) * 1000000)::bigint
+"""  # noqa: S608 - table and bounds are constants, values are bound parameters
+# The generic claim takes unthrottled rows only; a throttle policy's claim takes only that policy's rows.
+CLAIM_SCOPE_UNTHROTTLED = "throttle_id IS NULL"
+CLAIM_SCOPE_THROTTLED = "throttle_id = %(throttle)s"
+
+# Insert a schedule's fire point under its deterministic ids: an existing id is left alone, except that
+# a cancelled one is revived (cancelled -> scheduled). `{values}` is one INSERT_IDEMPOTENT_ROW per row.
+INSERT_IDEMPOTENT = f"""
+INSERT INTO {queries.OCCURRENCE_TABLE} (job_id, fire_at, next_attempt_at, priority, job_version, batch_index,
+                                throttle_id, idempotency_key, created_at, status, attempts, last_error)
+VALUES {{values}}
+ON CONFLICT (idempotency_key) DO UPDATE SET
+    status = 'scheduled', next_attempt_at = excluded.next_attempt_at, priority = excluded.priority,
+    job_version = excluded.job_version, throttle_id = excluded.throttle_id, attempts = 0,
+    finished_at = NULL, last_error = ''
+WHERE {queries.OCCURRENCE_TABLE}.status = 'cancelled'
+"""  # noqa: S608 - table names are constants, values are bound parameters
+INSERT_IDEMPOTENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'scheduled', 0, '')"
 
 
 # --- claim ---------------------------------------------------------------------------------------------
@@ -101,17 +116,9 @@ def claim_statement_postgres(
     throttle_id: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The claim statement and its parameters, exactly as the engine runs it (EXPLAIN reuses it)."""
-    scope = queries.CLAIM_SCOPE_THROTTLED if throttle_id is not None else queries.CLAIM_SCOPE_UNTHROTTLED
-    params = {
-        "token": token,
-        "until": until,
-        "due": due,
-        "aged": aged,
-        "limit": limit,
-        "aged_limit": aged_limit,
-        "throttle": throttle_id,
-    }
-    return queries.CLAIM_DUE.format(scope=scope), params
+    scope = CLAIM_SCOPE_THROTTLED if throttle_id is not None else CLAIM_SCOPE_UNTHROTTLED
+    params = dict(token=token, until=until, due=due, aged=aged, limit=limit, aged_limit=aged_limit)
+    return CLAIM_DUE.format(scope=scope), {**params, "throttle": throttle_id}
 
 
 @metrics.timed_claim
@@ -135,7 +142,7 @@ def occurrences_claim_due(
     due = now + timedelta(seconds=early_seconds)
     aged = now - timedelta(seconds=settings.REMINDERS_PRIORITY_AGING_SECONDS)
     aged_limit = min(limit, math.ceil(limit * settings.REMINDERS_PRIORITY_AGED_SHARE))
-    if connection.vendor == "postgresql":
+    if connection.features.has_select_for_update_skip_locked:
         sql, params = claim_statement_postgres(
             token=token,
             until=until,

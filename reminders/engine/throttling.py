@@ -18,7 +18,8 @@ from datetime import datetime
 
 from django.db import transaction
 
-from reminders.engine.occurrences import Claim, occurrences_claim_due
+from reminders.engine.claim_types import Claim
+from reminders.engine.occurrences import occurrences_claim_due
 from reminders.models import ThrottlePolicy
 
 

@@ -26,8 +26,8 @@ from datetime import datetime, timedelta
 from django.db import connection
 
 from reminders import queries
+from reminders.engine.claim_types import Claim, ClaimedOccurrence
 from reminders.engine.deliveries import DeliveryJob, delivery_jobs
-from reminders.engine.occurrences import Claim, ClaimedOccurrence
 from reminders.models import Job
 
 

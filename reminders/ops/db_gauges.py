@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from reminders import queries
+from reminders.engine.dialect import speaks_postgresql
 from reminders.models import Occurrence, OccurrenceStatus, WorkerHeartbeat
 
 
@@ -26,7 +27,7 @@ def due_backlog() -> dict[bool, tuple[int, float]]:
     """{throttled: (due rows, age in seconds of the oldest)}; both keys always present."""
     cap = settings.REMINDERS_METRICS_BACKLOG_CAP
     found: dict[bool, tuple[int, float]] = {False: (0, 0.0), True: (0, 0.0)}
-    if connection.vendor == "postgresql":
+    if speaks_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(queries.DUE_BACKLOG, {"cap": cap})
             for throttled, count, age in cursor.fetchall():

@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from reminders import queries
+from reminders.engine.dialect import speaks_postgresql
 from reminders.engine.dispatch import ScanResult
 from reminders.engine.occurrences import occurrences_cancel, occurrences_retry_now
 from reminders.models import RETRYING, Occurrence, OccurrenceStatus, ScanMinute
@@ -145,10 +146,6 @@ def engine_status(*, now: datetime | None = None) -> EngineStatus:
     return status
 
 
-def _postgres() -> bool:
-    return connection.vendor == "postgresql"
-
-
 def status_queries(*, now: datetime) -> dict[str, tuple[str, dict[str, Any]]]:
     """Every PostgreSQL statement of the page with its parameters (the bench EXPLAINs exactly these)."""
     return {
@@ -176,7 +173,7 @@ def _one(sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def due_count(*, now: datetime) -> tuple[int, bool]:
-    if _postgres():
+    if speaks_postgresql():
         (count,) = _one(queries.DUE_COUNT, {"now": now, "cap": COUNT_CAP})
     else:
         count = Occurrence.objects.filter(status=OccurrenceStatus.SCHEDULED, next_attempt_at__lte=now).count()
@@ -185,7 +182,7 @@ def due_count(*, now: datetime) -> tuple[int, bool]:
 
 
 def oldest_due_at(*, now: datetime) -> datetime | None:
-    if _postgres():
+    if speaks_postgresql():
         (oldest,) = _one(queries.OLDEST_DUE, {"now": now})
         return oldest
     first = (
@@ -198,7 +195,7 @@ def oldest_due_at(*, now: datetime) -> datetime | None:
 
 
 def in_flight_count() -> int:
-    if _postgres():
+    if speaks_postgresql():
         return int(_one(queries.IN_FLIGHT, {"cap": COUNT_CAP})[0])
     return Occurrence.objects.filter(status=OccurrenceStatus.CLAIMED)[:COUNT_CAP].count()
 
@@ -212,7 +209,7 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
 
 def lateness(*, since: datetime, window: str) -> Lateness:
     """Delivered time minus fire time, over the window's latest LATENESS_SAMPLE deliveries."""
-    if _postgres():
+    if speaks_postgresql():
         p50, p99, count = _one(queries.LATENESS, {"since": since, "sample": LATENESS_SAMPLE})
         return Lateness(window, int(count), _float(p50), _float(p99))
     rows = (

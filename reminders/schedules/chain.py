@@ -32,6 +32,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from reminders import queries
+from reminders.engine.dialect import speaks_postgresql
 from reminders.engine.inserts import batch_offset, occurrences_insert_idempotent
 from reminders.engine.occurrences import occurrences_skip_superseded
 from reminders.models import MisfirePolicy, Occurrence, Schedule
@@ -160,7 +161,7 @@ def _heads_among(occurrence_ids: Sequence[int]) -> list[tuple[int, datetime, int
     This runs after every mark, mostly over rows of plain jobs, so on PostgreSQL it is one statement.
     """
     ids = list(occurrence_ids)
-    if connection.vendor == "postgresql":
+    if speaks_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(queries.SCHEDULE_HEADS, [ids])
             return [tuple(row) for row in cursor.fetchall()]
