@@ -75,11 +75,13 @@ def prepared_one(connection: Any, sql: str, params: Params) -> tuple[Any, ...] |
 def prepared_all(connection: Any, sql: str, params: Params, *, first: bool = False) -> list[tuple[Any, ...]]:
     """Every row of one statement (only the first with `first`), as `prepared_one` runs it; on a database
     whose driver is not psycopg (SQLite) through Django's plain cursor: this is the one home of that twin."""
-    if not _prepares(connection):
+    if not prepares(connection):
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            rows = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
-        return rows[:1] if first else rows
+            if not cursor.description:
+                return []
+            found = [cursor.fetchone()] if first else cursor.fetchall()
+            return [tuple(row) for row in found if row is not None]
     unchecked = (
         connection.connection is not None
         and connection.health_check_enabled
@@ -96,10 +98,10 @@ def prepared_all(connection: Any, sql: str, params: Params, *, first: bool = Fal
     return rows
 
 
-def _prepares(connection: Any) -> bool:
-    """Whether the connection's driver is psycopg, which prepares statements on the server."""
-    connection.ensure_connection()
-    return isinstance(connection.connection, psycopg.Connection)
+def prepares(connection: Any) -> bool:
+    """Whether the connection's driver is psycopg, which prepares statements on the server (SQLite's does
+    not); asked of the backend's DB-API module, so no connection is opened for it."""
+    return connection.Database is psycopg
 
 
 def _prepared_rows(connection: Any, sql: str, params: Params, first: bool) -> list[tuple[Any, ...]]:

@@ -45,12 +45,6 @@ def streams_copy() -> bool:
     return _postgresql()
 
 
-def prepares() -> bool:
-    """Statements prepared on the server, once per connection (common/prepared.py, psycopg's). SQLite:
-    Django's own cursor (parsing there is in-process and cheap)."""
-    return _postgresql()
-
-
 def speaks_postgresql() -> bool:
     """The reads reminders/queries.py writes in PostgreSQL's SQL: one index range per priority level
     (`generate_series` and `LATERAL`), array parameters (`= ANY(%s)`), `EXTRACT(EPOCH ...)`,

@@ -17,8 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
-from common.prepared import prepared_cursor
-from reminders.engine.dialect import prepares
+from common.prepared import prepared_cursor, prepares
 from reminders.queries import TOKEN_FIELDS, TOKEN_WITH_USER, USER_FIELDS
 
 _TOKEN_USER = Token._meta.get_field("user")
@@ -26,7 +25,7 @@ _TOKEN_USER = Token._meta.get_field("user")
 
 class TokenAuthentication(authentication.TokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        if not prepares():
+        if not prepares(connection):
             return super().authenticate_credentials(key)
         if "\x00" in key:  # no stored key has one, and PostgreSQL refuses it in a text parameter
             raise exceptions.AuthenticationFailed(_("Invalid token."))
