@@ -100,6 +100,10 @@ _TARGET_FROM = f"""
   LEFT JOIN {_MEMBERSHIP} m ON m.team_id = t.team_id AND m.player_id = %(player)s AND m.active"""
 
 
+# An answer link's target: the columns above for one training and player.
+ANSWER_LINK_TARGET = f"SELECT {_TARGET_COLUMNS}{_TARGET_FROM}\n WHERE t.id = %(training)s"
+
+
 @dataclass(frozen=True, slots=True)
 class LinkTargetRow:
     """A row of ANSWER_LINK_TARGET, column by column (the invitation's and the player's None when the
@@ -127,8 +131,6 @@ class LinkTargetRow:
     player_zone: str | None
     member: bool
 
-
-ANSWER_LINK_TARGET = f"SELECT {_TARGET_COLUMNS}{_TARGET_FROM}\n WHERE t.id = %(training)s"
 
 # A followed link's POST in one statement (a player's own link): the target as ANSWER_LINK_TARGET reads it,
 # whether the link may still be answered (`open`: the training not cancelled, the player on its list and an
