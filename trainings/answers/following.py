@@ -9,6 +9,7 @@ decline may alert the coaches at once (trainings/digest/).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -28,7 +29,8 @@ from trainings.answers.recording import (
     guardian_by,
     invitation_answer,
     invitation_link_write,
-    link_statement_write,
+    link_answers_write,
+    link_response_write,
     questionnaire_link_write,
 )
 from trainings.answers.statements import detached
@@ -113,12 +115,12 @@ def answer_link_answer(
     if expects_response(link.kind):
         if response not in RESPONSES:
             raise ValueError("response")
-        responded = _statement_row(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]},
+        responded = _statement_row(link_response_write, {**params, "status": RESPONSES[response]},
                                    queries.LinkResponseRow)  # fmt: skip
         return _response_recorded(link, response, responded, now, source)
     # Checked against the questions last read for the training: written only if they still hold.
     check = questionnaires.guessed_check(link.training_id, link.kind, answers_check(answers))
-    answered = _statement_row(queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind,
+    answered = _statement_row(link_answers_write, {**params, "phase": link.kind,
                               "team": check.team, "revision": check.revision,
                               "answers": json.dumps(check.checked)}, queries.LinkAnswersRow)  # fmt: skip
     return _answers_recorded(link, check, answered, now, source, answers)
@@ -127,10 +129,12 @@ def answer_link_answer(
 _Row = TypeVar("_Row", bound=queries.LinkOpenRow)
 
 
-def _statement_row(sql: str, params: dict[str, Any], row_type: type[_Row]) -> _Row:
-    """The row of a one-statement POST, its columns named by `row_type`; LinkGone when the training is
-    gone (no row)."""
-    raw = link_statement_write(sql, params)
+def _statement_row(
+    write: Callable[[dict[str, Any]], tuple[Any, ...] | None], params: dict[str, Any], row_type: type[_Row]
+) -> _Row:
+    """The row of a one-statement POST (`write`: recording.py's), its columns named by `row_type`;
+    LinkGone when the training is gone (no row)."""
+    raw = write(params)
     if raw is None:
         raise LinkGone("gone", _("This training no longer exists."))
     return row_type(*raw)
