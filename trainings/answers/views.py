@@ -61,7 +61,7 @@ class AnswerLinkView(APIView):
     # before the view runs, in one statement (`request_limits`).
     throttle_classes: list[Any] = []
     # JSON in, JSON out: one strict parser (another content type is a 415), one renderer whatever the
-    # Accept (`_JSONOnly`), so DRF's request costs little more than the view's own work.
+    # Accept (`_JSONOnly`): DRF's own hooks, so a POST pays little of DRF's request (docs/benchmarks.md).
     parser_classes = [StrictJSONParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = _JSONOnly
