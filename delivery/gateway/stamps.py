@@ -11,15 +11,19 @@ accepted push stamps it. A graceful stop writes them (`PushSender.close`).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from django.db import DatabaseError
 from django.db.models import Q
 
 from common.lookups import AnyOf
 from delivery.models import Device
+
+logger = logging.getLogger("delivery.gateway.consumer")
 
 Device._meta.get_field("id").register_lookup(AnyOf)  # the devices as one array parameter
 
@@ -57,7 +61,9 @@ class Stamps:
 
     def write(self) -> int:
         """Stamp the devices collected so far (one UPDATE; each unstamped or stamped over SUCCESS_EVERY
-        before), in a transaction of its own unless the caller holds one. Returns the rows it moved."""
+        before), in a transaction of its own unless the caller holds one. Returns the rows it moved. A
+        write the database refuses (another gateway's stamps locked the same rows first: a deadlock) keeps
+        the devices for the next one: a stamp must not stop the gateway."""
         with self._lock:
             devices, since = sorted(self._devices), self._since
             self._devices, self._since = set(), None
@@ -65,7 +71,12 @@ class Stamps:
         if not devices or since is None:
             return 0
         old = Q(last_success_at__isnull=True) | Q(last_success_at__lt=since - SUCCESS_EVERY)
-        return Device.objects.filter(old, pk__any=devices).update(last_success_at=since)
+        try:
+            return Device.objects.filter(old, pk__any=devices).update(last_success_at=since)
+        except DatabaseError:
+            logger.warning("device stamps not written; kept for the next minute", exc_info=True)
+            self.add(devices, at=since)
+            return 0
 
     def pending(self) -> int:
         """Devices collected and not yet stamped."""
