@@ -9,14 +9,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
+from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from delivery.channels.providers import Providers
 from delivery.gateway.consumer import Outcome, PushSender
-from delivery.gateway.stamps import STAMP_EVERY, SUCCESS_EVERY
+from delivery.gateway.stamps import STAMP_EVERY, SUCCESS_EVERY, Stamps
 from delivery.models import Device
 from tests.clients import api_as
 from tests.factories import PlayerFactory, UserFactory
@@ -75,3 +76,20 @@ def test_a_graceful_stop_writes_the_stamps_it_holds() -> None:
     finally:
         sender.close()
     assert _stamp_said(player) is not None
+
+
+def test_a_stamp_the_database_refuses_waits_for_the_next_minute(monkeypatch: Any) -> None:
+    """Two gateways stamping the same devices may deadlock; the refused one keeps its devices (a stamp
+    must not stop the gateway, as an error in the recorder thread would)."""
+    device = PlayerFactory(id=7, name="Seven").devices.get()
+    stamps = Stamps()
+    stamps.add([device.pk], at=timezone.now())
+
+    def refuse(self: QuerySet[Any], **fields: Any) -> int:
+        raise OperationalError("deadlock detected")
+
+    real = QuerySet.update
+    monkeypatch.setattr(QuerySet, "update", refuse)
+    assert stamps.write() == 0 and stamps.pending() == 1
+    monkeypatch.setattr(QuerySet, "update", real)
+    assert stamps.write() == 1 and Device.objects.get().last_success_at is not None
