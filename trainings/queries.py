@@ -1,5 +1,7 @@
 """Every raw SQL statement of the trainings app, one named constant (or builder, where the columns come
-from a model) per purpose, with the comment above it saying what it does; the ORM does the rest.
+from a model) per purpose, with the comment above it saying what it does, and for the answer link's
+statements the row type that names their columns (no reader indexes a row by number); the ORM does the
+rest.
 
 Table and column names come from the models; every value is a bound parameter. tests/test_sql_homes.py
 fails when another module of the app executes SQL text of its own.
@@ -8,6 +10,10 @@ fails when another module of the app executes SQL text of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
 
 from django.db import connection
 from django.db.models import Field
@@ -77,48 +83,88 @@ def pushes_insert_values(fields: Sequence[Field], rows: int) -> str:
     return f"{_pushes_insert_head(fields)} VALUES {', '.join([row] * rows)}{_pushes_insert_tail()}"
 
 
-# An answer link's target (player, training): the training with its team and, when the player is on its
-# list, their invitation and the player; then whether the player is an active member of the team (a link
-# answers only for one: an ex-member keeps their invitation row and their old links).
-ANSWER_LINK_TARGET = f"""
-SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
-       tm.name, tm.time_zone, tm.decline_alert_within,
-       i.id, i.status, i.responded_at, i.response_source, i.responded_by_id,
-       p.id, p.name, p.language, p.time_zone,
-       m.id IS NOT NULL AS member
+# An answer link's target (player, training), the columns every link statement starts with: the training
+# with its team and, when the player is on its list, their invitation and the player; then whether the
+# player is an active member of the team (a link answers only for one: an ex-member keeps their invitation
+# row and their old links). Each column named once, as LinkTargetRow's fields.
+_TARGET_COLUMNS = """t.id AS training_id, t.team_id, t.title, t.start, t."end", t.time_zone AS training_zone,
+       t.location, t.cancelled, tm.name AS team_name, tm.time_zone AS team_zone, tm.decline_alert_within,
+       i.id AS invitation_id, i.status, i.responded_at, i.response_source, i.responded_by_id,
+       p.id AS player_id, p.name AS player_name, p.language, p.time_zone AS player_zone,
+       m.id IS NOT NULL AS member"""
+_TARGET_FROM = f"""
   FROM {Training._meta.db_table} t
   JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
   LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %(player)s
   LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id
-  LEFT JOIN {_MEMBERSHIP} m ON m.team_id = t.team_id AND m.player_id = %(player)s AND m.active
- WHERE t.id = %(training)s
-"""  # noqa: S608 - table names from the models; the values are bound parameters
+  LEFT JOIN {_MEMBERSHIP} m ON m.team_id = t.team_id AND m.player_id = %(player)s AND m.active"""
+
+
+# An answer link's target: the columns above for one training and player.
+ANSWER_LINK_TARGET = f"SELECT {_TARGET_COLUMNS}{_TARGET_FROM}\n WHERE t.id = %(training)s"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkTargetRow:
+    """A row of ANSWER_LINK_TARGET, column by column (the invitation's and the player's None when the
+    player is not on the list); tests/trainings/test_answer_links_rows.py holds both to the same names."""
+
+    training_id: UUID
+    team_id: int
+    title: str
+    start: datetime
+    end: datetime
+    training_zone: str
+    location: str
+    cancelled: bool
+    team_name: str
+    team_zone: str
+    decline_alert_within: str
+    invitation_id: int | None
+    status: str | None
+    responded_at: datetime | None
+    response_source: str | None
+    responded_by_id: int | None
+    player_id: int | None
+    player_name: str | None
+    language: str | None
+    player_zone: str | None
+    member: bool
+
 
 # A followed link's POST in one statement (a player's own link): the target as ANSWER_LINK_TARGET reads it,
 # whether the link may still be answered (`open`: the training not cancelled, the player on its list and an
 # active member of its team, and now before the kind's close, the training's start or end plus a span),
-# and, only when it may, the answer recorded unless it is the one already there. Then (changed, the
-# recorded row); unchanged, the row as it stood. The close is checked here and again in Python from the
-# same row and instant, which says why a link that may not be answered is refused. LINK_RESPONSE_RECORD
-# below is this for an invitation's response.
-_LINK_TARGET_OPEN = f"""
-    SELECT t.id, t.team_id, t.title, t.start, t."end", t.time_zone, t.location, t.cancelled,
-           tm.name, tm.time_zone, tm.decline_alert_within,
-           i.id AS invitation_id, i.status, i.responded_at, i.response_source, i.responded_by_id,
-           p.id AS player_id, p.name, p.language, p.time_zone, m.id IS NOT NULL AS member,
-           (NOT t.cancelled AND i.id IS NOT NULL AND m.id IS NOT NULL
-            AND %(now)s < (CASE WHEN %(from_end)s THEN t."end" ELSE t.start END) + %(span)s) AS open
-      FROM {Training._meta.db_table} t
-      JOIN {Team._meta.db_table} tm ON tm.id = t.team_id
-      LEFT JOIN {Invitation._meta.db_table} i ON i.training_id = t.id AND i.player_id = %(player)s
-      LEFT JOIN {Player._meta.db_table} p ON p.id = i.player_id
-      LEFT JOIN {_MEMBERSHIP} m ON m.team_id = t.team_id AND m.player_id = %(player)s AND m.active"""  # noqa: S608 - names from the models
+# and, only when it may, the answer recorded unless it is the one already there. Then whether it changed
+# and the recorded row (`new_*`, NULL when unchanged). The close is checked here and again in Python from
+# the same row and instant, which says why a link that may not be answered is refused.
+_OPEN = """(NOT t.cancelled AND i.id IS NOT NULL AND m.id IS NOT NULL
+            AND %(now)s < (CASE WHEN %(from_end)s THEN t."end" ELSE t.start END) + %(span)s) AS open"""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkOpenRow(LinkTargetRow):
+    """The target's columns, then whether the link may still be answered (`_OPEN`)."""
+
+    open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LinkResponseRow(LinkOpenRow):
+    """A row of LINK_RESPONSE_RECORD: the target, `open`, then the response written now, if it was."""
+
+    changed: bool
+    new_status: str | None
+    new_responded_at: datetime | None
+    new_response_source: str | None
+    new_responded_by_id: int | None
+
 
 # An invitation link's POST: its response recorded in one statement, as said above; not on a training
 # with a squad size, whose responses are decided under its lock (trainings/squads/places.py: the caller
 # goes there).
 LINK_RESPONSE_RECORD = f"""
-WITH target AS ({_LINK_TARGET_OPEN}
+WITH target AS (SELECT {_TARGET_COLUMNS}, {_OPEN}{_TARGET_FROM}
      WHERE t.id = %(training)s
 ),
 changed AS (
@@ -126,23 +172,42 @@ changed AS (
            response_source = %(source)s, responded_by_id = NULL
       FROM target
      WHERE i.id = target.invitation_id AND target.open AND i.status <> %(status)s
-       AND NOT EXISTS (SELECT 1 FROM {Training._meta.db_table} s WHERE s.id = target.id
+       AND NOT EXISTS (SELECT 1 FROM {Training._meta.db_table} s WHERE s.id = target.training_id
                         AND (s.min_players IS NOT NULL OR s.max_players IS NOT NULL))
  RETURNING i.status, i.responded_at, i.response_source, i.responded_by_id
 )
-SELECT target.*, c.status IS NOT NULL, c.status, c.responded_at, c.response_source, c.responded_by_id
+SELECT target.*, c.status IS NOT NULL AS changed, c.status AS new_status,
+       c.responded_at AS new_responded_at, c.response_source AS new_response_source,
+       c.responded_by_id AS new_responded_by_id
   FROM target LEFT JOIN changed c ON true
 """  # noqa: S608 - table names from the models; the values are bound parameters
 
-_STORED_ANSWER = (
-    " AS open, q.answers, q.answered_at, q.source, q.answered_by_id, COALESCE(qn.revision, 0) AS revision"
-)
+
+@dataclass(frozen=True, slots=True)
+class LinkAnswersRow(LinkOpenRow):
+    """A row of LINK_ANSWERS_RECORD: the target, `open`, the answers stored before (None: none yet), the
+    revision of the team's questionnaire, then the answers written now, if they were."""
+
+    answers: Any
+    answered_at: datetime | None
+    source: str | None
+    answered_by_id: int | None
+    revision: int
+    changed: bool
+    new_answers: Any
+    new_answered_at: datetime | None
+    new_source: str | None
+    new_answered_by_id: int | None
+
+
 # The same for a questionnaire link: the target with the answers already stored and the revision of the
 # team's questionnaire (0: the built-in questions), and the answers recorded (inserted, or updated when
 # they differ) only when the link may still be answered and the answers were checked against this team's
 # questionnaire at this revision (%(team)s, %(revision)s: trainings/answers/questionnaires.py).
 LINK_ANSWERS_RECORD = f"""
-WITH target AS ({_LINK_TARGET_OPEN.replace(" AS open", _STORED_ANSWER)}
+WITH target AS (SELECT {_TARGET_COLUMNS}, {_OPEN},
+           q.answers, q.answered_at, q.source, q.answered_by_id, COALESCE(qn.revision, 0) AS revision
+      {_TARGET_FROM}
       LEFT JOIN {QuestionnaireAnswer._meta.db_table} q
         ON q.training_id = t.id AND q.player_id = %(player)s AND q.phase = %(phase)s
       LEFT JOIN {Questionnaire._meta.db_table} qn ON qn.team_id = t.team_id AND qn.phase = %(phase)s
@@ -151,7 +216,8 @@ WITH target AS ({_LINK_TARGET_OPEN.replace(" AS open", _STORED_ANSWER)}
 changed AS (
     INSERT INTO {QuestionnaireAnswer._meta.db_table} AS a (training_id, player_id, phase, answers,
                 answered_at, source, answered_by_id)
-    SELECT target.id, target.player_id, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s, NULL::bigint
+    SELECT target.training_id, target.player_id, %(phase)s, %(answers)s::jsonb, %(now)s, %(source)s,
+           NULL::bigint
       FROM target WHERE target.open AND target.team_id = %(team)s AND target.revision = %(revision)s
     ON CONFLICT (training_id, player_id, phase) DO UPDATE
        SET answers = EXCLUDED.answers, answered_at = EXCLUDED.answered_at, source = EXCLUDED.source,
@@ -159,7 +225,8 @@ changed AS (
      WHERE a.answers IS DISTINCT FROM EXCLUDED.answers
  RETURNING answers, answered_at, source, answered_by_id
 )
-SELECT target.*, c.answered_at IS NOT NULL, c.answers, c.answered_at, c.source, c.answered_by_id
+SELECT target.*, c.answered_at IS NOT NULL AS changed, c.answers AS new_answers,
+       c.answered_at AS new_answered_at, c.source AS new_source, c.answered_by_id AS new_answered_by_id
   FROM target LEFT JOIN changed c ON true
 """  # noqa: S608 - table names from the models; the values are bound parameters
 

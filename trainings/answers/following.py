@@ -9,13 +9,15 @@ decline may alert the coaches at once (trainings/digest/).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext_noop as _
 
+from trainings import queries
 from trainings.answers import questionnaires
 from trainings.answers.events import answer_events
 from trainings.answers.links import AnswerLink, expects_response
@@ -110,44 +112,84 @@ def answer_link_answer(
     params: dict[str, Any] = {"training": link.training_id, "player": link.player_id, "now": now,
                               "from_end": closes.anchor == "end", "span": closes.span(),
                               "source": source}  # fmt: skip
-    invitation = expects_response(link.kind)
-    if invitation:
+    if expects_response(link.kind):
         if response not in RESPONSES:
             raise ValueError("response")
-        row = link_response_write({**params, "status": RESPONSES[response]})
-    else:  # checked against the questions last read for the training: written only if they still hold
-        check = questionnaires.guessed_check(link.training_id, link.kind, answers_check(answers))
-        written = {"phase": link.kind, "team": check.team, "revision": check.revision,
-                   "answers": json.dumps(check.checked)}  # fmt: skip
-        row = link_answers_write({**params, **written})
-    if row is None:
+        responded = _statement_row(link_response_write, {**params, "status": RESPONSES[response]},
+                                   queries.LinkResponseRow)  # fmt: skip
+        return _response_recorded(link, response, responded, now, source)
+    # Checked against the questions last read for the training: written only if they still hold.
+    check = questionnaires.guessed_check(link.training_id, link.kind, answers_check(answers))
+    answered = _statement_row(link_answers_write, {**params, "phase": link.kind,
+                              "team": check.team, "revision": check.revision,
+                              "answers": json.dumps(check.checked)}, queries.LinkAnswersRow)  # fmt: skip
+    return _answers_recorded(link, check, answered, now, source, answers)
+
+
+_Row = TypeVar("_Row", bound=queries.LinkOpenRow)
+
+
+def _statement_row(
+    write: Callable[[dict[str, Any]], tuple[Any, ...] | None], params: dict[str, Any], row_type: type[_Row]
+) -> _Row:
+    """The row of a one-statement POST (`write`: recording.py's), its columns named by `row_type`;
+    LinkGone when the training is gone (no row)."""
+    raw = write(params)
+    if raw is None:
         raise LinkGone("gone", _("This training no longer exists."))
+    return row_type(*raw)
+
+
+def _opened(link: AnswerLink, row: queries.LinkOpenRow, now: datetime) -> LinkTarget:
+    """The target a one-statement POST read, if the link may be answered; LinkGone saying why otherwise
+    (the statement then wrote nothing)."""
     training, found, member = target_from_row(row)
     target = target_checked(link, training, found, member, None, now)
-    if not row[21]:  # open, as the statement saw it: refused above for a reason, never written
+    if not row.open:  # as the statement saw it: refused above for a reason, never written
         raise LinkGone("closed", _("The time to answer this has passed."))
-    if not invitation and not check.holds(row[1], row[26]):  # not written: checked as any other way is
-        questionnaires.learn(link.training_id, link.kind, row[1])
+    return target
+
+
+def _response_recorded(
+    link: AnswerLink, response: str, row: queries.LinkResponseRow, now: datetime, source: str
+) -> tuple[LinkTarget, Recorded]:
+    """An invitation link's answer from LINK_RESPONSE_RECORD's row."""
+    target = _opened(link, row, now)
+    if row.changed:
+        answer = invitation_answer(
+            detached(Invitation, status=row.new_status, responded_at=row.new_responded_at,
+                     response_source=row.new_response_source, player_id=link.player_id, responded_by_id=None)
+        )  # fmt: skip
+        recorded = Recorded(True, {**answer, "by": None})
+    elif target.invitation.status != RESPONSES[response]:
+        # Not written: the training has a squad size, decided under its lock (trainings/squads/).
+        return target, answer_link_record(target=target, response=response, source=source, now=now)
+    else:
+        recorded = Recorded(False, invitation_answer(target.invitation))
+    _decline_alert_if_wanted(target, response, recorded)
+    return target, recorded
+
+
+def _answers_recorded(
+    link: AnswerLink,
+    check: questionnaires.Guessed,
+    row: queries.LinkAnswersRow,
+    now: datetime,
+    source: str,
+    answers: dict[str, Any] | None,
+) -> tuple[LinkTarget, Recorded]:
+    """A questionnaire link's answers from LINK_ANSWERS_RECORD's row: written only when they were checked
+    against the team's questionnaire as the statement found it; otherwise checked as any other way is."""
+    target = _opened(link, row, now)
+    if not check.holds(row.team_id, row.revision):
+        questionnaires.learn(link.training_id, link.kind, row.team_id)
         return target, answer_link_record(target=target, answers=answers, source=source, now=now)
-    changed = bool(row[-5])
-    if invitation:
-        assert response is not None  # checked above
-        if not changed and found is not None and found.status != RESPONSES[response]:
-            # Not written: the training has a squad size, decided under its lock (trainings/squads/).
-            return target, answer_link_record(target=target, response=response, source=source, now=now)
-        if changed:
-            answer = invitation_answer(
-                detached(Invitation, status=row[-4], responded_at=row[-3], response_source=row[-2],
-                          player_id=link.player_id, responded_by_id=None)
-            )  # fmt: skip
-            recorded = Recorded(True, {**answer, "by": None})
-        else:
-            recorded = Recorded(False, invitation_answer(target.invitation))
-        _decline_alert_if_wanted(target, response, recorded)
-        return target, recorded
-    stored, answered_at, stored_source, by = row[-4:] if changed else row[22:26]
+    if row.changed:
+        stored, answered_at, stored_source, who = row.new_answers, row.new_answered_at, row.new_source, None
+    else:
+        stored, answered_at, stored_source = row.answers, row.answered_at, row.source
+        who = guardian_by(link.player_id, row.answered_by_id)
     value = json.loads(stored) if isinstance(stored, str) else stored
-    who = None if changed else guardian_by(link.player_id, by)
     return target, Recorded(
-        changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who}
+        row.changed, {"answers": value, "at": answered_at, "source": stored_source, "by": who}
     )

@@ -129,26 +129,26 @@ def _target_read(link: AnswerLink) -> tuple[Training | None, Invitation | None, 
     row = fetch_one(queries.ANSWER_LINK_TARGET, {"player": link.player_id, "training": link.training_id})
     if row is None:
         return None, None, False
-    return target_from_row(row)
+    return target_from_row(queries.LinkTargetRow(*row))
 
 
-def target_from_row(row: tuple[Any, ...]) -> tuple[Training, Invitation | None, bool]:
-    """(training, invitation, member) from the target's first 21 columns (`queries.ANSWER_LINK_TARGET`)."""
-    (training_id, team_id, title, start, end, zone, location, cancelled, team_name, team_zone,
-     decline_alert_within, invitation_id, status, responded_at, source, responded_by, player_id,
-     player_name, language, player_zone, member) = row[:21]  # fmt: skip
-    team = detached(Team, id=team_id, name=team_name, time_zone=team_zone,
-                     decline_alert_within=decline_alert_within)  # fmt: skip
-    training = detached(Training, {"team": team}, id=training_id, team_id=team_id, title=title, start=start,
-                         end=end, time_zone=zone, location=location, cancelled=cancelled)  # fmt: skip
-    if invitation_id is None:
-        return training, None, bool(member)
-    player = detached(Player, id=player_id, name=player_name, language=language, time_zone=player_zone)
-    invitation = detached(Invitation, {"training": training, "player": player}, id=invitation_id,
-                           training_id=training_id, player_id=player_id, status=status,
-                           responded_at=responded_at, response_source=source,
-                           responded_by_id=responded_by)  # fmt: skip
-    return training, invitation, bool(member)
+def target_from_row(row: queries.LinkTargetRow) -> tuple[Training, Invitation | None, bool]:
+    """(training, invitation, member) from the target's columns (`queries.LinkTargetRow`, which every link
+    statement's row begins with)."""
+    team = detached(Team, id=row.team_id, name=row.team_name, time_zone=row.team_zone,
+                    decline_alert_within=row.decline_alert_within)  # fmt: skip
+    training = detached(Training, {"team": team}, id=row.training_id, team_id=row.team_id, title=row.title,
+                        start=row.start, end=row.end, time_zone=row.training_zone, location=row.location,
+                        cancelled=row.cancelled)  # fmt: skip
+    if row.invitation_id is None:
+        return training, None, row.member
+    player = detached(Player, id=row.player_id, name=row.player_name, language=row.language,
+                      time_zone=row.player_zone)  # fmt: skip
+    invitation = detached(Invitation, {"training": training, "player": player}, id=row.invitation_id,
+                          training_id=row.training_id, player_id=row.player_id, status=row.status,
+                          responded_at=row.responded_at, response_source=row.response_source,
+                          responded_by_id=row.responded_by_id)  # fmt: skip
+    return training, invitation, row.member
 
 
 def answer_link_current(target: LinkTarget) -> dict[str, Any] | None:

@@ -3,21 +3,21 @@ token in the path is the credential for one player, training and kind (trainings
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
-from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import AllowAny
-from rest_framework.renderers import JSONRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.http.parsers import json_object_unique, valid_unicode
+from common.http.parsers import StrictJSONParser
 from reminders.api import Limit
 from trainings.answers.following import answer_link_answer, answer_link_record
 from trainings.answers.limits import link_limit
@@ -41,6 +41,17 @@ _LINK_ERRORS = {
 }
 
 
+class _JSONOnly(DefaultContentNegotiation):
+    """DRF's choice of parser by content type; the view's one renderer whatever the Accept (an app asks
+    for JSON, a browser for anything), so no Accept header is parsed per request."""
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type
+
+
 class AnswerLinkView(APIView):
     """An answer link: no session, the signed token is the credential for one player, training and kind."""
 
@@ -49,6 +60,15 @@ class AnswerLinkView(APIView):
     # No caller is authenticated, so no per-token count; the address's and the link's limits are counted
     # before the view runs, in one statement (`request_limits`).
     throttle_classes: list[Any] = []
+    # JSON in, JSON out: one strict parser (another content type is a 415), one renderer whatever the
+    # Accept (`_JSONOnly`): DRF's own hooks, so a POST pays little of DRF's request (docs/benchmarks.md).
+    parser_classes = [StrictJSONParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = _JSONOnly
+
+    def perform_authentication(self, request: Request) -> None:
+        """Nothing to authenticate (no authentication classes): DRF's hook left lazy, so the request never
+        gets an anonymous user it would not read."""
 
     @staticmethod
     def request_limits(request: HttpRequest, token: str) -> list[Limit]:
@@ -79,7 +99,7 @@ class AnswerLinkView(APIView):
         if isinstance(target, Response):
             return target
         body = _link_body(target, answer_link_current(target))
-        if body["expects"] == "answers":  # what to ask, for the app to render (GET only: a POST is lean)
+        if body["expects"] == "answers":  # what to ask, for the app to render (GET only)
             definition = learn(target.training.pk, target.link.kind, target.training.team_id)
             body["questions"] = questions_body(definition, body["language"])
         return Response(body)
@@ -116,56 +136,6 @@ class AnswerLinkView(APIView):
         except AnswersRefused as exc:
             return _refused(exc)
         return _answer_response(opened, recorded)
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """DRF's dispatch, except for the common POST (`_post_lean`)."""
-        if request.method == "POST":
-            response = self._post_lean(request, *args, **kwargs)
-            if response is not None:
-                return response
-        return super().dispatch(request, *args, **kwargs)
-
-    def _post_lean(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase | None:
-        """The POST of a valid link with a plain JSON body, asking for JSON, without DRF's request wrapper,
-        content negotiation and parsers (per request they cost as much as recording the answer): the same
-        answer, the same response (the limits were counted before the view, `request_limits`). None for
-        anything else (another content type or Accept, a body DRF's JSON parser or the plain shapes would
-        not take, a token this site did not sign): DRF's dispatch then does it all, and refuses what it
-        refuses."""
-        if (
-            request.content_type != "application/json"
-            or request.headers.get("Accept", "*/*") not in _JSON_ACCEPTS
-        ):
-            return None
-        if (request.content_params or {}).get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
-            return None
-        try:
-            data = json.loads(
-                request.body.decode(), parse_constant=_refused_constant, object_pairs_hook=json_object_unique
-            )
-            link = answer_link_read(str(kwargs.get("token", "")))
-        except (ValueError, RecursionError, LinkInvalid):  # a UnicodeDecodeError is a ValueError
-            return None
-        values = _plain_input(data, link.kind)
-        if values is None or not valid_unicode(values):
-            return None
-        self.args, self.kwargs, self.headers = args, kwargs, self.default_response_headers
-        lean: Any = request  # a Django request where DRF's calls expect its own: they read what both have
-        self.request = lean
-        response = _answered(link, values)
-        # What finalize_response reads of a DRF request: the renderer DRF's negotiation would have chosen.
-        lean.accepted_renderer, lean.accepted_media_type = _JSON_RENDERER, "application/json"
-        return self.finalize_response(lean, response)
-
-
-# What DRF's content negotiation answers with JSON (its first renderer), as most clients ask.
-_JSON_ACCEPTS = ("*/*", "application/json")
-_JSON_RENDERER = JSONRenderer()
-
-
-def _refused_constant(value: str) -> Any:
-    """DRF's strict JSON (STRICT_JSON): NaN and Infinity are not JSON."""
-    raise ValueError(f"{value} is not JSON")
 
 
 def _answered(link: AnswerLink, values: dict[str, Any]) -> Response:
