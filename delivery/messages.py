@@ -18,7 +18,7 @@ from django.conf import settings
 
 from common.wire.h2client import H2Client
 from delivery.domain import DOMAIN
-from delivery.family import Member, family_answer_fields, members_parse
+from delivery.family import Member, members_parse
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
 
@@ -104,21 +104,27 @@ class PushMessage:
                 values["team"] = str(self.raw["team"])
         return values
 
-    @cached_property
+    @property
     def answer_fields(self) -> dict[str, Any]:
-        """The answer link for this push's player (and guardian), training and kind (`category`,
-        `answer_url`, an invitation's `actions`), signed once per push whatever its number of devices; none
-        for a coach's digest (nothing to answer)."""
-        if self.player is None:
-            return {}
-        if self.family:
-            return family_answer_fields(self)
-        try:
-            return DOMAIN.answer_fields(
-                player_id=self.player, training_id=self.training, kind=self.kind, guardian_id=self.guardian
-            )
-        except ValueError:  # not a training's id (a hand-made message): no link rather than no push
-            return {}
+        """What a device push carries to be answered in one tap (`category`, `answer_url`, an invitation's
+        `actions`; a family's children, each with theirs): the document's, signed by its publisher for this
+        push's recipient; none for a push that says nothing to answer."""
+        return _part(self._answer.get("push"))
+
+    @property
+    def answer_page(self) -> str | None:
+        """The answer page of the push's link (the logging stand-in prints it under DEBUG)."""
+        page = self._answer.get("page")
+        return page if isinstance(page, str) else None
+
+    @property
+    def email_links(self) -> dict[str, str]:
+        """An email's answer page links (`accept` and `decline`, or `answer`), signed for email."""
+        return _part(self._answer.get("email"))
+
+    @cached_property
+    def _answer(self) -> dict[str, Any]:
+        return _part(self.raw.get("answer"))
 
     def ttl_seconds(self, now: float) -> int:
         return max(0, int(self.expires_at.timestamp() - now)) if self.expires_at else 86400
@@ -126,6 +132,10 @@ class PushMessage:
 
 # Whose push it is: (player, guardian, coach); a player's has no coach, a coach's no player or guardian.
 Recipient = tuple[int | None, int | None, int | None]
+
+
+def _part(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _optional_id(value: Any) -> int | None:

@@ -16,6 +16,7 @@ from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import PushSender, broker_connection
 from delivery.gateway.queue import batch_pushes, queue_publisher_at
 from reminders.transports import Delivery
+from trainings.reminding.publishing import answered
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
 
 TOPIC = "com.example.coach"
@@ -59,8 +60,10 @@ def sender(apns: ApnsPeer, fcm: FcmPeer) -> Iterator[PushSender]:
 def message(
     key: str, player: int, *, kind: str = "PRE", expires_in: float = 3600, **extra: Any
 ) -> dict[str, Any]:
+    """A player's push document as publishing makes it: its `answer` links signed for the player (or the
+    `guardian=` given), unless `answer=` is given."""
     now = timezone.now()
-    return {
+    document: dict[str, Any] = {
         "schema": "trainings.push/2",
         "idempotency_key": key,
         "player": player,
@@ -74,6 +77,7 @@ def message(
         "expires_at": (now + dt.timedelta(seconds=expires_in)).isoformat(),
         **extra,
     }
+    return document if "answer" in extra else dict(answered(document))
 
 
 @pytest.fixture

@@ -154,52 +154,61 @@ def answer_link_read(token: str) -> AnswerLink:
         raise LinkInvalid("not a valid answer link") from None
 
 
-@cache
-def _url_parts() -> tuple[str, str]:
+@lru_cache(maxsize=16)
+def _url_parts(public_url: str, name: str) -> tuple[str, str]:
+    """(head, tail) of a URL of `name` around its token: reversed once, not per push."""
     marker = "TOKEN"
-    path = reverse("answer-link", kwargs={"token": marker})
-    head, tail = path.split(marker)
-    return settings.TRAININGS_PUBLIC_URL.rstrip("/") + head, tail
+    head, tail = reverse(name, kwargs={"token": marker}).split(marker)
+    return public_url.rstrip("/") + head, tail
 
 
 def answer_url(token: str) -> str:
     """The absolute URL of a link (TRAININGS_PUBLIC_URL + the API path)."""
-    head, tail = _url_parts()
+    head, tail = _url_parts(settings.TRAININGS_PUBLIC_URL, "answer-link")
+    return f"{head}{token}{tail}"
+
+
+def answer_page_url(token: str) -> str:
+    """The answer page of a token (its buttons record the answer in one tap in a browser)."""
+    head, tail = _url_parts(settings.TRAININGS_PUBLIC_URL, "answer-page")
     return f"{head}{token}{tail}"
 
 
 def answer_page_link(
     *, player_id: int, training_id: UUID | str, kind: str, guardian_id: int | None = None
 ) -> str | None:
-    """The answer page (its buttons record the answer in one tap in a browser) of a push's link; None for
-    a kind that waits for no answer. For development: `demo_trainings` prints these, and the logging
-    stand-in's PUSH line carries one under DEBUG."""
+    """The answer page of a push's link; None for a kind that waits for no answer (`demo_trainings`
+    prints these for development)."""
     if not answerable(kind):
         return None
-    token = answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
-    return settings.TRAININGS_PUBLIC_URL.rstrip("/") + reverse("answer-page", kwargs={"token": token})
-
-
-def answer_push_fields(
-    *, player_id: int, training_id: str, kind: str, guardian_id: int | None = None
-) -> dict[str, Any]:
-    """What a push of this kind carries for answering in one tap: `category`, `answer_url`, and for an
-    invitation the `actions` (id, the response it records, the URL to POST it to). Empty for a kind that
-    waits for no answer (a "training moved" notice)."""
-    if not answerable(kind):
-        return {}
-    answer = kinds.of(kind).answer
-    assert answer is not None  # answerable
-    url = answer_url(
+    return answer_page_url(
         answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
     )
+
+
+def answer_document(
+    *, player_id: int, training_id: UUID | str, kind: str, guardian_id: int | None = None
+) -> dict[str, Any]:
+    """The `answer` of a push document (docs/design.md, "Pushes"), empty for a kind that waits for no
+    answer: `push`, the fields a device push carries (`category`, `answer_url`, an invitation's
+    `actions`); `page`, the answer page of the same link; `email`, an email's answer page links (signed
+    for the email channel: `accept`/`decline` for a response, else `answer`). The gateway reads them as
+    they are: every link of a push is signed here, once, for its recipient (the player, or the guardian
+    it goes to)."""
+    known = kinds.KINDS.get(kind)
+    answer = None if known is None else known.answer
+    if answer is None:
+        return {}
+    ids = {"player_id": player_id, "training_id": training_id, "kind": kind, "guardian_id": guardian_id}
+    token = answer_token(**ids)
+    url = answer_url(token)
     fields: dict[str, Any] = {"category": answer.category, "answer_url": url}
     if answer.actions:
         fields["actions"] = [{"id": action, "response": response, "url": url}
                              for action, response in answer.actions]  # fmt: skip
-    return fields
-
-
-def as_strings(fields: dict[str, Any]) -> dict[str, str]:
-    """The same fields as FCM data wants them: every value a string (the actions as JSON)."""
-    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in fields.items()}
+    page = answer_page_url(answer_token(**ids, channel="email"))
+    if answer.expects == "response":
+        email = {"accept": f"{page}?response=accepted", "decline": f"{page}?response=denied"}
+    else:
+        email = {"answer": page}
+    return {"push": fields, "page": answer_page_url(token), "email": email}
