@@ -16,8 +16,8 @@ from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import PushSender, broker_connection
 from delivery.gateway.queue import batch_pushes, queue_publisher_at
 from reminders.transports import Delivery
-from trainings.reminding.publishing import answered
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
+from trainings.reminding.publishing import answered
 
 TOPIC = "com.example.coach"
 TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"

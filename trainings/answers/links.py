@@ -199,14 +199,14 @@ def answer_document(
     answer = None if known is None else known.answer
     if answer is None:
         return {}
-    ids = {"player_id": player_id, "training_id": training_id, "kind": kind, "guardian_id": guardian_id}
-    token = answer_token(**ids)
+    token = answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
     url = answer_url(token)
     fields: dict[str, Any] = {"category": answer.category, "answer_url": url}
     if answer.actions:
         fields["actions"] = [{"id": action, "response": response, "url": url}
                              for action, response in answer.actions]  # fmt: skip
-    page = answer_page_url(answer_token(**ids, channel="email"))
+    page = answer_page_url(answer_token(player_id=player_id, training_id=training_id, kind=kind,
+                                        channel="email", guardian_id=guardian_id))  # fmt: skip
     if answer.expects == "response":
         email = {"accept": f"{page}?response=accepted", "decline": f"{page}?response=denied"}
     else:

@@ -1,6 +1,6 @@
 """One push per family: a guardian's pushes for two or more of their players (or two reminders of one)
 falling due in the same minute go out as one push document naming every child, with each child's reminder
-in `family` (the gateway gives each its own answer action or link, and sends one email at most;
+in `family` (each with its own answer links, signed at publish; the gateway sends one email at most;
 docs/escalation.md).
 
 Where they are merged: at publish (`family_units`, called by trainings/publishing.py), among the pushes
