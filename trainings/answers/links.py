@@ -195,20 +195,65 @@ def answer_document(
     for the email channel: `accept`/`decline` for a response, else `answer`). The gateway reads them as
     they are: every link of a push is signed here, once, for its recipient (the player, or the guardian
     it goes to)."""
+    encoded = answer_json(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
+    document: dict[str, Any] = json.loads(encoded) if encoded else {}
+    return document
+
+
+def answer_json(
+    *, player_id: int, training_id: UUID | str, kind: str, guardian_id: int | None = None
+) -> bytes:
+    """`answer_document(...)` as compact JSON (b"" for none): the kind's encoded answer around its two
+    tokens, the push channel's and the email channel's (a storm publishes one per push)."""
+    parts = _answer_parts(settings.TRAININGS_PUBLIC_URL, kind)
+    if parts is None:
+        return b""
+    push = answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
+    email = answer_token(player_id=player_id, training_id=training_id, kind=kind, channel="email",
+                         guardian_id=guardian_id)  # fmt: skip
+    tokens = (push.encode(), email.encode())
+    return b"".join(tokens[part] if isinstance(part, int) else part for part in parts)
+
+
+_MARKS = ("@@push-token@@", "@@email-token@@")  # no token, URL or kind code holds them
+
+
+@lru_cache(maxsize=256)
+def _answer_parts(public_url: str, kind: str) -> tuple[bytes | int, ...] | None:
+    """A kind's answer (`_answer_of`) encoded once with marks for its tokens, cut at them: the literal
+    bytes, and 0 or 1 where the push or the email token goes. None: the kind waits for no answer."""
+    answer = _answer_of(kind, *_MARKS)
+    if answer is None:
+        return None
+    parts: list[bytes | int] = [json.dumps(answer, separators=(",", ":")).encode()]
+    for index, mark in enumerate(_MARKS):
+        parts = [piece for part in parts for piece in _cut(part, mark.encode(), index)]
+    return tuple(parts)
+
+
+def _cut(part: bytes | int, mark: bytes, index: int) -> list[bytes | int]:
+    if isinstance(part, int):
+        return [part]
+    pieces: list[bytes | int] = []
+    for n, piece in enumerate(part.split(mark)):
+        pieces += [index, piece] if n else [piece]
+    return pieces
+
+
+def _answer_of(kind: str, push_token: str, email_token: str) -> dict[str, Any] | None:
+    """What `answer_document` says of a kind's push once its tokens are signed."""
     known = kinds.KINDS.get(kind)
     answer = None if known is None else known.answer
     if answer is None:
-        return {}
-    token = answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
-    url = answer_url(token)
+        return None
+    url = answer_url(push_token)
     fields: dict[str, Any] = {"category": answer.category, "answer_url": url}
     if answer.actions:
         fields["actions"] = [{"id": action, "response": response, "url": url}
                              for action, response in answer.actions]  # fmt: skip
-    page = answer_page_url(answer_token(player_id=player_id, training_id=training_id, kind=kind,
-                                        channel="email", guardian_id=guardian_id))  # fmt: skip
+    page = answer_page_url(email_token)
     if answer.expects == "response":
         email = {"accept": f"{page}?response=accepted", "decline": f"{page}?response=denied"}
     else:
         email = {"answer": page}
-    return {"push": fields, "page": answer_page_url(token), "email": email}
+    return {"push": fields, "page": answer_page_url(push_token), "email": email}

@@ -19,7 +19,7 @@ from delivery import api as delivery_api
 from delivery.api import QueuedPush, Refusals, batch_body, batch_key, push_queue_publisher
 from reminders.api import Delivery, TransportError
 from trainings import queries
-from trainings.answers.links import answer_document
+from trainings.answers.links import answer_document, answer_json
 from trainings.models import Push, PushStatus
 from trainings.reminding.escalation import escalated
 from trainings.reminding.fairness import interleaved
@@ -252,9 +252,9 @@ class _Bodies(dict[tuple[object, ...], bytes]):
         recipient = b"%d" % row.player_id
         if row.guardian_id is not None:
             recipient += b',"guardian":%d' % row.guardian_id
-        answer = answer_document(player_id=row.player_id, training_id=row.training_id, kind=row.kind,
-                                 guardian_id=row.guardian_id)  # fmt: skip
-        tail = b',"answer":' + json_compact(answer) + b"}" if answer else b"}"
+        answer = answer_json(player_id=row.player_id, training_id=row.training_id, kind=row.kind,
+                             guardian_id=row.guardian_id)  # fmt: skip
+        tail = b',"answer":' + answer + b"}" if answer else b"}"
         return b"".join((_HEAD, json_compact(row.key), b',"player":', recipient, rest, tail))
 
 
