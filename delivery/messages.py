@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from common.compact_json import json_compact
 from common.wire.h2client import H2Client
 from delivery.domain import DOMAIN
 from delivery.family import Member, members_parse
@@ -253,29 +254,6 @@ def h2_connect(base_url: str, *, per_request_headers: tuple[str, ...] = ()) -> H
                     per_request_headers=per_request_headers)  # fmt: skip
 
 
-def _unserializable(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-# `json.dumps(document, separators=(",", ":"))` without the encoder object and the C encoder it builds per
-# call (every request's body goes through it); the pure-Python encoder where the C one is missing.
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
-_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-_ENCODE = (
-    _c_make_encoder(
-        None, _unserializable, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-    if _c_make_encoder is not None
-    else None
-)
-
-
-def json_dumps(document: Any) -> bytes:
-    if _ENCODE is None:
-        return _COMPACT.encode(document).encode()
-    return "".join(_ENCODE(document, 0)).encode()
-
-
 def json_object(body: bytes) -> dict[str, Any]:
     try:
         value = json.loads(body or b"{}")
@@ -292,4 +270,4 @@ def first_line(exc: BaseException) -> str:
 
 def as_strings(fields: dict[str, Any]) -> dict[str, str]:
     """Answer fields as FCM data wants them: every value a string (the actions as JSON)."""
-    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in fields.items()}
+    return {k: v if isinstance(v, str) else json_compact(v).decode() for k, v in fields.items()}
