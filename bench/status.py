@@ -182,7 +182,7 @@ def main() -> int:
         queries: dict[str, tuple[str, Any]] = {
             **status_queries(now=timezone.now()),
             # trainings/admin/status_page.py: the gateway's last delivery, on the primary key.
-            "gateway_last": ("SELECT delivered_at FROM delivery_deliveredpush ORDER BY id DESC LIMIT 1", {}),
+            "gateway_last": ("SELECT recorded_at FROM delivery_pushsend ORDER BY id DESC LIMIT 1", {}),
             # trainings/admin/status_page.py, written out by the ORM: the newest gateway heartbeat (its
             # index's first entry) and the hour of pushes per minute (primary key range).
             "gateway_heartbeat": _orm_sql(

@@ -82,19 +82,16 @@ def prepared_all(connection: Any, sql: str, params: Params, *, first: bool = Fal
                 return []
             found = [cursor.fetchone()] if first else cursor.fetchall()
             return [tuple(row) for row in found if row is not None]
-    unchecked = (
-        connection.connection is not None
-        and connection.health_check_enabled
-        and not connection.health_check_done
-    )
+    kept = connection.connection is not None and connection.health_check_enabled
     try:
         rows = _prepared_rows(connection, sql, params, first)
     except (OperationalError, InterfaceError):
-        if not unchecked or connection.in_atomic_block or connection.is_usable():
-            raise  # not a connection that died while idle: the error is the statement's
+        if not kept or connection.in_atomic_block or connection.is_usable():
+            raise  # not a kept connection that died: the error is the statement's
         connection.close()
         rows = _prepared_rows(connection, sql, params, first)
-    connection.health_check_done = True  # the connection works: no SELECT 1 for the rest of the request
+    # Django's private flag, no public way: the statement was the health check, no SELECT 1 follows.
+    connection.health_check_done = True
     return rows
 
 

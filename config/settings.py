@@ -569,7 +569,6 @@ if LOG_FORMAT == "json":
 # Retention of trainings bookkeeping (trainings/retention.py, hourly task "trainings: purge old pushes").
 TRAININGS_PUSH_RETENTION_DAYS = env_int("TRAININGS_PUSH_RETENTION_DAYS", 30, minimum=1)
 TRAININGS_RUN_RETENTION_DAYS = env_int("TRAININGS_RUN_RETENTION_DAYS", 90, minimum=1)
-TRAININGS_DELIVERED_PUSH_RETENTION_DAYS = env_int("TRAININGS_DELIVERED_PUSH_RETENTION_DAYS", 7, minimum=1)
 
 # --- Admin for coaches and operators --------------------------------------------------------------------
 # Project templates (admin index with the status link, the status page, a friendly 403) come first.

@@ -1,5 +1,5 @@
 """Delivery's tables: devices and what the push gateway did with each push on each of them (the send
-records, the finished pushes, the per-minute counts, the gateway's heartbeat).
+records, which also say which pushes are finished; the per-minute counts; the gateway's heartbeat).
 
 Moved here from the trainings app with their rows (delivery/migrations/0001_tables_from_trainings.py renames
 the tables); only the gateway and device hygiene (delivery/devices.py) write them.
@@ -155,11 +155,20 @@ class SendStatus(models.TextChoices):
     NO_DEVICE = "no_device", "Player has no enabled device"
     STALE = "stale", "Dropped: sat in the queue past its use"
     MUTED = "muted", "Not sent: the player muted this kind of reminder"
+    GIVEN_UP = "given_up", "Given up: dead-lettered (its devices without an outcome failed)"
+
+
+# The statuses of a push as a whole (a row without a device, once per push): each says the push is finished.
+PUSH_FINISHED = (SendStatus.NO_DEVICE, SendStatus.STALE, SendStatus.MUTED, SendStatus.GIVEN_UP)
 
 
 class PushSend(models.Model):
-    """What the gateway did with one push on one device (or, without a device, with the push as a whole:
-    no device, stale). Written before the AMQP ack; a device with a row here is never sent that push again.
+    """What the gateway did with one push on one device, one row per (push, device) outcome; or, without a
+    device, with the push as a whole (no device, stale, muted, given up). Written before the AMQP ack.
+
+    It is also the record of finished pushes (the `DeliveredPush` table it replaced): a device with a row
+    is never sent that push again, a push with a push-level row is done, and a push whose every enabled
+    device has a row has nothing left to send (delivery/gateway/records.py `sends_recorded`).
     """
 
     push_key = models.CharField(max_length=300, help_text="The push's idempotency key (Push.key).")
@@ -193,7 +202,7 @@ class PushSend(models.Model):
             # their device, hence the status in the condition.
             models.UniqueConstraint(
                 fields=["push_key"],
-                condition=Q(device__isnull=True, status__in=["no_device", "stale", "muted"]),
+                condition=Q(device__isnull=True, status__in=[str(s) for s in PUSH_FINISHED]),
                 name="pushsend_unique_push_outcome",
             ),
             models.CheckConstraint(condition=Q(status__in=SendStatus.values), name="pushsend_status_valid"),
@@ -231,21 +240,3 @@ class GatewayHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.seen_at:%H:%M:%S}"
-
-
-class DeliveredPush(models.Model):
-    """The gateway's record of a push it finished (every device has its `PushSend` outcome, or the push was
-    stale, had no device, or was dead-lettered); written before the AMQP ack. `provider` summarises how."""
-
-    key = models.CharField(max_length=300)  # unique by a constraint: no LIKE-only index written per push
-    provider = models.CharField(max_length=50)
-    delivered_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["key"], name="deliveredpush_unique_key")]
-        # Retention: delivered_at < cutoff (trainings/retention.py).
-        indexes = [models.Index(fields=["delivered_at"], name="deliveredpush_at_idx")]
-        verbose_name_plural = "delivered pushes"
-
-    def __str__(self) -> str:
-        return self.key

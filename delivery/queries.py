@@ -3,21 +3,15 @@ trainings/queries.py and reminders/queries.py are their apps'); the ORM does the
 
 from __future__ import annotations
 
-from delivery.models import DeliveredPush, PushMinute, PushSend
+from delivery.models import PushMinute, PushSend
 
 _PUSH_MINUTE = PushMinute._meta.db_table
 
-# The push gateway's round, before it sends (delivery/gateway/sender.py): which of its push keys (one array,
-# as its literal text) are done (a DeliveredPush row), and the device outcomes recorded for the others
-# (push key, device, status). Prepared and bound on the server: after five rounds PostgreSQL keeps the
-# generic plan, an index probe a key, where a plan made for each round's literal keys chose to read the
-# whole table once it held a few tens of thousands of rows.
-PUSHES_DELIVERED = (
-    f"SELECT {DeliveredPush._meta.get_field('key').column} FROM {DeliveredPush._meta.db_table} "  # noqa: S608
-    f"WHERE {DeliveredPush._meta.get_field('key').column} = ANY(%s::varchar[])"
-)
-# The device outcomes recorded for these push keys (one array, as its literal text): (push key, device,
-# status); prepared like PUSHES_DELIVERED.
+# The push gateway's round, before it sends (delivery/gateway/sender.py): the outcomes recorded for its push
+# keys (one array, as its literal text): (push key, device, status); a push-level row (no device) says the
+# push is finished. Prepared and bound on the server: after five rounds PostgreSQL keeps the generic plan,
+# an index probe a key, where a plan made for each round's literal keys chose to read the whole table once
+# it held a few tens of thousands of rows.
 PUSH_SENDS_RECORDED = (
     f"SELECT push_key, device_id, status FROM {PushSend._meta.db_table} "  # noqa: S608
     "WHERE push_key = ANY(%s::varchar[])"

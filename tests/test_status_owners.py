@@ -34,12 +34,19 @@ OWNERS = frozenset({
     "reminders/engine/occurrences.py", "trainings/transitions.py", "delivery/devices.py",
     "trainings/answers/recording.py",
 })  # fmt: skip
-# Functions (or named statements) that write a `status` of another model, with which.
-OTHER_MODELS = {
-    # The answer's statements, in trainings/queries.py with the other SQL texts: run by its owner only.
-    "INVITATION_ANSWER_RECORD": "Invitation.status, an answer link's RSVP (run by recording.py)",
-    "LINK_RESPONSE_RECORD": "Invitation.status, an answer link's one-statement POST (run by recording.py)",
+# The answer's statements: SQL texts in trainings/queries.py with the others, each run by the answer's owner
+# only (`test_the_answer_s_statements_are_run_by_its_owner_only`), with what each writes.
+ANSWER_STATEMENTS = {
+    "INVITATION_ANSWER_RECORD": "Invitation.status, an answer link's RSVP",
+    "LINK_RESPONSE_RECORD": "Invitation.status, an answer link's one-statement POST",
+    "QUESTIONNAIRE_ANSWER_RECORD": "QuestionnaireAnswer, a link's questionnaire answers",
+    "LINK_ANSWERS_RECORD": "QuestionnaireAnswer, a questionnaire link's one-statement POST",
 }
+ANSWER_OWNER = "trainings/answers/recording.py"
+# The ORM's ways of writing rows, as a model's manager or queryset offers them.
+_ROW_WRITES = frozenset(
+    {"create", "get_or_create", "update_or_create", "bulk_create", "bulk_update", "update"}
+)
 
 _SET = re.compile(r"\bSET\b(.*?)(?=\bWHERE\b|\bRETURNING\b|\bFROM\b|;|$)", re.IGNORECASE | re.DOTALL)
 _SQL_NAME = re.compile(r"^--\s*name:\s*(\w+)", re.MULTILINE)
@@ -131,7 +138,7 @@ def _trespasses() -> list[str]:
         under = _named(tree)
         for node, what in _writes(tree):
             where = under.get(id(node), "")
-            if where in OTHER_MODELS:
+            if where in ANSWER_STATEMENTS and name == "trainings/queries.py":
                 continue
             found.append(f"{name}:{getattr(node, 'lineno', '?')} ({where or 'module'}) {what}")
     return sorted(found)
@@ -154,19 +161,55 @@ def test_the_owners_and_the_named_sql_moves_are_where_this_test_looks() -> None:
     assert set(OCCURRENCE_SQL_MOVES) <= statements
     for source, to in OCCURRENCE_SQL_MOVES.values():
         assert to in OCCURRENCE_TRANSITIONS[source]
-    assert set(OTHER_MODELS) <= {
-        name
-        for path in sources.values()
-        if path.suffix == ".py"
-        for node in ast.walk(ast.parse(path.read_text()))
-        for name in (
-            [node.name]
-            if isinstance(node, ast.FunctionDef)
-            else [t.id for t in node.targets if isinstance(t, ast.Name)]
-            if isinstance(node, ast.Assign)
-            else []
-        )
-    }
+    queries = ast.parse(sources["trainings/queries.py"].read_text())
+    defined = {t.id for node in queries.body if isinstance(node, ast.Assign) for t in node.targets
+               if isinstance(t, ast.Name)}  # fmt: skip
+    assert set(ANSWER_STATEMENTS) <= defined
+
+
+def _answer_writes(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, what) for each use of an answer statement's name and each ORM write of QuestionnaireAnswer."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ANSWER_STATEMENTS:
+            yield node.lineno, f"runs {node.attr}"
+        elif isinstance(node, ast.Name) and node.id in ANSWER_STATEMENTS:
+            yield node.lineno, f"runs {node.id}"
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _ROW_WRITES
+        ):
+            names = {n.id for n in ast.walk(node.func.value) if isinstance(n, ast.Name)}
+            if "QuestionnaireAnswer" in names:
+                yield node.lineno, f"QuestionnaireAnswer ... .{node.func.attr}()"
+
+
+def test_the_answer_s_statements_are_run_by_its_owner_only() -> None:
+    """A questionnaire's answers, like an invitation's response, have one writer (ANSWER_OWNER), whatever
+    the way in: no other module runs an answer statement or writes QuestionnaireAnswer rows."""
+    found = [
+        f"{name}:{line} {what}"
+        for name, path in _sources()
+        if path.suffix == ".py" and name not in (ANSWER_OWNER, "trainings/queries.py")
+        for line, what in _answer_writes(ast.parse(path.read_text()))
+    ]
+    assert found == [], f"write the answer through {ANSWER_OWNER}"
+    owner = list(_answer_writes(ast.parse((ROOT / ANSWER_OWNER).read_text())))
+    assert {what.split()[-1] for _, what in owner if what.startswith("runs")} == set(ANSWER_STATEMENTS)
+    assert any("QuestionnaireAnswer" in what for _, what in owner)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "QuestionnaireAnswer.objects.update_or_create(training=t, defaults={})\n",
+        "QuestionnaireAnswer.objects.filter(pk=1).update(answers={})\n",
+        "fetch_one(queries.LINK_ANSWERS_RECORD, params)\n",
+    ],
+)
+def test_it_sees_each_way_of_writing_an_answer(source: str) -> None:
+    assert len(list(_answer_writes(ast.parse(source)))) == 1
+    assert list(_answer_writes(ast.parse("QuestionnaireAnswer.objects.filter(pk=1).first()\n"))) == []
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""Retention for the trainings bookkeeping that would otherwise grow forever: pushes, reminder runs and the
-gateway's delivered-push keys. Each is deleted past its own age, in bounded batches, by an hourly task.
+"""Retention for the trainings bookkeeping that would otherwise grow forever: pushes and reminder runs.
+Each is deleted past its own age, in bounded batches, by an hourly task.
 
 - `Push` rows whose reminder instant (`fire_at`) is older than TRAININGS_PUSH_RETENTION_DAYS (30): by then
   the occurrence has long finished (and been purged after REMINDERS_RETENTION_DAYS), so the row no longer
@@ -7,8 +7,9 @@ gateway's delivered-push keys. Each is deleted past its own age, in bounded batc
 - `CoachPush` rows (the coaches' digests) past the same age: by then their trainings are long over.
 - `ReminderRun` rows that ran more than TRAININGS_RUN_RETENTION_DAYS (90) ago (the training timeline then
   shows no outcome for those reminders).
-- `DeliveredPush` keys older than TRAININGS_DELIVERED_PUSH_RETENTION_DAYS (7): a message is redelivered
-  within minutes of a gateway crash, never days later.
+
+The gateway's send records (delivery's `PushSend`) are kept: they are the pushes' history, and since the
+finished-push keys (`DeliveredPush`) were folded into them they also say which pushes are finished.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from django.conf import settings
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from delivery.models import DeliveredPush
 from trainings.models import CoachPush, Push, ReminderRun
 
 logger = logging.getLogger(__name__)
@@ -40,12 +40,6 @@ def trainings_purge_old(*, now: datetime | None = None, max_batches: int = 100) 
         ),
         "reminder_run": _purge(
             ReminderRun.objects.filter(ran_at__lt=now - settings.TRAININGS_RUN_RETENTION_DAYS * days),
-            max_batches,
-        ),
-        "delivered_push": _purge(
-            DeliveredPush.objects.filter(
-                delivered_at__lt=now - settings.TRAININGS_DELIVERED_PUSH_RETENTION_DAYS * days
-            ),
             max_batches,
         ),
     }

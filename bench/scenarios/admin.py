@@ -45,7 +45,7 @@ def _demo(h: Harness) -> None:
     from trainings import models as tm
 
     h.truncate_engine()
-    tables = [m._meta.db_table for m in (tm.Player, tm.Team, tm.Training, dm.PushSend, dm.DeliveredPush)]
+    tables = [m._meta.db_table for m in (tm.Player, tm.Team, tm.Training, dm.PushSend)]
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
 

@@ -132,7 +132,7 @@ STORM_KEYS = "storm-%"  # the storm's pushes (their occurrences' keys are storm-
 
 
 def _history_seed(trainings: list[Any]) -> None:
-    """The history: a push, its device's accepted send and its delivered row per player and day."""
+    """The history: a push and its device's accepted send (which says it finished) per player and day."""
     from django.db import connection
 
     from delivery import models as dm
@@ -142,7 +142,7 @@ def _history_seed(trainings: list[Any]) -> None:
     rule = tm.ReminderRule.objects.filter(kind=kinds.INVITATION.code).order_by("pk").first()
     assert rule is not None, "no invitation rule"
     days = ", ".join(f"('{offset}', {n})" for offset, n in HISTORY)
-    push, send, done = (m._meta.db_table for m in (tm.Push, dm.PushSend, dm.DeliveredPush))
+    push, send = (m._meta.db_table for m in (tm.Push, dm.PushSend))
     invitation, device = tm.Invitation._meta.db_table, dm.Device._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -160,13 +160,11 @@ def _history_seed(trainings: list[Any]) -> None:
                                FROM (VALUES {days}) AS v(at, days)) AS o
                  WHERE i.training_id = ANY(%(trainings)s)
                 RETURNING key, player_id, fire_at
-            ), sends AS (
-                INSERT INTO {send} (push_key, device_id, player_id, guardian_id, coach_id, provider, status,
-                    provider_message_id, error, attempts, recorded_at)
-                SELECT h.key, d.id, h.player_id, NULL, NULL, d.provider, 'accepted', '', '', 1, h.fire_at
-                  FROM history AS h JOIN {device} AS d ON d.player_id = h.player_id
             )
-            INSERT INTO {done} (key, provider, delivered_at) SELECT key, 'apns', fire_at FROM history
+            INSERT INTO {send} (push_key, device_id, player_id, guardian_id, coach_id, provider, status,
+                provider_message_id, error, attempts, recorded_at)
+            SELECT h.key, d.id, h.player_id, NULL, NULL, d.provider, 'accepted', '', '', 1, h.fire_at
+              FROM history AS h JOIN {device} AS d ON d.player_id = h.player_id
             """,
             {"kind": kinds.INVITATION.code, "rule": rule.pk, "trainings": trainings},
         )
@@ -175,7 +173,7 @@ def _history_seed(trainings: list[Any]) -> None:
 def _round_reset() -> None:
     """Before each round, outside its lead: the last round's pushes gone (the recipients' re-check would
     skip the players they reached), the history kept, and every device as if not reached within the last
-    hour: the gateway stamps the devices it reaches at most once an hour (delivery/gateway/records.py), so
+    hour: the gateway stamps the devices it reaches at most once an hour (delivery/gateway/stamps.py), so
     otherwise the first round alone paid for a stamp a push and the rounds after it, the logging
     provider's among them, for none."""
     from django.db import connection
@@ -183,7 +181,7 @@ def _round_reset() -> None:
     from delivery import models as dm
     from trainings import models as tm
 
-    by_key = ((tm.Push, "key"), (dm.PushSend, "push_key"), (dm.DeliveredPush, "key"))
+    by_key = ((tm.Push, "key"), (dm.PushSend, "push_key"))
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {tm.ReminderRun._meta.db_table}")
         for model, column in by_key:
@@ -259,6 +257,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     h.purge_queue(h.push_queue)
     h.purge_queue(h.celery_queue)
     _round_reset()
+    before = dm.PushSend.objects.aggregate(at=Max("pk"))["at"] or 0  # this round's rows come after it
     env = {**(peers.env if peers else {}), **(env or {})}
     gateway_procs = [
         h.start(f"storm-{label}-gateway{i}",
@@ -289,7 +288,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     deadline = time.monotonic() + timeout
     done = 0
     while time.monotonic() < deadline:
-        done = dm.DeliveredPush.objects.filter(delivered_at__gte=since).count()
+        done = dm.PushSend.objects.filter(pk__gt=before).count()  # one device a player: a row a push
         if done >= storm.pushes:
             break
         time.sleep(0.2)
@@ -304,14 +303,10 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
     else:
         stamps = sorted(
             (d - instant).total_seconds()
-            for d in dm.DeliveredPush.objects.filter(delivered_at__gte=since).values_list(
-                "delivered_at", flat=True
-            )
+            for d in dm.PushSend.objects.filter(pk__gt=before).values_list("recorded_at", flat=True)
         )
     first_send = dm.PushSend.objects.filter(recorded_at__gte=since).aggregate(at=Min("recorded_at"))["at"]
-    last_done = dm.DeliveredPush.objects.filter(delivered_at__gte=since).aggregate(at=Max("delivered_at"))[
-        "at"
-    ]
+    last_done = dm.PushSend.objects.filter(pk__gt=before).aggregate(at=Max("recorded_at"))["at"]
     sent = tm.Push.objects.filter(status=tm.PushStatus.SENT, key__startswith="storm-").count()
     ran = tm.ReminderRun.objects.aggregate(first=Min("ran_at"), last=Max("ran_at"))
     steps = {"first_fired": ran["first"], "last_fired": ran["last"], "first_send": first_send,
@@ -334,7 +329,7 @@ def _round(h: Harness, storm: Storm, label: str, *, workers: int, gateways: int,
 
 
 def _team_completions(instant: datetime) -> list[float]:
-    """Seconds from the instant to each training's last push done (its DeliveredPush row), sorted."""
+    """Seconds from the instant to each training's last push done (its PushSend row), sorted."""
     from django.db import connection
 
     from delivery import models as dm
@@ -343,8 +338,8 @@ def _team_completions(instant: datetime) -> list[float]:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT max(d.delivered_at) FROM {tm.Push._meta.db_table} AS p
-              JOIN {dm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
+            SELECT max(d.recorded_at) FROM {tm.Push._meta.db_table} AS p
+              JOIN {dm.PushSend._meta.db_table} AS d ON d.push_key = p.key
              WHERE p.key LIKE %s
              GROUP BY p.training_id
             """,

@@ -46,8 +46,8 @@ def quota_round(storm: Any, peers: Any, round_: Callable[..., dict[str, Any]]) -
 
 
 def _past_expiry() -> int:
-    """The storm's pushes finished after their expiry with a device's acceptance (their DeliveredPush row
-    is written after the acceptance: an upper bound of when it was sent)."""
+    """The storm's pushes a device accepted after their expiry (the send's row is recorded after the
+    acceptance: an upper bound of when it was sent)."""
     from django.db import connection
 
     from delivery import models as dm
@@ -57,10 +57,10 @@ def _past_expiry() -> int:
         cursor.execute(
             f"""
             SELECT count(*) FROM {tm.Push._meta.db_table} AS p
-              JOIN {dm.DeliveredPush._meta.db_table} AS d ON d.key = p.key
-             WHERE p.key LIKE 'storm-%%' AND p.expires_at IS NOT NULL AND d.delivered_at > p.expires_at
+             WHERE p.key LIKE 'storm-%%' AND p.expires_at IS NOT NULL
                AND EXISTS (SELECT 1 FROM {dm.PushSend._meta.db_table} AS s
-                            WHERE s.push_key = p.key AND s.status = 'accepted')
+                            WHERE s.push_key = p.key AND s.status = 'accepted'
+                              AND s.recorded_at > p.expires_at)
             """
         )
         return int(cursor.fetchone()[0])

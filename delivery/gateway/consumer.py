@@ -7,16 +7,18 @@ a batch's message is acked once each of its pushes is settled (recorded, dead-le
 Per round (up to TRAININGS_GATEWAY_BATCH pushes, plus the retries now due):
 1. Parse; a message that is not a push is rejected without requeue (a poison message must not loop); a
    push in a batch that is not one is logged and dropped with the batch's ack.
-2. Skip what is done: a key in `DeliveredPush` is acked without sending (redelivered or republished), and
-   a device that already has a `PushSend` row for the push is not sent it again (a gateway killed in the
-   middle of a player's devices resumes with the rest). A push past its `expires_at` (the training has
-   started; the questionnaire has closed) is recorded `stale`; a player without an enabled device is
-   recorded `no_device`.
+2. Skip what is done: a push with a push-level `PushSend` row (no device, stale, muted, given up) or whose
+   every address has its `PushSend` outcome from an earlier delivery is acked without sending (redelivered
+   or republished), and a device that already has a `PushSend` row for the push is not sent it again (a
+   gateway killed in the middle of a player's devices resumes with the rest). A push past its `expires_at`
+   (the training has started; the questionnaire has closed) is recorded `stale`; a player without an
+   enabled device is recorded `no_device`.
 3. Send every (push, device) concurrently, at most TRAININGS_GATEWAY_IN_FLIGHT at once, each to its
    device's provider (HTTP/2 streams on one connection for APNs).
 4. Record the outcomes in one transaction: `accepted`, `token_dead` (the device is disabled with the
-   reason and never tried again), `failed` (the payload was refused); a push whose devices all have an
-   outcome gets its `DeliveredPush` row. Then ack.
+   reason and never tried again), `failed` (the payload was refused): those rows say the push is finished
+   once its devices all have one. Then ack. The accepting devices' `last_success_at` is stamped apart,
+   once a minute (delivery/gateway/stamps.py).
 5. A push with a device to retry (429, 5xx, network) stays unacked in this gateway and comes back after
    a backoff that honours `Retry-After`; a throttled channel (or, when the service throttles per address,
    that address) is paused meanwhile. Once one of its devices has been sent it
@@ -274,6 +276,7 @@ def gateway_run(
                             broker.heartbeat_check()  # a beat when due; raises when the server stopped
                             metrics.gateway_alive()
                             gateway_heartbeat()  # a write every few seconds at most: the status page's
+                            sender.stamps.due()  # the devices' `last_success_at`, once a minute
                             if not stopping and should_stop():
                                 # Graceful: the open rounds finish, are recorded and acked; the rest
                                 # (received, not begun, or waiting for a retry) goes back unacked.

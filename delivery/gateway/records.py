@@ -1,6 +1,6 @@
 """What the gateway writes about its sends, and what a round reads of them before it sends: each device
 outcome (`PushSend`, and the device's state) as it is answered, and per finished push its push-level
-outcome and `DeliveredPush` row. A `Round` is what the sender (delivery/gateway/sender.py) and the
+outcome (a `PushSend` row without a device). A `Round` is what the sender (delivery/gateway/sender.py) and the
 `Recorder`, the thread that commits device outcomes while later sends are in flight, share about one round
 of pushes."""
 
@@ -12,15 +12,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from common.lookups import AnyOf, array_literal
+from common.lookups import array_literal
 from common.prepared import prepared_run
 from common.rows_insert import rows_insert_many
 from delivery import queries
@@ -29,12 +27,11 @@ from delivery.domain import DOMAIN, PushOutcome
 from delivery.family import members_of
 from delivery.gateway import metrics
 from delivery.gateway.liveness import push_minutes_add
+from delivery.gateway.stamps import Stamps
 from delivery.messages import AuthFailure, PushMessage, SendResult, Target, Verdict
-from delivery.models import DeliveredPush, Device, PushSend, SendStatus
+from delivery.models import PUSH_FINISHED, PushSend, SendStatus
 
 logger = logging.getLogger("delivery.gateway.consumer")
-
-Device._meta.get_field("id").register_lookup(AnyOf)  # a round's devices as one array parameter
 
 # One send's answer: (the push's index in its round, the push, the device, the result).
 Answer = tuple[int, PushMessage, Target, SendResult]
@@ -95,16 +92,18 @@ _SEND_COLUMNS = ("push_key", "device_id", "player_id", "guardian_id", "coach_id"
                  "provider_message_id", "error", "attempts", "recorded_at")  # fmt: skip
 _FINAL = {Verdict.ACCEPTED: SendStatus.ACCEPTED, Verdict.TOKEN_DEAD: SendStatus.TOKEN_DEAD,
           Verdict.FAILED: SendStatus.FAILED}  # fmt: skip
-# A device's `last_success_at` moves once this much older than the accepted send: a device reached again
-# within it (a guardian's several players, a coach's digest beside a reminder) costs no row version.
-SUCCESS_EVERY = timedelta(hours=1)
 
 
 def sends_record(
-    answers: Sequence[tuple[Answer, int, Any]], *, channel_of: Callable[[Target], str]
+    answers: Sequence[tuple[Answer, int, Any]],
+    *,
+    channel_of: Callable[[Target], str],
+    stamps: Stamps | None = None,
 ) -> dict[int, str]:
     """The final device outcomes among `answers` ((answer, requests sent to the device, recorded at)) and
-    the devices' state, in one transaction. Returns the devices disabled as dead, with the reason."""
+    the dead devices' disabling, in one transaction. Returns the devices disabled as dead, with the reason.
+    The accepting devices' `last_success_at` is not written in it: they go to `stamps`, which stamps them
+    later (delivery/gateway/stamps.py); without one, right after the commit."""
     rows: list[tuple[Any, ...]] = []
     accepted: list[int] = []
     dead: dict[int, str] = {}
@@ -128,30 +127,36 @@ def sends_record(
         # Sorted, so two gateways recording overlapping rows take their locks in one order.
         sends = sorted(rows, key=lambda r: (r[0], r[1] or 0))
         rows_insert_many(PushSend, _SEND_COLUMNS, sends, prepared=True)  # tens of rows, commit after commit
-        if accepted:
-            _successes_mark(sorted(set(accepted)))
         by_reason: dict[str, list[int]] = {}
         for device_id, reason in sorted(dead.items()):
             by_reason.setdefault(reason, []).append(device_id)
         for reason, device_ids in sorted(by_reason.items()):  # one UPDATE per reason, not per device
             devices_disable(device_ids=device_ids, reason=reason)
+    if accepted:  # committed: a stamp claims only what is recorded
+        into = stamps or Stamps()
+        into.add(accepted, at=min(at for _, _, at in answers))
+        if stamps is None:
+            into.write()
     return dead
 
 
 def sends_recorded(keys: set[str]) -> tuple[set[str], list[tuple[str, int | None, str]]]:
-    """What a round reads before it sends: which of these push keys are done, and the device outcomes
-    recorded for the others (push key, device, status). Two prepared statements on PostgreSQL
+    """What a round reads before it sends: which of these push keys are done (a push-level row: no device,
+    stale, muted, given up), and the outcomes recorded for the others (push key, device, status), from
+    which the round sends only to the devices without one. One prepared statement on PostgreSQL
     (delivery/queries.py says why)."""
     if not keys:
         return set(), []
+    rows: list[tuple[str, int | None, str]]
     if connection.vendor != "postgresql":
-        done = set(DeliveredPush.objects.filter(key__in=keys).values_list("key", flat=True))
-        sends = PushSend.objects.filter(push_key__in=keys - done)
-        return done, list(sends.values_list("push_key", "device_id", "status"))
-    done = {key for (key,) in prepared_run(connection, queries.PUSHES_DELIVERED, [_keys_literal(keys)])}
-    if not keys - done:
-        return done, []
-    return done, prepared_run(connection, queries.PUSH_SENDS_RECORDED, [_keys_literal(keys - done)])
+        rows = list(PushSend.objects.filter(push_key__in=keys).values_list("push_key", "device_id", "status"))
+    else:
+        rows = prepared_run(connection, queries.PUSH_SENDS_RECORDED, [_keys_literal(keys)])
+    done = {key for key, device_id, status in rows if device_id is None and status in _FINISHED}
+    return done, [row for row in rows if row[0] not in done]
+
+
+_FINISHED = frozenset(str(status) for status in PUSH_FINISHED)
 
 
 def _keys_literal(keys: set[str]) -> str:
@@ -159,13 +164,6 @@ def _keys_literal(keys: set[str]) -> str:
     if literal is None:  # a key it cannot write would match nothing, and its push be sent again
         raise TypeError("push keys must be text")
     return literal
-
-
-def _successes_mark(device_ids: list[int]) -> None:
-    """The devices reached now, whose `last_success_at` is unset or older than SUCCESS_EVERY."""
-    now = timezone.now()
-    stale = Q(last_success_at__isnull=True) | Q(last_success_at__lt=now - SUCCESS_EVERY)
-    Device.objects.filter(stale, pk__any=device_ids).update(last_success_at=now)
 
 
 def pushes_finish(
@@ -176,8 +174,10 @@ def pushes_finish(
     *,
     standin_of: Callable[[Target], bool] = lambda device: False,
 ) -> None:
-    """The push-level outcomes (stale, no device), a DeliveredPush per finished push, and the round's device
-    outcomes added to their minute (`answers`: every answer of the round, each recorded by `sends_record`).
+    """The push-level outcomes (stale, no device, muted: a row without a device, which also says the push
+    is finished), the outcomes of the finished pushes published, and the round's device outcomes added to
+    their minute (`answers`: every answer of the round, each recorded by `sends_record`). A push finished
+    by its devices' outcomes needs no row more: those rows say it (`sends_recorded`).
 
     The minute is added once per round rather than with each commit of the recorder: every commit rewrote
     the same row, whose versions pile up on its page until it is pruned. A gateway killed mid-round leaves
@@ -197,22 +197,13 @@ def pushes_finish(
     if not finished and not (accepted or not_reached):
         return
     with transaction.atomic():
-        if finished:
+        if rows:
             rows_insert_many(PushSend, _SEND_COLUMNS, sorted(rows, key=lambda r: r[0]))
-            summary = _summaries(answers, closing)
-            delivered_at = timezone.now()
-            rows_insert_many(
-                DeliveredPush,
-                ("key", "provider", "delivered_at"),
-                sorted(
-                    (member.key, summary.get(p.idempotency_key) or "none", delivered_at)
-                    for p in finished
-                    for member in members_of(p)
-                ),
-            )
+        if finished:
             _outcomes_publish(closing, complete)
-        # Last: concurrent gateways' rounds wait on the minute's row only for their commit.
-        push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached, standin=standin)
+        if accepted or not_reached:
+            # Last: concurrent gateways' rounds wait on the minute's row only for their commit.
+            push_minutes_add(at=timezone.now(), accepted=accepted, not_reached=not_reached, standin=standin)
 
 
 _PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.NO_DEVICE,
@@ -220,9 +211,9 @@ _PUSH_OUTCOME = {SendStatus.STALE: Outcome.STALE, SendStatus.NO_DEVICE: Outcome.
 
 
 def round_conclude(round_: Round, *, standin_of: Callable[[Target], bool]) -> list[Handled]:
-    """Step 4 of a round whose every send is answered and recorded: the push-level outcomes and a
-    DeliveredPush per finished push (`pushes_finish`), and what the gateway does with each push. Raises
-    AuthFailure once they are written."""
+    """Step 4 of a round whose every send is answered and recorded: the push-level outcomes
+    (`pushes_finish`), and what the gateway does with each push. Raises AuthFailure once they are
+    written."""
     results, pushes, handled, closing = round_.results, round_.pushes, round_.handled, round_.closing
     auth_error = next((r.error for (_, _, _, r) in results if r.verdict == Verdict.AUTH), None)
     retry: dict[int, SendResult] = {}
@@ -300,18 +291,6 @@ def _outcome(sends: list[tuple[str, str]]) -> tuple[str | None, str]:
     if sends and all(status == SendStatus.TOKEN_DEAD for _, status in sends):
         return last, "token_dead"
     return last, "failed"
-
-
-def _summaries(answers: list[Answer], closing: list[tuple[int, PushMessage, SendStatus]]) -> dict[str, str]:
-    """Per finished push key, how it finished: `stale`, `no_device`, or the providers of its devices."""
-    providers: dict[str, set[str]] = {}
-    for _, push, device, _ in answers:
-        providers.setdefault(push.idempotency_key, set()).add(device.provider)
-    summary = {key: "+".join(sorted(names))[:50] for key, names in providers.items()}
-    for _, push, status in closing:
-        if status in PUSH_LEVEL:
-            summary[push.idempotency_key] = str(status)
-    return summary
 
 
 class Recorder:

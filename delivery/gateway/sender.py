@@ -39,6 +39,7 @@ from delivery.gateway.records import (
     sends_recorded,
 )
 from delivery.gateway.routing import addresses_of, channels_for, route
+from delivery.gateway.stamps import Stamps
 from delivery.models import SendStatus
 
 __all__ = ["AuthFailure", "Handled", "Outcome", "PushSender", "Round", "devices_disable"]
@@ -94,6 +95,7 @@ class PushSender:
         self._dead: dict[int, int | None] = {}
         self._dead_lock = threading.Lock()
         self._recorded_at = 0.0
+        self.stamps = Stamps()  # the accepting devices' `last_success_at`, written once a minute
         # A test's transaction is its thread's alone: another thread could not see its rows.
         if record_in_thread is None:
             record_in_thread = not connection.in_atomic_block
@@ -125,6 +127,8 @@ class PushSender:
             asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=10)
         if self._recorder is not None:  # before the loop stops: its last commit tells the loop
             self._recorder.close()
+        with contextlib.suppress(Exception):  # lost with the database: the next acceptances stamp them
+            self.stamps.write()
         self._pacer.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
@@ -178,17 +182,21 @@ class PushSender:
                 handled[i] = Handled(Outcome.DUPLICATE, push=push)
                 continue
             seen.add(key)
+            channels, muted = preferences.get((*push.recipient, push.kind), ("default", False))
+            todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}),
+                                channels=channels_for(push, channels))  # fmt: skip
+            if not todo and sent.get(key) and not (sends and sends[i]):
+                # Every address has its outcome from an earlier delivery of the push: it was finished.
+                handled[i] = Handled(Outcome.DUPLICATE, push=push)
+                continue
             if push.expires_at is not None and push.expires_at <= now:
                 closing.append((i, push, SendStatus.STALE))
                 continue
-            channels, muted = preferences.get((*push.recipient, push.kind), ("default", False))
             if muted and not DOMAIN.critical_at(
                 critical.get(push.rule or ""), push.offset
             ):  # recorded, not dropped
                 closing.append((i, push, SendStatus.MUTED))
                 continue
-            todo, spare = route(devices.get(push.recipient, []), done=sent.get(key, {}),
-                                channels=channels_for(push, channels))  # fmt: skip
             if spare:
                 fallback_waits.add(i)
             if not todo:
@@ -236,8 +244,8 @@ class PushSender:
 
     def end(self, round_: Round, *, meanwhile: Callable[[float], bool] | None = None) -> list[Handled]:
         """Wait for the round's last answer, recording every FLUSH_SECONDS what arrived meanwhile (the
-        other open rounds' too), then step 4: the push-level outcomes and a DeliveredPush per finished
-        push. Raises AuthFailure once what did arrive is recorded."""
+        other open rounds' too), then step 4: the push-level outcomes of the finished pushes. Raises
+        AuthFailure once what did arrive is recorded."""
         # The recorder thread says when the round is recorded; without it, this thread records once the
         # round is answered.
         event = round_.recorded if self._recorder is not None else round_.finished
@@ -370,11 +378,13 @@ class PushSender:
         return result
 
     def _record_sends(self, batch: list[tuple[Round, list[Answer]]]) -> None:
-        """Commit the rounds' answers; a device found dead is then skipped by the rounds that read it."""
+        """Commit the rounds' answers (recorded at the commit's time); a device found dead is then skipped by
+        the rounds that read it."""
+        now = timezone.now()
         dead = sends_record(
-            [(answer, round_.sends_of(answer[0], answer[2].device_id), round_.now)
+            [(answer, round_.sends_of(answer[0], answer[2].device_id), now)
              for round_, answers in batch for answer in answers],
-            channel_of=lambda device: self.providers.for_device(device).name,
+            channel_of=lambda device: self.providers.for_device(device).name, stamps=self.stamps,
         )  # fmt: skip
         if dead:  # committed: rounds begun from now on read these devices as disabled
             with self._dead_lock:

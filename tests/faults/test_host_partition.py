@@ -244,7 +244,7 @@ def test_a_partitioned_gateway_host_hands_its_pushes_to_the_other_gateway(
         total = GATEWAY_TRAININGS * 4
 
         def finished() -> int:
-            return int(db.value("SELECT count(*) FROM delivery_deliveredpush"))
+            return int(db.value("SELECT count(DISTINCT push_key) FROM delivery_pushsend"))
 
         with harness.Kicker():
             harness.wait_for(lambda: finished() >= total // 5, timeout=120, what="the pushes under way")

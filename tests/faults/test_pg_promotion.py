@@ -140,7 +140,7 @@ def test_a_promoted_standby_is_found_by_every_process_and_the_burst_is_delivered
                     f"SELECT count(*) FROM reminders_occurrence WHERE {due} AND status <> 'delivered'"  # noqa: S608
                 )
                 pushes = new.value("SELECT count(*) FROM trainings_push")
-                finished = new.value("SELECT count(*) FROM delivery_deliveredpush")
+                finished = new.value("SELECT count(DISTINCT push_key) FROM delivery_pushsend")
                 return left == 0 and pushes == finished == TRAININGS * PLAYERS
 
             harness.wait_for(done, timeout=240, what="every occurrence delivered and every push finished")

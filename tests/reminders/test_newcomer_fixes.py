@@ -101,7 +101,7 @@ def test_beat_tasks_are_hidden_from_operators_who_are_not_superusers(operator: C
 
 def test_plurals_and_offsets_read_as_english(operator: Client) -> None:
     index = operator.get("/admin/").content.decode()
-    assert "Pushes" in index and "Pushs" not in index and "Delivered pushes" in index
+    assert "Pushes" in index and "Pushs" not in index and "Push sends" in index
     rules = operator.get("/admin/trainings/reminderrule/").content.decode()
     assert "90 min, 75 min, 60 min, 45 min, 30 min, 15 min before the start" in rules
     assert "[&quot;90m&quot;" not in rules

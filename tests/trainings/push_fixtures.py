@@ -15,12 +15,18 @@ from django.utils import timezone
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import PushSender, broker_connection
 from delivery.gateway.queue import batch_pushes, queue_publisher_at
+from delivery.models import PushSend
 from reminders.transports import Delivery
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
 from trainings.reminding.publishing import answered
 
 TOPIC = "com.example.coach"
 TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"
+
+
+def recorded_keys() -> set[str]:
+    """The push keys the gateway recorded an outcome for (a device's, or the push's as a whole)."""
+    return set(PushSend.objects.values_list("push_key", flat=True))
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from delivery.gateway.consumer import PushSender
-from delivery.models import DeliveredPush, Device, PushSend
+from delivery.models import Device, PushSend
 from reminders.models import Occurrence
 from tests.clients import logged_in
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory, UserFactory, training_made
@@ -88,7 +88,6 @@ def test_no_page_a_coach_opens_names_a_rule_slug_or_a_push_key(
         *Push.objects.values_list("key", flat=True),
         *Push.objects.values_list("occurrence_key", flat=True),
         *PushSend.objects.values_list("push_key", flat=True),
-        *DeliveredPush.objects.values_list("key", flat=True),
         *CoachPush.objects.values_list("key", flat=True),
         *CoachPush.objects.values_list("occurrence_key", flat=True),
     }

@@ -21,7 +21,7 @@ from delivery.channels.apns import ApnsProvider
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender
 from delivery.gateway.records import sends_recorded
-from delivery.models import DeliveredPush, Device, PushMinute, PushSend, SendStatus
+from delivery.models import Device, PushMinute, PushSend, SendStatus
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
 from tests.trainings.push_fixtures import message
@@ -160,7 +160,14 @@ def test_a_round_records_every_device_outcome_with_one_statement_per_kind(
     ]
     disables = [s for s in sql if s.startswith('UPDATE "delivery_device"') and "disabled_reason" in s]
     successes = [s for s in sql if s.startswith('UPDATE "delivery_device"') and "last_success_at" in s]
-    assert len(inserts) == 1 and len(successes) == 1
+    # The sends' one INSERT; the devices' stamps wait for the sender's next minute (gateway/stamps.py).
+    assert len(inserts) == 1 and successes == []
+    assert sender.stamps.pending() == 30  # the accepting devices, stamped later by one UPDATE
+    with CaptureQueriesContext(connection) as stamping:
+        assert sender.stamps.write() == 30
+    assert [q["sql"] for q in stamping.captured_queries if "last_success_at" in q["sql"]] != []
+    assert len(stamping.captured_queries) == 1
+    assert Device.objects.filter(last_success_at__isnull=False).count() == 30
     if connection.vendor == "postgresql":  # the sends' statement is prepared once per connection
         with connection.cursor() as cursor:
             cursor.execute("SELECT statement FROM pg_prepared_statements")
@@ -185,9 +192,9 @@ def test_a_round_adds_its_device_outcomes_to_the_minute_once(fcm: FcmPeer, sende
     assert {r.outcome for r in results} == {Outcome.DELIVERED}
     sql = [q["sql"].lstrip() for q in queries.captured_queries]
     minutes = [i for i, s in enumerate(sql) if s.startswith("INSERT") and PushMinute._meta.db_table in s]
-    table = DeliveredPush._meta.db_table
-    delivered = [i for i, s in enumerate(sql) if s.startswith("INSERT") and f'INTO "{table}"' in s]
-    assert len(minutes) == 1 and minutes[0] > delivered[0]  # with the round's finish, after its sends
+    table = PushSend._meta.db_table
+    sends = [i for i, s in enumerate(sql) if s.startswith("INSERT") and f'INTO "{table}"' in s]
+    assert len(minutes) == 1 and minutes[0] > sends[-1]  # with the round's finish, after its sends
     [minute] = PushMinute.objects.all()
     assert (minute.accepted, minute.not_reached, minute.standin) == (8, 4, 0)  # real FCM: no stand-in
 
@@ -244,14 +251,16 @@ def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_cha
 
     keys = ['a"b', "c\\d", "e,f", "{g}", "h i", "NULL", "", "é✓", "it's", 'j\\"k']
     done, sent = keys[:5], keys[5:]
-    DeliveredPush.objects.bulk_create([DeliveredPush(key=k, provider="apns") for k in [*done, "other"]])
     now = timezone.now()
     PushSend.objects.bulk_create(
         [
-            PushSend(push_key=k, provider="apns", status="accepted", attempts=1, recorded_at=now)
-            for k in [*sent, "x"]
+            *(PushSend(push_key=k, provider="", status="stale", attempts=0, recorded_at=now)
+              for k in [*done, "other"]),
+            *(PushSend(push_key=k, device_id=1, provider="apns", status="accepted", attempts=1,
+                       recorded_at=now)
+              for k in [*sent, "x"]),
         ]
-    )
+    )  # fmt: skip
     with CaptureQueriesContext(connection) as queries:
         found, recorded = sends_recorded(set(keys))
     assert found == set(done)

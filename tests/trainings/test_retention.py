@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from delivery.models import DeliveredPush
+from delivery.models import PushSend, SendStatus
 from trainings.models import Coach, CoachPush, Player, Push, ReminderRun, RunOutcome, Team
 from trainings.planning.writes import training_create
 from trainings.retention import trainings_purge_old
@@ -50,26 +50,24 @@ def test_each_kind_goes_after_its_own_age_and_newer_rows_stay(team: Team) -> Non
     coach_push("coach-new", 29)
     run("run-old", 91)
     run("run-new", 89)
-    DeliveredPush.objects.create(key="delivered-old", provider="logging")
-    DeliveredPush.objects.create(key="delivered-new", provider="logging")
-    DeliveredPush.objects.filter(key="delivered-old").update(delivered_at=now - dt.timedelta(days=8))
+    # The gateway's send records (which also say which pushes are finished) are kept, however old.
+    PushSend.objects.create(push_key="stale-old", provider="", status=SendStatus.STALE, attempts=0,
+                            recorded_at=now - dt.timedelta(days=400))  # fmt: skip
 
     assert trainings_purge_old(now=now) == {
         "push": 1,
         "coach_push": 1,
         "reminder_run": 1,
-        "delivered_push": 1,
     }
 
     assert list(Push.objects.values_list("key", flat=True)) == ["push-new"]
     assert list(ReminderRun.objects.values_list("occurrence_key", flat=True)) == ["run-new"]
-    assert list(DeliveredPush.objects.values_list("key", flat=True)) == ["delivered-new"]
+    assert list(PushSend.objects.values_list("push_key", flat=True)) == ["stale-old"]
     assert list(CoachPush.objects.values_list("key", flat=True)) == ["coach-new"]
     assert trainings_purge_old(now=now) == {
         "push": 0,
         "coach_push": 0,
         "reminder_run": 0,
-        "delivered_push": 0,
     }
 
 

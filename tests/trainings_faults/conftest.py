@@ -18,7 +18,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from bench.processes import amqp_connection, declared_counts, start_process, stop_process
-from delivery.models import DeliveredPush
+from delivery.models import PushSend
 from tests.conftest import drain_queue
 from tests.factories import MembershipFactory, PlayerFactory, TeamFactory
 from tests.fault_table import record
@@ -61,9 +61,9 @@ def training_via_api(client: APIClient, team: Team, start: dt.datetime) -> str:
 def record_with_the_queue_empty(
     push_queue: str, keys: list[str], *, scenario: str, fault: str, result: str
 ) -> None:
-    """Every push key delivered exactly once (one DeliveredPush row each) and nothing left on the queue;
-    then the scenario's row of the fault table."""
-    assert sorted(DeliveredPush.objects.values_list("key", flat=True)) == sorted(keys)
+    """Every push key delivered, each of its devices once (a PushSend row a (push, device): the unique key
+    says once) and nothing left on the queue; then the scenario's row of the fault table."""
+    assert sorted(set(PushSend.objects.values_list("push_key", flat=True))) == sorted(keys)
     assert drain_queue(push_queue) == []
     record(scenario=scenario, fault=fault, result=result)
 

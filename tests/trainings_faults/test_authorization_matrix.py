@@ -28,7 +28,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from rest_framework.test import APIClient
 
-from delivery.models import DeliveredPush, Device, PushSend, SendStatus
+from delivery.models import Device, PushSend, SendStatus
 from reminders.models import Job, Occurrence, OccurrenceStatus, Schedule
 from tests.data_once import built_once, fresh_copy
 from tests.factories import (
@@ -744,11 +744,6 @@ ADMIN: dict[type[Any], tuple[Callable[[Side], Any], str]] = {
     ReminderRun: (_run, SCOPED),
     Push: (_push, SCOPED),
     ReminderRule: (lambda s: ReminderRule.objects.get(slug="invitation"), OPERATORS),
-    DeliveredPush: (
-        # The gateway's record of a push it finished carries the push's key (delivery/gateway/records.py).
-        lambda s: DeliveredPush.objects.create(key=_push(s).key, provider="x"),
-        SUPERUSERS,
-    ),
     Device: (lambda s: s.player.devices.get(), SCOPED),
     Guardian: (lambda s: s.guardian, SCOPED),
     Questionnaire: (lambda s: Questionnaire.objects.get_or_create(team=s.team, phase="POST")[0], SCOPED),
@@ -1079,7 +1074,6 @@ ROUTES: dict[tuple[str, str], tuple[str, Rule, str]] = {
     ("admin:trainings_experiment_stop", "*"):    ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:trainings_experiment_promote", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:delivery_pushsend", "*"):           ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
-    ("admin:delivery_deliveredpush", "*"):      ("trainings.admin",         ADMIN_SUPERUSERS, LOGIN),
     ("admin:trainings_webhooksubscription", "*"): ("trainings.admin",         ADMIN_OPERATORS,  LOGIN),
     ("admin:auth_user", "*"):                    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),
     ("admin:auth_user_password_change", "*"):    ("django.contrib.auth",     ADMIN_SUPERUSERS, LOGIN),

@@ -1,14 +1,14 @@
 """Scenario 6: the push gateway is killed -9 in the middle of a push; nothing is lost.
 
 What the gateway guarantees (delivery/gateway/consumer.py): a message leaves the queue only by an ack, and
-the ack comes after the provider accepted the push and its key was committed to `DeliveredPush`. So:
+the ack comes after the provider accepted the push and its outcome was committed to `PushSend`. So:
 - every push reaches the provider at least once (none lost);
-- a crash after the provider accepted a push but before the `DeliveredPush` commit sends that one push
+- a crash after the provider accepted a push but before the `PushSend` commit sends that one push
   once more on redelivery (the provider sees its key twice; the `Idempotency-Key` header lets a provider
   drop the copy);
 - a crash after the commit but before the ack sends nothing again: the redelivered message is acked as a
   duplicate;
-- `DeliveredPush` holds each key exactly once either way.
+- `PushSend` holds each (push, device) exactly once either way.
 
 Each case runs the real `manage.py push_gateway` against the real RabbitMQ, with the webhook provider
 pointed at an HTTP server in this test, and pushes made by the real reminder pipeline.
@@ -31,7 +31,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from delivery.models import DeliveredPush
+from delivery.models import PushSend
 from reminders.engine.dispatch import occurrences_dispatch_batch
 from reminders.models import Occurrence
 from tests.factories import training_made
@@ -159,7 +159,7 @@ def test_a_gateway_killed_before_it_recorded_the_push_sends_that_push_twice_and_
     wait_for(lambda: gateway.poll() is not None, timeout=30, what="the provider's first push")
     assert gateway.returncode == -signal.SIGKILL, processes.log("gateway-1")
     crashed = provider.keys[0]
-    assert not DeliveredPush.objects.exists()
+    assert not PushSend.objects.exists()
     wait_for(lambda: ready_count(push_queue) == 4, timeout=10, what="RabbitMQ to requeue the unacked push")
 
     log = _finish_with_a_new_gateway(processes, provider, messages=4)
@@ -174,7 +174,7 @@ def test_a_gateway_killed_before_it_recorded_the_push_sends_that_push_twice_and_
         scenario="Push gateway killed -9 after the provider accepted a push, before recording it",
         fault="SIGKILL of `manage.py push_gateway` inside the provider's HTTP request (prefetch 1)",
         result=f"push redelivered by RabbitMQ to a restarted gateway: provider saw that key 2x "
-        f"(at-least-once window), the other {len(keys) - 1} once; DeliveredPush 1 row per key; "
+        f"(at-least-once window), the other {len(keys) - 1} once; PushSend 1 row per key; "
         f"{len(keys)}/{len(keys)} delivered, 0 lost, queue empty ({elapsed:.1f} s)",
     )
 
@@ -197,8 +197,8 @@ def test_a_gateway_killed_after_it_recorded_the_push_sends_nothing_twice_and_los
             "REMINDERS_CALLBACK_BROKER_URL": proxy.url_for(settings.CELERY_BROKER_URL),
         }
         gateway = processes.gateway("gateway-1", "--idle-seconds", "30", **env)
-        wait_for(lambda: DeliveredPush.objects.exists(), timeout=30, what="the gateway to record a push")
-        crashed = DeliveredPush.objects.get().key
+        wait_for(lambda: PushSend.objects.exists(), timeout=30, what="the gateway to record a push")
+        crashed = PushSend.objects.get().push_key
         wait_for(lambda: proxy.swallowed > 0, timeout=10, what="the gateway's ack (swallowed)")
         assert ready_count(push_queue) == 3  # the recorded push is still unacked, held by the gateway
         os.kill(gateway.pid, signal.SIGKILL)
@@ -219,6 +219,6 @@ def test_a_gateway_killed_after_it_recorded_the_push_sends_nothing_twice_and_los
         scenario="Push gateway killed -9 after recording a push, before its ack reached RabbitMQ",
         fault="ack swallowed by a TCP proxy, then SIGKILL of `manage.py push_gateway`",
         result=f"push redelivered and acked as a duplicate without a send: provider saw every key once; "
-        f"DeliveredPush 1 row per key; {len(keys)}/{len(keys)} delivered, 0 lost, queue empty "
+        f"PushSend 1 row per key; {len(keys)}/{len(keys)} delivered, 0 lost, queue empty "
         f"({elapsed:.1f} s)",
     )

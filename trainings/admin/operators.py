@@ -16,7 +16,7 @@ from common.admin_widgets import pretty_json
 from common.history_admin import AuditedAdmin
 from common.templatetags.admin_time import seconds
 from delivery.api import standin_names, standin_words, token_preview
-from delivery.models import DeliveredPush, Device, PushSend, SendStatus
+from delivery.models import Device, PushSend, SendStatus
 from reminders.api import job_describer_register
 from trainings.admin.html import local_time, rule_label
 from trainings.admin.offsets_field import OffsetsField
@@ -370,16 +370,3 @@ class PushSendAdmin(_NamedByPush):
     @admin.display(description=_("outcome"), ordering="status")
     def outcome(self, send: PushSend) -> str:
         return _send_outcome(send)
-
-
-@admin.register(DeliveredPush)
-class DeliveredPushAdmin(_NamedByPush):
-    list_display = ["delivered_at", "player_name", "training_title", "provider"]
-    search_fields = ["key"]
-    ordering = ["-delivered_at", "-id"]
-    fields = ["player_name", "training_title", "provider", "delivered_at", "key"]
-    readonly_fields = fields  # type: ignore[assignment]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[DeliveredPush]:
-        visible = Push.objects.filter(training__in=trainings_visible_to(request.user)).values("key")
-        return super().get_queryset(request).filter(key__in=visible).annotate(push_key_of=F("key"))

@@ -26,7 +26,7 @@ from kombu import Connection
 from common.amqp.queues import FailoverConnector
 from common.templatetags.admin_time import seconds
 from delivery.api import standin_words
-from delivery.models import DeliveredPush, GatewayHeartbeat, PushMinute
+from delivery.models import GatewayHeartbeat, PushMinute, PushSend
 from reminders.api import (
     ERROR_PREFIX,
     FAILURE_SAMPLE,
@@ -136,8 +136,8 @@ readiness_check_register(check_gateway)
 
 def push_status() -> PushStatus:
     depth, consumers, note = push_queue_depth()
-    # The newest delivery record by primary key: one index entry, however many there are.
-    last = DeliveredPush.objects.order_by("-pk").values_list("delivered_at", flat=True).first()
+    # The newest send record by primary key: one index entry, however many there are.
+    last = PushSend.objects.order_by("-pk").values_list("recorded_at", flat=True).first()
     return PushStatus(
         settings.TRAININGS_PUSH_QUEUE, depth, settings.TRAININGS_PUSH_MESSAGE_PUSHES, consumers, note,
         gateway_liveness(), last,

@@ -16,7 +16,6 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext_noop as _
 
-from trainings import queries
 from trainings.answers import questionnaires
 from trainings.answers.events import answer_events
 from trainings.answers.links import AnswerLink, expects_response
@@ -28,7 +27,8 @@ from trainings.answers.recording import (
     guardian_by,
     invitation_answer,
     invitation_link_write,
-    link_statement_write,
+    link_answers_write,
+    link_response_write,
     questionnaire_link_write,
 )
 from trainings.answers.statements import detached
@@ -114,12 +114,12 @@ def answer_link_answer(
     if invitation:
         if response not in RESPONSES:
             raise ValueError("response")
-        row = link_statement_write(queries.LINK_RESPONSE_RECORD, {**params, "status": RESPONSES[response]})
+        row = link_response_write({**params, "status": RESPONSES[response]})
     else:  # checked against the questions last read for the training: written only if they still hold
         check = questionnaires.guessed_check(link.training_id, link.kind, answers_check(answers))
-        row = link_statement_write(queries.LINK_ANSWERS_RECORD, {**params, "phase": link.kind,
-                                   "team": check.team, "revision": check.revision,
-                                   "answers": json.dumps(check.checked)})  # fmt: skip
+        written = {"phase": link.kind, "team": check.team, "revision": check.revision,
+                   "answers": json.dumps(check.checked)}  # fmt: skip
+        row = link_answers_write({**params, **written})
     if row is None:
         raise LinkGone("gone", _("This training no longer exists."))
     training, found, member = target_from_row(row)

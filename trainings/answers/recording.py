@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from django.db import connection, transaction
 
@@ -90,10 +91,29 @@ def questionnaire_link_write(
     return Recorded(changed, questionnaire_answer(answer))
 
 
-def link_statement_write(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-    """Run a link's one-statement check-and-write (`queries.LINK_RESPONSE_RECORD`, `LINK_ANSWERS_RECORD`):
-    its row, or None when the training is gone."""
-    return fetch_one(sql, params)
+def questionnaire_write(
+    *, training_id: UUID, player_id: int, phase: str, answers: Any, now: datetime, source: str
+) -> QuestionnaireAnswer:
+    """Write a coach's checked questionnaire answers for the player (the API or the admin): they replace
+    any standing ones, and no guardian gave them."""
+    answer, _ = QuestionnaireAnswer.objects.update_or_create(
+        training_id=training_id, player_id=player_id, phase=phase,
+        defaults={"answers": answers, "answered_at": now, "source": source, "answered_by": None},
+    )  # fmt: skip
+    return answer
+
+
+def link_response_write(params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Open a player's invitation link and write its RSVP in one statement (`queries.LINK_RESPONSE_RECORD`,
+    which checks the link may still be answered before it writes): its row, or None when the training is
+    gone."""
+    return fetch_one(queries.LINK_RESPONSE_RECORD, params)
+
+
+def link_answers_write(params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Open a player's questionnaire link and write its answers in one statement
+    (`queries.LINK_ANSWERS_RECORD`, written only if the questions it was checked against still hold)."""
+    return fetch_one(queries.LINK_ANSWERS_RECORD, params)
 
 
 def _invitation_record(target: LinkTarget, status: str, now: datetime, source: str) -> Recorded:

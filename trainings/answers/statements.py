@@ -14,12 +14,12 @@ Prepared statements live in a server session: behind a transaction-pooling proxy
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Model
-from django.db.models.base import ModelState
 
 from common.prepared import prepared_one
 
@@ -30,18 +30,21 @@ def fetch_one(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[Any,
 
 
 _M = TypeVar("_M", bound=Model)
+# Per model, an instance as `from_db` makes it with every field deferred: copied for each detached one.
+_BLANK: dict[type[Model], Model] = {}
 
 
 def detached(model: type[_M], related: dict[str, Model] | None = None, /, **values: Any) -> _M:
     """An instance of `model` as the database would give it, with only these fields (attribute names) and
-    these related objects, built without `Model.__init__`: that fills every other field's default and
-    sends pre_init and post_init, and for a link's four objects cost more than its statement. A field not
-    given is deferred: reading it loads it from the database rather than inventing a value."""
-    instance = model.__new__(model)
-    state = ModelState()
-    state.adding, state.db = False, DEFAULT_DB_ALIAS
-    if related:
-        state.fields_cache = dict(related)
-    instance._state = state
+    these related objects (cached as a foreign key caches its object). A copy of a blank instance rather
+    than `from_db`: `Model.__init__` fills every field and sends pre_init and post_init, and for a link's
+    four objects cost more than its statement. A field not given is deferred: reading it loads it from the
+    database rather than inventing a value."""
+    blank = _BLANK.get(model)
+    if blank is None:
+        blank = _BLANK[model] = model.from_db(DEFAULT_DB_ALIAS, [], [])
+    instance = copy.copy(blank)
     instance.__dict__.update(values)
-    return instance
+    for name, value in (related or {}).items():
+        model._meta.get_field(name).set_cached_value(instance, value)  # type: ignore[union-attr]
+    return instance  # type: ignore[return-value]

@@ -95,13 +95,20 @@ def rules_query(extra: str = "") -> tuple[str, list[str], list[tuple[int, list[A
     rules = ReminderRule.objects.all()
     if extra:
         rules = rules.annotate(extra=RawSQL(extra, ()))  # noqa: S611 - a constant of the caller's
-    compiler = rules.query.get_compiler(DEFAULT_DB_ALIAS)
-    sql, params = compiler.as_sql()
+    sql, params = rules.query.sql_with_params()
     if params:
         raise AssertionError("all() binds no value")
-    columns = [col for col, _, _ in compiler.select][: len(ReminderRule._meta.concrete_fields)]
-    converters = [(pos, convs, col) for pos, (convs, col) in compiler.get_converters(columns).items()]
-    return sql, [col.target.attname for col in columns], converters
+    # all() selects the concrete fields in their order; each read through its own converters, as the
+    # ORM converts them (the backend's, then the field's `from_db_value`).
+    connection = connections[DEFAULT_DB_ALIAS]
+    fields = ReminderRule._meta.concrete_fields
+    converters = []
+    for pos, model_field in enumerate(fields):
+        column = model_field.get_col(ReminderRule._meta.db_table)
+        convs = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if convs:
+            converters.append((pos, convs, column))
+    return sql, [f.attname for f in fields], converters
 
 
 def rules_from_rows(rows: Iterable[tuple[Any, ...]], extra: str = "") -> list[ReminderRule]:

@@ -25,7 +25,7 @@ from reminders.api import occurrences_cancel
 from reminders.models import Occurrence
 from trainings import queries
 from trainings.answers.questionnaires import answers_valid, definition_of
-from trainings.answers.recording import invitation_status_write
+from trainings.answers.recording import invitation_status_write, questionnaire_write
 from trainings.answers.values import answers_check
 from trainings.digest.alerts import decline_alert_on_commit
 from trainings.models import (
@@ -287,13 +287,9 @@ def answer_record(
     (trainings/answers/questionnaires.py: AnswersRefused, a ValueError, naming the question otherwise)."""
     answers = answers_valid(definition_of(training.team_id, phase), answers_check(answers))
     with transaction.atomic():  # the answer and its events (trainings/webhooks/) together
-        answer, _ = QuestionnaireAnswer.objects.update_or_create(
-            training=training,
-            player=player,
-            phase=phase,
-            defaults={"answers": answers, "answered_at": answered_at or timezone.now(), "source": source,
-                      "answered_by": None},
-        )  # fmt: skip
+        now = answered_at or timezone.now()
+        answer = questionnaire_write(training_id=training.pk, player_id=player.pk, phase=phase,
+                                     answers=answers, now=now, source=source)  # fmt: skip
         answer_recorded(training=training, player_id=player.pk, guardian_id=None, kind=phase,
                         answer={"answers": answers}, source=source, at=answer.answered_at)  # fmt: skip
     return answer
