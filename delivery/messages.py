@@ -16,9 +16,10 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from common.compact_json import json_compact
 from common.wire.h2client import H2Client
 from delivery.domain import DOMAIN
-from delivery.family import Member, family_answer_fields, members_parse
+from delivery.family import Member, members_parse
 
 SCHEMAS = ("trainings.push/1", "trainings.push/2")
 
@@ -104,21 +105,27 @@ class PushMessage:
                 values["team"] = str(self.raw["team"])
         return values
 
-    @cached_property
+    @property
     def answer_fields(self) -> dict[str, Any]:
-        """The answer link for this push's player (and guardian), training and kind (`category`,
-        `answer_url`, an invitation's `actions`), signed once per push whatever its number of devices; none
-        for a coach's digest (nothing to answer)."""
-        if self.player is None:
-            return {}
-        if self.family:
-            return family_answer_fields(self)
-        try:
-            return DOMAIN.answer_fields(
-                player_id=self.player, training_id=self.training, kind=self.kind, guardian_id=self.guardian
-            )
-        except ValueError:  # not a training's id (a hand-made message): no link rather than no push
-            return {}
+        """What a device push carries to be answered in one tap (`category`, `answer_url`, an invitation's
+        `actions`; a family's children, each with theirs): the document's, signed by its publisher for this
+        push's recipient; none for a push that says nothing to answer."""
+        return _part(self._answer.get("push"))
+
+    @property
+    def answer_page(self) -> str | None:
+        """The answer page of the push's link (the logging stand-in prints it under DEBUG)."""
+        page = self._answer.get("page")
+        return page if isinstance(page, str) else None
+
+    @property
+    def email_links(self) -> dict[str, str]:
+        """An email's answer page links (`accept` and `decline`, or `answer`), signed for email."""
+        return _part(self._answer.get("email"))
+
+    @cached_property
+    def _answer(self) -> dict[str, Any]:
+        return _part(self.raw.get("answer"))
 
     def ttl_seconds(self, now: float) -> int:
         return max(0, int(self.expires_at.timestamp() - now)) if self.expires_at else 86400
@@ -126,6 +133,10 @@ class PushMessage:
 
 # Whose push it is: (player, guardian, coach); a player's has no coach, a coach's no player or guardian.
 Recipient = tuple[int | None, int | None, int | None]
+
+
+def _part(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _optional_id(value: Any) -> int | None:
@@ -243,29 +254,6 @@ def h2_connect(base_url: str, *, per_request_headers: tuple[str, ...] = ()) -> H
                     per_request_headers=per_request_headers)  # fmt: skip
 
 
-def _unserializable(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-# `json.dumps(document, separators=(",", ":"))` without the encoder object and the C encoder it builds per
-# call (every request's body goes through it); the pure-Python encoder where the C one is missing.
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
-_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-_ENCODE = (
-    _c_make_encoder(
-        None, _unserializable, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-    if _c_make_encoder is not None
-    else None
-)
-
-
-def json_dumps(document: Any) -> bytes:
-    if _ENCODE is None:
-        return _COMPACT.encode(document).encode()
-    return "".join(_ENCODE(document, 0)).encode()
-
-
 def json_object(body: bytes) -> dict[str, Any]:
     try:
         value = json.loads(body or b"{}")
@@ -282,4 +270,4 @@ def first_line(exc: BaseException) -> str:
 
 def as_strings(fields: dict[str, Any]) -> dict[str, str]:
     """Answer fields as FCM data wants them: every value a string (the actions as JSON)."""
-    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in fields.items()}
+    return {k: v if isinstance(v, str) else json_compact(v).decode() for k, v in fields.items()}

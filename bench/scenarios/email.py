@@ -122,14 +122,15 @@ def _send_path(players: list[Any], training: str, expires_at: Any, threads: int)
 
     from delivery.channels.email import EmailProvider
     from delivery.messages import PushMessage, Target, Verdict
+    from trainings.reminding.publishing import answered
 
     work = [
-        (PushMessage.from_body({
+        (PushMessage.from_body(answered({
             "schema": "trainings.push/2", "idempotency_key": f"path.{p.pk}", "player": p.pk,
             "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.", "language": "en",
             "training": training, "kind": "PRE", "rule": "pre-questionnaire",
             "expires_at": expires_at.isoformat(),
-        }), Target(p.pk, "email", "email", f"path{i}@example.com"))
+        })), Target(p.pk, "email", "email", f"path{i}@example.com"))
         for i, p in enumerate(players)
     ]  # fmt: skip
     provider = EmailProvider(connections=threads)
@@ -166,6 +167,7 @@ def run(h: Harness) -> Section:
     from delivery.channels.email.message import as_bytes, email_of
     from delivery.messages import PushMessage, Target
     from trainings import models as tm
+    from trainings.reminding.publishing import answered
 
     section = Section("email")
     n = 500 if h.quick else 2_000
@@ -190,11 +192,11 @@ def run(h: Harness) -> Section:
         "TRAININGS_PUBLIC_URL": "https://coach.example.com",
     }  # fmt: skip
     # The raw client sends what the channel sends: one of its emails, rendered once.
-    sample = PushMessage.from_body({
+    sample = PushMessage.from_body(answered({
         "schema": "trainings.push/2", "idempotency_key": "sample", "player": players[0].pk,
         "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.", "language": "en",
         "training": training, "kind": "PRE", "rule": "pre-questionnaire", "expires_at": start.isoformat(),
-    })  # fmt: skip
+    }))  # fmt: skip
     raw_bytes = as_bytes(email_of(sample, Target(players[0].pk, "email", "email", "player0@example.com")))
     cpu = _children_cpu()  # a gateway's start-up and stop alone: subtracted to give CPU per email
     alone = [sys.executable, "manage.py", "push_gateway", "--max-messages", "0"]

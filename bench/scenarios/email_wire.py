@@ -47,13 +47,14 @@ def _emails(n: int) -> list[Any]:
 
     from delivery.channels.email.message import email_of
     from delivery.messages import PushMessage, Target
+    from trainings.reminding.publishing import answered
 
-    push = PushMessage.from_body({
+    push = PushMessage.from_body(answered({
         "schema": "trainings.push/2", "idempotency_key": "wire", "player": 1,
         "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.", "language": "en",
         "training": str(uuid.uuid4()), "kind": "PRE", "rule": "pre-questionnaire",
         "expires_at": (timezone.now() + timedelta(hours=2)).isoformat(),
-    })  # fmt: skip
+    }))  # fmt: skip
     email = email_of(push, Target(1, "email", "email", "player0@example.com"))
     return [dataclasses.replace(email, to=f"player{i}@example.com") for i in range(n)]
 

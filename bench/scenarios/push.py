@@ -37,6 +37,7 @@ def _send_path(n: int, peers: Peers) -> dict[str, Any]:
     from delivery.channels.apns import ApnsProvider
     from delivery.channels.fcm import FcmProvider
     from delivery.messages import PushMessage, PushProvider, Target, Verdict
+    from trainings.reminding.publishing import answered
 
     with override_settings(PUSH_TLS_CA_FILE=str(peers.apns.ca_file)):
         providers: dict[str, PushProvider] = {
@@ -51,7 +52,7 @@ def _send_path(n: int, peers: Peers) -> dict[str, Any]:
             "rule": "pre-questionnaire", "expires_at": _iso(now + 7200)}  # fmt: skip
     work = [
         (
-            PushMessage.from_body({**body, "idempotency_key": f"send.{i}", "player": i}),
+            PushMessage.from_body(answered({**body, "idempotency_key": f"send.{i}", "player": i})),
             Target(i, "apns", "ios", f"{i:064x}") if i % 2 == 0 else Target(i, "fcm", "android", f"fcm-{i}"),
         )
         for i in range(n)
@@ -99,16 +100,17 @@ def pushes_publish(
 
     from delivery.gateway.queue import queue_publisher_at
     from reminders.transports import Delivery
+    from trainings.reminding.publishing import answered
 
     transport = queue_publisher_at(h.broker_url)
     try:
         messages: list[dict[str, Any]] = [
-            {
+            answered({
                 "schema": "trainings.push/2", "idempotency_key": f"{tag}.{p.pk}", "player": p.pk,
                 "title": "Pre-training questionnaire", "body": "Speed session starts at 6 p.m.",
                 "language": "en", "training": training, "kind": kind, "rule": "pre-questionnaire",
                 "fire_at": timezone.now().isoformat(), "expires_at": expires_at.isoformat(),
-            }
+            })
             for p in players
         ]  # fmt: skip
         for first in range(0, len(messages), 500):

@@ -18,6 +18,7 @@ from delivery.gateway.queue import batch_pushes, queue_publisher_at
 from delivery.models import PushSend
 from reminders.transports import Delivery
 from tests.peers.apns_fcm import ApnsPeer, FcmPeer, apns_key, service_account
+from trainings.reminding.publishing import answered
 
 TOPIC = "com.example.coach"
 TRAINING = "7d0c0a4e-0000-4000-8000-000000000000"
@@ -65,8 +66,10 @@ def sender(apns: ApnsPeer, fcm: FcmPeer) -> Iterator[PushSender]:
 def message(
     key: str, player: int, *, kind: str = "PRE", expires_in: float = 3600, **extra: Any
 ) -> dict[str, Any]:
+    """A player's push document as publishing makes it: its `answer` links signed for the player (or the
+    `guardian=` given), unless `answer=` is given."""
     now = timezone.now()
-    return {
+    document: dict[str, Any] = {
         "schema": "trainings.push/2",
         "idempotency_key": key,
         "player": player,
@@ -80,6 +83,7 @@ def message(
         "expires_at": (now + dt.timedelta(seconds=expires_in)).isoformat(),
         **extra,
     }
+    return document if "answer" in extra else dict(answered(document))
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from reminders.transports import Delivery
 from tests.conftest import drain_queue
 from tests.factories import RPE, WELLNESS, training_made
 from tests.trainings.conftest import fire
+from trainings.answers.links import answer_link_read
 from trainings.models import (
     InvitationStatus,
     Player,
@@ -232,13 +233,23 @@ def test_pushes_the_broker_returns_stay_pending_and_the_retry_publishes_them_onc
 
 @pytest.mark.rabbitmq
 def test_the_published_message_is_the_stored_push_message(training, rules, push_queue) -> None:
-    """The pushes just recorded are published as built, without reading them back: the same message."""
+    """The pushes just recorded are published as built, without reading them back: the same message, and
+    its `answer` links signed for that push's player (the push channel's and the email channel's)."""
     at_15 = _occurrence(training, rules["pre-questionnaire"], START - dt.timedelta(minutes=15))
     fire(at_15)
     bodies = [json.loads(m.body) for m in drain_queue(push_queue, expect=3)]
     stored = {p.key: p.message() for p in Push.objects.select_related("rule")}
     assert len(bodies) == len(stored) == 3
+    answers = [body.pop("answer") for body in bodies]
     assert all(body == stored[body["idempotency_key"]] for body in bodies)
+    for body, answer in zip(bodies, answers, strict=True):
+        push = answer_link_read(answer["push"]["answer_url"].rstrip("/").rsplit("/", 1)[1])
+        assert (push.player_id, str(push.training_id), push.kind, push.source) == (
+            body["player"], body["training"], body["kind"], "push_action",
+        )  # fmt: skip
+        assert answer["page"].endswith(answer["push"]["answer_url"].rstrip("/").rsplit("/", 1)[1] + "/")
+        email = answer_link_read(answer["email"]["answer"].rstrip("/").rsplit("/", 1)[1])
+        assert (email.player_id, email.kind, email.source) == (body["player"], body["kind"], "email_link")
 
 
 @pytest.mark.postgres

@@ -16,7 +16,7 @@ from django.test import Client
 from reminders.models import Occurrence
 from tests.factories import WELLNESS, GuardianFactory, training_made
 from tests.trainings.conftest import fire
-from trainings.answers.links import SALT, answer_push_fields, answer_token, answer_url
+from trainings.answers.links import SALT, answer_document, answer_token, answer_url
 from trainings.models import (
     AnswerSource,
     Guardian,
@@ -92,9 +92,9 @@ def test_a_guardian_answering_via_the_link_stops_the_next_reminder_for_the_playe
     assert _pushed(first) == ["Alice", "Alice via Maria", "Bruno", "Chloe"]
 
     alice = Player.objects.get(name="Alice")
-    # The link Maria's push carries (what the gateway puts in it), followed over HTTP.
-    fields = answer_push_fields(player_id=alice.pk, training_id=str(training.pk), kind="INVITATION",
-                                guardian_id=maria.pk)  # fmt: skip
+    # The link Maria's push carries (what publishing signs into its document), followed over HTTP.
+    fields = answer_document(player_id=alice.pk, training_id=str(training.pk), kind="INVITATION",
+                             guardian_id=maria.pk)["push"]  # fmt: skip
     accept = next(a for a in fields["actions"] if a["id"] == "accept")
     request = urllib.request.Request(  # noqa: S310 (the test's own server)
         accept["url"], data=b'{"response": "accepted"}', headers={"Content-Type": "application/json"},

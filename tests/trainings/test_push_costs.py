@@ -15,12 +15,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from common.compact_json import json_compact
 from common.wire.h2client import H2Client, HeaderEncoder
 from delivery.channels.apns import ApnsProvider
 from delivery.channels.providers import providers_from_settings
 from delivery.gateway.consumer import Outcome, PushSender
 from delivery.gateway.records import sends_recorded
-from delivery.messages import json_dumps
 from delivery.models import Device, PushMinute, PushSend, SendStatus
 from tests.factories import DeviceFactory, PlayerFactory
 from tests.peers.apns_fcm import Answer, ApnsPeer, FcmPeer
@@ -273,7 +273,7 @@ def test_a_round_s_keys_go_as_one_array_text_and_find_every_key_whatever_its_cha
 
 
 def test_the_request_bodies_are_what_json_dumps_makes_compact() -> None:
-    """`json_dumps` calls the C encoder directly (delivery/messages.py): the same bytes as
+    """`json_compact` calls the C encoder directly (common/compact_json.py): the same bytes as
     `json.dumps(..., separators=(",", ":"))`, non-ASCII escaped, and the same refusal of what JSON has not."""
     documents: list[Any] = [
         {"message": {"token": "t",
@@ -283,6 +283,6 @@ def test_the_request_bodies_are_what_json_dumps_makes_compact() -> None:
         [], {}, "plain", 12,
     ]  # fmt: skip
     for document in documents:
-        assert json_dumps(document) == json.dumps(document, separators=(",", ":")).encode()
+        assert json_compact(document) == json.dumps(document, separators=(",", ":")).encode()
     with pytest.raises(TypeError, match="not JSON serializable"):
-        json_dumps({"when": object()})
+        json_compact({"when": object()})

@@ -154,52 +154,106 @@ def answer_link_read(token: str) -> AnswerLink:
         raise LinkInvalid("not a valid answer link") from None
 
 
-@cache
-def _url_parts() -> tuple[str, str]:
+@lru_cache(maxsize=16)
+def _url_parts(public_url: str, name: str) -> tuple[str, str]:
+    """(head, tail) of a URL of `name` around its token: reversed once, not per push."""
     marker = "TOKEN"
-    path = reverse("answer-link", kwargs={"token": marker})
-    head, tail = path.split(marker)
-    return settings.TRAININGS_PUBLIC_URL.rstrip("/") + head, tail
+    head, tail = reverse(name, kwargs={"token": marker}).split(marker)
+    return public_url.rstrip("/") + head, tail
 
 
 def answer_url(token: str) -> str:
     """The absolute URL of a link (TRAININGS_PUBLIC_URL + the API path)."""
-    head, tail = _url_parts()
+    head, tail = _url_parts(settings.TRAININGS_PUBLIC_URL, "answer-link")
+    return f"{head}{token}{tail}"
+
+
+def answer_page_url(token: str) -> str:
+    """The answer page of a token (its buttons record the answer in one tap in a browser)."""
+    head, tail = _url_parts(settings.TRAININGS_PUBLIC_URL, "answer-page")
     return f"{head}{token}{tail}"
 
 
 def answer_page_link(
     *, player_id: int, training_id: UUID | str, kind: str, guardian_id: int | None = None
 ) -> str | None:
-    """The answer page (its buttons record the answer in one tap in a browser) of a push's link; None for
-    a kind that waits for no answer. For development: `demo_trainings` prints these, and the logging
-    stand-in's PUSH line carries one under DEBUG."""
+    """The answer page of a push's link; None for a kind that waits for no answer (`demo_trainings`
+    prints these for development)."""
     if not answerable(kind):
         return None
-    token = answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
-    return settings.TRAININGS_PUBLIC_URL.rstrip("/") + reverse("answer-page", kwargs={"token": token})
-
-
-def answer_push_fields(
-    *, player_id: int, training_id: str, kind: str, guardian_id: int | None = None
-) -> dict[str, Any]:
-    """What a push of this kind carries for answering in one tap: `category`, `answer_url`, and for an
-    invitation the `actions` (id, the response it records, the URL to POST it to). Empty for a kind that
-    waits for no answer (a "training moved" notice)."""
-    if not answerable(kind):
-        return {}
-    answer = kinds.of(kind).answer
-    assert answer is not None  # answerable
-    url = answer_url(
+    return answer_page_url(
         answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
     )
+
+
+def answer_document(
+    *, player_id: int, training_id: UUID | str, kind: str, guardian_id: int | None = None
+) -> dict[str, Any]:
+    """The `answer` of a push document (docs/design.md, "Pushes"), empty for a kind that waits for no
+    answer: `push`, the fields a device push carries (`category`, `answer_url`, an invitation's
+    `actions`); `page`, the answer page of the same link; `email`, an email's answer page links (signed
+    for the email channel: `accept`/`decline` for a response, else `answer`). The gateway reads them as
+    they are: every link of a push is signed here, once, for its recipient (the player, or the guardian
+    it goes to)."""
+    encoded = answer_json(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
+    document: dict[str, Any] = json.loads(encoded) if encoded else {}
+    return document
+
+
+def answer_json(
+    *, player_id: int, training_id: UUID | str, kind: str, guardian_id: int | None = None
+) -> bytes:
+    """`answer_document(...)` as compact JSON (b"" for none): the kind's encoded answer around its two
+    tokens, the push channel's and the email channel's (a storm publishes one per push)."""
+    parts = _answer_parts(settings.TRAININGS_PUBLIC_URL, kind)
+    if parts is None:
+        return b""
+    push = answer_token(player_id=player_id, training_id=training_id, kind=kind, guardian_id=guardian_id)
+    email = answer_token(player_id=player_id, training_id=training_id, kind=kind, channel="email",
+                         guardian_id=guardian_id)  # fmt: skip
+    tokens = (push.encode(), email.encode())
+    return b"".join(tokens[part] if isinstance(part, int) else part for part in parts)
+
+
+_MARKS = ("@@push-token@@", "@@email-token@@")  # no token, URL or kind code holds them
+
+
+@lru_cache(maxsize=256)
+def _answer_parts(public_url: str, kind: str) -> tuple[bytes | int, ...] | None:
+    """A kind's answer (`_answer_of`) encoded once with marks for its tokens, cut at them: the literal
+    bytes, and 0 or 1 where the push or the email token goes. None: the kind waits for no answer."""
+    answer = _answer_of(kind, *_MARKS)
+    if answer is None:
+        return None
+    parts: list[bytes | int] = [json.dumps(answer, separators=(",", ":")).encode()]
+    for index, mark in enumerate(_MARKS):
+        parts = [piece for part in parts for piece in _cut(part, mark.encode(), index)]
+    return tuple(parts)
+
+
+def _cut(part: bytes | int, mark: bytes, index: int) -> list[bytes | int]:
+    if isinstance(part, int):
+        return [part]
+    pieces: list[bytes | int] = []
+    for n, piece in enumerate(part.split(mark)):
+        pieces += [index, piece] if n else [piece]
+    return pieces
+
+
+def _answer_of(kind: str, push_token: str, email_token: str) -> dict[str, Any] | None:
+    """What `answer_document` says of a kind's push once its tokens are signed."""
+    known = kinds.KINDS.get(kind)
+    answer = None if known is None else known.answer
+    if answer is None:
+        return None
+    url = answer_url(push_token)
     fields: dict[str, Any] = {"category": answer.category, "answer_url": url}
     if answer.actions:
         fields["actions"] = [{"id": action, "response": response, "url": url}
                              for action, response in answer.actions]  # fmt: skip
-    return fields
-
-
-def as_strings(fields: dict[str, Any]) -> dict[str, str]:
-    """The same fields as FCM data wants them: every value a string (the actions as JSON)."""
-    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in fields.items()}
+    page = answer_page_url(email_token)
+    if answer.expects == "response":
+        email = {"accept": f"{page}?response=accepted", "decline": f"{page}?response=denied"}
+    else:
+        email = {"answer": page}
+    return {"push": fields, "page": answer_page_url(push_token), "email": email}

@@ -1,6 +1,6 @@
 """One push per family: a guardian's pushes for two or more of their players (or two reminders of one)
 falling due in the same minute go out as one push document naming every child, with each child's reminder
-in `family` (the gateway gives each its own answer action or link, and sends one email at most;
+in `family` (each with its own answer links, signed at publish; the gateway sends one email at most;
 docs/escalation.md).
 
 Where they are merged: at publish (`family_units`, called by trainings/publishing.py), among the pushes
@@ -26,9 +26,10 @@ from common.compact_json import json_compact
 from common.i18n import spoken, translated
 from trainings.models import Player
 
+FAMILY_CATEGORY = "TRAINING_FAMILY"  # the app lists each child's actions (docs/app-contract.md)
 FAMILY_TITLE = gettext_noop("Reminders for {names}")
 FAMILY_LINE = gettext_noop("{name}: {title}. {body}")
-# What the document says of each member (the gateway's answer action or link per child reads it).
+# What the document says of each member (its email's lines and links, its outcomes, per child).
 _MEMBER = ("idempotency_key", "player", "training", "kind", "rule", "offset", "title", "body", "expires_at")
 
 
@@ -84,7 +85,9 @@ def _names(players: set[int]) -> dict[int, str]:
 
 def family_document(members: list[dict[str, Any]], names: dict[int, str]) -> dict[str, Any]:
     """The one push document of a guardian's pushes: the first one's fields, a title and text naming every
-    child in the guardian's language (their pushes were rendered in it), and each member in `family`."""
+    child in the guardian's language (their pushes were rendered in it), each member in `family` (with
+    its email's answer links), and an `answer` whose push fields list every child with their links (the
+    members' own, signed for this guardian: `answered`)."""
     lead = members[0]
     language = spoken(str(lead.get("language") or ""))
     children = list(dict.fromkeys(names.get(int(m["player"]), "?") for m in members))
@@ -101,12 +104,36 @@ def family_document(members: list[dict[str, Any]], names: dict[int, str]) -> dic
         "title": title,
         "body": "\n".join(lines),
         "expires_at": max(expiries, key=datetime.fromisoformat) if expiries else None,
-        "family": [{**{name: m.get(name) for name in _MEMBER}, "name": names.get(int(m["player"]), "")}
-                   for m in members],
-    }  # fmt: skip
+        "family": [_member(m, names.get(int(m["player"]), "")) for m in members],
+    }
+    answer: dict[str, Any] = {
+        "push": {"category": FAMILY_CATEGORY, "family": [_child(m, names) for m in members]}
+    }
+    page = (lead.get("answer") or {}).get("page")
+    if page:
+        answer["page"] = page
+    document["answer"] = answer
     if any(m.get("escalate") for m in members):
         document["escalate"] = True
     return document
+
+
+def _member(member: dict[str, Any], name: str) -> dict[str, Any]:
+    entry = {**{field: member.get(field) for field in _MEMBER}, "name": name}
+    email = (member.get("answer") or {}).get("email")
+    if email:
+        entry["email"] = email
+    return entry
+
+
+def _child(member: dict[str, Any], names: dict[int, str]) -> dict[str, Any]:
+    """A child's entry in a family push's fields: who, which reminder, and its link (no category: the
+    push's is the family's)."""
+    fields = {key: value for key, value in ((member.get("answer") or {}).get("push") or {}).items()
+              if key != "category"}  # fmt: skip
+    return {"player": str(member["player"]), "name": names.get(int(member["player"]), ""),
+            "training": str(member["training"]), "kind": str(member["kind"]),
+            "push": str(member["idempotency_key"]), **fields}  # fmt: skip
 
 
 def document_of(message: dict[str, Any] | None, body: bytes | None) -> dict[str, Any]:

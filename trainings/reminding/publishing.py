@@ -19,6 +19,7 @@ from delivery import api as delivery_api
 from delivery.api import QueuedPush, Refusals, batch_body, batch_key, push_queue_publisher
 from reminders.api import Delivery, TransportError
 from trainings import queries
+from trainings.answers.links import answer_document, answer_json
 from trainings.models import Push, PushStatus
 from trainings.reminding.escalation import escalated
 from trainings.reminding.fairness import interleaved
@@ -104,7 +105,29 @@ class _JsonValues(dict[object, str]):
 
 
 def push_message(row: PushRow) -> dict[str, object]:
-    """`Push.message()` of a row not read back from the database (the same keys in the same order)."""
+    """The document published for a row not read back from the database: `Push.message()`'s keys in its
+    order, then the push's `answer` (`answered`)."""
+    return answered(_plain(row))
+
+
+def answered(document: dict[str, object]) -> dict[str, object]:
+    """A player's push document with its `answer` (trainings/answers/links.py signs its links for the
+    push's player, or the guardian it goes to), last: what every published document of a reminder carries,
+    so the gateway reads its links and signs none."""
+    answer = _answer(document)
+    if answer:
+        document["answer"] = answer
+    return document
+
+
+def _answer(document: Mapping[str, object]) -> dict[str, Any]:
+    guardian = document.get("guardian")
+    return answer_document(player_id=int(str(document["player"])), training_id=str(document["training"]),
+                           kind=str(document["kind"]),
+                           guardian_id=None if guardian is None else int(str(guardian)))  # fmt: skip
+
+
+def _plain(row: PushRow) -> dict[str, object]:
     return {
         "schema": "trainings.push/2",
         "idempotency_key": row.key,
@@ -214,7 +237,7 @@ class _Bodies(dict[tuple[object, ...], bytes]):
     """The published JSON of pushes just built: `push_message(row)` encoded as `QueuedPush.json_body` would.
 
     The pushes of one occurrence for one language and zone differ only in their key and recipient (player,
-    guardian), which come first: what follows them is encoded once.
+    guardian), which come first, and their `answer`, last: what lies between is encoded once.
     """
 
     def __call__(self, row: PushRow) -> bytes:
@@ -222,14 +245,17 @@ class _Bodies(dict[tuple[object, ...], bytes]):
                   row.fire_at, row.expires_at, row.escalate)  # fmt: skip
         rest = self.get(shared)
         if rest is None:
-            document = push_message(row)
+            document = _plain(row)
             for first in ("schema", "idempotency_key", "player", "guardian"):
                 document.pop(first, None)
-            rest = self[shared] = b"," + json_compact(document)[1:]
+            rest = self[shared] = b"," + json_compact(document)[1:-1]
         recipient = b"%d" % row.player_id
         if row.guardian_id is not None:
             recipient += b',"guardian":%d' % row.guardian_id
-        return b"".join((_HEAD, json_compact(row.key), b',"player":', recipient, rest))
+        answer = answer_json(player_id=row.player_id, training_id=row.training_id, kind=row.kind,
+                             guardian_id=row.guardian_id)  # fmt: skip
+        tail = b',"answer":' + answer + b"}" if answer else b"}"
+        return b"".join((_HEAD, json_compact(row.key), b',"player":', recipient, rest, tail))
 
 
 _HEAD = b'{"schema":"trainings.push/2","idempotency_key":'
@@ -276,7 +302,7 @@ def pushes_publish(
                 push.occurrence_key,
                 push.kind,
                 push.fire_at,
-                escalated(push),
+                answered(escalated(push)),
                 None,
                 push.guardian_id,
             )

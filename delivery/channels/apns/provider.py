@@ -8,6 +8,7 @@ import time
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from common.compact_json import json_compact
 from common.wire.h2client import H2BadRequest, H2Error
 from delivery.messages import (
     PushMessage,
@@ -15,7 +16,6 @@ from delivery.messages import (
     Target,
     Verdict,
     h2_connect,
-    json_dumps,
     json_object,
     retry_after_seconds,
     status_verdict,
@@ -110,7 +110,7 @@ class ApnsProvider:
         }
         try:
             response = await self._http.post(
-                f"/3/device/{device.token}", headers=headers, body=json_dumps(payload)
+                f"/3/device/{device.token}", headers=headers, body=json_compact(payload)
             )
         except H2BadRequest as exc:  # this device's data cannot go in a request: not worth retrying
             return SendResult(Verdict.FAILED, error=f"APNs request not sent: {exc}")

@@ -1,9 +1,10 @@
 """A reminder as an email: the push's title and text in the recipient's language, an HTML and a plain-text
 body with the answer links, and RFC 8058 one-click unsubscribe headers for that reminder kind.
 
-The bodies are filled into skeletons rendered once per language (skeleton.py) and the links are signed once
-per (person, training, kind); the message itself is Django's (`EmailMultiAlternatives`), whatever the
-backend: one MIME builder, the one Django's SMTP backend would use (docs/email.md says why).
+The bodies are filled into skeletons rendered once per language (skeleton.py); the answer links come signed
+in the push's document, the unsubscribe link is signed here once per (person, kind) an hour. The message
+itself is Django's (`EmailMultiAlternatives`), whatever the backend: one MIME builder, the one Django's
+SMTP backend would use (docs/email.md says why).
 
 Email links open a page (trainings/answers/email_pages.py) whose button records the answer: a GET never
 records anything, since mail scanners follow every link of a message they receive.
@@ -26,7 +27,6 @@ from django.utils.translation import gettext
 
 from common.i18n import spoken
 from delivery.channels.email.skeleton import skeletons
-from delivery.domain import DOMAIN
 from delivery.messages import PushMessage, Target
 
 UNSUBSCRIBE_SALT = "trainings.email-unsubscribe"
@@ -80,34 +80,28 @@ def unsubscribe_read(token: str) -> tuple[int, str, int | None]:
 
 
 @lru_cache(maxsize=16)
-def _url_heads(public_url: str) -> tuple[tuple[str, str], tuple[str, str]]:
-    """(head, tail) of the answer page's and the unsubscribe page's URL around their token: reversed once,
-    not per email."""
-    parts = []
-    for name in ("answer-page", "email-unsubscribe"):
-        head, tail = reverse(name, kwargs={"token": "TOKEN"}).split("TOKEN")
-        parts.append((public_url.rstrip("/") + head, tail))
-    return parts[0], parts[1]
+def _unsubscribe_head(public_url: str) -> tuple[str, str]:
+    """(head, tail) of the unsubscribe page's URL around its token: reversed once, not per email."""
+    head, tail = reverse("email-unsubscribe", kwargs={"token": "TOKEN"}).split("TOKEN")
+    return public_url.rstrip("/") + head, tail
 
 
 @lru_cache(maxsize=4096)
-def _links(
-    public_url: str, hour: int, player: int, guardian: int | None, training: str, kind: str
-) -> dict[str, str]:
-    """Signed once per (person, training, kind) and hour: a push to two addresses, or sent again, signs
-    nothing more, and no token is more than an hour older than its email (a token's age is checked)."""
-    (answer_head, answer_tail), (unsubscribe_head, unsubscribe_tail) = _url_heads(public_url)
-    token = unsubscribe_token(player_id=player, kind=kind, guardian_id=guardian)
-    links = {"unsubscribe": f"{unsubscribe_head}{token}{unsubscribe_tail}"}
-    answer = DOMAIN.email_answer(player_id=player, training_id=training, kind=kind, guardian_id=guardian)
-    if answer is not None:
-        token, expects_response = answer
-        page = f"{answer_head}{token}{answer_tail}"
-        if expects_response:
-            links["accept"], links["decline"] = f"{page}?response=accepted", f"{page}?response=denied"
-        else:
-            links["answer"] = page
-    return links
+def _unsubscribe(public_url: str, hour: int, player: int, guardian: int | None, kind: str) -> str:
+    """Signed once per (person, kind) and hour: a push to two addresses, or sent again, signs nothing more,
+    and no token is more than an hour older than its email."""
+    head, tail = _unsubscribe_head(public_url)
+    return f"{head}{unsubscribe_token(player_id=player, kind=kind, guardian_id=guardian)}{tail}"
+
+
+def _links(player: int, guardian: int | None, kind: str, answer: dict[str, str]) -> dict[str, str]:
+    """An email's links: the one-click unsubscribe (signed here: the email channel's own page) and the
+    answer page links its document carries (signed by its publisher for the email channel)."""
+    hour = int(time.time() // 3600)
+    return {
+        "unsubscribe": _unsubscribe(settings.TRAININGS_PUBLIC_URL, hour, player, guardian, kind),
+        **answer,
+    }
 
 
 def email_links(push: PushMessage) -> dict[str, str]:
@@ -115,10 +109,7 @@ def email_links(push: PushMessage) -> dict[str, str]:
     digest."""
     if push.player is None:
         return {}
-    hour = int(time.time() // 3600)
-    return dict(
-        _links(settings.TRAININGS_PUBLIC_URL, hour, push.player, push.guardian, push.training, push.kind)
-    )
+    return _links(push.player, push.guardian, push.kind, push.email_links)
 
 
 @dataclass(frozen=True)
@@ -185,11 +176,11 @@ def _family_email(
     its own answer links, and the unsubscribe of the first one's kind. Rendered from its templates (a
     family's email is rare: no skeleton)."""
     language = str(push.raw.get("language") or "en")
-    hour = int(time.time() // 3600)
     children, unsubscribe = [], ""
     for entry in push.raw.get("family") or []:
-        links = _links(settings.TRAININGS_PUBLIC_URL, hour, int(entry["player"]), push.guardian,
-                       str(entry["training"]), str(entry["kind"]))  # fmt: skip
+        email = entry.get("email")
+        links = _links(int(entry["player"]), push.guardian, str(entry["kind"]),
+                       email if isinstance(email, dict) else {})  # fmt: skip
         unsubscribe = unsubscribe or links.get("unsubscribe", "")
         children.append({"name": entry.get("name") or "", "title": entry.get("title") or "",
                          "body": entry.get("body") or "", "links": links})  # fmt: skip

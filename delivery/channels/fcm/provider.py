@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from common.compact_json import json_compact
 from common.wire.h2client import H2BadRequest, H2Error, H2Response
 from delivery.messages import (
     AuthFailure,
@@ -20,7 +21,6 @@ from delivery.messages import (
     as_strings,
     first_line,
     h2_connect,
-    json_dumps,
     json_object,
     retry_after_seconds,
     status_verdict,
@@ -113,7 +113,7 @@ class FcmProvider:
         headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
         try:
             response = await self._http.post(
-                self._path, headers=headers, body=json_dumps({"message": message})
+                self._path, headers=headers, body=json_compact({"message": message})
             )
         except H2BadRequest as exc:  # this device's data cannot go in a request: not worth retrying
             return SendResult(Verdict.FAILED, error=f"FCM request not sent: {exc}")

@@ -9,7 +9,6 @@ import logging
 
 from django.conf import settings
 
-from delivery.domain import DOMAIN
 from delivery.messages import PushMessage, PushProvider, SendResult, Target, Verdict
 from reminders.api import SHOWS_CREDENTIAL
 
@@ -38,14 +37,7 @@ class LoggingProvider:
 
 
 def _answer_page(push: PushMessage) -> str:
-    if push.player is None:  # a coach's digest: nothing to answer
-        return ""
-    try:
-        page = DOMAIN.answer_page_link(
-            player_id=push.player, training_id=push.training, kind=push.kind, guardian_id=push.guardian
-        )
-    except ValueError:  # not a training's id (a hand-made message)
-        return ""
+    page = push.answer_page  # none for a coach's digest or a notice: nothing to answer
     return f" answer={page}" if page else ""
 
 

@@ -37,7 +37,8 @@ class WebhookProvider:
         pass
 
     async def send(self, push: PushMessage, device: Target) -> SendResult:
-        document = {**push.raw, **push.answer_fields,
+        said = {key: value for key, value in push.raw.items() if key != "answer"}  # its push fields, flat
+        document = {**said, **push.answer_fields,
                     "device": {"id": device.device_id, "provider": device.provider,
                                "platform": device.platform, "token": device.token}}  # fmt: skip
         body = json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
