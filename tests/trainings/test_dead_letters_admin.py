@@ -18,6 +18,7 @@ from tests.peers.apns_fcm import Answer, FcmPeer
 from tests.trainings.push_fixtures import message
 from tests.trainings.test_push_answers import _publish
 from trainings.access import coach_group_ensure
+from trainings.admin.dead_letters import HIDDEN
 
 pytestmark = [pytest.mark.django_db, pytest.mark.rabbitmq]
 
@@ -47,6 +48,7 @@ def test_an_operator_lists_inspects_and_replays_dead_letters_from_the_admin(
     row = page.split('data-key="occ.dead', 1)[1].split("</tr>", 1)[0]
     assert "Zoé" in row and "FCM 503" in row  # the player by name and the last error
     assert '<pre class="json">' in row and "trainings.push-dead/1" in row  # inspect: the message as it was
+    assert HIDDEN in row and "answer-links/" not in row and "/answer/" not in row  # its links answer for Zoé
     assert operator.get("/admin/push-dead-letters/").status_code == 200  # listing changed nothing
 
     key = row.split('value="', 1)[1].split('"', 1)[0]

@@ -60,7 +60,7 @@ def dead_letters_view(request: HttpRequest) -> HttpResponse:
                 else trainings.get(_uuid(letter.training) or uuid.UUID(int=0), letter.training),
                 "kind": push.get_kind_display().split(" (")[0] if push else "",
                 "dead_at": _local(letter.dead_at),
-                "json": pretty_json(letter.document),
+                "json": pretty_json(_links_hidden(letter.document)),
             }
         )
     context: dict[str, Any] = {
@@ -71,6 +71,19 @@ def dead_letters_view(request: HttpRequest) -> HttpResponse:
         "error": error,
     }
     return TemplateResponse(request, "admin/dead_letters.html", context)
+
+
+def _links_hidden(value: Any) -> Any:
+    """The document as shown: its signed answer links left out (each answers for a player, like a
+    password; the replay sends the stored document, links included)."""
+    if isinstance(value, dict):
+        return {key: HIDDEN if key == "answer" else _links_hidden(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_links_hidden(item) for item in value]
+    return value
+
+
+HIDDEN = "(signed answer links, not shown)"
 
 
 def _local(iso: str) -> str:
