@@ -288,6 +288,9 @@ REMINDERS_HTTP_ALLOW_PRIVATE = env_bool("REMINDERS_HTTP_ALLOW_PRIVATE", False)
 REMINDERS_HTTP_CONNECT_TIMEOUT = env_float("REMINDERS_HTTP_CONNECT_TIMEOUT", 3.0, minimum=0.1)
 REMINDERS_HTTP_READ_TIMEOUT = env_float("REMINDERS_HTTP_READ_TIMEOUT", 10.0, minimum=0.1)
 REMINDERS_HTTP_CONCURRENCY = env_int("REMINDERS_HTTP_CONCURRENCY", 16, minimum=1, maximum=256)
+# HTTP chunks out at once per worker process on the lane beside its scan (reminders/engine/lane.py);
+# 0 delivers them inside the scan, as before the lane.
+REMINDERS_HTTP_LANE_CHUNKS = env_int("REMINDERS_HTTP_LANE_CHUNKS", 4, minimum=0, maximum=64)
 
 LOGGING: dict[str, Any] = {
     "version": 1,

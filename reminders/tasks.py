@@ -17,6 +17,7 @@ from common.idempotency import idempotency_purge_expired
 from reminders.beat import PURGE_TASK, SCAN_TASK
 from reminders.engine.connection_thread import marker
 from reminders.engine.kick import scan_kick
+from reminders.engine.lane import http_lane
 from reminders.engine.lookahead import CARRY_SECONDS, carrier, occurrences_fire_for
 from reminders.engine.occurrences import occurrences_purge_old
 from reminders.engine.scan_result import ScanResult
@@ -38,6 +39,7 @@ def scan_due() -> dict[str, int]:
     totals, backlog = occurrences_fire_for(
         seconds=settings.REMINDERS_SCAN_SECONDS, carry=CARRY_SECONDS, carried=carried
     )
+    totals.add(http_lane().take_result())  # the HTTP chunks the lane marked since the last scan
     health.scan_finished(worker=scan_due.request.hostname)
     # The status page's "last scan" and deliveries per minute (one upsert per run, reminders/ops/figures.py).
     scan_record(result=totals, worker=worker)
@@ -71,8 +73,11 @@ def _freeze_once() -> None:
 
 @signals.worker_process_shutdown.connect
 def _publish_carried_before_exit(**kwargs: Any) -> None:
-    """A worker stopping waits for what its last scan handed to the carrier (at most a carry's length)."""
+    """A worker stopping waits for what its last scan handed to the carrier (at most a carry's length) and
+    for the HTTP chunks out on its lane (one round of their timeouts), then for their marks."""
     carrier().stop(timeout=CARRY_SECONDS + 5.0)
+    round_trip = settings.REMINDERS_HTTP_CONNECT_TIMEOUT + settings.REMINDERS_HTTP_READ_TIMEOUT
+    http_lane().stop(timeout=round_trip + 5.0)
     marker().stop(timeout=5.0)
 
 

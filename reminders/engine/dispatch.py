@@ -28,12 +28,13 @@ from reminders.engine.claiming import (
 )
 from reminders.engine.clock import DbClock
 from reminders.engine.connection_thread import ConnectionThread
+from reminders.engine.lane import DEFER_SECONDS, Lane, http_lane
 from reminders.engine.occurrences import occurrences_release
 from reminders.engine.retry import RetryPolicy
 from reminders.engine.scan_result import ScanResult
 from reminders.engine.throttling import throttled_claims
 from reminders.ops import metrics
-from reminders.transports import InFlight, Settled, TransportError, get_transport
+from reminders.transports import InFlight, Settled, TransportError, get_transport, transport_row
 
 logger = logging.getLogger(__name__)
 
@@ -174,15 +175,40 @@ class Pipeline:
         previous, self._flight = self._flight, None
         if previous is not None:
             self._outcomes.append(_Outcome(previous[0], previous[1].wait()))
-        self.drop(chunk.claim, [d.occurrence_id for d in chunk.deliveries])
-        start = get_transport(chunk.callback_type).start
-        self._flight = (chunk, metrics.publish_timed(chunk.callback_type, start, chunk.deliveries))
+        ids = [d.occurrence_id for d in chunk.deliveries]
+        if self._marker is not None and transport_row(chunk.callback_type).laned and Lane.capacity():
+            self._send_in_lane(chunk, ids)
+        else:
+            self.drop(chunk.claim, ids)
+            start = get_transport(chunk.callback_type).start
+            self._flight = (chunk, metrics.publish_timed(chunk.callback_type, start, chunk.deliveries))
         if not self._outcomes or time.monotonic() - self._outcomes[0].known >= self.mark_after:
             self._mark_known()
-        if isinstance(self._flight[1], Settled):
-            # Delivered before start() returned (HTTP, handlers): there is nothing to overlap, and holding
-            # the mark back until the next chunk (up to 64 slow HTTP calls) would only risk the lease.
+        if self._flight is not None and isinstance(self._flight[1], Settled):
+            # Delivered before start() returned (handlers; HTTP without its lane): there is nothing to
+            # overlap, and holding the mark back until the next chunk would only risk the lease.
             self.settle()
+
+    def _send_in_lane(self, chunk: Chunk, ids: list[int]) -> None:
+        """Hand an HTTP chunk to the lane (reminders/engine/lane.py), or, when it is full, hand its rows
+        back due a moment later: either way the scan goes on at once. Its marks are the marker's."""
+        lane = http_lane()
+        if not lane.take():
+            until = self.clock.now() + timedelta(seconds=DEFER_SECONDS)
+            self.result.released += occurrences_release(token=chunk.claim.token, ids=ids, until=until)
+            self.drop(chunk.claim, ids)
+            return
+        self.drop(chunk.claim, ids)
+        marker, policy, clock = self._marker, self.policy, self.clock
+        assert marker is not None
+
+        def deliver() -> None:
+            start = get_transport(chunk.callback_type).start
+            flight = metrics.publish_timed(chunk.callback_type, start, chunk.deliveries)
+            outcome = _Outcome(chunk, flight.wait())
+            marker.submit(lambda: _mark_apart(outcome, policy, clock))
+
+        lane.run(deliver)
 
     def settle(self, *, marked: bool = True) -> None:
         """Wait for the chunk in flight, if any, and mark every known outcome.
@@ -340,6 +366,21 @@ class _Outcome:
     delivered_marked: bool = False
     known: float = field(default_factory=time.monotonic)  # when the outcome came in
     parts: list[_Outcome] = field(default_factory=list)  # outcomes gathered into this one, for metrics
+
+
+def _mark_apart(outcome: _Outcome, policy: RetryPolicy, clock: DbClock) -> None:
+    """On the marker thread: mark a lane chunk's outcome as the scan would, retrying while its lease lasts
+    (`recover`); the counts go to the lane's totals."""
+    result = ScanResult()
+    pipeline = Pipeline(policy, result, clock)
+    pipeline._outcomes.append(outcome)
+    try:
+        pipeline.settle()
+    except Exception:
+        logger.warning("marking an HTTP chunk failed; trying again while its lease lasts", exc_info=True)
+        pipeline.recover()
+    finally:
+        http_lane().add(result)
 
 
 def _reconnect_if_broken() -> None:

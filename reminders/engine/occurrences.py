@@ -282,15 +282,13 @@ def occurrences_set_failed(
     return Ended(changed, tuple(ended))
 
 
-def occurrences_release(*, token: uuid.UUID, ids: Iterable[int]) -> int:
-    """Hand rows back untried (lease nearly over, or an error): the attempt they were charged is refunded."""
-    return _move(
-        Occurrence.objects.filter(id__any=list(ids), lease_token=token),
-        source=OccurrenceStatus.CLAIMED,
-        to=OccurrenceStatus.SCHEDULED,
-        claimed_until=None,
-        attempts=F("attempts") - 1,
-    )
+def occurrences_release(*, token: uuid.UUID, ids: Iterable[int], until: datetime | None = None) -> int:
+    """Hand rows back untried (lease nearly over, an error, a full HTTP lane), the attempt they were charged
+    refunded; with `until`, due again only then (behind the rows due now)."""
+    held = Occurrence.objects.filter(id__any=list(ids), lease_token=token)
+    later = {} if until is None else {"next_attempt_at": until}
+    fields = {"claimed_until": None, "attempts": F("attempts") - 1, **later}
+    return _move(held, source=OccurrenceStatus.CLAIMED, to=OccurrenceStatus.SCHEDULED, **fields)
 
 
 def occurrences_expire_leases(*, now: datetime, policy: RetryPolicy) -> Ended:

@@ -47,13 +47,16 @@ class TransportRow:
     data_serializer: type[CallbackDataSerializer]
     # Puts the deliveries due together in the order they should run, before they are cut into chunks.
     order: Callable[[Sequence[Delivery]], Sequence[Delivery]] | None = None
+    # Delivered on the lane's threads beside the scan (reminders/engine/lane.py): a slow destination holds
+    # its own rows only.
+    laned: bool = False
 
 
 # RabbitMQ publishes a whole chunk in one AMQP transaction; HTTP calls and handlers are slower per item,
 # so their chunks are small and marked as they go.
 TRANSPORTS: dict[str, TransportRow] = {
     CallbackType.RABBITMQ: TransportRow(RabbitMQTransport, 20000, RabbitMQDataSerializer),
-    CallbackType.HTTP: TransportRow(HTTPTransport, 64, HTTPDataSerializer),
+    CallbackType.HTTP: TransportRow(HTTPTransport, 64, HTTPDataSerializer, laned=True),
     CallbackType.HANDLER: TransportRow(HandlerTransport, 50, HandlerDataSerializer, deliveries_order),
 }
 

@@ -396,6 +396,8 @@ STORM_READ_TIMEOUT = 1.0
 # Every n-th failing request hangs past the read timeout (FAULT_STORM_HANG_EVERY=0: all answer 500 at once).
 STORM_HANG_EVERY = int(os.environ.get("FAULT_STORM_HANG_EVERY", "5"))
 STORM_POLICY = RetryPolicy(max_attempts=8, base_seconds=1.0, max_seconds=8.0)
+# HTTP chunks out at once on each worker's lane (FAULT_STORM_LANE_CHUNKS=0: inside the scan, as before).
+STORM_LANE_CHUNKS = int(os.environ.get("FAULT_STORM_LANE_CHUNKS", "4"))
 
 
 @dataclass
@@ -455,6 +457,7 @@ def test_a_retry_storm_beside_a_healthy_stream(chaos_cluster: Callable[..., PgPa
         "REMINDERS_BATCH_SIZE": "50",
         "REMINDERS_HTTP_ALLOW_PRIVATE": "true",  # the endpoint is on loopback
         "REMINDERS_HTTP_READ_TIMEOUT": str(STORM_READ_TIMEOUT),
+        "REMINDERS_HTTP_LANE_CHUNKS": str(STORM_LANE_CHUNKS),
         "REMINDERS_MAX_ATTEMPTS": str(policy.max_attempts),
         "REMINDERS_RETRY_BASE_SECONDS": str(policy.base_seconds),
         "REMINDERS_RETRY_MAX_SECONDS": str(policy.max_seconds),
@@ -567,9 +570,14 @@ def test_a_retry_storm_beside_a_healthy_stream(chaos_cluster: Callable[..., PgPa
             worker.stop()
         harness.delete_queue(queue)
 
-    # The healthy stream is late while the storm's first wave goes out (each HTTP chunk holds the worker's
-    # scan for its timeouts: docs/operations/faults.md), but never stalled for the whole failing stretch.
-    assert during[3] < STORM_SECONDS, f"healthy jobs stalled by the storm: {before} before, {during} during"
+    # The storm's chunks go out on each worker's HTTP lane, beside its scan: the healthy stream stays on
+    # time (a second run of today's machine: p99 0.02 s, max 0.12 s). Without the lane each HTTP chunk held
+    # the scan for its timeouts (p99 16.86 s, max 18.13 s): then only "never stalled for the whole
+    # failing stretch" holds (docs/operations/faults.md).
+    if STORM_LANE_CHUNKS:
+        assert during[2] < 1.0 and during[3] < 3.0, f"healthy jobs held by the storm: {before}, {during}"
+    else:
+        assert during[3] < STORM_SECONDS, f"healthy jobs stalled by the storm: {before}, {during}"
     requests = sum(len(s) for s in endpoint.seen.values())
     first_waits = ", ".join(f"#{n} {min(w):.2f}-{max(w):.2f} s" for n, w in sorted(waits.items()) if n <= 4)
     hangs = (
@@ -583,7 +591,7 @@ def test_a_retry_storm_beside_a_healthy_stream(chaos_cluster: Callable[..., PgPa
         f"for {STORM_SECONDS:.0f} s, then 200, "
         f"and {DOWN_JOBS} to one that always fails; beside {HEALTHY_JOBS} RabbitMQ jobs over 50 s; "
         f"retry policy {policy.max_attempts} attempts, base {policy.base_seconds:.0f} s, max "
-        f"{policy.max_seconds:.0f} s; 2 workers",
+        f"{policy.max_seconds:.0f} s; 2 workers, REMINDERS_HTTP_LANE_CHUNKS={STORM_LANE_CHUNKS}",
         f"healthy lateness before the storm (n {before[0]}): p50 {before[1]:.2f} s, p99 {before[2]:.2f} s, "
         f"max {before[3]:.2f} s; during it ({storm_to - storm_from:.0f} s, n {during[0]}): p50 "
         f"{during[1]:.2f} s, p99 {during[2]:.2f} s, max {during[3]:.2f} s; {HEALTHY_JOBS}/{HEALTHY_JOBS} "
