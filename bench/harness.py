@@ -63,6 +63,7 @@ _SIZES: dict[str, tuple[Any, Any]] = {
     "eta_memory_sizes": ([5_000], [10_000, 100_000]),
     "trainings": (500, 10_000),
     "storm_reminders": (100, 5_000),
+    "storm_repeats": (1, 3),
 }
 
 
@@ -96,6 +97,7 @@ class Sizes:
     eta_memory_sizes: list[int]
     trainings: int
     storm_reminders: int
+    storm_repeats: int
 
     @classmethod
     def for_run(cls, quick: bool) -> Sizes:
