@@ -120,6 +120,9 @@ class Harness:
     maintenance_database: str = "postgres"
     run_id: str = field(default_factory=lambda: time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6])
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # Where each child's log stood when it was started: a name started again appends to its log, and what
+    # its last run logged must not answer `wait_for_log` for this one.
+    log_from: dict[str, int] = field(default_factory=dict)
     queues: set[str] = field(default_factory=set)
     exchanges: set[str] = field(default_factory=set)
     database_created: bool = False
@@ -225,7 +228,9 @@ class Harness:
     # --- processes --------------------------------------------------------------------------------
     def start(self, name: str, argv: Sequence[str], **env: str) -> subprocess.Popen[bytes]:
         """Start a child in its own session (so Ctrl-C reaches only us, and we stop it by its group id)."""
-        proc = start_process(argv, env=self.child_env(**env), log_path=self.log_dir / f"{name}.log")
+        log_path = self.log_dir / f"{name}.log"
+        self.log_from[name] = log_path.stat().st_size if log_path.exists() else 0
+        proc = start_process(argv, env=self.child_env(**env), log_path=log_path)
         proc.bench_name = name  # type: ignore[attr-defined]
         self.processes.append(proc)
         return proc
@@ -265,16 +270,20 @@ class Harness:
             "--pidfile=",
         )
 
-    def log_text(self, name: str) -> str:
+    def log_text(self, name: str, *, this_run: bool = False) -> str:
+        """The child's log; with `this_run`, only what its latest start has logged."""
         path = self.log_dir / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+        if not path.exists():
+            return ""
+        data = path.read_bytes()
+        return data[self.log_from.get(name, 0) if this_run else 0 :].decode(errors="replace")
 
     def wait_for_log(
         self, name: str, text: str, *, timeout: float, proc: subprocess.Popen[bytes] | None = None
     ) -> float:
         start = time.monotonic()
         while time.monotonic() - start < timeout:
-            if text in self.log_text(name):
+            if text in self.log_text(name, this_run=True):
                 return time.monotonic() - start
             if proc is not None and proc.poll() is not None:
                 raise RuntimeError(
