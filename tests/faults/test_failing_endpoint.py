@@ -30,9 +30,6 @@ from reminders.models import Occurrence, OccurrenceStatus
 from tests.factories import UserFactory
 from tests.faults import harness
 
-# The HTTP transport is being written on main; until it is merged into this branch these tests skip.
-pytest.importorskip("reminders.transports.http", reason="reminders.transports.http is not merged yet")
-
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
 BASE = 0.4

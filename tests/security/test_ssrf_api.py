@@ -18,6 +18,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+import reminders.transports.http as http_transport
 from reminders.models import CallbackType, Job, Occurrence, OccurrenceStatus
 from tests.factories import JobFactory, OccurrenceFactory
 from tests.http_receiver import QuietHandler, serving
@@ -112,9 +113,7 @@ def test_it_accepts_a_private_callback_url_only_when_the_setting_allows_it(
 
 @pytest.fixture
 def transport() -> Any:
-    return pytest.importorskip(
-        "reminders.transports.http", reason="reminders.transports.http is not merged yet"
-    )
+    return http_transport
 
 
 class Network:
