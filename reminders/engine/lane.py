@@ -39,6 +39,7 @@ class Lane:
         self.name = name
         self.result = ScanResult()
         self._executor: ThreadPoolExecutor | None = None
+        self._threads = 0  # the executor's size: the capacity when it was made
         self._pid = 0
         self._busy = 0
         self._idle = threading.Condition()
@@ -56,8 +57,11 @@ class Lane:
             if self._busy >= capacity:
                 return False
             self._busy += 1
-            if self._executor is None:
+            if self._executor is None or self._threads < capacity:  # (a larger capacity: never queue)
+                if self._executor is not None:
+                    self._executor.shutdown(wait=False)  # its chunks out finish on its threads
                 self._executor = ThreadPoolExecutor(max_workers=capacity, thread_name_prefix=self.name)
+                self._threads = capacity
             return True
 
     def run(self, job: Callable[[], None]) -> None:
@@ -72,8 +76,6 @@ class Lane:
         """Count what one chunk's marks did (from the marker thread)."""
         with self._idle:
             self.result.add(result)
-            for kind, n in result.errors.items():
-                self.result.errors[kind] = self.result.errors.get(kind, 0) + n
 
     def take_result(self) -> ScanResult:
         """What the lane's marks did since the last call (for the scan task's totals)."""

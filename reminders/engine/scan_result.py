@@ -19,3 +19,5 @@ class ScanResult:
     def add(self, other: ScanResult) -> None:
         for name in ("claimed", "delivered", "retried", "failed", "skipped", "released", "lost_lease"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for kind, n in other.errors.items():
+            self.errors[kind] = self.errors.get(kind, 0) + n

@@ -14,9 +14,11 @@ import pytest
 
 from reminders.engine.clock import DbClock
 from reminders.engine.connection_thread import marker
-from reminders.engine.lane import DEFER_SECONDS, http_lane
+from reminders.engine.lane import DEFER_SECONDS, Lane, http_lane
 from reminders.engine.lookahead import occurrences_fire_for
+from reminders.engine.scan_result import ScanResult
 from reminders.models import CallbackType, Occurrence, OccurrenceStatus
+from reminders.tasks import _publish_carried_before_exit
 from tests.conftest import drain_queue
 from tests.factories import JobFactory, OccurrenceFactory
 from tests.http_receiver import QuietHandler, serving
@@ -85,8 +87,8 @@ def test_a_slow_endpoint_holds_its_own_rows_not_the_queue_row_due_behind_them(
         assert took < SLOW_SECONDS, f"the scan waited {took:.2f} s for the endpoint"
         hook.refresh_from_db()
         assert hook.status == OccurrenceStatus.CLAIMED  # still out on the lane, under the scan's lease
-        assert http_lane().stop(timeout=SLOW_SECONDS + 5.0)
-        assert marker().stop(timeout=5.0)
+        # A worker stopping now waits for the chunk out on its lane, then for its mark (the shutdown hook).
+        _publish_carried_before_exit()
         assert http_lane().take_result().delivered == 1  # counted in the next scan's totals
     else:
         # Inside the scan (the lane off): the queue row waited for the endpoint's answer.
@@ -127,3 +129,46 @@ def test_a_chunk_that_finds_the_lane_full_is_handed_back_due_a_moment_later_with
     }
     assert sorted(seen) == sorted(r.idempotency_key for r in rows)  # each exactly once
     assert len(drain_queue(queue_name, expect=1)) == 1
+
+
+def test_a_lane_chunks_failure_is_marked_for_its_retry_and_counted_with_its_error_in_the_scans_totals(
+    settings, queue_name
+) -> None:
+    settings.REMINDERS_HTTP_ALLOW_PRIVATE = True
+    settings.REMINDERS_POLL_SECONDS = 30.0
+
+    class Unavailable(QuietHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.answer(503)
+
+    with serving(Unavailable) as port:
+        hook = _due(1.0, callback_type=CallbackType.HTTP, target=f"http://127.0.0.1:{port}/hook")
+        http_lane().take_result()
+        occurrences_fire_for(seconds=0.2)
+        _publish_carried_before_exit()
+
+    hook.refresh_from_db()
+    assert (hook.status, hook.attempts) == (OccurrenceStatus.SCHEDULED, 1)  # due again after its backoff
+    assert "HTTP 503" in hook.last_error
+    totals = ScanResult(claimed=1)
+    totals.add(http_lane().take_result())  # as the scan task adds the lane's counts to its own
+    assert (totals.claimed, totals.retried, totals.delivered, totals.errors) == (1, 1, 0, {"HTTP 503": 1})
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_place_taken_is_a_thread_at_once_even_after_the_capacity_grew(settings) -> None:
+    lane = Lane("test-lane")
+    settings.REMINDERS_HTTP_LANE_CHUNKS = 1
+    release, second_started = threading.Event(), threading.Event()
+    assert lane.take()
+    lane.run(lambda: release.wait(5.0))
+    assert not lane.take()  # full
+    settings.REMINDERS_HTTP_LANE_CHUNKS = 2
+    assert lane.take()
+    lane.run(second_started.set)
+    try:
+        assert second_started.wait(2.0), "the second chunk waited in a queue behind the first"
+    finally:
+        release.set()
+    assert lane.stop(timeout=5.0)
